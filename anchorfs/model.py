@@ -1,0 +1,285 @@
+"""The data model: memories, anchors, verdicts and hits, as frozen values with stable dict forms.
+
+Dict forms are the contract shared by the ledger, the store, the CLI's `--json` and MCP:
+keys may be added, never renamed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "KINDS",
+    "Kind",
+    "Status",
+    "Verdict",
+    "Drift",
+    "AnchorRef",
+    "Memory",
+    "AnchorCheck",
+    "Hit",
+    "new_id",
+    "utcnow",
+    "to_iso",
+    "from_iso",
+    "drift_of",
+]
+
+
+class Kind(StrEnum):
+    DECISION = "decision"
+    CONSTRAINT = "constraint"
+    GOAL = "goal"
+    PREFERENCE = "preference"
+    REFERENCE = "reference"
+    SUMMARY = "summary"
+    NOTE = "note"
+
+
+KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    RETRACTED = "retracted"
+
+
+class Verdict(StrEnum):
+    """One anchor at check time (DESIGN.md)."""
+
+    FRESH = "fresh"
+    MOVED = "moved"
+    CHANGED = "changed"
+    DELETED = "deleted"
+    SYMBOL_MISSING = "symbol_missing"
+    UNREADABLE = "unreadable"
+    UNSAFE = "unsafe"
+
+
+class Drift(StrEnum):
+    """One memory: stale needs positive evidence, anything ambiguous is unknown."""
+
+    FRESH = "fresh"
+    STALE = "stale"
+    UNKNOWN = "unknown"
+
+
+_STALE_VERDICTS = frozenset({Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING})
+_UNKNOWN_VERDICTS = frozenset({Verdict.UNREADABLE, Verdict.UNSAFE})
+
+
+def drift_of(verdicts: "list[Verdict] | tuple[Verdict, ...]") -> Drift:
+    if any(v in _STALE_VERDICTS for v in verdicts):
+        return Drift.STALE
+    if any(v in _UNKNOWN_VERDICTS for v in verdicts):
+        return Drift.UNKNOWN
+    return Drift.FRESH
+
+
+# -- time and ids ---------------------------------------------------------------------------
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def to_iso(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def from_iso(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_last_ms = 0
+_last_rand = 0
+
+
+def new_id() -> str:
+    """A ULID-like id (lowercase Crockford base32): sorts by time, monotonic within a process."""
+    global _last_ms, _last_rand
+    ms = time.time_ns() // 1_000_000
+    if ms <= _last_ms:
+        ms = _last_ms
+        rand = (_last_rand + 1) & ((1 << 80) - 1)
+    else:
+        rand = int.from_bytes(os.urandom(10), "big")
+    _last_ms, _last_rand = ms, rand
+    value = (ms << 80) | rand
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+# -- anchors and memories -------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AnchorRef:
+    """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text."""
+
+    path: str
+    sha256: str | None = None
+    symbol: str | None = None
+    lines: tuple[int, int] | None = None
+    content_hash: str | None = None
+    commit: str | None = None
+    dirty: bool | None = None
+
+    @property
+    def spec(self) -> str:
+        if self.symbol:
+            return f"{self.path}#{self.symbol}"
+        if self.lines:
+            a, b = self.lines
+            return f"{self.path}:{a}" if a == b else f"{self.path}:{a}-{b}"
+        return self.path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "symbol": self.symbol,
+            "lines": list(self.lines) if self.lines else None,
+            "content_hash": self.content_hash,
+            "commit": self.commit,
+            "dirty": self.dirty,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "AnchorRef":
+        lines = d.get("lines")
+        return cls(
+            path=d["path"],
+            sha256=d.get("sha256"),
+            symbol=d.get("symbol"),
+            lines=(int(lines[0]), int(lines[1])) if lines else None,
+            content_hash=d.get("content_hash"),
+            commit=d.get("commit"),
+            dirty=d.get("dirty"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: str
+    content: str
+    kind: str = Kind.NOTE.value
+    tags: tuple[str, ...] = ()
+    anchors: tuple[AnchorRef, ...] = ()
+    author: str | None = None
+    recorded_at: datetime = field(default_factory=utcnow)
+    valid_from: datetime = field(default_factory=utcnow)
+    valid_until: datetime | None = None
+    status: str = Status.ACTIVE.value
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    reason: str | None = None
+
+    def replace(self, **changes: Any) -> "Memory":
+        return replace(self, **changes)
+
+    def active_at(self, when: datetime) -> bool:
+        """Recorded by `when` and not yet retired then (per this snapshot's bounds)."""
+        if self.valid_from > when:
+            return False
+        return self.valid_until is None or self.valid_until > when
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "kind": self.kind,
+            "tags": list(self.tags),
+            "anchors": [a.to_dict() for a in self.anchors],
+            "author": self.author,
+            "recorded_at": to_iso(self.recorded_at),
+            "valid_from": to_iso(self.valid_from),
+            "valid_until": to_iso(self.valid_until),
+            "status": self.status,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Memory":
+        recorded = from_iso(d["recorded_at"])
+        assert recorded is not None
+        return cls(
+            id=d["id"],
+            content=d["content"],
+            kind=d.get("kind", Kind.NOTE.value),
+            tags=tuple(d.get("tags") or ()),
+            anchors=tuple(AnchorRef.from_dict(a) for a in d.get("anchors") or ()),
+            author=d.get("author"),
+            recorded_at=recorded,
+            valid_from=from_iso(d.get("valid_from")) or recorded,
+            valid_until=from_iso(d.get("valid_until")),
+            status=d.get("status", Status.ACTIVE.value),
+            supersedes=d.get("supersedes"),
+            superseded_by=d.get("superseded_by"),
+            reason=d.get("reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorCheck:
+    """One anchor's verdict at check time, with a detail a person can act on."""
+
+    anchor: AnchorRef
+    verdict: Verdict
+    detail: str
+    lines_now: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.anchor.path,
+            "symbol": self.anchor.symbol,
+            "lines": list(self.anchor.lines) if self.anchor.lines else None,
+            "verdict": self.verdict.value,
+            "detail": self.detail,
+            "lines_now": list(self.lines_now) if self.lines_now else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    memory: Memory
+    similarity: float
+    score: float
+    drift: Drift
+    checks: tuple[AnchorCheck, ...]
+    envelope: str
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "id": m.id,
+            "content": m.content,
+            "kind": m.kind,
+            "tags": list(m.tags),
+            "status": m.status,
+            "score": round(self.score, 6),
+            "similarity": round(self.similarity, 6),
+            "drift": self.drift.value,
+            "envelope": self.envelope,
+            "recorded_at": to_iso(m.recorded_at),
+            "valid_until": to_iso(m.valid_until),
+            "superseded_by": m.superseded_by,
+            "anchors": [c.to_dict() for c in self.checks],
+        }
