@@ -7,6 +7,7 @@ from __future__ import annotations
 
 __all__ = [
     "AnchorfsError",
+    "InputError",
     "AnchorError",
     "UnsafePathError",
     "SymbolNotFoundError",
@@ -23,6 +24,10 @@ __all__ = [
 
 class AnchorfsError(Exception):
     """Base of every error a user can cause or fix."""
+
+
+class InputError(AnchorfsError):
+    """Bad input that is not an anchor: empty content, an unknown kind, a bad time."""
 
 
 class AnchorError(AnchorfsError):

@@ -7,6 +7,7 @@ keys may be added, never renamed.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -28,6 +29,7 @@ __all__ = [
     "to_iso",
     "from_iso",
     "drift_of",
+    "parse_time",
 ]
 
 
@@ -100,6 +102,32 @@ def from_iso(text: str | None) -> datetime | None:
     dt = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_time(text: str, *, now: datetime | None = None) -> datetime:
+    """ISO 8601 (a date, or a date and time; naive means UTC) or relative to now: `7d`, `12h`."""
+    from datetime import timedelta
+
+    from .errors import InputError
+
+    if not isinstance(text, str) or not text.strip() or len(text) > 64:
+        raise InputError(f"bad time {text!r}: use ISO 8601 (2026-08-23T10:00Z) or a span like 7d, 12h")
+    m = _RELATIVE.match(text)
+    if m:
+        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()]
+        if seconds > 200 * 365 * 86400:
+            raise InputError(f"bad time {text!r}: too far back")
+        return (now or utcnow()) - timedelta(seconds=seconds)
+    try:
+        dt = from_iso(text.strip())
+    except ValueError:
+        raise InputError(f"bad time {text!r}: use ISO 8601 (2026-08-23T10:00Z) or a span like 7d, 12h") from None
+    assert dt is not None
     return dt
 
 
@@ -189,6 +217,8 @@ class Memory:
     supersedes: str | None = None
     superseded_by: str | None = None
     reason: str | None = None
+    verified_at: datetime | None = None
+    """When someone last re-verified it (reanchor); ages are counted from here."""
 
     def replace(self, **changes: Any) -> "Memory":
         return replace(self, **changes)
@@ -214,6 +244,7 @@ class Memory:
             "supersedes": self.supersedes,
             "superseded_by": self.superseded_by,
             "reason": self.reason,
+            "verified_at": to_iso(self.verified_at),
         }
 
     @classmethod
@@ -234,6 +265,7 @@ class Memory:
             supersedes=d.get("supersedes"),
             superseded_by=d.get("superseded_by"),
             reason=d.get("reason"),
+            verified_at=from_iso(d.get("verified_at")),
         )
 
 

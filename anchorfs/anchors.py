@@ -1,0 +1,269 @@
+"""Anchors: parse specs and `@anchor(...)` markers, guard paths, take hashes, judge drift.
+
+Taking an anchor (write time) and judging it (read time) share one notion of "the anchored
+text", so a memory can only be stale on positive evidence that this exact text changed.
+Line texts are compared with line endings normalized: a CRLF <-> LF conversion changes a
+whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `moved`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import replace
+from pathlib import Path
+
+from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
+from .model import AnchorRef, Verdict
+
+__all__ = [
+    "STATE_DIR",
+    "MAX_FILE_BYTES",
+    "parse_spec",
+    "parse_markers",
+    "resolve_path",
+    "take",
+    "narrowed_text",
+    "judge",
+    "text_hash",
+]
+
+STATE_DIR = ".anchorfs"
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Files above this are refused at write time and `unreadable` at check time."""
+
+_LINES_RE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+_SYMBOL_RE = re.compile(r"^[^\s#]+$")
+_MARKER_RE = re.compile(r"@anchor\(")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def text_hash(text: bytes) -> str:
+    return hashlib.sha256(text).hexdigest()
+
+
+def _parse_lines(text: str, where: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not m:
+        raise AnchorError(f"bad lines {text!r} in {where}: expected START-END or LINE")
+    start = int(m.group(1))
+    end = int(m.group(2)) if m.group(2) else start
+    if start < 1:
+        raise AnchorError(f"bad lines {text!r} in {where}: lines start at 1")
+    if start > end:
+        raise AnchorError(f"bad lines {text!r} in {where}: start {start} is after end {end}")
+    return start, end
+
+
+def parse_spec(spec: str) -> AnchorRef:
+    """`PATH` | `PATH#SYMBOL` | `PATH:START-END` | `PATH:LINE` -> an untaken AnchorRef."""
+    if not isinstance(spec, str):
+        raise AnchorError(f"an anchor must be a spec string or an AnchorRef, not {type(spec).__name__}")
+    text = spec.strip()
+    if not text:
+        raise AnchorError("empty anchor spec")
+    if "#" in text:
+        path, _, symbol = text.partition("#")
+        symbol = symbol.strip()
+        if not path.strip() or not symbol or not _SYMBOL_RE.match(symbol):
+            raise AnchorError(f"bad anchor spec {spec!r}: expected PATH#SYMBOL")
+        return AnchorRef(path=path.strip(), symbol=symbol)
+    m = _LINES_RE.match(text)
+    if m:
+        lines = _parse_lines(m.group("start") + ("-" + m.group("end") if m.group("end") else ""), repr(spec))
+        return AnchorRef(path=m.group("path"), lines=lines)
+    return AnchorRef(path=text)
+
+
+def _split_marker_args(body: str, marker: str) -> dict[str, str]:
+    args: dict[str, str] = {}
+    for part in body.split(","):
+        part = part.strip()
+        if not part:
+            raise AnchorError(f"malformed marker {marker}: empty argument")
+        key, eq, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key or not value:
+            raise AnchorError(f"malformed marker {marker}: expected key=value, got {part!r}")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        if key not in ("file", "symbol", "lines"):
+            raise AnchorError(f"malformed marker {marker}: unknown key {key!r} (file, symbol, lines)")
+        if key in args:
+            raise AnchorError(f"malformed marker {marker}: {key!r} given twice")
+        args[key] = value
+    return args
+
+
+def parse_markers(text: str) -> list[AnchorRef]:
+    """Every `@anchor(...)` marker in a memory's text; a malformed one is an error, never dropped."""
+    refs: list[AnchorRef] = []
+    for m in _MARKER_RE.finditer(text):
+        close = text.find(")", m.end())
+        if close < 0:
+            raise AnchorError(f"malformed marker {text[m.start():m.start() + 40]!r}: no closing ')'")
+        marker = text[m.start():close + 1]
+        args = _split_marker_args(text[m.end():close], marker)
+        if "file" not in args:
+            raise AnchorError(f"malformed marker {marker}: file= is required")
+        if "symbol" in args and "lines" in args:
+            raise AnchorError(f"malformed marker {marker}: give symbol= or lines=, not both")
+        lines = _parse_lines(args["lines"], marker) if "lines" in args else None
+        symbol = args.get("symbol")
+        if symbol is not None and not _SYMBOL_RE.match(symbol):
+            raise AnchorError(f"malformed marker {marker}: bad symbol {symbol!r}")
+        refs.append(AnchorRef(path=args["file"], symbol=symbol, lines=lines))
+    return refs
+
+
+def resolve_path(root_real: str, path: str) -> tuple[str, str]:
+    """Map a user path to (repo-relative POSIX path, real absolute path), refusing escapes.
+
+    `root_real` must already be a realpath. The check is on the realpath, so a symlink anywhere
+    on the way out is caught, not just `..` segments.
+    """
+    if not path or not path.strip():
+        raise UnsafePathError("empty anchor path")
+    if "\0" in path:
+        raise UnsafePathError(f"anchor path {path!r} contains a NUL byte")
+    joined = path if os.path.isabs(path) else os.path.join(root_real, path)
+    real = os.path.realpath(joined)
+    rel = os.path.relpath(real, root_real)
+    if rel == os.curdir:
+        raise AnchorError(f"anchor path {path!r} is the workspace root, not a file")
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        raise UnsafePathError(f"anchor path {path!r} resolves outside the workspace")
+    rel_posix = rel.replace(os.sep, "/")
+    if rel_posix == STATE_DIR or rel_posix.startswith(STATE_DIR + "/"):
+        raise UnsafePathError(f"anchor path {path!r} is inside anchorfs's own {STATE_DIR}/ folder")
+    return rel_posix, real
+
+
+def _read_file(real: str, shown: str) -> bytes:
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise AnchorError(f"anchor file {shown!r} does not exist") from None
+    except OSError as exc:
+        raise AnchorError(f"anchor file {shown!r} cannot be read: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise AnchorError(f"anchor path {shown!r} is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise AnchorError(f"anchor path {shown!r} is not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        raise AnchorError(f"anchor file {shown!r} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    try:
+        with open(real, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise AnchorError(f"anchor file {shown!r} cannot be read: {exc.strerror}") from None
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """Lines without their endings (LF, CRLF); a trailing newline does not make an empty line."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
+def _lines_text(lines: list[bytes], start: int, end: int) -> bytes:
+    return b"\n".join(lines[start - 1:end])
+
+
+def _symbol_span(path: str, data: bytes, symbol: str) -> tuple[bytes, tuple[int, int]]:
+    from .symbols import find_symbol
+
+    sym = find_symbol(path, data, symbol)
+    text = data[sym.start_byte:sym.end_byte].replace(b"\r\n", b"\n")
+    return text, (sym.start_line, sym.end_line)
+
+
+def narrowed_text(ref: AnchorRef, data: bytes) -> tuple[bytes, tuple[int, int]]:
+    """The anchored text and where it stands; raises AnchorError / SymbolNotFoundError."""
+    if ref.symbol:
+        return _symbol_span(ref.path, data, ref.symbol)
+    assert ref.lines is not None
+    lines = _split_lines(data)
+    start, end = ref.lines
+    if end > len(lines):
+        raise AnchorError(
+            f"lines {start}-{end} are past the end of {ref.path} ({len(lines)} lines)"
+        )
+    return _lines_text(lines, start, end), (start, end)
+
+
+def take(
+    root_real: str,
+    ref: AnchorRef,
+    *,
+    commit: str | None = None,
+    dirty: bool | None = None,
+) -> AnchorRef:
+    """Validate and hash an anchor at write time; the hash is always computed here."""
+    rel, real = resolve_path(root_real, ref.path)
+    data = _read_file(real, ref.path)
+    sha = hashlib.sha256(data).hexdigest()
+    if ref.sha256 is not None and ref.sha256.lower() != sha:
+        raise AnchorError(
+            f"the given sha256 for {rel} does not match the file ({sha[:12]}...); "
+            "anchorfs computes hashes itself, leave it out"
+        )
+    content_hash = None
+    if ref.symbol or ref.lines:
+        if ref.symbol and ref.lines:
+            raise AnchorError(f"anchor {rel}: give a symbol or lines, not both")
+        text, _ = narrowed_text(replace(ref, path=rel), data)
+        content_hash = text_hash(text)
+        if ref.content_hash is not None and ref.content_hash.lower() != content_hash:
+            raise AnchorError(f"the given content_hash for {ref.spec} does not match the file")
+    return AnchorRef(
+        path=rel,
+        sha256=sha,
+        symbol=ref.symbol,
+        lines=ref.lines,
+        content_hash=content_hash,
+        commit=commit,
+        dirty=dirty,
+    )
+
+
+def _find_block(lines: list[bytes], n: int, want: str, near: int) -> tuple[int, int] | None:
+    """Where an n-line block with hash `want` now stands, nearest to its old start."""
+    best: tuple[int, int] | None = None
+    for i in range(0, len(lines) - n + 1):
+        if text_hash(_lines_text(lines, i + 1, i + n)) == want:
+            if best is None or abs(i + 1 - near) < abs(best[0] - near):
+                best = (i + 1, i + n)
+    return best
+
+
+def judge(ref: AnchorRef, data: bytes) -> tuple[Verdict, str, tuple[int, int] | None]:
+    """Judge an anchor against the file's current bytes (already known to be readable)."""
+    sha = hashlib.sha256(data).hexdigest()
+    if sha == ref.sha256:
+        return Verdict.FRESH, "unchanged", ref.lines
+    if not ref.symbol and not ref.lines:
+        return Verdict.CHANGED, f"{ref.path} changed", None
+    if ref.symbol:
+        try:
+            text, where = _symbol_span(ref.path, data, ref.symbol)
+        except SymbolNotFoundError:
+            return Verdict.SYMBOL_MISSING, f"{ref.spec} no longer found", None
+        except AnchorError as exc:
+            return Verdict.UNREADABLE, str(exc), None
+        if text_hash(text) == ref.content_hash:
+            return Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", where
+        return Verdict.CHANGED, f"{ref.spec} changed", where
+    assert ref.lines is not None
+    start, end = ref.lines
+    lines = _split_lines(data)
+    if end <= len(lines) and text_hash(_lines_text(lines, start, end)) == ref.content_hash:
+        return Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", ref.lines
+    found = _find_block(lines, end - start + 1, ref.content_hash or "", start)
+    if found is not None:
+        a, b = found
+        return Verdict.MOVED, f"{ref.spec} now at lines {a}-{b}", found
+    return Verdict.CHANGED, f"{ref.spec} changed", None

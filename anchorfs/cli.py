@@ -1,0 +1,436 @@
+"""The `anchorfs` command: each command parses, calls one Workspace method, formats.
+
+No logic lives here. An `AnchorfsError` becomes one line on stderr and exit 1; usage errors
+exit 2; `drift` and `verify` exit 90 when something is stale. Output for people is plain
+aligned text (no heavy imports: `drift` runs in git hooks and cron); `--json` for programs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+import orjson
+
+from .errors import AnchorfsError
+
+if TYPE_CHECKING:
+    from .model import Memory
+    from .workspace import Workspace
+
+__all__ = ["cli", "main", "EXIT_STALE"]
+
+EXIT_STALE = 90
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, r in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class _Ctx:
+    def __init__(self, root: str | None, as_json: bool) -> None:
+        self.root = root
+        self.json = as_json
+        self._ws: Workspace | None = None
+
+    def ws(self, **kwargs: Any) -> "Workspace":
+        if self._ws is None:
+            from .workspace import open as open_ws
+
+            self._ws = open_ws(self.root, **kwargs)
+        return self._ws
+
+    def close(self) -> None:
+        if self._ws is not None:
+            self._ws.close()
+
+
+def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Every command takes --root and --json (DESIGN.md), after the command name too."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+    fn = click.option("--root", type=click.Path(file_okay=False), help="Workspace root (default: found like git).")(fn)
+    return fn
+
+
+@contextmanager
+def _session(ctx: click.Context, root: str | None, as_json: bool) -> Iterator[_Ctx]:
+    parent: _Ctx = ctx.obj
+    c = _Ctx(root or parent.root, as_json or parent.json)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--root", type=click.Path(file_okay=False), help="Workspace root (default: found like git).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.version_option(package_name="anchorfs")
+@click.pass_context
+def cli(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Memories for coding agents, anchored to the code they rest on."""
+    ctx.obj = _Ctx(root, as_json)
+
+
+# -- formatting helpers ---------------------------------------------------------------------
+
+def _memory_json(m: "Memory") -> dict[str, Any]:
+    return m.to_dict()
+
+
+def _print_memory(m: "Memory") -> None:
+    click.echo(f"{m.id}  [{m.kind}] {m.status}")
+    click.echo(f"  {m.content}")
+    if m.tags:
+        click.echo(f"  tags: {', '.join(m.tags)}")
+    for a in m.anchors:
+        commit = f" @ {a.commit[:7]}" if a.commit else ""
+        click.echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}")
+    click.echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
+    if m.valid_until:
+        click.echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
+    if m.supersedes:
+        click.echo(f"  supersedes {m.supersedes}")
+    if m.superseded_by:
+        click.echo(f"  superseded by {m.superseded_by}")
+    if m.reason:
+        click.echo(f"  reason: {m.reason}")
+
+
+def _progress(total: int, label: str) -> tuple[Callable[[int], None], Callable[[], None]]:
+    """A progress bar that only appears once the work has taken more than a second."""
+    import time
+
+    start = time.monotonic()
+    state: dict[str, Any] = {"done": 0, "bar": None}
+
+    def advance(n: int) -> None:
+        state["done"] += n
+        if state["bar"] is None and time.monotonic() - start > 1.0 and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            bar = Progress(transient=True, console=None)
+            bar.start()
+            state["task"] = bar.add_task(label, total=total, completed=state["done"])
+            state["bar"] = bar
+        elif state["bar"] is not None:
+            state["bar"].update(state["task"], completed=state["done"])
+
+    def finish() -> None:
+        if state["bar"] is not None:
+            state["bar"].stop()
+
+    return advance, finish
+
+
+# -- commands ------------------------------------------------------------------------------
+
+@cli.command()
+@_common
+@click.option("--mcp", "write_mcp", is_flag=True, help="Also write a .mcp.json for agent hosts.")
+@click.pass_context
+def init(ctx: click.Context, root: str | None, as_json: bool, write_mcp: bool) -> None:
+    """Create the .anchorfs/ state folder here (or at --root)."""
+    from .workspace import init as init_ws
+
+    with _session(ctx, root, as_json) as c:
+        path = init_ws(c.root)
+        mcp_path = None
+        if write_mcp:
+            from .mcp import write_mcp_config
+
+            mcp_path = write_mcp_config(path)
+        if c.json:
+            _emit_json({"root": str(path), "mcp": str(mcp_path) if mcp_path else None})
+        else:
+            click.echo(f"anchorfs workspace at {path}")
+            if mcp_path:
+                click.echo(f"wrote {mcp_path}")
+
+
+@cli.command()
+@_common
+@click.argument("text")
+@click.option("--kind", default="note", show_default=True, help="decision, constraint, goal, preference, reference, summary, note")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--anchor", "anchors", multiple=True, metavar="SPEC", help="PATH, PATH#SYMBOL, PATH:START-END (repeatable).")
+@click.option("--author", default=None)
+@click.pass_context
+def record(ctx: click.Context, root: str | None, as_json: bool, text: str, kind: str,
+           tags: tuple[str, ...], anchors: tuple[str, ...], author: str | None) -> None:
+    """Record a memory, anchored to what it rests on."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().record(text, kind=kind, tags=tags, anchors=anchors, author=author)
+        if c.json:
+            _emit_json(_memory_json(m))
+        else:
+            click.echo(f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})")
+
+
+@cli.command()
+@_common
+@click.argument("text")
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=None, help="How many hits.")
+@click.option("--include-superseded", is_flag=True, help="Also superseded and retracted memories, marked.")
+@click.option("--as-of", "as_of", default=None, metavar="TIME", help="The store as it stood then: ISO 8601 or 7d, 12h.")
+@click.option("--stale", type=click.Choice(["include", "exclude", "only"]), default="include", show_default=True,
+              help="Keep stale hits (demoted), leave them out, or show them alone.")
+@click.pass_context
+def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int | None,
+          include_superseded: bool, as_of: str | None, stale: str) -> None:
+    """Search memories; every hit is re-checked against its anchors."""
+    with _session(ctx, root, as_json) as c:
+        hits = c.ws().query(text, k=k, include_superseded=include_superseded, as_of=as_of, stale=stale)
+        if c.json:
+            _emit_json({"hits": [h.to_dict() for h in hits]})
+            return
+        if not hits:
+            click.echo("no memories found")
+            return
+        for h in hits:
+            mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
+            click.echo(f"{h.score:.3f}  {h.memory.id}{mark}  {h.envelope}")
+            click.echo(f"       {h.memory.content}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.pass_context
+def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
+    """One memory, whole."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().get(memory_id)
+        if c.json:
+            _emit_json(_memory_json(m))
+        else:
+            _print_memory(m)
+
+
+@cli.command(name="list")
+@_common
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--status", type=click.Choice(["active", "superseded", "retracted", "all"]), default="active", show_default=True)
+@click.option("--drift", "drift_filter", type=click.Choice(["fresh", "stale", "unknown"]), default=None,
+              help="Filter on the drift found by the last check (no re-check).")
+@click.pass_context
+def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | None, status: str,
+             drift_filter: str | None) -> None:
+    """Memories, newest first."""
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+        mems = ws.list(limit=limit, status=status, drift=drift_filter)
+        if c.json:
+            known = ws.last_drift()
+            _emit_json({"memories": [{**_memory_json(m), "drift": known.get(m.id)} for m in mems]})
+            return
+        known = ws.last_drift()
+        rows = [(m.id, m.kind, m.status, known.get(m.id, "-"), len(m.anchors), _short(m.content)) for m in mems]
+        click.echo(_table(rows, ["id", "kind", "status", "drift", "anchors", "content"]))
+
+
+@cli.command()
+@_common
+@click.option("--embedder", default=None, help="Rebuild with this embedder (hashing, e5, minilm).")
+@click.pass_context
+def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str | None) -> None:
+    """Rebuild the LanceDB store from the ledger alone."""
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws(embedder=embedder)
+        n = ws.reindex(embedder=embedder)
+        if c.json:
+            _emit_json({"memories": n, "embedder": ws.embedder.name})
+        else:
+            click.echo(f"reindexed {n} memories with the {ws.embedder.name} embedder")
+
+
+@cli.command()
+@_common
+@click.pass_context
+def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Check every active anchored memory now; exit 90 when any is stale."""
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+        advance, finish = _progress(0, "checking anchors")
+        try:
+            report = ws.drift(progress=advance)
+        finally:
+            finish()
+        if c.json:
+            _emit_json(report.to_dict())
+        else:
+            bad = [m for m in report.memories if m.drift.value != "fresh"]
+            if bad:
+                rows = []
+                for md in bad:
+                    detail = "; ".join(ch.detail for ch in md.checks if ch.verdict.value not in ("fresh", "moved"))
+                    rows.append((md.memory.id, md.drift.value, _short(md.memory.content, 40), detail))
+                click.echo(_table(rows, ["id", "drift", "memory", "why"]))
+            d = report.to_dict()
+            click.echo(f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
+        if report.stale:
+            ctx.exit(EXIT_STALE)
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.option("--anchor", "anchors", multiple=True, metavar="SPEC", help="New anchors (default: the old ones, as they are now).")
+@click.option("--reason", default=None)
+@click.pass_context
+def reanchor(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, anchors: tuple[str, ...],
+             reason: str | None) -> None:
+    """Anchor a re-verified memory to the content as it is now."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().reanchor(memory_id, anchors=anchors or None, reason=reason)
+        if c.json:
+            _emit_json(_memory_json(m))
+        else:
+            click.echo(f"reanchored {m.id}: {', '.join(a.spec for a in m.anchors)}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.argument("text")
+@click.option("--reason", default=None)
+@click.option("--anchor", "anchors", multiple=True, metavar="SPEC", help="Anchors for the successor (default: inherited).")
+@click.option("--kind", default=None)
+@click.option("--tag", "tags", multiple=True)
+@click.pass_context
+def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, text: str,
+              reason: str | None, anchors: tuple[str, ...], kind: str | None, tags: tuple[str, ...]) -> None:
+    """Correct a memory: the new one wins, the old one keeps its validity bounds."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().supersede(memory_id, text, reason=reason, anchors=anchors or None, kind=kind, tags=tags or None)
+        if c.json:
+            _emit_json(_memory_json(m))
+        else:
+            click.echo(f"{m.id} supersedes {m.supersedes}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.option("--reason", default=None)
+@click.pass_context
+def retract(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
+    """Withdraw a belief with no successor."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().retract(memory_id, reason=reason)
+        if c.json:
+            _emit_json(_memory_json(m))
+        else:
+            click.echo(f"retracted {m.id}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.option("--reason", default=None)
+@click.pass_context
+def revert(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
+    """Undo a supersede or a retract."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().revert(memory_id, reason=reason)
+        if c.json:
+            _emit_json(_memory_json(m))
+        else:
+            click.echo(f"{m.id} is active again")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.pass_context
+def history(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
+    """A memory's whole supersede chain, oldest first."""
+    with _session(ctx, root, as_json) as c:
+        events = c.ws().history(memory_id)
+        if c.json:
+            _emit_json({"id": memory_id, "events": [e.to_dict() for e in events]})
+            return
+        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.memory.id, e.memory.status, e.actor,
+                 e.reason or "", _short(e.memory.content, 40)) for e in events]
+        click.echo(_table(rows, ["at", "op", "id", "status", "actor", "reason", "content"]))
+
+
+@cli.command()
+@_common
+@click.option("--since", default=None, metavar="TIME", help="ISO 8601 or 7d, 12h.")
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.pass_context
+def ledger(ctx: click.Context, root: str | None, as_json: bool, since: str | None, limit: int | None) -> None:
+    """The audit trail, newest first."""
+    with _session(ctx, root, as_json) as c:
+        entries = c.ws().ledger_entries(since=since, limit=limit)
+        if c.json:
+            _emit_json({"entries": [e.to_dict() for e in entries]})
+            return
+        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, ", ".join(m.id for m in e.memories),
+                 e.reason or "") for e in entries]
+        click.echo(_table(rows, ["at", "op", "actor", "memories", "reason"]))
+
+
+@cli.command()
+@_common
+@click.option("--keep", type=click.Path(file_okay=False), default=None, help="Build the demo workspace here and keep it.")
+@click.pass_context
+def demo(ctx: click.Context, root: str | None, as_json: bool, keep: str | None) -> None:
+    """Build a throwaway git workspace, record anchored memories, edit the code, query."""
+    from .demo import run_demo
+
+    with _session(ctx, root, as_json) as c:
+        run_demo(keep, as_json=c.json, echo=click.echo)
+
+
+def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    sys.stderr.write(f"anchorfs: warning: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: user errors are one line on stderr and exit 1, never a traceback."""
+    warnings.showwarning = _warning
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="anchorfs", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.stderr.write("anchorfs: aborted\n")
+        sys.exit(130)
+    except AnchorfsError as exc:
+        sys.stderr.write(f"anchorfs: error: {exc}\n")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        os._exit(0)
+    sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

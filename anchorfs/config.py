@@ -1,0 +1,129 @@
+"""Configuration: defaults, then `.anchorfs.toml` at the workspace root, then `ANCHORFS_*`.
+
+Every key lives in one table (`KEYS`) so the example file, the environment names and the
+validation cannot drift apart. `.anchorfs.example.toml` documents each key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .model import KINDS
+
+__all__ = ["Config", "KEYS", "load_config", "CONFIG_FILE"]
+
+CONFIG_FILE = ".anchorfs.toml"
+
+DEFAULT_EXPIRY_DAYS: dict[str, float] = {
+    "decision": 365,
+    "constraint": 180,
+    "goal": 120,
+    "preference": 90,
+    "reference": 180,
+    "summary": 60,
+    "note": 30,
+}
+
+# dotted key -> (type, default). The env name is ANCHORFS_ + key upper-cased, dots to "_".
+KEYS: dict[str, tuple[type, Any]] = {
+    "embedder": (str, "hashing"),
+    "author": (str, ""),
+    "drift.stale_factor": (float, 0.5),
+    "drift.expired_factor": (float, 0.6),
+    "drift.cache_ttl": (float, 300.0),
+    "search.k": (int, 10),
+    "search.candidates": (int, 50),
+    "search.rrf_k": (float, 60.0),
+    "search.vector_weight": (float, 1.0),
+    "search.text_weight": (float, 1.0),
+    "store.compact_fragments": (int, 64),
+    **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
+}
+
+
+def env_name(key: str) -> str:
+    return "ANCHORFS_" + key.upper().replace(".", "_")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in KEYS.items()})
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def embedder(self) -> str:
+        return str(self.values["embedder"])
+
+    def expiry_days(self, kind: str) -> float:
+        return float(self.values.get(f"expiry.{kind}", self.values["expiry.note"]))
+
+
+def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
+    try:
+        if typ is float:
+            if isinstance(raw, bool):
+                raise ValueError
+            value: Any = float(raw)
+        elif typ is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            value = int(raw)
+        else:
+            if not isinstance(raw, str):
+                raise ValueError
+            value = raw
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {key} must be {typ.__name__}, got {raw!r}") from None
+    if typ in (int, float) and (value != value or value < 0):
+        raise ConfigError(f"{where}: {key} must be a number >= 0, got {raw!r}")
+    if key.endswith("_factor") and value > 1:
+        raise ConfigError(f"{where}: {key} must be between 0 and 1, got {raw!r}")
+    return value
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def load_config(root: Path | None, environ: dict[str, str] | None = None) -> Config:
+    """Defaults < `.anchorfs.toml` < environment. Unknown keys are errors, not silent typos."""
+    values = {k: d for k, (_, d) in KEYS.items()}
+    if root is not None:
+        path = root / CONFIG_FILE
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raw = None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        if raw is not None:
+            try:
+                data = tomllib.loads(raw.decode("utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{CONFIG_FILE}: not valid TOML: {exc}") from None
+            for key, value in _flatten(data).items():
+                if key not in KEYS:
+                    raise ConfigError(f"{CONFIG_FILE}: unknown key {key!r}")
+                values[key] = _coerce(key, KEYS[key][0], value, CONFIG_FILE)
+    env = os.environ if environ is None else environ
+    for key, (typ, _) in KEYS.items():
+        name = env_name(key)
+        if name in env:
+            values[key] = _coerce(key, typ, env[name], name)
+    for kind in KINDS:
+        values.setdefault(f"expiry.{kind}", DEFAULT_EXPIRY_DAYS[kind])
+    return Config(values)

@@ -1,0 +1,197 @@
+"""The drift pass: re-check anchors through the hash cache, judge memories, demote scores.
+
+This runs on every read, so the common case (nothing moved) costs one `lstat` per anchored
+file plus a dict lookup: directory realpaths are resolved once per pass, the whole-file hash
+comes from the racy-safe cache, and a file is only read again when its hash changed.
+Staleness needs positive evidence: an anchor we cannot read is `unknown`, never `stale`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, resolve_path
+from .errors import UnsafePathError
+from .hashing import HashCache
+from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, utcnow
+
+__all__ = ["DriftChecker", "MemoryDrift", "DriftReport", "envelope"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDrift:
+    memory: Memory
+    drift: Drift
+    checks: tuple[AnchorCheck, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.memory.id,
+            "content": self.memory.content,
+            "drift": self.drift.value,
+            "anchors": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass(slots=True)
+class DriftReport:
+    memories: list[MemoryDrift] = field(default_factory=list)
+
+    def count(self, drift: Drift) -> int:
+        return sum(1 for m in self.memories if m.drift is drift)
+
+    @property
+    def stale(self) -> list[MemoryDrift]:
+        return [m for m in self.memories if m.drift is Drift.STALE]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checked": len(self.memories),
+            "stale": self.count(Drift.STALE),
+            "unknown": self.count(Drift.UNKNOWN),
+            "fresh": self.count(Drift.FRESH),
+            "memories": [m.to_dict() for m in self.memories],
+        }
+
+
+_ERRNO_WORDS = {13: "permission denied", 21: "a directory where a file was", 40: "too many symlink levels"}
+
+
+class DriftChecker:
+    """One drift pass. Memoizes per anchor and per directory; create a new one per read."""
+
+    def __init__(self, root_real: str, cache: HashCache) -> None:
+        self.root_real = root_real
+        self.cache = cache
+        self._dirs: dict[str, str | None] = {}
+        self._checks: dict[AnchorRef, AnchorCheck] = {}
+
+    def _dir_real(self, rel_dir: str) -> str | None:
+        """The realpath of a workspace folder if it stays inside and is not `.anchorfs/`."""
+        if rel_dir in self._dirs:
+            return self._dirs[rel_dir]
+        result: str | None = self.root_real
+        if rel_dir:
+            real = os.path.realpath(os.path.join(self.root_real, rel_dir))
+            rel = os.path.relpath(real, self.root_real)
+            outside = rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel)
+            state = rel == STATE_DIR or rel.startswith(STATE_DIR + os.sep)
+            result = None if outside or state else real
+        self._dirs[rel_dir] = result
+        return result
+
+    def _locate(self, path: str) -> tuple[str, os.stat_result]:
+        """Real path and stat of an anchored file, refusing anything outside the root."""
+        if "\0" in path or path.startswith("/") or ".." in path.split("/"):
+            raise UnsafePathError(f"{path} now resolves outside the workspace")
+        rel_dir, _, name = path.rpartition("/")
+        dir_real = self._dir_real(rel_dir)
+        if dir_real is None:
+            raise UnsafePathError(f"{path} now resolves outside the workspace")
+        full = os.path.join(dir_real, name)
+        st = os.lstat(full)
+        if stat.S_ISLNK(st.st_mode):
+            _, full = resolve_path(self.root_real, path)
+            st = os.stat(full)
+        elif name == STATE_DIR and not rel_dir:
+            raise UnsafePathError(f"{path} is anchorfs's own state folder")
+        return full, st
+
+    def check_anchor(self, ref: AnchorRef) -> AnchorCheck:
+        cached = self._checks.get(ref)
+        if cached is not None:
+            return cached
+        result = self._check(ref)
+        self._checks[ref] = result
+        return result
+
+    def _check(self, ref: AnchorRef) -> AnchorCheck:
+        try:
+            full, st = self._locate(ref.path)
+        except UnsafePathError:
+            return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.spec} now resolves outside the workspace")
+        except FileNotFoundError:
+            return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} deleted")
+        except OSError as exc:
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
+        if stat.S_ISDIR(st.st_mode):
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: a directory where a file was")
+        if not stat.S_ISREG(st.st_mode):
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: not a regular file")
+        try:
+            sha = self.cache.sha256(ref.path, full)
+        except FileNotFoundError:
+            return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} deleted")
+        except OSError as exc:
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
+        if sha == ref.sha256:
+            return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
+        if not ref.symbol and not ref.lines:
+            return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
+        if st.st_size > MAX_FILE_BYTES:
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: larger than {MAX_FILE_BYTES >> 20} MiB")
+        try:
+            with open(full, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
+        verdict, detail, where = judge(ref, data)
+        return AnchorCheck(ref, verdict, detail, where)
+
+    def check(self, memory: Memory) -> MemoryDrift:
+        checks = tuple(self.check_anchor(a) for a in memory.anchors)
+        return MemoryDrift(memory, drift_of([c.verdict for c in checks]), checks)
+
+    def check_all(self, memories: Iterable[Memory], progress: Callable[[int], None] | None = None) -> DriftReport:
+        report = DriftReport()
+        for memory in memories:
+            report.memories.append(self.check(memory))
+            if progress is not None:
+                progress(1)
+        return report
+
+
+def _why(exc: OSError) -> str:
+    return _ERRNO_WORDS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+
+
+def age_days(memory: Memory, now: datetime) -> float:
+    since = memory.verified_at or memory.recorded_at
+    return max(0.0, (now - since).total_seconds() / 86400.0)
+
+
+def expired(memory: Memory, expiry_days: float, now: datetime) -> bool:
+    """Past its kind's expiry: demoted as unverified (the boundary day itself still holds)."""
+    return age_days(memory, now) > expiry_days
+
+
+def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
+             expiry_days: float, now: datetime | None = None) -> str:
+    """One line an agent can read before trusting the memory."""
+    now = now or utcnow()
+    since = (memory.verified_at or memory.recorded_at).date().isoformat()
+    commits = {c.anchor.commit for c in checks if c.anchor.commit}
+    at = f" at {sorted(commits)[0][:7]}" if len(commits) == 1 else ""
+    tail = ""
+    if expired(memory, expiry_days, now):
+        tail = f" · unverified for {int(age_days(memory, now))} days ({memory.kind} expiry {int(expiry_days)})"
+    if memory.status != "active":
+        who = f" by {memory.superseded_by}" if memory.superseded_by else ""
+        until = memory.valid_until.date().isoformat() if memory.valid_until else "?"
+        return f"[{memory.status.upper()}{who} on {until} · held from {memory.valid_from.date().isoformat()} — do not rely on this]"
+    if drift is Drift.STALE:
+        bad = next(c for c in checks if c.verdict in (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING))
+        return f"[STALE · {bad.detail} since {since} — re-verify before relying on this]"
+    if drift is Drift.UNKNOWN:
+        bad = next(c for c in checks if c.verdict in (Verdict.UNREADABLE, Verdict.UNSAFE))
+        return f"[UNKNOWN · {bad.detail} — re-verify before relying on this]"
+    if not checks:
+        return f"[unanchored · recorded {since}{tail}]"
+    moved = [c for c in checks if c.verdict is Verdict.MOVED]
+    extra = f" · {moved[0].detail}" if moved else ""
+    return f"[fresh · anchored {since}{at}{extra}{tail}]"

@@ -1,0 +1,208 @@
+"""The ledger: `.anchorfs/ledger.jsonl`, the append-only record every write lands in first.
+
+Each line is one mutation with full snapshots of the memories it touched, so the LanceDB store
+(the searchable index) can always be rebuilt from it, and the past can be replayed to any moment.
+Appends are flushed and fsynced before the store is touched; a write whose append fails does
+not happen. A torn last line (a crash mid-append) is skipped with a warning when read and cut
+off before the next append, so it can never glue onto a real record.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import LedgerError
+from .model import Memory, from_iso, new_id, to_iso, utcnow
+
+__all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "current_actor"]
+
+LEDGER_VERSION = 1
+OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark")
+FAULT_ENV = "ANCHORFS_TEST_FAULT"
+"""Test-only fault injection: a comma-separated list of points (see `fault`)."""
+
+
+def fault(point: str) -> None:
+    """Crash or fail at a named point when tests ask for it through the environment."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec or point not in spec.split(","):
+        return
+    if point.startswith("kill"):
+        os._exit(137)
+    raise OSError(errno.ENOSPC, f"injected fault at {point}")
+
+
+def current_actor() -> str:
+    actor = os.environ.get("ANCHORFS_ACTOR")
+    if actor:
+        return actor
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return os.environ.get("USER") or "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    tx: str
+    op: str
+    at: datetime
+    actor: str
+    reason: str | None
+    memories: tuple[Memory, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": LEDGER_VERSION,
+            "tx": self.tx,
+            "op": self.op,
+            "at": to_iso(self.at),
+            "actor": self.actor,
+            "reason": self.reason,
+            "memories": [m.to_dict() for m in self.memories],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Entry":
+        if not isinstance(d, dict) or d.get("v") != LEDGER_VERSION:
+            raise ValueError(f"unsupported ledger line version {d.get('v') if isinstance(d, dict) else d!r}")
+        at = from_iso(d["at"])
+        if at is None or d["op"] not in OPS:
+            raise ValueError("bad ledger line")
+        return cls(
+            tx=str(d["tx"]),
+            op=d["op"],
+            at=at,
+            actor=str(d.get("actor") or ""),
+            reason=d.get("reason"),
+            memories=tuple(Memory.from_dict(m) for m in d["memories"]),
+        )
+
+    @classmethod
+    def new(cls, op: str, memories: list[Memory], *, at: datetime | None = None,
+            reason: str | None = None, actor: str | None = None) -> "Entry":
+        return cls(new_id(), op, at or utcnow(), actor or current_actor(), reason, tuple(memories))
+
+
+class Ledger:
+    """Append-only JSON lines; writers serialize on `lock` (which also guards the store)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "ledger.jsonl"
+        self.lock_path = state_dir / "lock"
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """The workspace's writer lock: ledger append + store write + checkpoint, as one."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LedgerError(f"cannot take the write lock {self.lock_path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def append(self, entries: list[Entry]) -> int:
+        """Append and fsync (caller holds the lock); returns the ledger's new size."""
+        if not entries:
+            return self.size()
+        payload = b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in entries)
+        try:
+            fault("ledger-append")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; nothing was written") from None
+        try:
+            self._cut_torn_tail(fd)
+            start = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                view = memoryview(payload)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            except OSError as exc:
+                os.ftruncate(fd, start)  # never leave half a record behind
+                raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; nothing was written") from None
+            return start + len(payload)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _cut_torn_tail(fd: int) -> None:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        if end == 0:
+            return
+        if os.pread(fd, 1, end - 1) == b"\n":
+            return
+        pos, chunk = end, 1 << 16
+        while pos > 0:
+            start = max(0, pos - chunk)
+            block = os.pread(fd, pos - start, start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                os.ftruncate(fd, start + i + 1)
+                return
+            pos = start
+        os.ftruncate(fd, 0)
+
+    def read(self, start: int = 0, *, until: datetime | None = None) -> Iterator[Entry]:
+        """Entries from byte offset `start`; a bad line is skipped with a warning, never a crash."""
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        with fh:
+            fh.seek(start)
+            offset = start
+            for raw in fh:
+                offset += len(raw)
+                if not raw.endswith(b"\n"):
+                    warnings.warn(f"{self.path}: skipping a torn last line at byte {offset - len(raw)}", stacklevel=2)
+                    break
+                try:
+                    entry = Entry.from_dict(orjson.loads(raw))
+                except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+                    warnings.warn(f"{self.path}: skipping a bad line at byte {offset - len(raw)}: {exc}", stacklevel=2)
+                    continue
+                if until is not None and entry.at > until:
+                    break
+                yield entry
+
+
+def fold(entries: Iterator[Entry] | list[Entry]) -> dict[str, Memory]:
+    """The latest snapshot of every memory, in first-recorded order."""
+    state: dict[str, Memory] = {}
+    for entry in entries:
+        for memory in entry.memories:
+            state[memory.id] = memory
+    return state
+
+
+if sys.platform == "win32":  # pragma: no cover
+    raise ImportError("anchorfs needs a POSIX system (fcntl locks)")

@@ -1,0 +1,367 @@
+"""The store: a LanceDB table at `.anchorfs/memories.lance`, the searchable index of memories.
+
+The ledger is the record; this table is derived from it and can be rebuilt by `reindex`. It
+holds every memory (any status) with its vector, an expanded text for the native full-text
+index (identifier parts added, since the tokenizer does not split `getUserById`), filter
+columns, and the last known drift, so `list --drift stale` answers without re-checking.
+LanceDB is imported lazily: it costs about a second, and drift checks never need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+
+from .errors import EmbedderError, StoreError
+from .model import Memory
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .embedders import Embedder
+
+__all__ = ["Store", "SearchRow", "search_text", "TABLE", "SCHEMA_VERSION"]
+
+TABLE = "memories"
+SCHEMA_VERSION = "1"
+_T = TypeVar("_T")
+
+
+def search_text(memory: Memory) -> str:
+    """What the full-text index and the embedder see: content, tags, anchor paths and symbols."""
+    from .textutil import expand_for_search
+
+    parts = [memory.content]
+    if memory.tags:
+        parts.append(" ".join(memory.tags))
+    for anchor in memory.anchors:
+        parts.append(anchor.path)
+        if anchor.symbol:
+            parts.append(anchor.symbol)
+    return expand_for_search("\n".join(parts))
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def id_filter(ids: Iterable[str]) -> str:
+    return "id IN (" + ", ".join(_quote(i) for i in ids) + ")"
+
+
+def _retry(fn: Callable[[], _T], what: str) -> _T:
+    """LanceDB commits are optimistic: retry a conflicting commit a few times before giving up."""
+    delay = 0.02
+    for attempt in range(8):
+        try:
+            return fn()
+        except Exception as exc:  # lancedb raises plain RuntimeError / OSError for conflicts
+            text = str(exc).lower()
+            if attempt < 7 and ("conflict" in text or "retryable" in text or "commit" in text):
+                time.sleep(delay)
+                delay *= 2
+                continue
+            raise StoreError(f"store {what} failed: {exc}; run `anchorfs reindex` if it persists") from exc
+    raise AssertionError("unreachable")
+
+
+class SearchRow:
+    """One candidate from the store: the memory, raw cosine similarity and fused relevance."""
+
+    __slots__ = ("memory", "similarity", "relevance", "drift")
+
+    def __init__(self, memory: Memory, similarity: float, relevance: float, drift: str | None) -> None:
+        self.memory = memory
+        self.similarity = similarity
+        self.relevance = relevance
+        self.drift = drift
+
+
+class Store:
+    def __init__(self, state_dir: Path, embedder: "Embedder", *, compact_fragments: int = 64) -> None:
+        self.path = state_dir / f"{TABLE}.lance"
+        self.embedder = embedder
+        self.compact_fragments = compact_fragments
+        self._db: Any = None
+        self._table: Any = None
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _schema(self) -> Any:
+        import pyarrow as pa
+
+        return pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("content", pa.string()),
+                pa.field("kind", pa.string()),
+                pa.field("tags", pa.list_(pa.string())),
+                pa.field("status", pa.string()),
+                pa.field("author", pa.string()),
+                pa.field("recorded_at", pa.int64()),
+                pa.field("valid_until", pa.int64()),
+                pa.field("anchored", pa.bool_()),
+                pa.field("drift", pa.string()),
+                pa.field("text", pa.string()),
+                pa.field("text_hash", pa.string()),
+                pa.field("doc", pa.string()),
+                pa.field("vector", pa.list_(pa.float32(), self.embedder.dim)),
+            ],
+            metadata={
+                "anchorfs.schema": SCHEMA_VERSION,
+                "anchorfs.embedder": self.embedder.name,
+                "anchorfs.dim": str(self.embedder.dim),
+            },
+        )
+
+    def _connect(self) -> Any:
+        if self._db is None:
+            import lancedb
+
+            # Always read the latest version: other processes write the same table.
+            self._db = lancedb.connect(str(self.path.parent), read_consistency_interval=timedelta(0))
+        return self._db
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def table(self, *, create: bool = True) -> Any:
+        if self._table is not None:
+            return self._table
+        db = self._connect()
+        if self.path.exists():
+            try:
+                table = db.open_table(TABLE)
+            except Exception as exc:
+                raise StoreError(f"cannot open the store {self.path}: {exc}; run `anchorfs reindex`") from exc
+            self._check_embedder(table)
+        elif create:
+            table = self._create(db)
+        else:
+            raise StoreError(f"no store at {self.path}; run `anchorfs reindex`")
+        self._table = table
+        return table
+
+    def _create(self, db: Any) -> Any:
+        from lancedb.index import FTS
+
+        try:
+            table = db.create_table(TABLE, schema=self._schema(), exist_ok=True)
+            if not table.list_indices():
+                table.create_index("text", config=FTS(with_position=False))
+        except Exception as exc:
+            raise StoreError(f"cannot create the store {self.path}: {exc}") from exc
+        return table
+
+    def _check_embedder(self, table: Any) -> None:
+        meta = table.schema.metadata or {}
+        name = meta.get(b"anchorfs.embedder", b"").decode()
+        dim = meta.get(b"anchorfs.dim", b"0").decode()
+        if name != self.embedder.name or dim != str(self.embedder.dim):
+            raise EmbedderError(
+                f"the store was built with embedder {name or '?'!r} (dim {dim}), not "
+                f"{self.embedder.name!r} (dim {self.embedder.dim}); run "
+                f"`anchorfs reindex --embedder {self.embedder.name}` to rebuild it"
+            )
+
+    def stored_embedder(self) -> str | None:
+        """The embedder the table on disk was built with, without opening it for writes."""
+        if not self.path.exists():
+            return None
+        try:
+            table = self._connect().open_table(TABLE)
+        except Exception:
+            return None
+        meta = table.schema.metadata or {}
+        return meta.get(b"anchorfs.embedder", b"").decode() or None
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _rows(self, memories: Sequence[Memory], reuse: dict[str, tuple[str, Any]],
+              drift: dict[str, str | None]) -> list[dict[str, Any]]:
+        texts = [search_text(m) for m in memories]
+        hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        todo = [i for i, (m, h) in enumerate(zip(memories, hashes)) if reuse.get(m.id, ("",))[0] != h]
+        vectors: dict[int, Any] = {}
+        if todo:
+            embedded = self.embedder.embed_documents([texts[i] for i in todo])
+            vectors = {i: embedded[j] for j, i in enumerate(todo)}
+        rows = []
+        for i, m in enumerate(memories):
+            vec = vectors[i] if i in vectors else reuse[m.id][1]
+            rows.append(
+                {
+                    "id": m.id,
+                    "content": m.content,
+                    "kind": m.kind,
+                    "tags": list(m.tags),
+                    "status": m.status,
+                    "author": m.author,
+                    "recorded_at": int(m.recorded_at.timestamp() * 1_000_000),
+                    "valid_until": int(m.valid_until.timestamp() * 1_000_000) if m.valid_until else None,
+                    "anchored": bool(m.anchors),
+                    "drift": drift.get(m.id),
+                    "text": texts[i],
+                    "text_hash": hashes[i],
+                    "doc": orjson.dumps(m.to_dict()).decode(),
+                    "vector": vec,
+                }
+            )
+        return rows
+
+    def _existing(self, ids: Sequence[str]) -> dict[str, tuple[str, Any, str | None]]:
+        """text_hash, vector and drift of rows already stored, to skip re-embedding."""
+        table = self.table()
+        out: dict[str, tuple[str, Any, str | None]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = (
+                table.search()
+                .where(id_filter(chunk))
+                .select(["id", "text_hash", "vector", "drift"])
+                .limit(len(chunk))
+                .to_list()
+            )
+            for r in rows:
+                out[r["id"]] = (r["text_hash"], r["vector"], r["drift"])
+        return out
+
+    def add(self, memories: Sequence[Memory]) -> None:
+        """Insert memories known to be new (the fast path of `record`)."""
+        if not memories:
+            return
+        rows = self._rows(memories, {}, {})
+        table = self.table()
+        _retry(lambda: table.add(rows), "add")
+        self.maybe_compact()
+
+    def upsert(self, memories: Sequence[Memory]) -> None:
+        """Insert or replace by id; idempotent, so replaying a ledger tail twice is harmless."""
+        if not memories:
+            return
+        latest: dict[str, Memory] = {}
+        for m in memories:
+            latest[m.id] = m
+        mems = list(latest.values())
+        existing = self._existing([m.id for m in mems])
+        reuse = {k: (v[0], v[1]) for k, v in existing.items()}
+        drift = {k: v[2] for k, v in existing.items()}
+        rows = self._rows(mems, reuse, drift)
+        table = self.table()
+
+        def go() -> None:
+            (
+                table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(rows)
+            )
+
+        _retry(go, "write")
+        self.maybe_compact()
+
+    def set_drift(self, changes: dict[str, str]) -> None:
+        """Write back drift that changed since the last check, one update per drift value."""
+        if not changes:
+            return
+        table = self.table()
+        by_value: dict[str, list[str]] = {}
+        for mid, value in changes.items():
+            by_value.setdefault(value, []).append(mid)
+        for value, ids in by_value.items():
+            _retry(lambda: table.update(where=id_filter(ids), values={"drift": value}), "drift update")
+
+    def maybe_compact(self, *, force: bool = False) -> bool:
+        """Compact when fragments pile up: many single-row appends slow filtered search ~10x."""
+        table = self.table()
+        try:
+            fragments = table.stats()["fragment_stats"]["num_fragments"]
+        except Exception:
+            return False
+        if not force and fragments < self.compact_fragments:
+            return False
+        _retry(lambda: table.optimize(cleanup_older_than=timedelta(minutes=5)), "compaction")
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+
+    def count(self, where: str | None = None) -> int:
+        if not self.path.exists():
+            return 0
+        return int(self.table().count_rows(where))
+
+    def drift_map(self, where: str | None = None) -> dict[str, str | None]:
+        if not self.path.exists():
+            return {}
+        table = self.table()
+        q = table.search().select(["id", "drift"]).limit(max(1, table.count_rows()))
+        if where:
+            q = q.where(where)
+        return {r["id"]: r["drift"] for r in q.to_list()}
+
+    def search(
+        self,
+        text: str,
+        query_vector: "np.ndarray",
+        *,
+        k: int,
+        where: str | None,
+        candidates: int,
+        rrf_k: float,
+        vector_weight: float,
+        text_weight: float,
+    ) -> list[SearchRow]:
+        """Hybrid search: full-text and vector candidates fused by weighted reciprocal rank."""
+        import numpy as np
+
+        from .textutil import expand_for_search
+
+        table = self.table()
+        n = max(candidates, k)
+        cols = ["id", "doc", "vector", "drift"]
+        vq = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
+        if where:
+            vq = vq.where(where, prefilter=True)
+        vec_rows = vq.select([*cols, "_distance"]).limit(n).to_list()
+        fts_rows: list[dict[str, Any]] = []
+        fts_text = " ".join(expand_for_search(text).split())
+        fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
+        if fts_text and text_weight > 0:
+            fq = table.search(fts_text, query_type="fts", fts_columns="text")
+            if where:
+                fq = fq.where(where, prefilter=True)
+            try:
+                fts_rows = fq.select([*cols, "_score"]).limit(n).to_list()
+            except Exception:  # an odd query the FTS parser refuses still gets vector hits
+                fts_rows = []
+        fused: dict[str, float] = {}
+        rows: dict[str, dict[str, Any]] = {}
+        for rank, r in enumerate(vec_rows):
+            fused[r["id"]] = fused.get(r["id"], 0.0) + vector_weight / (rrf_k + rank + 1)
+            rows[r["id"]] = r
+        for rank, r in enumerate(fts_rows):
+            fused[r["id"]] = fused.get(r["id"], 0.0) + text_weight / (rrf_k + rank + 1)
+            rows.setdefault(r["id"], r)
+        top = (vector_weight + text_weight) / (rrf_k + 1) or 1.0
+        q = np.asarray(query_vector, dtype=np.float32)
+        out = []
+        for mid, score in sorted(fused.items(), key=lambda kv: -kv[1])[:k]:
+            r = rows[mid]
+            sim = float(np.dot(q, np.asarray(r["vector"], dtype=np.float32)))
+            memory = Memory.from_dict(orjson.loads(r["doc"]))
+            out.append(SearchRow(memory, sim, score / top, r.get("drift")))
+        return out
+
+    def drop(self) -> None:
+        import shutil
+
+        self._table = None
+        self._db = None
+        if self.path.exists():
+            shutil.rmtree(self.path)

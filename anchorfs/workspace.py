@@ -1,0 +1,600 @@
+"""The SDK: `anchorfs.open(...) -> Workspace`. The CLI and the MCP server only call this.
+
+Write path (every mutation): validate and take anchors outside the lock, then under the
+workspace's writer lock: replay any ledger tail the store missed, append the ledger (fsync),
+write the store, advance the checkpoint. A crash between ledger and store is repaired on the
+next open; a failed ledger append means nothing happened.
+
+Read path: search the store, run the drift pass on the hits through the hash cache, demote,
+re-sort, write back drift that changed. `drift()` and `list()` read the ledger, never LanceDB,
+so git hooks and cron jobs stay fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from . import anchors as anchors_mod
+from .config import Config, load_config
+from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired
+from .errors import (
+    AnchorError,
+    InputError,
+    NotFoundError,
+    RevisionError,
+    WorkspaceError,
+)
+from .hashing import HashCache
+from .ledger import Entry, Ledger, current_actor, fault, fold
+from .model import (
+    KINDS,
+    AnchorRef,
+    Drift,
+    Hit,
+    Memory,
+    Status,
+    Verdict,
+    new_id,
+    parse_time,
+    utcnow,
+)
+
+if TYPE_CHECKING:
+    from .embedders import Embedder
+    from .store import Store
+
+__all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
+
+STATE_DIR = anchors_mod.STATE_DIR
+ROOT_ENV = "ANCHORFS_ROOT"
+_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\napplied\nlock\n*.tmp\nevents.jsonl\n"
+
+
+def find_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """`root`, else $ANCHORFS_ROOT, else the nearest parent of the cwd holding `.anchorfs/`."""
+    if root is not None:
+        path = Path(root).expanduser()
+        if not (path / STATE_DIR).is_dir():
+            raise WorkspaceError(f"{path} is not an anchorfs workspace (no {STATE_DIR}/); run `anchorfs init`")
+        return path.resolve()
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return find_root(env)
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / STATE_DIR).is_dir():
+            return candidate
+    raise WorkspaceError(f"no anchorfs workspace in {here} or its parents; run `anchorfs init`")
+
+
+def init(root: str | os.PathLike[str] | None = None) -> Path:
+    """Create `.anchorfs/` (idempotent). Returns the workspace root."""
+    path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
+    if not path.is_dir():
+        raise WorkspaceError(f"{path} is not a folder")
+    state = path / STATE_DIR
+    try:
+        state.mkdir(exist_ok=True)
+        ignore = state / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text(_GITIGNORE)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot create {state}: {exc.strerror}") from None
+    return path.resolve()
+
+
+def open(root: str | os.PathLike[str] | None = None, *, embedder: str | None = None) -> "Workspace":  # noqa: A001
+    """Open the workspace at `root` (or found like git finds `.git`)."""
+    return Workspace(find_root(root), embedder=embedder)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """One ledger entry touching a memory's chain."""
+
+    op: str
+    at: datetime
+    actor: str
+    reason: str | None
+    memory: Memory
+
+    def to_dict(self) -> dict[str, Any]:
+        from .model import to_iso
+
+        return {
+            "op": self.op,
+            "at": to_iso(self.at),
+            "actor": self.actor,
+            "reason": self.reason,
+            "id": self.memory.id,
+            "status": self.memory.status,
+            "memory": self.memory.to_dict(),
+        }
+
+
+AnchorLike = str | AnchorRef
+
+
+class Workspace:
+    def __init__(self, root: Path, *, embedder: str | None = None) -> None:
+        self.root = root
+        self.root_real = os.path.realpath(root)
+        self.state = root / STATE_DIR
+        self.config: Config = load_config(root)
+        self._embedder_name = embedder or self.config.embedder
+        self.ledger = Ledger(self.state)
+        self.cache = HashCache(self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
+        self._embedder: Embedder | None = None
+        self._store: Store | None = None
+        self._fold: tuple[int, dict[str, Memory]] | None = None
+        self._git: tuple[bool, str | None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> "Workspace":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.cache.save()
+
+    # -- lazy parts ------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> "Embedder":
+        if self._embedder is None:
+            from .embedders import get_embedder
+
+            self._embedder = get_embedder(self._embedder_name)
+        return self._embedder
+
+    @property
+    def store(self) -> "Store":
+        """The LanceDB store, caught up with the ledger (a crash between the two is repaired)."""
+        if self._store is None:
+            from .store import Store
+
+            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
+            store.table()
+            self._store = store
+            if self._applied() != self.ledger.size():
+                with self.ledger.lock():
+                    self._catch_up()
+        return self._store
+
+    def _applied(self) -> int:
+        """Ledger bytes the store has taken in; -1 when unknown (no store or no checkpoint)."""
+        try:
+            data = orjson.loads((self.state / "applied").read_bytes())
+            return int(data["offset"]) if (self.state / "memories.lance").exists() else -1
+        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            return -1
+
+    def _set_applied(self, offset: int) -> None:
+        tmp = self.state / f"applied.{os.getpid()}.tmp"
+        tmp.write_bytes(orjson.dumps({"offset": offset}))
+        os.replace(tmp, self.state / "applied")
+
+    def _catch_up(self) -> None:
+        """Replay the ledger tail the store has not taken in (caller holds the lock)."""
+        assert self._store is not None
+        start = max(0, self._applied())
+        size = self.ledger.size()
+        if start == size:
+            return
+        if start > size:  # the ledger was replaced: rebuild from scratch
+            start = 0
+        batch: list[Memory] = []
+        for entry in self.ledger.read(start):
+            batch.extend(entry.memories)
+            if len(batch) >= 5000:
+                self._store.upsert(batch)
+                batch = []
+        self._store.upsert(batch)
+        self._set_applied(size)
+
+    def _git_head(self) -> tuple[bool, str | None]:
+        if self._git is None:
+            from .git import head_commit, toplevel
+
+            top = toplevel(self.root)
+            self._git = (top is not None, head_commit(self.root) if top is not None else None)
+        return self._git
+
+    # -- the ledger as state --------------------------------------------------------------
+
+    def _memories(self) -> dict[str, Memory]:
+        """Latest snapshot of every memory, folded from the ledger (cached while it is unchanged)."""
+        size = self.ledger.size()
+        if self._fold is None or self._fold[0] != size:
+            self._fold = (size, fold(self.ledger.read()))
+        return self._fold[1]
+
+    def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
+                new: bool = False, at: datetime | None = None) -> None:
+        """Ledger first (fsynced), then the store, under the writer lock."""
+        store = self.store
+        entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
+            [Entry.new(op, memories, at=at, reason=reason)]
+        with self.ledger.lock():
+            self._catch_up()
+            size = self.ledger.append(entries)
+            fault("kill-after-ledger")
+            if new:
+                store.add(memories)
+            else:
+                store.upsert(memories)
+            self._set_applied(size)
+
+    # -- anchoring -------------------------------------------------------------------------
+
+    def _take_anchors(self, content: str, anchors: Iterable[AnchorLike]) -> tuple[AnchorRef, ...]:
+        wanted: list[AnchorRef] = []
+        if isinstance(anchors, (str, AnchorRef)):
+            anchors = [anchors]
+        for a in anchors:
+            if isinstance(a, AnchorRef):
+                wanted.append(a)
+            else:
+                wanted.append(anchors_mod.parse_spec(a))
+        wanted.extend(anchors_mod.parse_markers(content))
+        if not wanted:
+            return ()
+        in_git, head = self._git_head()
+        dirty: set[str] = set()
+        if in_git and head:
+            from .git import dirty_paths
+
+            rels = []
+            for w in wanted:
+                try:
+                    rels.append(anchors_mod.resolve_path(self.root_real, w.path)[0])
+                except AnchorError:
+                    pass  # take() reports it below
+            dirty = dirty_paths(Path(self.root_real), rels)
+        taken: list[AnchorRef] = []
+        for w in wanted:
+            ref = anchors_mod.take(self.root_real, w, commit=head)
+            if head:
+                ref = dataclasses.replace(ref, dirty=ref.path in dirty)
+            if ref not in taken:
+                taken.append(ref)
+        return tuple(taken)
+
+    def _validate(self, content: str, kind: str, tags: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
+        if not isinstance(content, str) or not content.strip():
+            raise InputError("a memory needs content: empty text given")
+        if kind not in KINDS:
+            raise InputError(f"unknown kind {kind!r}; one of: {', '.join(KINDS)}")
+        if isinstance(tags, str):
+            tags = [tags]
+        clean = []
+        for t in tags:
+            if not isinstance(t, str) or not t.strip():
+                raise InputError(f"bad tag {t!r}: tags are non-empty strings")
+            if t.strip() not in clean:
+                clean.append(t.strip())
+        return content, kind, tuple(clean)
+
+    def _author(self, author: str | None) -> str:
+        return author or self.config["author"] or current_actor()
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def record(self, content: str, *, kind: str = "note", tags: Sequence[str] = (),
+               anchors: Iterable[AnchorLike] = (), author: str | None = None) -> Memory:
+        """Record one memory; its anchors (given and `@anchor` markers) are validated and hashed."""
+        return self.record_many([dict(content=content, kind=kind, tags=tags, anchors=anchors, author=author)])[0]
+
+    def record_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
+        """Record several memories in one ledger append and one store write (all or nothing)."""
+        prepared = []
+        for item in items:
+            content, kind, tags = self._validate(item["content"], item.get("kind", "note"), item.get("tags", ()))
+            anchors = self._take_anchors(content, item.get("anchors", ()))
+            prepared.append((content, kind, tags, anchors, self._author(item.get("author"))))
+        if not prepared:
+            return []
+        now = utcnow()
+        memories = [
+            Memory(id=new_id(), content=c, kind=k, tags=t, anchors=a, author=au, recorded_at=now, valid_from=now)
+            for c, k, t, a, au in prepared
+        ]
+        self._commit("record", memories, new=True, at=now)
+        return memories
+
+    def _resolve_id(self, memory_id: str) -> Memory:
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise NotFoundError("no memory id given")
+        mems = self._memories()
+        key = memory_id.strip().lower()
+        if key in mems:
+            return mems[key]
+        if len(key) >= 4:
+            matches = [m for mid, m in mems.items() if mid.startswith(key)]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise NotFoundError(f"memory id {memory_id!r} is ambiguous: {len(matches)} memories start with it")
+        raise NotFoundError(f"no memory {memory_id!r}")
+
+    def get(self, memory_id: str) -> Memory:
+        """A memory by id or unique id prefix (4+ characters)."""
+        return self._resolve_id(memory_id)
+
+    def _head_of(self, memory: Memory) -> Memory:
+        mems = self._memories()
+        seen = set()
+        while memory.superseded_by and memory.superseded_by in mems and memory.id not in seen:
+            seen.add(memory.id)
+            memory = mems[memory.superseded_by]
+        return memory
+
+    def supersede(self, memory_id: str, content: str, *, reason: str | None = None,
+                  anchors: Iterable[AnchorLike] | None = None, kind: str | None = None,
+                  tags: Sequence[str] | None = None, author: str | None = None) -> Memory:
+        """Correct a memory: the successor wins at recall, the old belief keeps its bounds."""
+        old = self._resolve_id(memory_id)
+        if old.status == Status.SUPERSEDED:
+            head = self._head_of(old)
+            raise RevisionError(f"memory {old.id} is already superseded; supersede the head of its chain, {head.id}")
+        if old.status == Status.RETRACTED:
+            raise RevisionError(f"memory {old.id} is retracted; `revert` it first")
+        content, kind, tags_t = self._validate(content, kind or old.kind, old.tags if tags is None else tags)
+        if anchors is None:
+            # inherit the old anchors, re-taken against the files as they are now
+            new_anchors = self._take_anchors(content, self._current_specs(old))
+        else:
+            new_anchors = self._take_anchors(content, anchors)
+        now = utcnow()
+        new = Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
+                     author=self._author(author), recorded_at=now, valid_from=now, supersedes=old.id, reason=reason)
+        retired = old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id)
+        self._commit("supersede", [new, retired], reason=reason, at=now)
+        return new
+
+    def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
+        """Withdraw a belief with no successor."""
+        old = self._resolve_id(memory_id)
+        if old.status != Status.ACTIVE:
+            raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
+        now = utcnow()
+        retired = old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason)
+        self._commit("retract", [retired], reason=reason, at=now)
+        return retired
+
+    def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
+        """Undo a supersede or a retract: the memory is active again, its successor retracted."""
+        old = self._resolve_id(memory_id)
+        if old.status == Status.ACTIVE:
+            raise RevisionError(f"memory {old.id} is active; nothing to revert")
+        now = utcnow()
+        changed: list[Memory] = []
+        if old.status == Status.SUPERSEDED and old.superseded_by:
+            successor = self._memories().get(old.superseded_by)
+            if successor is not None:
+                if successor.status == Status.SUPERSEDED:
+                    raise RevisionError(
+                        f"memory {successor.id} (the successor) was itself superseded; revert {self._head_of(successor).id} first"
+                    )
+                if successor.status == Status.ACTIVE:
+                    changed.append(successor.replace(status=Status.RETRACTED.value, valid_until=now,
+                                                     reason=reason or f"reverted to {old.id}"))
+        restored = old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None)
+        self._commit("revert", [restored, *changed], reason=reason, at=now)
+        return restored
+
+    def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
+                 reason: str | None = None) -> Memory:
+        """Someone re-verified the memory: anchor it to the content as it is now."""
+        old = self._resolve_id(memory_id)
+        if anchors is None:
+            if not old.anchors:
+                raise AnchorError(f"memory {old.id} has no anchors; give some with --anchor")
+            taken = self._take_anchors("", self._current_specs(old))
+        else:
+            taken = self._take_anchors("", anchors)
+        now = utcnow()
+        updated = old.replace(anchors=taken, verified_at=now)
+        self._commit("reanchor", [updated], reason=reason, at=now)
+        return updated
+
+    def _current_specs(self, memory: Memory) -> list[AnchorLike]:
+        """A memory's anchors as requests for the content as it stands now (moved lines followed)."""
+        checker = DriftChecker(self.root_real, self.cache)
+        wanted: list[AnchorLike] = []
+        for a in memory.anchors:
+            check = checker.check_anchor(a)
+            if check.verdict is Verdict.UNSAFE:
+                raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}")
+            lines = (check.lines_now or a.lines) if a.lines else None
+            wanted.append(AnchorRef(path=a.path, symbol=a.symbol, lines=lines))
+        return wanted
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def list(self, *, limit: int | None = None, status: str | None = "active",
+             drift: str | None = None) -> list[Memory]:
+        """Memories newest first; `drift` filters on the last known drift (no re-check)."""
+        mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
+        if drift is not None:
+            if drift not in {d.value for d in Drift}:
+                raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown")
+            known = self.last_drift()
+            mems = [m for m in mems if known.get(m.id, Drift.FRESH.value if not m.anchors else None) == drift]
+        mems.sort(key=lambda m: m.id, reverse=True)
+        return mems[:limit] if limit else mems
+
+    def last_drift(self) -> dict[str, str]:
+        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`)."""
+        try:
+            data = orjson.loads((self.state / "drift.json").read_bytes())
+            return dict(data["drift"]) if isinstance(data, dict) else {}
+        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            return {}
+
+    def _write_back(self, results: Iterable[MemoryDrift], *, complete: bool = False) -> int:
+        """Persist drift that changed since the last check; a read that changed nothing writes nothing."""
+        known = self.last_drift()
+        changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id) != r.drift.value}
+        if not changes:
+            return 0
+        merged = {**known, **changes}
+        if self._store is not None or (self.state / "memories.lance").exists():
+            self.store.set_drift(changes)
+        tmp = self.state / f"drift.{os.getpid()}.tmp"
+        tmp.write_bytes(orjson.dumps({"v": 1, "drift": merged}))
+        os.replace(tmp, self.state / "drift.json")
+        return len(changes)
+
+    def drift(self, *, progress: Callable[[int], None] | None = None) -> DriftReport:
+        """Check every active anchored memory now."""
+        targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
+        checker = DriftChecker(self.root_real, self.cache)
+        report = checker.check_all(targets, progress)
+        self.cache.save()
+        self._write_back(report.memories)
+        return report
+
+    def check(self, memory: Memory) -> MemoryDrift:
+        return DriftChecker(self.root_real, self.cache).check(memory)
+
+    def _as_of_ids(self, when: datetime) -> list[str]:
+        state = fold(self.ledger.read(until=when))
+        return [m.id for m in state.values() if m.status == Status.ACTIVE and m.valid_from <= when]
+
+    def query(self, text: str, *, k: int | None = None, include_superseded: bool = False,
+              as_of: str | datetime | None = None, stale: str = "include") -> list[Hit]:
+        """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden.
+
+        `stale`: "include" (default), "exclude" (leave stale hits out) or "only".
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("a query needs text")
+        if stale not in ("include", "exclude", "only"):
+            raise InputError(f"stale must be include, exclude or only, not {stale!r}")
+        k = int(k if k is not None else self.config["search.k"])
+        if k < 1:
+            raise InputError("k must be at least 1")
+        from .store import id_filter
+
+        where: str | None = None if include_superseded else "status = 'active'"
+        if as_of is not None:
+            when = as_of if isinstance(as_of, datetime) else parse_time(as_of)
+            ids = self._as_of_ids(when)
+            if not ids:
+                return []
+            where = id_filter(ids)
+        store = self.store
+        qvec = self.embedder.embed_query(text)
+        want = k if stale == "include" else k * 3
+        rows = store.search(
+            text, qvec, k=max(want, k), where=where,
+            candidates=int(self.config["search.candidates"]), rrf_k=float(self.config["search.rrf_k"]),
+            vector_weight=float(self.config["search.vector_weight"]),
+            text_weight=float(self.config["search.text_weight"]),
+        )
+        checker = DriftChecker(self.root_real, self.cache)
+        now = utcnow()
+        stale_factor = float(self.config["drift.stale_factor"])
+        expired_factor = float(self.config["drift.expired_factor"])
+        hits: list[Hit] = []
+        results: list[MemoryDrift] = []
+        for row in rows:
+            m = row.memory
+            md = checker.check(m) if m.status == Status.ACTIVE else MemoryDrift(m, _stored_drift(row.drift), ())
+            if m.status == Status.ACTIVE:
+                results.append(md)
+            days = self.config.expiry_days(m.kind)
+            score = row.relevance
+            if md.drift is Drift.STALE:
+                score *= stale_factor
+            if expired(m, days, now):
+                score *= expired_factor
+            hits.append(Hit(m, row.similarity, score, md.drift, md.checks,
+                            envelope(m, md.drift, md.checks, expiry_days=days, now=now)))
+        self.cache.save()
+        self._write_back(results)
+        if stale == "exclude":
+            hits = [h for h in hits if h.drift is not Drift.STALE]
+        elif stale == "only":
+            hits = [h for h in hits if h.drift is Drift.STALE]
+        hits.sort(key=lambda h: (-h.score, h.memory.id))
+        return hits[:k]
+
+    # -- history ---------------------------------------------------------------------------
+
+    def history(self, memory_id: str) -> list[HistoryEvent]:
+        """The whole supersede chain of a memory, oldest first, with times, actors and reasons."""
+        target = self._resolve_id(memory_id)
+        mems = self._memories()
+        chain = {target.id}
+        cur = target
+        while cur.supersedes and cur.supersedes in mems and cur.supersedes not in chain:
+            cur = mems[cur.supersedes]
+            chain.add(cur.id)
+        cur = target
+        while cur.superseded_by and cur.superseded_by in mems and cur.superseded_by not in chain:
+            cur = mems[cur.superseded_by]
+            chain.add(cur.id)
+        events: list[HistoryEvent] = []
+        for entry in self.ledger.read():
+            for m in entry.memories:
+                if m.id in chain:
+                    events.append(HistoryEvent(entry.op, entry.at, entry.actor, entry.reason, m))
+        return events
+
+    def ledger_entries(self, *, since: str | datetime | None = None, limit: int | None = None) -> list[Entry]:
+        """The audit trail, newest first."""
+        when = None if since is None else (since if isinstance(since, datetime) else parse_time(since))
+        entries = [e for e in self.ledger.read() if when is None or e.at >= when]
+        entries.reverse()
+        return entries[:limit] if limit else entries
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def reindex(self, *, embedder: str | None = None) -> int:
+        """Rebuild the store from the ledger alone (also the way to switch embedders)."""
+        from .embedders import get_embedder
+        from .store import Store
+
+        if embedder is not None:
+            self._embedder_name = embedder
+            self._embedder = get_embedder(embedder)
+        with self.ledger.lock():
+            mems = list(fold(self.ledger.read()).values())
+            size = self.ledger.size()
+            if self._store is not None:
+                self._store.drop()
+            else:
+                Store(self.state, self.embedder).drop()
+            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
+            store.table()
+            known = self.last_drift()
+            for start in range(0, len(mems), 5000):
+                store.add(mems[start:start + 5000])
+            ids = {m.id for m in mems}
+            store.set_drift({mid: d for mid, d in known.items() if mid in ids})
+            store.maybe_compact(force=True)
+            self._store = store
+            self._set_applied(size)
+        return len(mems)
+
+
+def _stored_drift(value: str | None) -> Drift:
+    try:
+        return Drift(value) if value else Drift.FRESH
+    except ValueError:
+        return Drift.UNKNOWN
+
