@@ -136,7 +136,7 @@ class Workspace:
         self._embedder: Embedder | None = None
         self._store: Store | None = None
         self._fold: tuple[int, dict[str, Memory]] | None = None
-        self._git: tuple[bool, str | None] | None = None
+        self._in_git: bool | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -205,12 +205,12 @@ class Workspace:
         self._set_applied(size)
 
     def _git_head(self) -> tuple[bool, str | None]:
-        if self._git is None:
-            from .git import head_commit, toplevel
+        """(in a git repo, HEAD now); HEAD is read per write since commits happen meanwhile."""
+        from .git import head_commit, toplevel
 
-            top = toplevel(self.root)
-            self._git = (top is not None, head_commit(self.root) if top is not None else None)
-        return self._git
+        if self._in_git is None:
+            self._in_git = toplevel(self.root) is not None
+        return self._in_git, head_commit(self.root) if self._in_git else None
 
     # -- the ledger as state --------------------------------------------------------------
 

@@ -1,0 +1,27 @@
+# Shared set-up for scripts/*.sh: a virtualenv in .venv with anchorfs installed (editable).
+# Usage: . scripts/_venv.sh EXTRAS   (EXTRAS like "test,e5" or "" for none)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+  echo "anchorfs needs Python 3.11 or newer ($PY is $("$PY" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "setting up .venv ..." >&2
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip >&2
+fi
+extras="${1:-}"
+spec="."
+[ -n "$extras" ] && spec=".[$extras]"
+# Re-install only when the project's requirements or the extras changed.
+stamp=".venv/.anchorfs-installed"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$extras"
+if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
+  echo "installing anchorfs${extras:+ [$extras]} ..." >&2
+  .venv/bin/python -m pip install -q -e "$spec" >&2
+  echo "$want" > "$stamp"
+fi
+export PATH="$here/.venv/bin:$PATH"
