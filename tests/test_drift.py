@@ -1,0 +1,367 @@
+"""The drift pass: every verdict, demotion and re-sorting, expiry, envelopes, write-back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import anchorfs
+from anchorfs.drift import DriftChecker, envelope, expired
+from anchorfs.hashing import HashCache
+from anchorfs.model import AnchorRef, Drift, Memory, Verdict, utcnow
+
+TOKEN = """import jwt
+
+class TokenIssuer:
+    def issue(self, user):
+        return jwt.encode(user)
+
+    def revoke(self, token):
+        return None
+
+EXPIRY_HOURS = 24
+"""
+
+
+def backdate(path: Path, seconds: int = 3600) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 1_000_000_000))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> anchorfs.Workspace:
+    root = tmp_path / "ws"
+    (root / "auth").mkdir(parents=True)
+    (root / "auth" / "token.py").write_text(TOKEN)
+    (root / "README.md").write_text("hello\n")
+    anchorfs.init(root)
+    with anchorfs.open(root) as w:
+        yield w
+
+
+def verdicts(ws: anchorfs.Workspace, m: Memory) -> list[Verdict]:
+    return [c.verdict for c in ws.check(m).checks]
+
+
+def test_fresh_then_whole_file_changed(ws: anchorfs.Workspace) -> None:
+    m = ws.record("readme says hello", anchors=["README.md"])
+    assert verdicts(ws, m) == [Verdict.FRESH]
+    (ws.root / "README.md").write_text("goodbye\n")
+    md = ws.check(m)
+    assert md.drift is Drift.STALE
+    assert md.checks[0].verdict is Verdict.CHANGED
+    assert md.checks[0].detail == "README.md changed"
+
+
+def test_lines_moved_by_insert_above_then_changed_inside(ws: anchorfs.Workspace) -> None:
+    m = ws.record("expiry is 24h", anchors=["auth/token.py:10"])
+    path = ws.root / "auth" / "token.py"
+    path.write_text("# header\n# more\n" + TOKEN)
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.MOVED
+    assert md.checks[0].lines_now == (12, 12)
+    assert md.drift is Drift.FRESH
+    path.write_text("# header\n# more\n" + TOKEN.replace("24", "168"))
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.CHANGED
+    assert md.drift is Drift.STALE
+
+
+def test_lines_unchanged_in_place_while_file_changed_below(ws: anchorfs.Workspace) -> None:
+    m = ws.record("imports jwt", anchors=["auth/token.py:1"])
+    (ws.root / "auth" / "token.py").write_text(TOKEN + "\nEXTRA = 1\n")
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.MOVED
+    assert md.checks[0].lines_now == (1, 1)
+    assert "changed elsewhere" in md.checks[0].detail
+
+
+def test_symbol_edited_elsewhere_is_moved_inside_is_changed_and_gone_is_missing(ws: anchorfs.Workspace) -> None:
+    m = ws.record("issue encodes a JWT", anchors=["auth/token.py#TokenIssuer.issue"])
+    path = ws.root / "auth" / "token.py"
+    path.write_text(TOKEN.replace("return None", "return token"))
+    assert verdicts(ws, m) == [Verdict.MOVED]
+    path.write_text(TOKEN.replace("jwt.encode(user)", "jwt.encode(user, key)"))
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.CHANGED
+    assert md.checks[0].detail == "auth/token.py#TokenIssuer.issue changed"
+    path.write_text(TOKEN.replace("def issue", "def mint"))
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.SYMBOL_MISSING
+    assert md.drift is Drift.STALE
+
+
+def test_deleted(ws: anchorfs.Workspace) -> None:
+    m = ws.record("readme", anchors=["README.md"])
+    (ws.root / "README.md").unlink()
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.DELETED
+    assert md.checks[0].detail == "README.md deleted"
+    assert md.drift is Drift.STALE
+
+
+def test_directory_where_a_file_was_is_unreadable_not_stale(ws: anchorfs.Workspace) -> None:
+    m = ws.record("readme", anchors=["README.md"])
+    (ws.root / "README.md").unlink()
+    (ws.root / "README.md").mkdir()
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.UNREADABLE
+    assert "directory" in md.checks[0].detail
+    assert md.drift is Drift.UNKNOWN
+
+
+def test_permission_denied_is_unreadable(ws: anchorfs.Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = ws.record("readme", anchors=["README.md"])
+    (ws.root / "README.md").write_text("changed so the cache must read it\n")
+
+    real_open = open
+
+    def deny(path: object, *args: object, **kwargs: object) -> object:
+        if str(path).endswith("README.md"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", deny)
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.UNREADABLE
+    assert "permission denied" in md.checks[0].detail
+    assert md.drift is Drift.UNKNOWN
+
+
+def test_file_replaced_by_symlink_out_of_root_is_unsafe(ws: anchorfs.Workspace, tmp_path: Path) -> None:
+    m = ws.record("readme", anchors=["README.md"])
+    outside = tmp_path / "secret.txt"
+    outside.write_text("hello\n")  # same bytes: must still never be read
+    (ws.root / "README.md").unlink()
+    (ws.root / "README.md").symlink_to(outside)
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.UNSAFE
+    assert "outside the workspace" in md.checks[0].detail
+    assert md.drift is Drift.UNKNOWN
+
+
+def test_folder_swapped_for_symlink_out_of_root_is_unsafe(ws: anchorfs.Workspace, tmp_path: Path) -> None:
+    m = ws.record("issuer", anchors=["auth/token.py#TokenIssuer"])
+    elsewhere = tmp_path / "elsewhere"
+    (ws.root / "auth").rename(elsewhere)
+    (ws.root / "auth").symlink_to(elsewhere)
+    assert verdicts(ws, m) == [Verdict.UNSAFE]
+
+
+def test_invalid_utf8_for_symbol_is_unreadable(ws: anchorfs.Workspace) -> None:
+    m = ws.record("issuer", anchors=["auth/token.py#TokenIssuer"])
+    (ws.root / "auth" / "token.py").write_bytes(b"\xff\xfe\x00garbage")
+    md = ws.check(m)
+    assert md.checks[0].verdict is Verdict.UNREADABLE
+    assert md.drift is Drift.UNKNOWN
+
+
+def test_stale_wins_over_unknown(ws: anchorfs.Workspace) -> None:
+    (ws.root / "b.txt").write_text("b\n")
+    m = ws.record("two anchors", anchors=["README.md", "b.txt"])
+    (ws.root / "README.md").write_text("x\n")
+    (ws.root / "b.txt").unlink()
+    (ws.root / "b.txt").mkdir()
+    assert ws.check(m).drift is Drift.STALE
+
+
+def test_query_demotes_stale_and_resorts(ws: anchorfs.Workspace) -> None:
+    (ws.root / "a.txt").write_text("alpha\n")
+    (ws.root / "b.txt").write_text("beta\n")
+    first = ws.record("the deployment region is eu-west", anchors=["a.txt"])
+    second = ws.record("the deployment region is eu-west for staging", anchors=["b.txt"])
+    before = {h.memory.id: h for h in ws.query("deployment region eu-west", k=2)}
+    assert all(h.drift is Drift.FRESH for h in before.values())
+    assert all(h.score > 0 for h in before.values())
+    top_before = ws.query("deployment region eu-west", k=2)[0].memory.id
+    stale_id = top_before
+    (ws.root / ("a.txt" if stale_id == first.id else "b.txt")).write_text("changed\n")
+    hits = ws.query("deployment region eu-west", k=2)
+    by_id = {h.memory.id: h for h in hits}
+    assert by_id[stale_id].drift is Drift.STALE
+    assert by_id[stale_id].score == pytest.approx(before[stale_id].score * 0.5)
+    assert hits[-1].memory.id == stale_id  # demoted below the fresh one
+    assert hits[0].score >= hits[1].score
+    assert by_id[stale_id].envelope.startswith("[STALE · ")
+    assert {first.id, second.id} == set(by_id)
+    # options: leave stale hits out, or ask for them alone
+    assert [h.memory.id for h in ws.query("deployment region eu-west", k=2, stale="exclude")] == [hits[0].memory.id]
+    assert [h.memory.id for h in ws.query("deployment region eu-west", k=2, stale="only")] == [stale_id]
+
+
+def test_stale_factor_is_configuration(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("alpha\n")
+    (root / ".anchorfs.toml").write_text("[drift]\nstale_factor = 0.25\n")
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        ws.record("alpha facts", anchors=["a.txt"])
+        fresh = ws.query("alpha facts", k=1)[0].score
+        (root / "a.txt").write_text("beta\n")
+        assert ws.query("alpha facts", k=1)[0].score == pytest.approx(fresh * 0.25)
+
+
+@pytest.mark.parametrize(
+    ("kind", "days"),
+    [("decision", 365), ("constraint", 180), ("goal", 120), ("preference", 90),
+     ("reference", 180), ("summary", 60), ("note", 30)],
+)
+def test_expiry_boundaries(kind: str, days: int) -> None:
+    now = utcnow()
+    at_boundary = Memory(id="x", content="c", kind=kind, recorded_at=now - timedelta(days=days))
+    past = Memory(id="y", content="c", kind=kind, recorded_at=now - timedelta(days=days, seconds=1))
+    assert not expired(at_boundary, days, now)
+    assert expired(past, days, now)
+    reverified = past.replace(verified_at=now - timedelta(days=1))
+    assert not expired(reverified, days, now)
+
+
+def test_expired_and_stale_compound(ws: anchorfs.Workspace) -> None:
+    m = ws.record("old readme fact", anchors=["README.md"])
+    (ws.root / "README.md").write_text("changed\n")
+    fresh_score = ws.query("old readme fact", k=1)[0].score  # stale: x0.5
+    # The same memory seen 31 days later: note expiry is 30 days -> x0.6 on top.
+    later = m.replace(recorded_at=m.recorded_at - timedelta(days=31), valid_from=m.recorded_at - timedelta(days=31))
+    md = ws.check(later)
+    env = envelope(later, md.drift, md.checks, expiry_days=30)
+    assert env.startswith("[STALE")
+    hit_env = envelope(later.replace(), Drift.FRESH, (), expiry_days=30)
+    assert "unverified for 31 days (note expiry 30)" in hit_env
+    assert fresh_score > 0
+
+
+def test_envelopes() -> None:
+    now = utcnow()
+    ref = AnchorRef(path="src/auth.py", sha256="0" * 64, symbol="verify", content_hash="1" * 64, commit="a1b2c3d4e5")
+    m = Memory(id="m1", content="c", anchors=(ref,), recorded_at=now)
+    from anchorfs.model import AnchorCheck
+
+    fresh = envelope(m, Drift.FRESH, (AnchorCheck(ref, Verdict.FRESH, "unchanged"),), expiry_days=30, now=now)
+    assert fresh == f"[fresh · anchored {now.date().isoformat()} at a1b2c3d]"
+    stale = envelope(m, Drift.STALE, (AnchorCheck(ref, Verdict.CHANGED, "src/auth.py#verify changed"),),
+                     expiry_days=30, now=now)
+    assert stale == f"[STALE · src/auth.py#verify changed since {now.date().isoformat()} — re-verify before relying on this]"
+    unknown = envelope(m, Drift.UNKNOWN, (AnchorCheck(ref, Verdict.UNSAFE, "src/auth.py#verify now resolves outside the workspace"),),
+                       expiry_days=30, now=now)
+    assert unknown.startswith("[UNKNOWN · src/auth.py#verify now resolves outside the workspace")
+    bare = envelope(Memory(id="m2", content="c", recorded_at=now), Drift.FRESH, (), expiry_days=30, now=now)
+    assert bare == f"[unanchored · recorded {now.date().isoformat()}]"
+
+
+def test_one_bad_anchor_never_fails_a_query(ws: anchorfs.Workspace, tmp_path: Path) -> None:
+    (ws.root / "c.txt").write_text("c\n")
+    ws.record("gamma deployment note", anchors=["c.txt"])
+    ws.record("gamma readme note", anchors=["README.md"])
+    (ws.root / "c.txt").unlink()
+    (ws.root / "c.txt").symlink_to(tmp_path)  # a directory outside
+    (ws.root / "README.md").unlink()
+    (ws.root / "README.md").mkdir()
+    hits = ws.query("gamma note", k=5)
+    assert sorted(h.checks[0].verdict.value for h in hits) == ["unreadable", "unsafe"]
+
+
+def test_write_back_only_on_change(ws: anchorfs.Workspace) -> None:
+    m = ws.record("readme fact", anchors=["README.md"])
+    drift_file = ws.state / "drift.json"
+    ws.drift()
+    assert ws.last_drift() == {m.id: "fresh"}
+    stamp = drift_file.stat().st_mtime_ns, drift_file.stat().st_ino
+    version = ws.store.table().version
+    ws.drift()
+    ws.query("readme fact")
+    assert (drift_file.stat().st_mtime_ns, drift_file.stat().st_ino) == stamp
+    assert ws.store.table().version == version  # nothing written to the store either
+    (ws.root / "README.md").write_text("changed\n")
+    ws.drift()
+    assert ws.last_drift() == {m.id: "stale"}
+    assert ws.store.table().version == version + 1  # one batch
+    assert [x.id for x in ws.list(drift="stale")] == [m.id]
+    assert ws.store.drift_map() == {m.id: "stale"}
+
+
+def test_reanchor_makes_stale_fresh_and_is_in_the_ledger(ws: anchorfs.Workspace) -> None:
+    m = ws.record("expiry is 24h", anchors=["auth/token.py:10"])
+    path = ws.root / "auth" / "token.py"
+    path.write_text("# header\n" + TOKEN.replace("24", "48"))
+    assert ws.check(m).drift is Drift.STALE
+    again = ws.reanchor(m.id)
+    assert again.id == m.id
+    assert again.anchors[0].lines == (10, 10)
+    assert ws.check(ws.get(m.id)).drift is Drift.FRESH
+    assert ws.ledger_entries(limit=1)[0].op == "reanchor"
+    assert again.verified_at is not None
+
+
+def test_reanchor_follows_moved_lines(ws: anchorfs.Workspace) -> None:
+    m = ws.record("expiry is 24h", anchors=["auth/token.py:10"])
+    (ws.root / "auth" / "token.py").write_text("# header\n# two\n" + TOKEN)
+    again = ws.reanchor(m.id)
+    assert again.anchors[0].lines == (12, 12)
+
+
+def test_reanchor_refused_for_unsafe(ws: anchorfs.Workspace, tmp_path: Path) -> None:
+    m = ws.record("readme", anchors=["README.md"])
+    (ws.root / "README.md").unlink()
+    (ws.root / "README.md").symlink_to(tmp_path / "x")
+    with pytest.raises(anchorfs.AnchorError, match="outside the workspace"):
+        ws.reanchor(m.id)
+
+
+def test_warm_start_across_processes_does_not_rehash(ws: anchorfs.Workspace) -> None:
+    for i in range(5):
+        (ws.root / f"f{i}.txt").write_text(f"file {i}\n")
+        backdate(ws.root / f"f{i}.txt")
+    ws.record_many([{"content": f"fact {i}", "anchors": [f"f{i}.txt"]} for i in range(5)])
+    first = ws.drift()
+    ws.close()
+    script = (
+        "import anchorfs, sys\n"
+        f"ws = anchorfs.open({str(ws.root)!r})\n"
+        "r = ws.drift()\n"
+        "print(ws.cache.hashes, ','.join(m.drift.value for m in r.memories))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "0"
+    assert out[1].split(",") == [m.drift.value for m in first.memories]
+
+
+def test_racy_same_size_rewrite_is_seen(ws: anchorfs.Workspace) -> None:
+    path = ws.root / "README.md"
+    m = ws.record("readme says hello", anchors=["README.md"])
+    backdate(path)
+    ws.drift()
+    ws.close()
+    st = path.stat()
+    path.write_text("jello\n")  # same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old mtime forced back
+    with anchorfs.open(ws.root) as again:
+        assert again.check(m).drift is Drift.STALE
+
+
+def test_drift_with_nothing_changed_never_imports_lancedb(ws: anchorfs.Workspace) -> None:
+    ws.record("readme", anchors=["README.md"])
+    ws.drift()  # the first check writes the new verdicts back
+    script = (
+        "import sys, anchorfs\n"
+        f"ws = anchorfs.open({str(ws.root)!r})\n"
+        "r = ws.drift()\n"
+        "print(r.to_dict()['fresh'], 'lancedb' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "False"]
+
+
+def test_checker_memoizes_per_anchor(ws: anchorfs.Workspace) -> None:
+    m1 = ws.record("a", anchors=["README.md"])
+    m2 = ws.record("b", anchors=["README.md"])
+    cache = HashCache(ws.state / "other-manifest.json")
+    checker = DriftChecker(ws.root_real, cache)
+    checker.check(m1)
+    checker.check(m2)
+    assert cache.hashes == 1
