@@ -69,7 +69,9 @@ class DriftChecker:
         self.root_real = root_real
         self.cache = cache
         self._dirs: dict[str, str | None] = {}
-        self._checks: dict[AnchorRef, AnchorCheck] = {}
+        self._files: dict[str, tuple[str, os.stat_result] | AnchorCheck] = {}
+        self._full: dict[str, str] = {}
+        self._data: dict[str, bytes] = {}
 
     def _dir_real(self, rel_dir: str) -> str | None:
         """The realpath of a workspace folder if it stays inside and is not `.anchorfs/`."""
@@ -102,44 +104,61 @@ class DriftChecker:
             raise UnsafePathError(f"{path} is anchorfs's own state folder")
         return full, st
 
-    def check_anchor(self, ref: AnchorRef) -> AnchorCheck:
-        cached = self._checks.get(ref)
-        if cached is not None:
-            return cached
-        result = self._check(ref)
-        self._checks[ref] = result
+    def _probe(self, path: str) -> tuple[str, os.stat_result] | AnchorCheck:
+        """(sha256, stat) of the file at an anchor's path, or the verdict that stops there.
+
+        Memoized per path for the pass: many memories often rest on one file.
+        """
+        found = self._files.get(path)
+        if found is not None:
+            return found
+        ref = AnchorRef(path=path)
+        result: tuple[str, os.stat_result] | AnchorCheck
+        try:
+            full, st = self._locate(path)
+            if stat.S_ISDIR(st.st_mode):
+                result = AnchorCheck(ref, Verdict.UNREADABLE, f"{path} unreadable: a directory where a file was")
+            elif not stat.S_ISREG(st.st_mode):
+                result = AnchorCheck(ref, Verdict.UNREADABLE, f"{path} unreadable: not a regular file")
+            else:
+                result = (self.cache.sha256(path, full), st)
+                self._full[path] = full
+        except UnsafePathError:
+            result = AnchorCheck(ref, Verdict.UNSAFE, f"{path} now resolves outside the workspace")
+        except FileNotFoundError:
+            result = AnchorCheck(ref, Verdict.DELETED, f"{path} deleted")
+        except OSError as exc:
+            result = AnchorCheck(ref, Verdict.UNREADABLE, f"{path} unreadable: {_why(exc)}")
+        self._files[path] = result
         return result
 
-    def _check(self, ref: AnchorRef) -> AnchorCheck:
-        try:
-            full, st = self._locate(ref.path)
-        except UnsafePathError:
-            return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.spec} now resolves outside the workspace")
-        except FileNotFoundError:
-            return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} deleted")
-        except OSError as exc:
-            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
-        if stat.S_ISDIR(st.st_mode):
-            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: a directory where a file was")
-        if not stat.S_ISREG(st.st_mode):
-            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: not a regular file")
-        try:
-            sha = self.cache.sha256(ref.path, full)
-        except FileNotFoundError:
-            return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} deleted")
-        except OSError as exc:
-            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
-        if sha == ref.sha256:
-            return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
+    def check_anchor(self, ref: AnchorRef) -> AnchorCheck:
+        probe = self._probe(ref.path)
+        if type(probe) is tuple:
+            sha, st = probe
+            if sha == ref.sha256:
+                return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
+            return self._changed(ref, st)
+        assert isinstance(probe, AnchorCheck)
+        detail = probe.detail
+        if probe.verdict is Verdict.UNSAFE and ref.spec != ref.path:
+            detail = f"{ref.spec} now resolves outside the workspace"
+        return AnchorCheck(ref, probe.verdict, detail)
+
+    def _changed(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck:
+        """The file's hash moved: judge a narrowed anchor by its own text."""
         if not ref.symbol and not ref.lines:
             return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
         if st.st_size > MAX_FILE_BYTES:
             return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: larger than {MAX_FILE_BYTES >> 20} MiB")
-        try:
-            with open(full, "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
+        data = self._data.get(ref.path)
+        if data is None:
+            try:
+                with open(self._full[ref.path], "rb") as fh:
+                    data = fh.read(MAX_FILE_BYTES + 1)
+            except OSError as exc:
+                return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
+            self._data[ref.path] = data
         verdict, detail, where = judge(ref, data)
         return AnchorCheck(ref, verdict, detail, where)
 
