@@ -188,6 +188,10 @@ def narrowed_text(ref: AnchorRef, data: bytes) -> tuple[bytes, tuple[int, int]]:
     assert ref.lines is not None
     lines = _split_lines(data)
     start, end = ref.lines
+    if start < 1:  # an AnchorRef given directly never went through _parse_lines
+        raise AnchorError(f"bad lines {start}-{end} in {ref.path}: lines start at 1")
+    if start > end:
+        raise AnchorError(f"bad lines {start}-{end} in {ref.path}: start {start} is after end {end}")
     if end > len(lines):
         raise AnchorError(
             f"lines {start}-{end} are past the end of {ref.path} ({len(lines)} lines)"

@@ -413,7 +413,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: user errors are one line on stderr and exit 1, never a traceback."""
     warnings.showwarning = _warning
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="anchorfs", standalone_mode=False)
+        # Without standalone mode click returns a `ctx.exit(code)` (drift's 90) instead of raising.
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="anchorfs", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -429,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         os._exit(0)
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

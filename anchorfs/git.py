@@ -12,14 +12,33 @@ from pathlib import Path
 
 from .errors import HistoryError
 
-__all__ = ["run_git", "toplevel", "head_commit", "dirty_paths"]
+__all__ = ["run_git", "git_env", "popen_git", "toplevel", "head_commit", "dirty_paths", "is_ancestor"]
+
+
+def git_env() -> dict[str, str]:
+    """A stable, non-interactive environment: no optional locks, C locale, no pager or prompt."""
+    env = dict(os.environ)
+    env.setdefault("GIT_OPTIONAL_LOCKS", "0")
+    env["LC_ALL"] = "C"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.pop("GIT_PAGER", None)
+    return env
+
+
+def popen_git(cwd: Path, *args: str, stdin: int | None = subprocess.PIPE) -> subprocess.Popen[bytes]:
+    """A streaming git process (binary pipes) for commands whose output is read as it comes."""
+    try:
+        return subprocess.Popen(
+            ["git", *args], cwd=cwd, env=git_env(), stdin=stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+    except FileNotFoundError as exc:  # no git on this machine
+        raise HistoryError("git is not installed") from exc
 
 
 def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> bytes:
     """Run git with a stable, non-interactive environment; stdout as bytes."""
-    env = dict(os.environ)
-    env.setdefault("GIT_OPTIONAL_LOCKS", "0")
-    env["LC_ALL"] = "C"
+    env = git_env()
     try:
         proc = subprocess.run(
             ["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=False
@@ -78,3 +97,13 @@ def dirty_paths(root: Path, paths: list[str]) -> set[str]:
             name = name[len(prefix):]
         dirty.add(name)
     return dirty
+
+
+def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    """True when `ancestor` is reachable from `descendant` (a commit is its own ancestor)."""
+    env = git_env()
+    proc = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", ancestor, descendant],
+        cwd=cwd, env=env, capture_output=True, check=False,
+    )
+    return proc.returncode == 0

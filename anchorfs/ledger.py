@@ -191,7 +191,7 @@ class Ledger:
                     warnings.warn(f"{self.path}: skipping a bad line at byte {offset - len(raw)}: {exc}", stacklevel=2)
                     continue
                 if until is not None and entry.at > until:
-                    break
+                    continue  # not `break`: writers stamp `at` before the lock, so times interleave
                 yield entry
 
 

@@ -329,6 +329,8 @@ class Store:
         if where:
             vq = vq.where(where, prefilter=True)
         vec_rows = vq.select([*cols, "_distance"]).limit(n).to_list()
+        # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
+        vec_rows.sort(key=lambda r: (r["_distance"], r["id"]))
         fts_rows: list[dict[str, Any]] = []
         fts_text = " ".join(expand_for_search(text).split())
         fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
@@ -338,6 +340,7 @@ class Store:
                 fq = fq.where(where, prefilter=True)
             try:
                 fts_rows = fq.select([*cols, "_score"]).limit(n).to_list()
+                fts_rows.sort(key=lambda r: (-r["_score"], r["id"]))
             except Exception:  # an odd query the FTS parser refuses still gets vector hits
                 fts_rows = []
         fused: dict[str, float] = {}

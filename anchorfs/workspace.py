@@ -539,15 +539,21 @@ class Workspace:
         """The whole supersede chain of a memory, oldest first, with times, actors and reasons."""
         target = self._resolve_id(memory_id)
         mems = self._memories()
+        # Links both ways: a revert clears the old memory's `superseded_by`, but its former
+        # successor still names it in `supersedes`, and belongs in the story.
+        links: dict[str, set[str]] = {}
+        for m in mems.values():
+            for other in (m.supersedes, m.superseded_by):
+                if other and other in mems:
+                    links.setdefault(m.id, set()).add(other)
+                    links.setdefault(other, set()).add(m.id)
         chain = {target.id}
-        cur = target
-        while cur.supersedes and cur.supersedes in mems and cur.supersedes not in chain:
-            cur = mems[cur.supersedes]
-            chain.add(cur.id)
-        cur = target
-        while cur.superseded_by and cur.superseded_by in mems and cur.superseded_by not in chain:
-            cur = mems[cur.superseded_by]
-            chain.add(cur.id)
+        todo = [target.id]
+        while todo:
+            for other in links.get(todo.pop(), ()):
+                if other not in chain:
+                    chain.add(other)
+                    todo.append(other)
         events: list[HistoryEvent] = []
         for entry in self.ledger.read():
             for m in entry.memories:

@@ -1,0 +1,365 @@
+"""The hash cache behind every drift check, persisted to `.anchorfs/manifest.json`.
+
+Every read re-checks anchors, so "is this file's SHA-256 still X?" must cost about one
+`os.stat`. The cache remembers, per repo-relative path, the stat fields seen when the file was
+hashed and trusts the stored hash while they all still match.
+
+Racy-git rule (git's index has the same hole): a file rewritten within one timestamp tick of
+being hashed can keep the same size, mtime, ctime and inode, so matching stat fields prove
+nothing for a file whose mtime is that recent. A cached hash is therefore trusted only when
+the file's mtime is older, by more than the timestamp granularity, than the moment the hash
+was taken (entries hashed by this process) or than the manifest's own mtime (entries loaded
+from disk). Racy entries are kept "poisoned" (no hash) in memory and on disk, so no later
+manifest, with a later mtime, can ever vouch for them. A hash whose file moved while it was
+being read is never cached.
+
+Every doubt (torn, foreign or hand-edited manifest, clock going backwards, a future mtime, an
+expired TTL) resolves to re-hashing: a wrong cached hash would call a memory `changed` (or
+worse, `fresh`) without evidence, while a needless re-hash only costs time.
+
+Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
+`{"format": "anchorfs.manifest", "version": 1, "crc32": N, "entries": {rel: [size, mtime_ns,
+ctime_ns, inode, sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000
+entries one by one (a warm start must stay near a bare stat loop): only this module's own
+writes pass it, anything else is a cold cache.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import stat
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import orjson
+
+__all__ = ["HashCache", "sha256_bytes", "sha256_file", "MANIFEST_VERSION"]
+
+MANIFEST_VERSION = 1
+"""Bumped on any incompatible change; other versions load as a cold cache."""
+
+DEFAULT_GRANULARITY_NS = 2_000_000_000
+"""Two seconds: the coarsest common mtime resolution (FAT), with room for the kernel's coarse
+file clock (an mtime lags the wall clock by up to a scheduler tick) and modest NFS clock skew.
+Finer filesystems pay only by re-hashing files edited in the last two seconds, a handful in a
+real repo. Benchmarks that create files and hash them at once must backdate them
+(`os.utime`) or pass a smaller `granularity_ns`."""
+
+_FORMAT = "anchorfs.manifest"
+_ENTRIES_KEY = b'"entries":'
+_stat = os.stat
+
+# An entry, in memory and on disk: [size, mtime_ns, ctime_ns, inode, sha256 or None, checked_at].
+# Kept as the lists orjson builds, so loading converts nothing; entries are replaced, never
+# mutated once published.
+_Entry = list[Any]
+_Sig = tuple[int, int, int]
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of `data`: the anchor contract's hash."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a whole file, streamed so a big file never sits in memory."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (
+        a.st_mtime_ns == b.st_mtime_ns
+        and a.st_ctime_ns == b.st_ctime_ns
+        and a.st_size == b.st_size
+        and a.st_ino == b.st_ino
+    )
+
+
+def _sig(st: os.stat_result) -> _Sig:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable; some platforms cannot fsync a folder, so best effort."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class HashCache:
+    """SHA-256 of workspace files, cached by repo-relative path, racy-safe, persisted on save.
+
+    `ttl` (seconds) bounds how long a cached hash is trusted at all, a backstop for stat
+    fields that lie (network filesystems, restores that forge times). `granularity_ns` is the
+    timestamp resolution the racy rule assumes (see `DEFAULT_GRANULARITY_NS`). `clock` gives
+    wall seconds for the TTL only, so tests can expire entries without sleeping; the racy rule
+    always uses the real clock and the manifest's own mtime.
+
+    Mutation and `save` share a lock, so one instance may serve several threads.
+    """
+
+    hashes: int
+    """How many files this instance actually read and hashed (retries included)."""
+
+    def __init__(
+        self,
+        manifest_path: Path,
+        *,
+        ttl: float = 300.0,
+        granularity_ns: int = DEFAULT_GRANULARITY_NS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not ttl >= 0:
+            raise ValueError(f"ttl must be >= 0, got {ttl}")
+        if granularity_ns < 0:
+            raise ValueError(f"granularity_ns must be >= 0, got {granularity_ns}")
+        self.manifest_path = Path(manifest_path)
+        self.hashes = 0
+        self._ttl = float(ttl)
+        self._gran = int(granularity_ns)
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}  # empty until the lazy load: see `_miss`
+        self._touched: set[str] = set()  # changed or forgotten here since the last save
+        self._dirty = False
+        self._loaded = False
+        self._disk_sig: _Sig | None = None
+        self._lock = threading.Lock()
+        # A window in which every entry is within its TTL (none checked after `_lo`, none
+        # expiring before `_hi`), so the warm path need not read each entry's time. Kept
+        # conservative on insert, made exact again on load and save.
+        self._lo = float("-inf")
+        self._hi = float("inf")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def sha256(self, rel: str, path: str | os.PathLike[str]) -> str:
+        """Hex SHA-256 of the file at `path`, cached under `rel`.
+
+        OSErrors from stat/open (FileNotFoundError, PermissionError, IsADirectoryError, ...)
+        propagate untouched: the caller turns them into verdicts.
+        """
+        st = _stat(path)
+        try:
+            e = self._entries[rel]
+        except KeyError:
+            return self._miss(rel, path, st)
+        # The warm path: one stat, one lookup, a few compares. Fields are indexed, not
+        # unpacked, so a hit touches no more objects than it must.
+        if (
+            e[1] == st.st_mtime_ns
+            and e[2] == st.st_ctime_ns
+            and e[0] == st.st_size
+            and e[3] == st.st_ino
+        ):
+            sha = e[4]
+            if sha is not None:
+                now = self._clock()
+                if self._lo <= now < self._hi or e[5] <= now < e[5] + self._ttl:
+                    return sha
+        return self._refresh(rel, path, st)
+
+    def _miss(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
+        if not self._loaded:
+            self._load()
+            if rel in self._entries:
+                return self.sha256(rel, path)
+        return self._refresh(rel, path, st)
+
+    def _refresh(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
+        """Hash with a stat on each side; re-hash once if the file moved, never cache a mover."""
+        digest = ""
+        for attempt in range(2):
+            if attempt:
+                st = _stat(path)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+            if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read path forever
+                raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+            started = time.time_ns()  # before the read: any write it could miss comes later
+            digest = sha256_file(path)
+            self.hashes += 1
+            if _same(st, _stat(path)):
+                racy = st.st_mtime_ns >= started - self._gran
+                self._store(rel, st, None if racy else digest)
+                return digest
+        with self._lock:
+            if self._entries.pop(rel, None) is not None:
+                self._touched.add(rel)
+                self._dirty = True
+        return digest
+
+    def _store(self, rel: str, st: os.stat_result, sha: str | None) -> None:
+        at = self._clock()
+        new = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha, at]
+        with self._lock:
+            old = self._entries.get(rel)
+            self._entries[rel] = new
+            if at > self._lo:
+                self._lo = at
+            if at + self._ttl < self._hi:
+                self._hi = at + self._ttl
+            # A poisoned entry seen again with the same stat carries no news: don't rewrite
+            # the manifest on every read of a file that is being edited.
+            if sha is None and old is not None and old[4] is None and old[:4] == new[:4]:
+                return
+            self._touched.add(rel)
+            self._dirty = True
+
+    def forget(self, rel: str) -> None:
+        """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
+        if not self._loaded:
+            self._load()
+        with self._lock:
+            if self._entries.pop(rel, None) is not None:
+                self._dirty = True
+            self._touched.add(rel)
+
+    # -- the manifest ----------------------------------------------------------------------
+
+    def _load(self) -> None:
+        entries, sig = self._read_disk()
+        with self._lock:
+            if not self._loaded:
+                self._entries = entries
+                self._disk_sig = sig
+                self._set_window()
+                self._loaded = True
+
+    def _set_window(self) -> None:
+        lo, hi = float("-inf"), float("inf")
+        for e in self._entries.values():
+            at = e[5]
+            if at > lo:
+                lo = at
+            if at < hi:
+                hi = at
+        self._lo, self._hi = lo, hi + self._ttl
+
+    def _read_disk(self) -> tuple[dict[str, _Entry], _Sig | None]:
+        """Entries from the manifest with racy ones poisoned; anything unexpected is cold."""
+        try:
+            with open(self.manifest_path, "rb") as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+        except OSError:
+            return {}, None
+        sig = _sig(st)
+        try:
+            doc: Any = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return {}, sig
+        if (
+            type(doc) is not dict
+            or doc.get("format") != _FORMAT
+            or type(doc.get("version")) is not int
+            or doc["version"] != MANIFEST_VERSION
+            or type(doc.get("entries")) is not dict
+            or type(doc.get("crc32")) is not int
+        ):
+            return {}, sig
+        start = data.find(_ENTRIES_KEY)
+        end = data.rfind(b"}")
+        body = memoryview(data)[start + len(_ENTRIES_KEY) : end]
+        if start < 0 or zlib.crc32(body) != doc["crc32"]:
+            return {}, sig  # not written by us (or edited by hand): trust nothing in it
+        entries: dict[str, _Entry] = doc["entries"]
+        limit = st.st_mtime_ns - self._gran
+        try:
+            for e in entries.values():
+                if e[1] >= limit:
+                    e[4] = None  # racy against this manifest: it cannot vouch for the hash
+                e[5] + 0.0  # a number, or this is not our shape after all
+        except (TypeError, IndexError, KeyError):
+            return {}, sig
+        return entries, sig
+
+    def save(self, *, strict: bool = False) -> bool:
+        """Write the manifest if an entry changed; return whether it was written.
+
+        A cache that cannot be saved is only cold next time, so by default an OSError (read-only
+        folder, missing `.anchorfs/`, full disk) returns False and the changes stay pending for
+        a later save; `strict=True` raises it instead. Entries another process saved meanwhile
+        are merged in unless this instance changed the same path (last writer wins per path).
+        """
+        with self._lock:
+            if not self._dirty:
+                return False
+            try:
+                self._write()
+            except OSError:
+                if strict:
+                    raise
+                return False
+            return True
+
+    def _write(self) -> None:
+        """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
+        entries = self._entries
+        try:
+            cur: _Sig | None = _sig(_stat(self.manifest_path))
+        except FileNotFoundError:
+            cur = None
+        if cur is not None and cur != self._disk_sig:
+            theirs, _ = self._read_disk()
+            if theirs:
+                entries = dict(entries)
+                for rel, e in theirs.items():
+                    if rel not in self._touched:
+                        entries[rel] = e
+        body = orjson.dumps(entries)
+        head = orjson.dumps(
+            {"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)}
+        )
+        payload = head[:-1] + b"," + _ENTRIES_KEY + body + b"}"
+        folder = self.manifest_path.parent
+        tmp = folder / f".{self.manifest_path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+                new_sig = _sig(os.fstat(fd))  # a rename keeps inode, size and mtime
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.manifest_path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_dir(folder)
+        self._entries = entries
+        self._set_window()
+        self._touched.clear()
+        self._dirty = False
+        self._disk_sig = new_sig
+
+    def __enter__(self) -> HashCache:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.save()

@@ -1,0 +1,1164 @@
+"""History: when, in which commit and by whom a memory's ground moved.
+
+A content hash says an anchor no longer holds; version control can say which step broke it.
+`bisect` walks HEAD's first-parent chain from the commit each anchor was taken at, then the
+working tree, carrying the anchored lines down through every diff of the anchored file: an edit
+above a span moves it, only an edit inside it (or a deletion) invalidates it. `log` is the same
+walk seen whole, `drift_at` is what `drift` would have said at a revision, `history_envelope`
+turns both into the one-line freshness envelope.
+
+Why the git binary and not a library: pygit2 and dulwich are not dependencies, and neither beats
+git's own C diff on long walks. The walk costs three processes per anchor whatever the history's
+length: one `rev-list --first-parent` (the steps and their metadata), one streaming
+`diff-tree --stdin -p -U0` fed every (step, previous step) pair and limited to the one path (git
+skips untouched commits in C and prints zero-context hunks for the rest), and one long-lived
+`cat-file --batch` for the few blobs a verdict needs (symbols, content re-checks). No process
+per commit. `git log --follow` is not used: it follows renames by heuristics, misbehaves with
+`--first-parent` and the issue wants a rename away to count as the culprit anyway (the new name
+is reported). Explicit (step, previous step) pairs make a merge one step, diffed against its
+first parent, and let an anchor taken on a side branch start at the merge that brought it in.
+
+Every step's verdict is the one `judge` would give that version of the file, so `bisect` never
+contradicts `drift`: hunks that miss the tracked span prove the text identical (it moved);
+when a hunk hits it, the content is re-judged, so a span moved as a block is still found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path
+from .errors import AnchorError, HistoryError, UnsafePathError
+from .git import head_commit, is_ancestor, popen_git, run_git, toplevel
+from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, from_iso, to_iso
+
+__all__ = [
+    "WORKING_TREE",
+    "Progress",
+    "Hunk",
+    "Step",
+    "AnchorHistory",
+    "BisectResult",
+    "LogResult",
+    "AtResult",
+    "AtReport",
+    "bisect",
+    "log",
+    "drift_at",
+    "history_envelope",
+]
+
+WORKING_TREE = "working tree"
+"""The commit / short name of the last step: uncommitted changes (staged or not)."""
+
+Progress = Callable[[int, int], None]
+"""Called as (steps walked, steps in all) while a walk runs."""
+
+_HOLDS = frozenset({Verdict.FRESH, Verdict.MOVED})
+_BREAKS = frozenset({Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING})
+_OID_RE = re.compile(rb"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_MAX_HUNKS = 20
+_MAX_HUNK_LINES = 200
+
+
+# -- values ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """A zero-context hunk as git printed it: old and new line numbers, `-`/`+` lines."""
+
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    lines: tuple[str, ...] = ()
+
+    @property
+    def header(self) -> str:
+        def part(start: int, count: int) -> str:
+            return str(start) if count == 1 else f"{start},{count}"
+
+        return f"@@ -{part(self.old_start, self.old_count)} +{part(self.new_start, self.new_count)} @@"
+
+    @property
+    def text(self) -> str:
+        return "\n".join((self.header, *self.lines))
+
+    def hits(self, span: tuple[int, int]) -> bool:
+        """Does this hunk change a line inside `span` (old numbering)?"""
+        start, end = span
+        if self.old_count == 0:  # pure insertion after old line `old_start`
+            return start <= self.old_start < end
+        return self.old_start <= end and self.old_start + self.old_count - 1 >= start
+
+    def above(self, span: tuple[int, int]) -> bool:
+        if self.old_count == 0:
+            return self.old_start < span[0]
+        return self.old_start + self.old_count - 1 < span[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_start": self.old_start,
+            "old_count": self.old_count,
+            "new_start": self.new_start,
+            "new_count": self.new_count,
+            "header": self.header,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    commit: str
+    short: str
+    date: str | None
+    author: str | None
+    subject: str
+    parents: tuple[str, ...] = ()
+    committed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One version of an anchored file along the walk, with the verdict that version earns."""
+
+    commit: str
+    short: str
+    date: str | None
+    author: str | None
+    subject: str
+    verdict: Verdict
+    detail: str
+    lines_before: tuple[int, int] | None
+    """Where the anchored text stood just before this step (None when not known)."""
+    lines_after: tuple[int, int] | None
+    hunks: tuple[Hunk, ...] = ()
+    """The hunks that matter: those hitting the anchored text (all of them for a whole file)."""
+    invalidates: bool = False
+    """The anchor held before this step and not after: a culprit."""
+    restores: bool = False
+    merge: bool = False
+    renamed_to: str | None = None
+    distance: int = 0
+    """First-parent commits between this step and HEAD (HEAD is 0, the working tree -1)."""
+
+    @property
+    def cause(self) -> str | None:
+        if not self.invalidates:
+            return None
+        return "deleted" if self.verdict is Verdict.DELETED else "changed"
+
+    @property
+    def hunk(self) -> Hunk | None:
+        return self.hunks[0] if self.hunks else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "short": self.short,
+            "date": self.date,
+            "author": self.author,
+            "subject": self.subject,
+            "verdict": self.verdict.value,
+            "detail": self.detail,
+            "cause": self.cause,
+            "lines_before": list(self.lines_before) if self.lines_before else None,
+            "lines_after": list(self.lines_after) if self.lines_after else None,
+            "hunk": self.hunk.to_dict() if self.hunk else None,
+            "hunks": [h.to_dict() for h in self.hunks],
+            "invalidates": self.invalidates,
+            "restores": self.restores,
+            "merge": self.merge,
+            "renamed_to": self.renamed_to,
+        }
+
+
+def _anchor_dict(ref: AnchorRef) -> dict[str, Any]:
+    return {
+        "anchor": ref.spec,
+        "path": ref.path,
+        "symbol": ref.symbol,
+        "lines": list(ref.lines) if ref.lines else None,
+        "anchored_at": ref.commit,
+        "dirty": ref.dirty,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorHistory:
+    """One anchor's walk: every step that touched its file, and the step that broke it."""
+
+    anchor: AnchorRef
+    anchored: _Commit
+    steps: tuple[Step, ...]
+    verdict: Verdict
+    """The verdict at the end of the walk (the working tree): what `drift` says now."""
+    lines_now: tuple[int, int] | None
+    walked: int
+    """Steps walked: first-parent commits since the anchor's commit, plus the working tree."""
+
+    @property
+    def holds(self) -> bool:
+        return self.verdict not in _BREAKS
+
+    @property
+    def culprit(self) -> Step | None:
+        """The step that began the current breakage (an earlier break later undone is a touch)."""
+        if self.holds:
+            return None
+        for step in reversed(self.steps):
+            if step.invalidates:
+                return step
+        return None
+
+    @property
+    def touches(self) -> tuple[Step, ...]:
+        """Steps before the culprit (all steps when the anchor holds): touched, not broken."""
+        culprit = self.culprit
+        if culprit is None:
+            return self.steps
+        return self.steps[: self.steps.index(culprit)]
+
+    def to_dict(self, *, with_steps: bool = False) -> dict[str, Any]:
+        culprit = self.culprit
+        out = _anchor_dict(self.anchor)
+        out.update(
+            anchored_short=self.anchored.short,
+            anchored_date=self.anchored.date,
+            verdict=self.verdict.value,
+            holds=self.holds,
+            lines_now=list(self.lines_now) if self.lines_now else None,
+            walked=self.walked,
+            culprit=_culprit_dict(self, culprit) if culprit else None,
+            touches=[_touch_dict(self.anchor, s) for s in self.touches],
+        )
+        if with_steps:
+            out["steps"] = [s.to_dict() for s in self.steps]
+        return out
+
+
+def _culprit_dict(hist: AnchorHistory, step: Step) -> dict[str, Any]:
+    d = step.to_dict()
+    d.update(anchor=hist.anchor.spec, lines=d["lines_before"], touches_before=len(hist.touches))
+    return d
+
+
+def _touch_dict(ref: AnchorRef, step: Step) -> dict[str, Any]:
+    d = step.to_dict()
+    d["anchor"] = ref.spec
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class BisectResult:
+    """Which step broke a memory: the earliest culprit among its anchors, or none (it holds)."""
+
+    memory_id: str
+    anchors: tuple[AnchorHistory, ...]
+
+    def _culprit_pair(self) -> tuple[AnchorHistory, Step] | None:
+        found = [(h, h.culprit) for h in self.anchors if h.culprit is not None]
+        if not found:
+            return None
+        hist, step = max(found, key=lambda pair: pair[1].distance)  # type: ignore[union-attr]
+        assert step is not None
+        return hist, step
+
+    @property
+    def culprit(self) -> Step | None:
+        pair = self._culprit_pair()
+        return pair[1] if pair else None
+
+    @property
+    def holds(self) -> bool:
+        return all(h.holds for h in self.anchors)
+
+    @property
+    def touches(self) -> tuple[Step, ...]:
+        """Before the culprit, on the culprit's anchor; all touches of every anchor if it holds."""
+        pair = self._culprit_pair()
+        if pair:
+            return pair[0].touches
+        return tuple(s for h in self.anchors for s in h.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        pair = self._culprit_pair()
+        if pair:
+            touches = [_touch_dict(pair[0].anchor, s) for s in pair[0].touches]
+        else:
+            touches = [_touch_dict(h.anchor, s) for h in self.anchors for s in h.steps]
+        return {
+            "id": self.memory_id,
+            "holds": self.holds,
+            "culprit": _culprit_dict(*pair) if pair else None,
+            "touches": touches,
+            "walked": max((h.walked for h in self.anchors), default=0),
+            "anchors": [h.to_dict() for h in self.anchors],
+        }
+
+    def describe(self) -> str:
+        """A few lines for a person: the culprit and its hunk, or that the memory holds."""
+        pair = self._culprit_pair()
+        if pair is None:
+            n = sum(len(h.steps) for h in self.anchors)
+            walked = max((h.walked for h in self.anchors), default=0)
+            unknown = [h for h in self.anchors if h.verdict not in _HOLDS]
+            tail = f"; {unknown[0].anchor.spec} is {unknown[0].verdict.value}" if unknown else ""
+            return (f"the memory holds: no step broke its anchors "
+                    f"({walked} steps walked, {n} touched the anchored files){tail}")
+        hist, step = pair
+        head = step.short if step.commit == WORKING_TREE else f"{step.short} {(step.date or '')[:10]}"
+        who = f" {step.author}" if step.author else ""
+        out = [f"culprit: {head}{who}  {step.subject}".rstrip()]
+        where = f", lines {_span(step.lines_before)} at that point" if step.lines_before else ""
+        out.append(f"  cause: {step.cause} ({hist.anchor.spec}{where}): {step.detail}")
+        if step.merge:
+            out.append("  (a merge, diffed against its first parent)")
+        for hunk in step.hunks[:3]:
+            out.extend("  " + line for line in hunk.text.splitlines())
+        n = len(hist.touches)
+        out.append(f"  {n} earlier step{'s' if n != 1 else ''} touched the file without breaking the anchor")
+        return "\n".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class LogResult:
+    """Every step that touched each of a memory's anchors, with the verdict it earned."""
+
+    memory_id: str
+    anchors: tuple[AnchorHistory, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(s for h in self.anchors for s in h.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.memory_id,
+            "anchors": [h.to_dict(with_steps=True) for h in self.anchors],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AtResult:
+    """One memory judged against the tree of a past revision."""
+
+    memory: Memory
+    drift: Drift
+    checks: tuple[AnchorCheck, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.memory.id,
+            "content": self.memory.content,
+            "drift": self.drift.value,
+            "anchors": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AtReport:
+    """What `drift` would have said at `rev`, for the memories that existed then."""
+
+    rev: str
+    commit: str
+    short: str
+    date: str | None
+    results: tuple[AtResult, ...]
+    skipped: int = 0
+    """Memories left out: recorded after `rev` (their anchors' commits are not its ancestors)."""
+
+    def count(self, drift: Drift) -> int:
+        return sum(1 for r in self.results if r.drift is drift)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rev": self.rev,
+            "commit": self.commit,
+            "short": self.short,
+            "date": self.date,
+            "checked": len(self.results),
+            "stale": self.count(Drift.STALE),
+            "unknown": self.count(Drift.UNKNOWN),
+            "fresh": self.count(Drift.FRESH),
+            "skipped": self.skipped,
+            "memories": [r.to_dict() for r in self.results],
+        }
+
+
+def _span(span: tuple[int, int] | None) -> str:
+    if span is None:
+        return "?"
+    return str(span[0]) if span[0] == span[1] else f"{span[0]}-{span[1]}"
+
+
+# -- the repository -------------------------------------------------------------------------
+
+_FORMAT = "%x1f".join(("%H", "%h", "%aI", "%an", "%cI", "%P", "%s"))
+
+
+def _parse_commit(line: bytes) -> _Commit:
+    parts = line.decode("utf-8", "replace").split("\x1f", 6)
+    full, short, date, author, committed, parents, subject = (parts + [""] * 7)[:7]
+    return _Commit(full, short, date or None, author or None, subject, tuple(parents.split()),
+                   committed or None)
+
+
+class _Blobs:
+    """One `git cat-file --batch` for the walk: blobs on demand, no process per blob."""
+
+    def __init__(self, top: Path) -> None:
+        self._top = top
+        self._proc: Any = None
+        self._cache: dict[str, tuple[str, str, bytes] | None] = {}
+
+    def get(self, spec: str) -> bytes | None:
+        """The blob named by an oid or `rev:path`; None when missing or not a blob."""
+        found = self.lookup(spec)
+        return found[2] if found is not None and found[1] == "blob" else None
+
+    def lookup(self, spec: str) -> tuple[str, str, bytes] | None:
+        """(oid, type, content) of any object name git understands; None when missing."""
+        if spec in self._cache:
+            return self._cache[spec]
+        if "\n" in spec or not spec:
+            return None
+        if self._proc is None:
+            self._proc = popen_git(self._top, "cat-file", "--batch")
+        stdin: IO[bytes] = self._proc.stdin
+        stdout: IO[bytes] = self._proc.stdout
+        stdin.write(spec.encode("utf-8", "surrogateescape") + b"\n")
+        stdin.flush()
+        header = stdout.readline()
+        if not header:
+            raise HistoryError("git cat-file stopped unexpectedly")
+        parts = header.split()
+        found: tuple[str, str, bytes] | None = None
+        if len(parts) == 3 and parts[1] != b"missing":
+            size = int(parts[2])
+            body = stdout.read(size + 1)[:size]
+            found = (parts[0].decode(), parts[1].decode(), body)
+        if len(self._cache) >= 16:
+            del self._cache[next(iter(self._cache))]
+        self._cache[spec] = found
+        return found
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=10)
+            except Exception:  # pragma: no cover - best effort cleanup
+                self._proc.kill()
+            self._proc = None
+
+
+class _Repo:
+    """The workspace seen from git: its top level, the workspace's place in it, HEAD."""
+
+    def __init__(self, root: Path) -> None:
+        root_real = os.path.realpath(root)
+        top = toplevel(Path(root_real))
+        if top is None:
+            raise HistoryError(f"{root} is not in a git repository: history needs one")
+        self.root_real = root_real
+        self.top = Path(os.path.realpath(top))
+        rel = os.path.relpath(root_real, self.top)
+        self.prefix = "" if rel == os.curdir else rel.replace(os.sep, "/") + "/"
+        self.blobs = _Blobs(self.top)
+        found = self.blobs.lookup("HEAD^{commit}")
+        if found is None:
+            self.close()
+            raise HistoryError("the repository has no commits yet")
+        self.head = found[0]
+
+    def close(self) -> None:
+        self.blobs.close()
+
+    def __enter__(self) -> "_Repo":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def repo_path(self, path: str) -> str:
+        return self.prefix + path
+
+    def workspace_path(self, repo_path: str) -> str:
+        if self.prefix and repo_path.startswith(self.prefix):
+            return repo_path[len(self.prefix):]
+        return repo_path if not self.prefix else "/" + repo_path  # outside the workspace
+
+    def resolve(self, rev: str, *, what: str = "revision") -> str:
+        found = None if rev.startswith("-") else self.blobs.lookup(f"{rev}^{{commit}}")
+        if found is None:
+            raise HistoryError(f"unknown {what} {rev!r}")
+        return found[0]
+
+    def info(self, commit: str) -> _Commit:
+        return _commit_info(str(self.top), commit)
+
+    def chain(self, base: str) -> list[_Commit]:
+        """HEAD's first-parent steps after `base`, oldest first, starting where `base` is in."""
+        out = run_git(self.top, "rev-list", "--first-parent", "--reverse", f"--format={_FORMAT}",
+                      self.head, f"^{base}")
+        chain = [_parse_commit(line) for line in out.splitlines()
+                 if line and not line.startswith(b"commit ")]
+        if not chain:
+            # HEAD is `base`, or behind it (an older checkout): one step from `base` to HEAD.
+            return [] if base == self.head else [self.info(self.head)]
+        if chain[0].parents[:1] != (base,) and is_ancestor(self.top, base, self.head):
+            # `base` sits on a side branch: start at the first commit of the chain holding it
+            # (ancestry along a first-parent chain is monotone, so bisect for it).
+            lo, hi = 0, len(chain) - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if is_ancestor(self.top, base, chain[mid].commit):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            chain = chain[lo:]
+        return chain
+
+
+@lru_cache(maxsize=1024)
+def _commit_info(top: str, commit: str) -> _Commit:
+    out = run_git(Path(top), "log", "-1", "--no-walk", f"--format={_FORMAT}", commit)
+    return _parse_commit(out.rstrip(b"\n"))
+
+
+@lru_cache(maxsize=1024)
+def _count_since(top: str, commit: str, head: str) -> int:
+    out = run_git(Path(top), "rev-list", "--count", head, f"^{commit}", check=False).strip()
+    return int(out) if out.isdigit() else 0
+
+
+# -- patches --------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Record:
+    """One commit (or the working tree) of the diff stream, limited to the anchored path."""
+
+    commit: str
+    entries: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """(status, old oid, new oid, path) per raw line."""
+    sections: list[list[tuple[Hunk, bool]]] = field(default_factory=list)
+    """Per file section: (hunk, is a no-op up to line endings)."""
+    binary: list[bool] = field(default_factory=list)
+
+    def mine(self, path: str) -> tuple[tuple[str, str, str], list[tuple[Hunk, bool]] | None, bool] | None:
+        """The raw entry for exactly `path`, its hunks (None if they cannot be trusted), binary?"""
+        for i, (status, old, new, p) in enumerate(self.entries):
+            if p == path:
+                hunks: list[tuple[Hunk, bool]] | None = None
+                binary = False
+                if len(self.sections) == len(self.entries):
+                    hunks = self.sections[i]
+                    binary = self.binary[i]
+                return (status, old, new), hunks, binary
+        return None
+
+
+def _unquote(path: bytes) -> str:
+    """git's C-style quoting of unusual path names (core.quotepath is off, so only rare ones)."""
+    if not (path.startswith(b'"') and path.endswith(b'"')):
+        return path.decode("utf-8", "surrogateescape")
+    body = path[1:-1]
+    out = bytearray()
+    i = 0
+    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7, ord("b"): 8,
+              ord("f"): 12, ord("r"): 13, ord("v"): 11}
+    while i < len(body):
+        c = body[i]
+        if c == 92 and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in simple:
+                out.append(simple[nxt])
+                i += 2
+                continue
+            if 48 <= nxt <= 55 and i + 3 < len(body):
+                out.append(int(body[i + 1:i + 4], 8))
+                i += 4
+                continue
+        out.append(c)
+        i += 1
+    return bytes(out).decode("utf-8", "surrogateescape")
+
+
+def _strip_cr(line: bytes) -> bytes:
+    return line[:-1] if line.endswith(b"\r") else line
+
+
+class _PatchParser:
+    """Parse `--raw -p -U0` output (diff-tree --stdin or diff) into records, line by line."""
+
+    def __init__(self, first: _Record | None = None) -> None:
+        self.current = first
+        self.done: list[_Record] = []
+        self._old_left = 0
+        self._new_left = 0
+        self._hunk: dict[str, Any] | None = None
+
+    def _close_hunk(self) -> None:
+        h = self._hunk
+        if h is None or self.current is None or not self.current.sections:
+            self._hunk = None
+            return
+        olds = [_strip_cr(x) for x in h["old"]]
+        news = [_strip_cr(x) for x in h["new"]]
+        noop = olds == news
+        lines = [b"-" + x for x in h["old"]] + [b"+" + x for x in h["new"]]
+        shown = tuple(x.decode("utf-8", "replace") for x in lines[:_MAX_HUNK_LINES])
+        if len(lines) > _MAX_HUNK_LINES:
+            shown += (f"... {len(lines) - _MAX_HUNK_LINES} more lines",)
+        hunk = Hunk(h["os"], h["oc"], h["ns"], h["nc"], shown)
+        self.current.sections[-1].append((hunk, noop))
+        self._hunk = None
+
+    def feed(self, raw: bytes) -> _Record | None:
+        """Feed one line (without its newline); returns a record when one is complete."""
+        if self._old_left or self._new_left:
+            assert self._hunk is not None
+            if raw.startswith(b"-") and self._old_left:
+                self._old_left -= 1
+                self._hunk["old"].append(raw[1:])
+                return None
+            if raw.startswith(b"+") and self._new_left:
+                self._new_left -= 1
+                self._hunk["new"].append(raw[1:])
+                return None
+            if raw.startswith(b"\\"):
+                return None
+            self._old_left = self._new_left = 0  # malformed: resynchronise
+        if raw.startswith(b"\\"):
+            return None
+        finished: _Record | None = None
+        if _OID_RE.match(raw):
+            self._close_hunk()
+            finished = self.current
+            self.current = _Record(raw.decode())
+            return finished
+        if self.current is None:
+            return None
+        if raw.startswith(b":"):
+            meta, _, path = raw.partition(b"\t")
+            fields = meta[1:].split()
+            if len(fields) >= 5:
+                self.current.entries.append(
+                    (fields[4][:1].decode(), fields[2].decode(), fields[3].decode(), _unquote(path))
+                )
+        elif raw.startswith(b"diff --git ") or raw.startswith(b"diff --cc "):
+            self._close_hunk()
+            self.current.sections.append([])
+            self.current.binary.append(False)
+        elif raw.startswith(b"@@ "):
+            self._close_hunk()
+            m = _HUNK_RE.match(raw)
+            if m and self.current.sections:
+                oc = int(m.group(2)) if m.group(2) is not None else 1
+                nc = int(m.group(4)) if m.group(4) is not None else 1
+                self._hunk = {"os": int(m.group(1)), "oc": oc, "ns": int(m.group(3)), "nc": nc,
+                              "old": [], "new": []}
+                self._old_left, self._new_left = oc, nc
+                if oc == 0 and nc == 0:
+                    self._close_hunk()
+        elif raw.startswith(b"Binary files ") and self.current.binary:
+            self.current.binary[-1] = True
+        return None
+
+    def finish(self) -> _Record | None:
+        self._close_hunk()
+        last, self.current = self.current, None
+        return last
+
+
+def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Iterator[_Record]:
+    """Stream `diff-tree --stdin` over (commit, previous) pairs: one record per commit."""
+    proc = popen_git(top, "-c", "core.quotepath=false", "diff-tree", "--stdin", "--always", "-r",
+                     "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
+                     "--no-color", "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def feed() -> None:
+        try:
+            for commit, prev in pairs:
+                proc.stdin.write(f"{commit} {prev}\n".encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):  # git died; its stderr tells why
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    parser = _PatchParser()
+    try:
+        for line in proc.stdout:
+            rec = parser.feed(line.rstrip(b"\n"))
+            if rec is not None:
+                yield rec
+        rec = parser.finish()
+        if rec is not None:
+            yield rec
+    finally:
+        proc.stdout.close()
+        writer.join(timeout=30)
+        err = proc.stderr.read() if proc.stderr else b""
+        code = proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+    if code != 0:
+        msg = err.decode("utf-8", "replace").strip().splitlines()
+        raise HistoryError(f"git diff-tree failed: {msg[-1] if msg else code}")
+
+
+def _worktree_patch(top: Path, repo_path: str) -> _Record:
+    out = run_git(top, "-c", "core.quotepath=false", "diff", "HEAD", "--raw", "-p", "-U0",
+                  "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
+                  "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
+    parser = _PatchParser(_Record(WORKING_TREE))
+    for line in out.split(b"\n"):
+        parser.feed(line)
+    rec = parser.finish()
+    assert rec is not None
+    return rec
+
+
+def _renamed_to(repo: _Repo, commit: str, prev: str, repo_path: str) -> str | None:
+    """Where a deleted path went in that step, if git sees a rename (once, at the culprit)."""
+    out = run_git(repo.top, "diff-tree", "-r", "-M", "--name-status", "-z", prev, commit,
+                  check=False)
+    parts = out.split(b"\0")
+    i = 0
+    while i < len(parts):
+        status = parts[i]
+        if status.startswith(b"R") and i + 2 < len(parts):
+            src, dst = parts[i + 1], parts[i + 2]
+            if os.fsdecode(src) == repo_path:
+                return repo.workspace_path(os.fsdecode(dst))
+            i += 3
+        elif status.startswith(b"C") and i + 2 < len(parts):
+            i += 3
+        else:
+            i += 2
+    return None
+
+
+# -- the walk -------------------------------------------------------------------------------
+
+_NULL_OIDS = {"0" * 40, "0" * 64}
+
+
+class _Tracker:
+    """Carries one anchor down the walk: whether it holds and where its text stands."""
+
+    def __init__(self, repo: _Repo, ref: AnchorRef, base_blob: str | None) -> None:
+        self.repo = repo
+        self.ref = ref
+        self.whole = not ref.symbol and not ref.lines
+        self.state: bool | None = None
+        """True holds, False broken, None pending: the anchored text was never committed."""
+        self.span: tuple[int, int] | None = None
+        self.aligned = False
+        """`span` is in the numbering of the previous step's version (hunks can move it)."""
+        self.anchored_oid: str | None = None
+        self.verdict = Verdict.UNREADABLE
+        """The verdict of the latest version judged (the anchored one to begin with)."""
+        self.prev_oid = base_blob
+        data = repo.blobs.get(base_blob) if base_blob else None
+        if data is None:
+            return
+        if hashlib.sha256(data).hexdigest() == ref.sha256:
+            self.state, self.verdict = True, Verdict.FRESH
+            self.anchored_oid = base_blob
+            if not self.whole:
+                try:
+                    _, self.span = narrowed_text(ref, data)
+                    self.aligned = True
+                except AnchorError:
+                    pass
+            return
+        if not self.whole:  # dirty at write time: is the anchored text in the commit anyway?
+            verdict, _, where = judge(ref, data)
+            if verdict in _HOLDS:
+                self.state, self.span, self.aligned = True, where, True
+                self.verdict = verdict
+
+    def _judge(self, data: bytes) -> tuple[Verdict, str, tuple[int, int] | None]:
+        ref = replace(self.ref, lines=self.span) if self.ref.lines and self.span else self.ref
+        verdict, detail, where = judge(ref, data)
+        if verdict is Verdict.FRESH and where is None and self.ref.symbol:
+            try:  # judge short-cuts identical files; the walk still needs the symbol's span
+                _, where = narrowed_text(self.ref, data)
+            except AnchorError:
+                pass
+        return verdict, detail, where
+
+    def step(
+        self,
+        meta: _Commit,
+        distance: int,
+        entry: tuple[str, str, str] | None,
+        hunks: list[tuple[Hunk, bool]] | None,
+        binary: bool,
+        load: Callable[[], bytes | None],
+        *,
+        new_oid: str | None = None,
+        prev_commit: str | None = None,
+    ) -> Step | None:
+        """Judge one version; None when it leaves the anchored file untouched."""
+        if entry is None:
+            return None
+        status, _, oid = entry
+        deleted = status == "D" or oid in _NULL_OIDS
+        new_oid = None if deleted else (new_oid or oid)
+        before = self.span if self.aligned else None
+        relevant: tuple[Hunk, ...] = ()
+        renamed: str | None = None
+        usable = [h for h, noop in (hunks or []) if not noop]
+        lines_after: tuple[int, int] | None = None
+
+        if deleted:
+            verdict, detail = Verdict.DELETED, f"{self.ref.path} deleted"
+            if prev_commit is not None and self.state:
+                renamed = _renamed_to(self.repo, meta.commit, prev_commit,
+                                      self.repo.repo_path(self.ref.path))
+                if renamed:
+                    detail = f"{self.ref.path} renamed to {renamed}"
+        elif self.whole and self.anchored_oid is not None and new_oid is not None:
+            same = new_oid == self.anchored_oid
+            verdict = Verdict.FRESH if same else Verdict.CHANGED
+            detail = "identical to the anchored file" if same else f"{self.ref.path} changed"
+            relevant = tuple(usable[:_MAX_HUNKS])
+        elif (self.ref.lines and self.state and self.aligned and before is not None
+              and hunks is not None and not binary):
+            hit = [h for h in usable if h.hits(before)]
+            if not hit:
+                shift = sum(h.new_count - h.old_count for h in usable if h.above(before))
+                lines_after = (before[0] + shift, before[1] + shift)
+                verdict = Verdict.FRESH if new_oid == self.anchored_oid else Verdict.MOVED
+                detail = (f"lines {_span(before)} now at {_span(lines_after)}" if shift
+                          else "unchanged; the file changed elsewhere")
+            else:
+                data = load()
+                verdict, detail, lines_after = (
+                    self._judge(data) if data is not None else (Verdict.UNREADABLE, "blob missing", None)
+                )
+                relevant = tuple(hit)
+                if verdict is Verdict.CHANGED:
+                    detail = f"{hit[0].header} hits lines {_span(before)}"
+                elif verdict is Verdict.MOVED:
+                    detail = f"the text of lines {_span(before)} now stands at {_span(lines_after)}"
+        else:
+            data = load()
+            if data is None:
+                verdict, detail, lines_after = Verdict.UNREADABLE, "blob missing", None
+            elif len(data) > MAX_FILE_BYTES:
+                verdict, detail = Verdict.UNREADABLE, f"{self.ref.path} is too large to judge"
+            else:
+                verdict, detail, lines_after = self._judge(data)
+            if self.whole:
+                relevant = tuple(usable[:_MAX_HUNKS])
+                detail = "identical to the anchored file" if verdict is Verdict.FRESH else detail
+            elif self.ref.symbol:
+                spans = [s for s in (before, lines_after) if s]
+                relevant = tuple(h for h in usable if any(h.hits(s) for s in spans))
+                if verdict is Verdict.CHANGED and not relevant:
+                    relevant = tuple(usable[:_MAX_HUNKS])
+            elif verdict is Verdict.CHANGED:
+                relevant = tuple(h for h in usable if before and h.hits(before))
+            if verdict is Verdict.MOVED and not self.ref.symbol and lines_after:
+                detail = (f"lines {_span(before)} now at {_span(lines_after)}"
+                          if before and before != lines_after else detail)
+
+        holds_now: bool | None
+        if verdict in _HOLDS:
+            holds_now = True
+        elif verdict in _BREAKS:
+            holds_now = False
+        else:
+            holds_now = None  # unreadable: no evidence either way
+        invalidates = self.state is True and holds_now is False
+        restores = self.state is False and holds_now is True
+        if holds_now is not None or self.state is None:
+            self.verdict = verdict
+        if holds_now is True:
+            self.state = True
+            self.span = lines_after if not self.whole else None
+            self.aligned = self.span is not None
+        elif holds_now is False:
+            if self.state is not None:
+                self.state = False
+            self.span, self.aligned = None, False
+        else:
+            self.aligned = False
+        if not deleted and new_oid is not None:
+            self.prev_oid = new_oid
+        elif deleted:
+            self.prev_oid = None
+        return Step(
+            commit=meta.commit,
+            short=meta.short,
+            date=meta.date,
+            author=meta.author,
+            subject=meta.subject,
+            verdict=verdict,
+            detail=detail,
+            lines_before=before,
+            lines_after=lines_after if holds_now else None,
+            hunks=relevant,
+            invalidates=invalidates,
+            restores=restores,
+            merge=len(meta.parents) > 1,
+            renamed_to=renamed,
+            distance=distance,
+        )
+
+    def working_tree(self) -> Step | None:
+        """The last step: the file on disk against HEAD's version."""
+        ref = self.ref
+        try:
+            _, real = resolve_path(self.repo.root_real, ref.path)
+        except (UnsafePathError, AnchorError):
+            return None  # drift reports it unsafe; history has no evidence to add
+        try:
+            with open(real, "rb") as fh:
+                data: bytes | None = fh.read(MAX_FILE_BYTES + 1)
+            mtime: str | None = to_iso(datetime.fromtimestamp(os.stat(real).st_mtime).astimezone())
+        except FileNotFoundError:
+            data, mtime = None, None
+        except (IsADirectoryError, NotADirectoryError):
+            data, mtime = None, None
+        except OSError:
+            return None
+        head_data = self.repo.blobs.get(self.prev_oid) if self.prev_oid else None
+        meta = _Commit(WORKING_TREE, WORKING_TREE, mtime, None, "uncommitted changes")
+        pending = self.state is None
+        if pending:
+            # The anchored text never reached a commit: it lived on disk when the anchor was
+            # taken, so the disk is where it holds or was lost.
+            self.state = True
+        if data is None and head_data is None:
+            if pending:
+                return self.step(meta, -1, ("D", "", ""), None, False, lambda: None)
+            return None
+        if data is not None and data == head_data and not pending:
+            return None
+        if data is None:
+            return self.step(meta, -1, ("D", self.prev_oid or "", ""), None, False, lambda: None)
+        hunks: list[tuple[Hunk, bool]] | None = None
+        binary = False
+        if head_data is not None and data != head_data:
+            rec = _worktree_patch(self.repo.top, self.repo.repo_path(ref.path))
+            found = rec.mine(self.repo.repo_path(ref.path))
+            if found is not None:
+                _, hunks, binary = found
+            else:
+                hunks = []  # git sees no change (a filter normalised it): nothing moved
+        elif head_data is not None:
+            hunks = []
+        same_as_anchor = hashlib.sha256(data).hexdigest() == ref.sha256
+        fake_oid = self.anchored_oid if same_as_anchor and self.anchored_oid else "worktree"
+        step = self.step(meta, -1, ("M", self.prev_oid or "", fake_oid), hunks, binary,
+                         lambda: data, new_oid=fake_oid)
+        if step is not None and pending and step.verdict in _HOLDS and data == head_data:
+            return None  # a pending anchor found on disk, unchanged since HEAD: nothing to show
+        return step
+
+
+def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[AnchorHistory, ...]:
+    anchors = memory.anchors
+    for ref in anchors:
+        if not ref.commit:
+            raise HistoryError(
+                f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git"
+            )
+    plans: list[tuple[AnchorRef, str, list[_Commit]]] = []
+    for ref in anchors:
+        assert ref.commit is not None
+        try:
+            base = repo.resolve(ref.commit, what="commit")
+        except HistoryError:
+            raise HistoryError(
+                f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository"
+            ) from None
+        plans.append((ref, base, repo.chain(base)))
+    total = sum(len(chain) + 1 for _, _, chain in plans)
+    done = 0
+    results: list[AnchorHistory] = []
+    for ref, base, chain in plans:
+        rpath = repo.repo_path(ref.path)
+        found = repo.blobs.lookup(f"{base}:{rpath}")
+        base_blob = found[0] if found is not None and found[1] == "blob" else None
+        tracker = _Tracker(repo, ref, base_blob)
+        steps: list[Step] = []
+        index = {c.commit: i for i, c in enumerate(chain)}
+        prevs = [base] + [c.commit for c in chain[:-1]]
+        if chain:
+            for rec in _stream_pairs(repo.top, list(zip([c.commit for c in chain], prevs)), rpath):
+                i = index.get(rec.commit)
+                if i is None:
+                    continue
+                found = rec.mine(rpath)
+                if found is not None:
+                    entry, hunks, binary = found
+                    oid = entry[2]
+                    step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
+                                        lambda oid=oid: repo.blobs.get(oid), prev_commit=prevs[i])
+                    if step is not None:
+                        steps.append(step)
+                if progress is not None:
+                    progress(done + i + 1, total)
+        done += len(chain)
+        wt = tracker.working_tree()
+        if wt is not None:
+            steps.append(wt)
+        done += 1
+        if progress is not None:
+            progress(done, total)
+        verdict, lines_now = _final(tracker)
+        results.append(AnchorHistory(
+            anchor=ref,
+            anchored=repo.info(base),
+            steps=tuple(steps),
+            verdict=verdict,
+            lines_now=lines_now,
+            walked=len(chain) + 1,
+        ))
+    return tuple(results)
+
+
+def _final(tracker: _Tracker) -> tuple[Verdict, tuple[int, int] | None]:
+    return tracker.verdict, tracker.span if tracker.state else None
+
+
+# -- public API -----------------------------------------------------------------------------
+
+def bisect(root: Path, memory: Memory, *, progress: Progress | None = None) -> BisectResult:
+    """The step that broke each anchor of `memory`, the earliest one on top.
+
+    Raises HistoryError when `root` is not in a git repo or an anchor has no (known) commit.
+    """
+    with _Repo(Path(root)) as repo:
+        return BisectResult(memory.id, _walk(repo, memory, progress))
+
+
+def log(root: Path, memory: Memory, *, progress: Progress | None = None) -> LogResult:
+    """Every step that touched each anchor of `memory`, with the verdict it earned."""
+    with _Repo(Path(root)) as repo:
+        return LogResult(memory.id, _walk(repo, memory, progress))
+
+
+def _safe_repo_path(path: str) -> bool:
+    parts = path.split("/")
+    return (bool(path) and not path.startswith("/") and "\0" not in path and ".." not in parts
+            and parts[0] != STATE_DIR)
+
+
+def drift_at(root: Path, memories: Iterable[Memory], rev: str) -> AtReport:
+    """What `drift` would have said at `rev` for the memories that existed then.
+
+    A memory existed at `rev` when every anchor's commit is an ancestor of it (inclusive); one
+    with no anchors, or anchors recorded outside git, when it was recorded by `rev`'s date.
+    The caller chooses which snapshots to pass (e.g. the active ones, or those as of a time).
+    """
+    with _Repo(Path(root)) as repo:
+        commit = repo.resolve(rev)
+        meta = repo.info(commit)
+        when_c = from_iso(meta.committed or meta.date)
+        known: dict[str, bool] = {}
+
+        def existed(ref_commit: str) -> bool:
+            if ref_commit not in known:
+                try:
+                    full = repo.resolve(ref_commit, what="commit")
+                    known[ref_commit] = is_ancestor(repo.top, full, commit)
+                except HistoryError:
+                    known[ref_commit] = False
+            return known[ref_commit]
+
+        results: list[AtResult] = []
+        skipped = 0
+        for memory in memories:
+            commits = [a.commit for a in memory.anchors]
+            if memory.anchors and all(commits):
+                ok = all(existed(c) for c in commits if c)
+            else:
+                ok = when_c is not None and memory.recorded_at <= when_c
+            if not ok:
+                skipped += 1
+                continue
+            checks = tuple(_check_at(repo, ref, commit, meta.short) for ref in memory.anchors)
+            results.append(AtResult(memory, drift_of([c.verdict for c in checks]), checks))
+        return AtReport(rev, commit, meta.short, meta.date, tuple(results), skipped)
+
+
+def _check_at(repo: _Repo, ref: AnchorRef, commit: str, short: str) -> AnchorCheck:
+    if not _safe_repo_path(ref.path):
+        return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.path} is not a safe workspace path")
+    data = repo.blobs.get(f"{commit}:{repo.repo_path(ref.path)}")
+    if data is None:
+        return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} does not exist at {short}")
+    if len(data) > MAX_FILE_BYTES:
+        return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} is too large at {short}")
+    verdict, detail, where = judge(ref, data)
+    return AnchorCheck(ref, verdict, detail, where)
+
+
+def history_envelope(
+    root: Path,
+    memory: Memory,
+    drift: Drift,
+    *,
+    result: BisectResult | None = None,
+) -> str | None:
+    """The freshness envelope with history; None when git cannot say (the caller falls back).
+
+    `[fresh · anchored a1b2c3d 2026-08-23 · 40 commits since]`,
+    `[STALE since 9f8e7d6 2026-09-02 "raise token expiry" — do not rely on this]`.
+    A stale memory costs a bisect unless `result` is given; never raises.
+    """
+    commits = [a.commit for a in memory.anchors if a.commit]
+    if not commits:
+        return None
+    try:
+        drift = Drift(drift)
+        if drift is Drift.STALE:
+            result = result or bisect(Path(root), memory)
+            step = result.culprit
+            if step is None:
+                return "[STALE — do not rely on this]"
+            if step.commit == WORKING_TREE:
+                return "[STALE since uncommitted changes in the working tree — do not rely on this]"
+            subject = step.subject.replace('"', "'")
+            return f'[STALE since {step.short} {(step.date or "")[:10]} "{subject}" — do not rely on this]'
+        top = toplevel(Path(os.path.realpath(root)))
+        if top is None:
+            return None
+        head = head_commit(top)
+        if head is None:
+            return None
+        best: tuple[int, _Commit] | None = None
+        for c in dict.fromkeys(commits):
+            assert c is not None
+            info = _commit_info(os.path.realpath(top), c)
+            n = _count_since(os.path.realpath(top), info.commit, head)
+            if best is None or n > best[0]:
+                best = (n, info)
+        assert best is not None
+        n, info = best
+        since = f"{n} commit{'s' if n != 1 else ''} since"
+        body = f"anchored {info.short} {(info.date or '')[:10]} · {since}"
+        if drift is Drift.UNKNOWN:
+            return f"[unknown · {body} — check before relying on this]"
+        return f"[fresh · {body}]"
+    except HistoryError:
+        return None

@@ -1,0 +1,194 @@
+"""Tokenizing code-flavoured text so that `user` finds `getUserById`.
+
+Memories talk about code: `getUserById`, `auth/token.py`, `TokenIssuer.issue`. Neither
+LanceDB's full-text tokenizer nor a plain word split breaks those into the words a person
+searches for, so both the full-text index (`expand_for_search`) and the hashing embedder
+(`words`, `identifier_parts`) split them here, the same way everywhere.
+
+Standard library only, no heavy imports: the CLI's fast paths use this module.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["identifier_parts", "words", "expand_for_search"]
+
+# Characters that join the pieces of one compound token: dotted names, paths, kebab-case,
+# `Foo::bar`, `file.py#Symbol`. They only join when a word character follows them, so the
+# full stop ending a sentence is not part of its last word.
+_JOINERS = r"./\\:#\-"
+_ASCII_WORD = r"\w"
+_ASCII_TOKEN_RE = re.compile(rf"{_ASCII_WORD}+(?:[{_JOINERS}]+{_ASCII_WORD}+)*", re.ASCII)
+_ASCII_CHUNK_RE = re.compile(r"[A-Za-z0-9]+")
+# The ASCII twin of `_split_chunk`'s rules, several times faster; tests hold them equal.
+_ASCII_PART_RE = re.compile(r"[A-Z]+s(?![a-z])|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+# Python's `\w` leaves out combining marks (Devanagari vowel signs, decomposed accents), which
+# would cut words of many scripts in pieces; the non-ASCII pattern adds them. Built on first
+# use (about 20 ms) so ASCII-only callers never pay for it.
+_unicode_res: tuple[re.Pattern[str], re.Pattern[str]] | None = None
+
+
+def _unicode_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    global _unicode_res
+    if _unicode_res is None:
+        ranges: list[tuple[int, int]] = []
+        category = unicodedata.category
+        for cp in range(0x300, 0x20000):
+            if category(chr(cp))[0] == "M":
+                if ranges and ranges[-1][1] == cp - 1:
+                    ranges[-1] = (ranges[-1][0], cp)
+                else:
+                    ranges.append((cp, cp))
+        ranges.append((0xE0100, 0xE01EF))  # variation selectors supplement
+        marks = "".join(
+            re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+            for a, b in ranges
+        )
+        word = rf"[\w{marks}]"
+        token = re.compile(rf"{word}+(?:[{_JOINERS}]+{word}+)*")
+        chunk = re.compile(rf"[^\W_](?:[^\W_]|[{marks}])*")
+        _unicode_res = (token, chunk)
+    return _unicode_res
+
+
+def _kind(ch: str) -> str:
+    """u(pper), l(ower), d(igit), m(ark) or o(ther letter: uncased scripts such as CJK)."""
+    if ch.isdigit():
+        return "d"
+    if ch.isupper() or ch.istitle():
+        return "u"
+    if ch.islower():
+        return "l"
+    if unicodedata.category(ch)[0] == "M":
+        return "m"
+    return "o"
+
+
+@lru_cache(maxsize=65536)
+def _split_chunk(chunk: str) -> tuple[str, ...]:
+    """Split one run of letters and digits at case and letter/digit changes.
+
+    `getUserById` -> get|User|By|Id, `HTTPServer2` -> HTTP|Server|2 (an acronym ends before
+    the capital that starts the next word).
+    """
+    if chunk.isascii():
+        if chunk.isdigit() or (chunk.isalpha() and (chunk.islower() or chunk.isupper())):
+            return (chunk.lower(),)
+        return tuple(p.lower() for p in _ASCII_PART_RE.findall(chunk))
+    return _split_unicode_chunk(chunk)
+
+
+def _split_unicode_chunk(chunk: str) -> tuple[str, ...]:
+    kinds = [_kind(ch) for ch in chunk]
+    # A combining mark belongs to the letter before it.
+    for i in range(1, len(kinds)):
+        if kinds[i] == "m":
+            kinds[i] = kinds[i - 1]
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(chunk)):
+        prev, cur = kinds[i - 1], kinds[i]
+        if prev == cur:
+            # The last capital of an acronym starts the next word: HTTP|Server. A lone
+            # lowercase `s` after an acronym is its plural instead: JWTs, getURLs.
+            cut = (
+                cur == "u"
+                and i + 1 < len(chunk)
+                and kinds[i + 1] == "l"
+                and not (chunk[i + 1] == "s" and (i + 2 == len(chunk) or kinds[i + 2] != "l"))
+            )
+        elif "d" in (prev, cur):
+            cut = True
+        elif cur == "u":
+            cut = True  # lower (or uncased) to upper: get|User
+        elif prev == "u" and cur == "l":
+            cut = False  # Capitalised word: User
+        else:
+            cut = "o" in (prev, cur) and "m" not in (prev, cur)  # cased <-> uncased script
+        if cut:
+            parts.append(chunk[start:i])
+            start = i
+    parts.append(chunk[start:])
+    return tuple(p.lower() for p in parts if p)
+
+
+def _chunks(token: str) -> list[str]:
+    if token.isascii():
+        return _ASCII_CHUNK_RE.findall(token)
+    return _unicode_patterns()[1].findall(unicodedata.normalize("NFC", token))
+
+
+def identifier_parts(token: str) -> list[str]:
+    """The lowercased words inside an identifier, path or dotted name.
+
+    `getUserById` -> get, user, by, id; `auth/token.py` -> auth, token, py. Any character that
+    is not a letter, digit or combining mark separates parts; underscores too.
+    """
+    parts: list[str] = []
+    for chunk in _chunks(token):
+        parts.extend(_split_chunk(chunk))
+    return parts
+
+
+def _tokens(text: str) -> list[str]:
+    """Whole tokens as written (case kept), compound ones such as `auth/token.py` in one piece."""
+    if text.isascii():
+        return _ASCII_TOKEN_RE.findall(text)
+    return _unicode_patterns()[0].findall(unicodedata.normalize("NFC", text))
+
+
+@lru_cache(maxsize=65536)
+def _token_words(token: str) -> tuple[str, tuple[str, ...]]:
+    """(whole token lowercased, its parts when it is compound else ())."""
+    whole = token.lower()
+    parts = tuple(identifier_parts(token))
+    if len(parts) == 1 and parts[0] == whole:
+        return whole, ()
+    return whole, parts
+
+
+def words(text: str) -> list[str]:
+    """Lowercase word tokens of a text: every token whole, followed by its parts if compound.
+
+    `call getUserById` -> call, getuserbyid, get, user, by, id. Keeping the whole identifier
+    lets an exact identifier match score above a match on one of its parts. Tokens without a
+    letter or digit (`___`) are dropped.
+    """
+    out: list[str] = []
+    for token in _tokens(text):
+        whole, parts = _token_words(token)
+        if parts:
+            out.append(whole)
+            out.extend(parts)
+        elif any(ch.isalnum() for ch in whole):
+            out.append(whole)
+    return out
+
+
+def expand_for_search(text: str) -> str:
+    """The text for the full-text index: the original first, then the parts of its identifiers.
+
+    A part is added once, and not at all when the text already has it as a plain word, so
+    BM25 term counts are not inflated. A text without compound tokens comes back unchanged.
+    """
+    plain: set[str] = set()
+    extra: list[str] = []
+    for token in _tokens(text):
+        whole, parts = _token_words(token)
+        if parts:
+            extra.extend(parts)
+        else:
+            plain.add(whole)
+    added: list[str] = []
+    seen = set(plain)
+    for part in extra:
+        if part not in seen:
+            seen.add(part)
+            added.append(part)
+    if not added:
+        return text
+    return text + "\n" + " ".join(added)

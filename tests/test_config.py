@@ -1,0 +1,223 @@
+"""Configuration: defaults < `.anchorfs.toml` < `ANCHORFS_*`, strict keys and types, and the
+example file documenting exactly the keys the code knows."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import anchorfs
+from anchorfs.config import CONFIG_FILE, KEYS, Config, env_name, load_config
+from anchorfs.errors import ConfigError
+from anchorfs.model import KINDS
+
+EXAMPLE = Path(__file__).resolve().parent.parent / ".anchorfs.example.toml"
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def write(root: Path, text: str) -> Path:
+    (root / CONFIG_FILE).write_text(text)
+    return root
+
+
+def test_no_file_gives_the_defaults(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path, environ={})
+    assert cfg.values == {k: default for k, (_, default) in KEYS.items()}
+    assert cfg.values == Config().values
+    assert cfg.embedder == "hashing"
+    assert cfg["drift.stale_factor"] == 0.5
+    assert cfg["drift.expired_factor"] == 0.6
+    assert cfg["drift.cache_ttl"] == 300.0
+    assert load_config(None, environ={}).values == cfg.values
+
+
+def test_every_kind_has_an_expiry(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path, environ={})
+    for kind in KINDS:
+        assert cfg.expiry_days(kind) == KEYS[f"expiry.{kind}"][1] > 0
+    assert cfg.expiry_days("not-a-kind") == cfg["expiry.note"]
+
+
+def test_file_values_are_read_and_coerced(tmp_path: Path) -> None:
+    write(tmp_path, """
+embedder = "e5"
+author = "ana"
+[drift]
+stale_factor = 0.25
+cache_ttl = 10
+[search]
+k = 5
+rrf_k = 30
+[expiry]
+note = 7
+""")
+    cfg = load_config(tmp_path, environ={})
+    assert cfg.embedder == "e5"
+    assert cfg["author"] == "ana"
+    assert cfg["drift.stale_factor"] == 0.25
+    assert cfg["drift.cache_ttl"] == 10.0 and isinstance(cfg["drift.cache_ttl"], float)
+    assert cfg["search.k"] == 5 and isinstance(cfg["search.k"], int)
+    assert cfg["search.rrf_k"] == 30.0
+    assert cfg.expiry_days("note") == 7.0
+    assert cfg["search.candidates"] == KEYS["search.candidates"][1]  # untouched keys keep defaults
+
+
+def test_dotted_keys_work_as_well_as_tables(tmp_path: Path) -> None:
+    write(tmp_path, 'search.k = 3\ndrift.stale_factor = 0.1\n')
+    cfg = load_config(tmp_path, environ={})
+    assert (cfg["search.k"], cfg["drift.stale_factor"]) == (3, 0.1)
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    write(tmp_path, '[search]\nk = 5\ncandidates = 40\n[drift]\nstale_factor = 0.25\n')
+    env = {"ANCHORFS_SEARCH_K": "12", "ANCHORFS_DRIFT_STALE_FACTOR": "0.75", "ANCHORFS_EXPIRY_DECISION": "1.5",
+           "ANCHORFS_EMBEDDER": "minilm", "ANCHORFS_ROOT": "/elsewhere", "ANCHORFS_ACTOR": "bot"}
+    cfg = load_config(tmp_path, environ=env)
+    assert cfg["search.k"] == 12
+    assert cfg["search.candidates"] == 40  # the file still counts where the env is silent
+    assert cfg["drift.stale_factor"] == 0.75
+    assert cfg.expiry_days("decision") == 1.5
+    assert cfg.embedder == "minilm"
+
+
+def test_process_environment_is_used_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "[search]\nk = 5\n")
+    monkeypatch.setenv("ANCHORFS_SEARCH_K", "9")
+    assert load_config(tmp_path)["search.k"] == 9
+
+
+def test_env_names() -> None:
+    assert env_name("search.k") == "ANCHORFS_SEARCH_K"
+    assert env_name("drift.stale_factor") == "ANCHORFS_DRIFT_STALE_FACTOR"
+    assert env_name("embedder") == "ANCHORFS_EMBEDDER"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("embeder = 'hashing'\n", "unknown key 'embeder'"),
+        ("[search]\nkk = 3\n", "unknown key 'search.kk'"),
+        ("[serch]\nk = 3\n", "unknown key 'serch.k'"),
+        ("drift = 0.5\n", "unknown key 'drift'"),
+        ("[embedder]\nname = 'e5'\n", "unknown key 'embedder.name'"),
+    ],
+)
+def test_unknown_keys_are_errors(tmp_path: Path, text: str, fragment: str) -> None:
+    write(tmp_path, text)
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(tmp_path, environ={})
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("[search]\nk = 'ten'\n", "search.k must be int"),
+        ("[search]\nk = 2.5\n", "search.k must be int"),
+        ("[search]\nk = true\n", "search.k must be int"),
+        ("[drift]\nstale_factor = 'half'\n", "drift.stale_factor must be float"),
+        ("[drift]\nstale_factor = false\n", "drift.stale_factor must be float"),
+        ("[drift]\nstale_factor = 1.5\n", "between 0 and 1"),
+        ("[drift]\ncache_ttl = -1\n", "must be a number >= 0"),
+        ("[drift]\ncache_ttl = nan\n", "must be a number >= 0"),
+        ("embedder = 3\n", "embedder must be str"),
+        ("author = ['a']\n", "author must be str"),
+        ("[search]\nk = [1]\n", "search.k must be int"),
+    ],
+)
+def test_wrong_types_are_errors(tmp_path: Path, text: str, fragment: str) -> None:
+    write(tmp_path, text)
+    with pytest.raises(ConfigError, match=fragment) as info:
+        load_config(tmp_path, environ={})
+    assert CONFIG_FILE in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("ANCHORFS_SEARCH_K", "ten", "ANCHORFS_SEARCH_K: search.k must be int"),
+        ("ANCHORFS_SEARCH_K", "", "ANCHORFS_SEARCH_K: search.k must be int"),
+        ("ANCHORFS_DRIFT_STALE_FACTOR", "2", "between 0 and 1"),
+        ("ANCHORFS_DRIFT_CACHE_TTL", "-5", ">= 0"),
+    ],
+)
+def test_bad_environment_values_are_errors(tmp_path: Path, name: str, value: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(tmp_path, environ={name: value})
+
+
+def test_invalid_toml_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, "[search\nk = 3\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path, environ={})
+    (tmp_path / CONFIG_FILE).write_bytes(b"author = '\xff\xfe'\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_path, environ={})
+
+
+def test_an_unreadable_config_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_FILE).mkdir()
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path, environ={})
+
+
+def test_workspace_uses_its_config_and_refuses_a_bad_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    anchorfs.init(tmp_path)
+    write(tmp_path, "[search]\nk = 4\n")
+    with anchorfs.open(tmp_path) as ws:
+        assert ws.config["search.k"] == 4
+    monkeypatch.setenv("ANCHORFS_SEARCH_K", "6")
+    with anchorfs.open(tmp_path) as ws:
+        assert ws.config["search.k"] == 6
+    write(tmp_path, "[search]\nk = 'four'\n")
+    with pytest.raises(ConfigError):
+        anchorfs.open(tmp_path)
+
+
+# --------------------------------------------------------------------------- the example file
+
+
+def test_the_example_documents_exactly_every_key_with_its_default() -> None:
+    data = tomllib.loads(EXAMPLE.read_text())
+    documented = _flat(data)
+    assert set(documented) == set(KEYS)
+    for key, (typ, default) in KEYS.items():
+        assert documented[key] == default, key
+        assert isinstance(documented[key], (int, float) if typ is float else typ), key
+
+
+def test_the_example_is_a_valid_config(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_FILE).write_text(EXAMPLE.read_text())
+    assert load_config(tmp_path, environ={}).values == Config().values
+
+
+def test_the_example_comments_every_key() -> None:
+    """Each key line is preceded by a comment (or shares a commented block), and env names are explained."""
+    text = EXAMPLE.read_text()
+    assert "ANCHORFS_" in text
+    lines = text.splitlines()
+    section = ""
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped.strip("[]") + "."
+            continue
+        if not stripped or stripped.startswith("#"):
+            continue
+        key = section + stripped.split("=", 1)[0].strip()
+        assert key in KEYS
+        j = i - 1
+        while j >= 0 and lines[j].strip() and not lines[j].strip().startswith("#"):
+            j -= 1  # a block of keys under one comment
+        assert j >= 0 and lines[j].strip().startswith("#"), f"{key} has no comment"

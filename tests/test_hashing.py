@@ -1,0 +1,608 @@
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+import anchorfs.hashing as hashing
+from anchorfs.hashing import MANIFEST_VERSION, HashCache, sha256_bytes, sha256_file
+
+DAY_NS = 86_400 * 1_000_000_000
+REPO_ROOT = Path(hashing.__file__).resolve().parents[1]
+
+
+def write(path: Path, data: bytes, *, age_ns: int | None = DAY_NS) -> Path:
+    """Write `data`; by default backdate it a day so it is far outside any racy window."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if age_ns is not None:
+        old = time.time_ns() - age_ns
+        os.utime(path, ns=(old, old))
+    return path
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_manifest(path: Path) -> dict:
+    return orjson.loads(path.read_bytes())
+
+
+def write_manifest(path: Path, entries: dict, *, version: int = MANIFEST_VERSION) -> None:
+    """A manifest in the documented layout, CRC included (what `save` writes)."""
+    body = orjson.dumps(entries)
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": version, "crc32": zlib.crc32(body)})
+    path.write_bytes(head[:-1] + b',"entries":' + body + b"}")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / ".anchorfs").mkdir()
+    return tmp_path
+
+
+def manifest(ws: Path) -> Path:
+    return ws / ".anchorfs" / "manifest.json"
+
+
+# -- plain hashing --------------------------------------------------------------------------
+
+
+def test_sha256_helpers_match_hashlib_including_big_streamed_files(tmp_path: Path) -> None:
+    assert sha256_bytes(b"") == sha(b"")
+    assert sha256_bytes(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    big = os.urandom(3 * 1024 * 1024 + 17)
+    p = write(tmp_path / "big.bin", big)
+    assert sha256_file(p) == sha(big)
+    assert sha256_file(str(p)) == sha(big)
+
+
+# -- cold, warm, warm start -----------------------------------------------------------------
+
+
+def test_cold_then_warm_does_not_rehash(ws: Path) -> None:
+    a = write(ws / "a.py", b"print('a')\n")
+    b = write(ws / "src" / "b.py", b"print('b')\n")
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", a) == sha(b"print('a')\n")
+    assert cache.sha256("src/b.py", str(b)) == sha(b"print('b')\n")
+    assert cache.hashes == 2
+    for _ in range(3):
+        assert cache.sha256("a.py", a) == sha(b"print('a')\n")
+        assert cache.sha256("src/b.py", b) == sha(b"print('b')\n")
+    assert cache.hashes == 2
+
+
+def test_changed_file_is_rehashed(ws: Path) -> None:
+    p = write(ws / "a.py", b"one\n")
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"one\n")
+    write(p, b"three\n")
+    assert cache.sha256("a.py", p) == sha(b"three\n")
+    # replaced by another file of the same size and times (new inode): still re-hashed
+    other = write(ws / "tmp.py", b"thre3\n")
+    st = p.stat()
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(other, p)
+    assert cache.sha256("a.py", p) == sha(b"thre3\n")
+    assert cache.hashes == 3
+
+
+def test_warm_start_from_saved_manifest(ws: Path) -> None:
+    files = {f"pkg/m{i}.py": write(ws / "pkg" / f"m{i}.py", b"x = %d\n" % i) for i in range(20)}
+    first = HashCache(manifest(ws))
+    expected = {rel: first.sha256(rel, p) for rel, p in files.items()}
+    assert first.hashes == 20
+    assert first.save() is True
+    assert manifest(ws).exists()
+
+    second = HashCache(manifest(ws))
+    assert {rel: second.sha256(rel, p) for rel, p in files.items()} == expected
+    assert second.hashes == 0
+
+    write(files["pkg/m3.py"], b"x = 3000\n")
+    third = HashCache(manifest(ws))
+    got = {rel: third.sha256(rel, p) for rel, p in files.items()}
+    assert third.hashes == 1
+    assert got["pkg/m3.py"] == sha(b"x = 3000\n")
+    assert {k: v for k, v in got.items() if k != "pkg/m3.py"} == {
+        k: v for k, v in expected.items() if k != "pkg/m3.py"
+    }
+
+
+def test_warm_start_across_a_real_process(ws: Path) -> None:
+    files = {f"m{i}.py": write(ws / f"m{i}.py", b"y = %d\n" % i) for i in range(5)}
+    with HashCache(manifest(ws)) as cache:  # saves on exit
+        expected = {rel: cache.sha256(rel, p) for rel, p in files.items()}
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from pathlib import Path
+        from anchorfs.hashing import HashCache
+        ws = Path(sys.argv[1])
+        cache = HashCache(ws / ".anchorfs" / "manifest.json")
+        got = {f"m{i}.py": cache.sha256(f"m{i}.py", ws / f"m{i}.py") for i in range(5)}
+        print(json.dumps({"hashes": cache.hashes, "got": got}))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ws)], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    result = orjson.loads(out)
+    assert result["hashes"] == 0
+    assert result["got"] == expected
+
+
+# -- the racy rule ---------------------------------------------------------------------------
+
+
+def test_racy_rewrite_with_same_size_and_forced_old_mtime_is_seen(ws: Path) -> None:
+    p = write(ws / "a.py", b"AAAA\n", age_ns=None)  # just written: racy
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"AAAA\n")
+    st = p.stat()
+    p.write_bytes(b"BBBB\n")  # same size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old mtime forced back
+    assert p.stat().st_mtime_ns == st.st_mtime_ns
+    assert cache.sha256("a.py", p) == sha(b"BBBB\n")
+
+
+def test_racy_rewrite_is_seen_after_save_and_reload(ws: Path) -> None:
+    p = write(ws / "a.py", b"AAAA\n", age_ns=None)
+    first = HashCache(manifest(ws))
+    assert first.sha256("a.py", p) == sha(b"AAAA\n")
+    first.save()
+    st = p.stat()
+    p.write_bytes(b"BBBB\n")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    second = HashCache(manifest(ws))
+    assert second.sha256("a.py", p) == sha(b"BBBB\n")
+    assert second.hashes == 1
+
+
+def test_racy_entry_is_never_trusted_in_process(ws: Path) -> None:
+    hour = 3_600 * 1_000_000_000
+    fresh = write(ws / "fresh.py", b"f\n", age_ns=None)
+    old = write(ws / "old.py", b"o\n", age_ns=2 * hour)
+    cache = HashCache(manifest(ws), granularity_ns=hour)
+    for _ in range(3):
+        assert cache.sha256("fresh.py", fresh) == sha(b"f\n")
+        assert cache.sha256("old.py", old) == sha(b"o\n")
+    assert cache.hashes == 3 + 1  # the racy file every time, the old one once
+
+
+def test_racy_entries_are_poisoned_on_save(ws: Path) -> None:
+    hour = 3_600 * 1_000_000_000
+    fresh = write(ws / "fresh.py", b"f\n", age_ns=None)  # not older than the save by `hour`
+    old = write(ws / "old.py", b"o\n", age_ns=2 * hour)
+    first = HashCache(manifest(ws), granularity_ns=hour)
+    first.sha256("fresh.py", fresh)
+    first.sha256("old.py", old)
+    assert first.save() is True
+
+    entries = read_manifest(manifest(ws))["entries"]
+    assert entries["fresh.py"][4] is None  # kept, without a trusted hash
+    assert entries["old.py"][4] == sha(b"o\n")
+    assert entries["old.py"][:4] == [old.stat().st_size, old.stat().st_mtime_ns,
+                                     old.stat().st_ctime_ns, old.stat().st_ino]
+
+    # a fresh instance (default granularity) re-hashes the poisoned file only
+    second = HashCache(manifest(ws))
+    assert second.sha256("old.py", old) == sha(b"o\n")
+    assert second.hashes == 0
+    assert second.sha256("fresh.py", fresh) == sha(b"f\n")
+    assert second.hashes == 1
+
+
+def test_manifest_mtime_bounds_trust_in_loaded_entries(ws: Path) -> None:
+    """A loaded hash is trusted only if the file's mtime is older than the manifest's own
+    mtime by more than the granularity. A planted (wrong) hash shows which side trusted it."""
+    gran = 5_000_000_000
+    man = manifest(ws)
+    base = time.time_ns() - DAY_NS
+    planted = "0" * 64
+
+    def served(file_mtime_ns: int) -> tuple[str, int]:
+        p = write(ws / "a.py", b"real\n")
+        os.utime(p, ns=(file_mtime_ns, file_mtime_ns))
+        st = p.stat()
+        write_manifest(man, {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, planted, 1000.0]})
+        os.utime(man, ns=(base, base))
+        cache = HashCache(man, granularity_ns=gran, clock=lambda: 1000.0)
+        return cache.sha256("a.py", p), cache.hashes
+
+    assert served(base - gran - 1) == (planted, 0)  # old enough: the cache vouches
+    assert served(base - gran) == (sha(b"real\n"), 1)  # inside the window: re-hashed
+    assert served(base + gran) == (sha(b"real\n"), 1)  # newer than the manifest
+
+
+def test_file_with_future_mtime_is_always_rehashed(ws: Path) -> None:
+    p = write(ws / "a.py", b"future\n")
+    future = time.time_ns() + DAY_NS
+    os.utime(p, ns=(future, future))
+    with HashCache(manifest(ws)) as cache:
+        cache.sha256("a.py", p)
+        cache.sha256("a.py", p)
+        assert cache.hashes == 2
+    again = HashCache(manifest(ws))
+    again.sha256("a.py", p)
+    assert again.hashes == 1
+
+
+# -- TTL -------------------------------------------------------------------------------------
+
+
+def test_ttl_bounds_an_entry_life(ws: Path) -> None:
+    now = [1_000_000.0]
+    p = write(ws / "a.py", b"t\n")
+    cache = HashCache(manifest(ws), ttl=300.0, clock=lambda: now[0])
+    cache.sha256("a.py", p)
+    now[0] += 299.0
+    cache.sha256("a.py", p)
+    assert cache.hashes == 1
+    now[0] += 1.0  # 300 s old: expired
+    assert cache.sha256("a.py", p) == sha(b"t\n")
+    assert cache.hashes == 2
+    cache.sha256("a.py", p)
+    assert cache.hashes == 2  # the re-hash renewed it
+    now[0] -= 10.0  # the clock went backwards: doubt means re-hash
+    cache.sha256("a.py", p)
+    assert cache.hashes == 3
+
+
+def test_ttl_applies_to_loaded_entries_and_zero_ttl_never_trusts(ws: Path) -> None:
+    now = [5_000.0]
+    p = write(ws / "a.py", b"t\n")
+    with HashCache(manifest(ws), clock=lambda: now[0]) as cache:
+        cache.sha256("a.py", p)
+    now[0] += 400.0
+    later = HashCache(manifest(ws), clock=lambda: now[0])
+    later.sha256("a.py", p)
+    assert later.hashes == 1
+
+    never = HashCache(manifest(ws), ttl=0.0)
+    never.sha256("a.py", p)
+    never.sha256("a.py", p)
+    assert never.hashes == 2
+
+
+def test_window_still_expires_the_oldest_entry(ws: Path) -> None:
+    """Entries added later must not let an older, expired one through."""
+    now = [0.0]
+    a = write(ws / "a.py", b"a\n")
+    b = write(ws / "b.py", b"b\n")
+    cache = HashCache(manifest(ws), ttl=100.0, clock=lambda: now[0])
+    cache.sha256("a.py", a)
+    now[0] = 60.0
+    cache.sha256("b.py", b)
+    now[0] = 120.0  # a is 120 s old, b 60 s
+    cache.sha256("b.py", b)
+    assert cache.hashes == 2
+    cache.sha256("a.py", a)
+    assert cache.hashes == 3
+
+
+# -- a file that moves while being hashed ---------------------------------------------------
+
+
+def test_file_moving_during_hash_is_rehashed_once(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = write(ws / "a.py", b"before\n")
+    real = hashing.sha256_file
+    calls = []
+
+    def racing(path: str | os.PathLike[str]) -> str:
+        digest = real(path)
+        if not calls:
+            write(p, b"after, longer\n")  # the writer lands mid-read
+        calls.append(digest)
+        return digest
+
+    monkeypatch.setattr(hashing, "sha256_file", racing)
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"after, longer\n")
+    assert cache.hashes == 2
+    assert cache.sha256("a.py", p) == sha(b"after, longer\n")
+    assert cache.hashes == 2  # the stable second result was cached
+
+
+def test_file_that_keeps_moving_is_returned_but_not_cached(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = write(ws / "a.py", b"0\n")
+    real = hashing.sha256_file
+    n = [0]
+
+    def racing(path: str | os.PathLike[str]) -> str:
+        digest = real(path)
+        n[0] += 1
+        write(p, b"%d\n" % (n[0] * 100))  # moves every time
+        return digest
+
+    monkeypatch.setattr(hashing, "sha256_file", racing)
+    with HashCache(manifest(ws)) as cache:
+        assert cache.sha256("a.py", p) == sha(b"100\n")  # the hash of what it read last
+        assert cache.hashes == 2
+        cache.sha256("a.py", p)
+        assert cache.hashes == 4  # nothing was cached
+    assert not manifest(ws).exists() or "a.py" not in read_manifest(manifest(ws))["entries"]
+
+
+# -- bad manifests ---------------------------------------------------------------------------
+
+
+def _good_manifest_bytes(ws: Path, p: Path) -> bytes:
+    with HashCache(manifest(ws)) as cache:
+        cache.sha256("a.py", p)
+    return manifest(ws).read_bytes()
+
+
+def _bad_manifests(good: bytes, st: os.stat_result) -> dict[str, bytes]:
+    fields = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    doc = orjson.loads(good)
+    doc["entries"]["a.py"][4] = "f" * 64  # a hand edit: the CRC no longer matches
+    return {
+        "torn": good[: len(good) // 2],
+        "torn_at_end": good[:-1],
+        "empty": b"",
+        "garbage": os.urandom(64) + b"\x00\xff",
+        "json_list": b"[1, 2, 3]",
+        "json_string": b'"anchorfs.manifest"',
+        "foreign_object": b'{"files": {"a.py": "abc"}}',
+        "future_version": good.replace(b'"version":1', b'"version":99'),
+        "version_as_string": good.replace(b'"version":1', b'"version":"1"'),
+        "hand_edited": orjson.dumps(doc),
+        "no_crc": good.replace(b'"crc32"', b'"crc"'),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["torn", "torn_at_end", "empty", "garbage", "json_list", "json_string", "foreign_object",
+     "future_version", "version_as_string", "hand_edited", "no_crc"],
+)
+def test_bad_manifest_is_a_cold_cache_and_the_next_save_fixes_it(ws: Path, kind: str) -> None:
+    p = write(ws / "a.py", b"content\n")
+    good = _good_manifest_bytes(ws, p)
+    bad = _bad_manifests(good, p.stat())[kind]
+    assert bad != good
+    manifest(ws).write_bytes(bad)
+
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"content\n")
+    assert cache.hashes == 1  # cold: nothing in the bad file was trusted
+    assert cache.save() is True
+    doc = read_manifest(manifest(ws))
+    assert doc["format"] == "anchorfs.manifest" and doc["version"] == MANIFEST_VERSION
+
+    warm = HashCache(manifest(ws))
+    assert warm.sha256("a.py", p) == sha(b"content\n")
+    assert warm.hashes == 0
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["x", 7, None, [], [1, 2], {"size": 1}, ["1", "2", "3", "4", None, 0.0], [1, 2, 3, 4, None, "soon"]],
+)
+def test_odd_entries_with_a_valid_crc_never_crash(ws: Path, entry: object) -> None:
+    p = write(ws / "a.py", b"content\n")
+    write_manifest(manifest(ws), {"a.py": entry})
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"content\n")
+    assert cache.hashes == 1
+    assert cache.save() is True
+
+
+def test_manifest_that_is_a_directory_is_cold_and_save_reports_failure(ws: Path) -> None:
+    manifest(ws).mkdir()
+    p = write(ws / "a.py", b"d\n")
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"d\n")
+    assert cache.save() is False
+    assert [x.name for x in (ws / ".anchorfs").iterdir()] == ["manifest.json"]  # no temp left
+
+
+# -- saving ------------------------------------------------------------------------------------
+
+
+def test_save_writes_only_when_something_changed(ws: Path) -> None:
+    files = [write(ws / f"f{i}.py", b"%d\n" % i) for i in range(5)]
+    cache = HashCache(manifest(ws))
+    assert cache.save() is False  # nothing yet
+    assert not manifest(ws).exists()
+    for i, p in enumerate(files):
+        cache.sha256(f"f{i}.py", p)
+    assert cache.save() is True
+    before = manifest(ws).stat()
+
+    for i, p in enumerate(files):  # warm pass, same instance
+        cache.sha256(f"f{i}.py", p)
+    assert cache.save() is False
+    warm = HashCache(manifest(ws))  # warm pass, new instance
+    for i, p in enumerate(files):
+        warm.sha256(f"f{i}.py", p)
+    assert warm.hashes == 0
+    assert warm.save() is False
+    after = manifest(ws).stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
+        before.st_ino, before.st_mtime_ns, before.st_size
+    )
+
+    warm.forget("f0.py")
+    assert warm.save() is True
+    assert manifest(ws).stat().st_ino != before.st_ino  # replaced, not rewritten in place
+    assert "f0.py" not in read_manifest(manifest(ws))["entries"]
+    assert sorted(x.name for x in (ws / ".anchorfs").iterdir()) == ["manifest.json"]
+
+
+def test_re_seeing_a_poisoned_entry_unchanged_does_not_rewrite(ws: Path) -> None:
+    p = write(ws / "a.py", b"edit\n", age_ns=None)
+    cache = HashCache(manifest(ws), granularity_ns=3_600 * 1_000_000_000)
+    cache.sha256("a.py", p)
+    assert cache.save() is True
+    cache.sha256("a.py", p)
+    assert cache.hashes == 2
+    assert cache.save() is False
+
+
+def test_forget_makes_the_next_call_hash(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    cache = HashCache(manifest(ws))
+    cache.sha256("a.py", p)
+    cache.forget("a.py")
+    cache.forget("never-seen.py")
+    cache.sha256("a.py", p)
+    assert cache.hashes == 2
+
+
+def test_save_failure_returns_false_and_keeps_changes_pending(tmp_path: Path) -> None:
+    state = tmp_path / ".anchorfs"  # does not exist yet
+    p = write(tmp_path / "a.py", b"a\n")
+    cache = HashCache(state / "manifest.json")
+    cache.sha256("a.py", p)
+    assert cache.save() is False
+    with pytest.raises(FileNotFoundError):
+        cache.save(strict=True)
+    state.mkdir()
+    assert cache.save() is True
+    again = HashCache(state / "manifest.json")
+    again.sha256("a.py", p)
+    assert again.hashes == 0
+
+
+def test_context_manager_saves_on_exit_even_after_an_error(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    with pytest.raises(RuntimeError):
+        with HashCache(manifest(ws)) as cache:
+            cache.sha256("a.py", p)
+            raise RuntimeError("boom")
+    assert "a.py" in read_manifest(manifest(ws))["entries"]
+
+
+def test_two_instances_saving_merge_their_entries(ws: Path) -> None:
+    a = write(ws / "a.py", b"a\n")
+    b = write(ws / "b.py", b"b\n")
+    c = write(ws / "c.py", b"c\n")
+    with HashCache(manifest(ws)) as seed:
+        seed.sha256("c.py", c)
+    one = HashCache(manifest(ws))
+    two = HashCache(manifest(ws))
+    one.sha256("a.py", a)
+    two.sha256("b.py", b)
+    two.forget("c.py")
+    assert one.save() is True
+    assert two.save() is True  # merges one's a.py, keeps its own removal of c.py
+    entries = read_manifest(manifest(ws))["entries"]
+    assert set(entries) == {"a.py", "b.py"}
+    fresh = HashCache(manifest(ws))
+    assert fresh.sha256("a.py", a) == sha(b"a\n")
+    assert fresh.sha256("b.py", b) == sha(b"b\n")
+    assert fresh.hashes == 0
+
+
+def test_odd_relative_paths_round_trip(ws: Path) -> None:
+    rels = ['we"ird/"entries":x.py', "ünï cødé/ß.py", "a\\b.py", "}.py"]
+    paths = {rel: write(ws / f"f{i}", rel.encode()) for i, rel in enumerate(rels)}
+    with HashCache(manifest(ws)) as cache:
+        for rel, p in paths.items():
+            cache.sha256(rel, p)
+    fresh = HashCache(manifest(ws))
+    for rel, p in paths.items():
+        assert fresh.sha256(rel, p) == sha(rel.encode())
+    assert fresh.hashes == 0
+
+
+def test_concurrent_saves_never_corrupt_the_manifest(ws: Path) -> None:
+    shared = [write(ws / f"shared{i}.py", b"s%d\n" % i) for i in range(5)]
+    for w in range(4):
+        write(ws / f"own{w}.py", b"own %d\n" % w)
+    code = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from anchorfs.hashing import HashCache
+        ws, me = Path(sys.argv[1]), sys.argv[2]
+        man = ws / ".anchorfs" / "manifest.json"
+        for _ in range(15):
+            cache = HashCache(man)
+            for rel in [f"shared{i}.py" for i in range(5)] + [f"own{me}.py"]:
+                cache.forget(rel)
+                cache.sha256(rel, ws / rel)
+            assert cache.save(strict=True)
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(ws), str(w)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for w in range(4)
+    ]
+    seen = 0
+    while any(pr.poll() is None for pr in procs):
+        if manifest(ws).exists():
+            reader = HashCache(manifest(ws))
+            for i, p in enumerate(shared):  # every version on disk is whole and ours
+                assert reader.sha256(f"shared{i}.py", p) == sha(b"s%d\n" % i)
+            assert reader.hashes == 0
+            seen += 1
+    for pr in procs:
+        _, err = pr.communicate()
+        assert pr.returncode == 0, err.decode()
+    doc = read_manifest(manifest(ws))
+    assert doc["version"] == MANIFEST_VERSION
+    assert {f"shared{i}.py" for i in range(5)} <= set(doc["entries"])
+    assert sorted(x.name for x in (ws / ".anchorfs").iterdir()) == ["manifest.json"]
+    final = HashCache(manifest(ws))
+    for i, p in enumerate(shared):
+        final.sha256(f"shared{i}.py", p)
+    assert final.hashes == 0
+
+
+# -- errors the caller maps to verdicts --------------------------------------------------------
+
+
+def test_missing_file_raises_file_not_found(ws: Path) -> None:
+    cache = HashCache(manifest(ws))
+    with pytest.raises(FileNotFoundError):
+        cache.sha256("gone.py", ws / "gone.py")
+
+
+def test_file_deleted_after_caching_raises_not_the_cached_hash(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    cache = HashCache(manifest(ws))
+    cache.sha256("a.py", p)
+    p.unlink()
+    with pytest.raises(FileNotFoundError):
+        cache.sha256("a.py", p)
+
+
+def test_directory_raises_is_a_directory(ws: Path) -> None:
+    (ws / "pkg").mkdir()
+    cache = HashCache(manifest(ws))
+    with pytest.raises(IsADirectoryError):
+        cache.sha256("pkg", ws / "pkg")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifo_raises_instead_of_blocking(ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    cache = HashCache(manifest(ws))
+    with pytest.raises(OSError):
+        cache.sha256("pipe", ws / "pipe")
+    assert cache.hashes == 0
+
+
+def test_constructor_rejects_nonsense(ws: Path) -> None:
+    with pytest.raises(ValueError):
+        HashCache(manifest(ws), ttl=-1.0)
+    with pytest.raises(ValueError):
+        HashCache(manifest(ws), granularity_ns=-1)
