@@ -405,6 +405,47 @@ def demo(ctx: click.Context, root: str | None, as_json: bool, keep: str | None) 
         run_demo(keep, as_json=c.json, echo=click.echo)
 
 
+@cli.command()
+@_common
+@click.option("--net", is_flag=True, help="Also check URLs (HEAD, then GET; 8 s timeout).")
+@click.option("--mark", is_flag=True, help="Record the verdicts in the ledger.")
+@click.option("--suggest", "suggest_", is_flag=True, help="Propose anchors for unanchored memories.")
+@click.option("--apply", "apply_", is_flag=True, help="With --suggest: anchor them (a reanchor entry).")
+@click.pass_context
+def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark: bool, suggest_: bool,
+           apply_: bool) -> None:
+    """Check what memories' prose claims (paths, symbols, URLs); exit 90 when any is stale."""
+    if apply_ and not suggest_:
+        raise click.UsageError("--apply goes with --suggest")
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+        if suggest_:
+            proposals = ws.suggest(apply=apply_)
+            if c.json:
+                _emit_json({"suggestions": [{"id": k, "anchors": v} for k, v in proposals.items()], "applied": apply_})
+            else:
+                for mid, specs in proposals.items():
+                    click.echo(f"{mid}: {', '.join(specs)}")
+                verb = "anchored" if apply_ else "could anchor"
+                click.echo(f"{verb} {len(proposals)} memor{'y' if len(proposals) == 1 else 'ies'}")
+            return
+        report = ws.verify(net=net, mark=mark)
+        if c.json:
+            _emit_json(report.to_dict())
+        else:
+            rows = []
+            for r in report.results:
+                for cl in r.claims:
+                    rows.append((r.id, cl.claim.kind, _short(cl.claim.value, 40), cl.verdict.value, cl.detail))
+            if rows:
+                click.echo(_table(rows, ["id", "kind", "claim", "verdict", "detail"]))
+            d = report.to_dict()
+            click.echo(f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh"
+                       f" ({d['no_claims']} without claims)")
+        if report.has_stale:
+            ctx.exit(EXIT_STALE)
+
+
 def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
     sys.stderr.write(f"anchorfs: warning: {message}\n")
 

@@ -51,6 +51,7 @@ from .model import (
 if TYPE_CHECKING:
     from .embedders import Embedder
     from .store import Store
+    from .verify import VerifyReport
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
 
@@ -166,11 +167,12 @@ class Workspace:
             from .store import Store
 
             store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
+            applied = self._applied()  # before table(): a store created just now has taken in nothing
             store.table()
             self._store = store
-            if self._applied() != self.ledger.size():
+            if applied != self.ledger.size():
                 with self.ledger.lock():
-                    self._catch_up()
+                    self._catch_up(from_start=applied == -1)
         return self._store
 
     def _applied(self) -> int:
@@ -186,10 +188,10 @@ class Workspace:
         tmp.write_bytes(orjson.dumps({"offset": offset}))
         os.replace(tmp, self.state / "applied")
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, *, from_start: bool = False) -> None:
         """Replay the ledger tail the store has not taken in (caller holds the lock)."""
         assert self._store is not None
-        start = max(0, self._applied())
+        start = 0 if from_start else max(0, self._applied())
         size = self.ledger.size()
         if start == size:
             return
@@ -567,6 +569,42 @@ class Workspace:
         entries = [e for e in self.ledger.read() if when is None or e.at >= when]
         entries.reverse()
         return entries[:limit] if limit else entries
+
+    # -- prose claims (verify) -------------------------------------------------------------
+
+    def verify(self, *, net: bool = False, mark: bool = False, timeout: float = 8.0) -> "VerifyReport":
+        """Check what active memories' prose claims (paths, symbols, URLs with `net`).
+
+        `mark` records each verdict in the ledger (op `mark`, the verdict in its reason), so
+        the audit trail says when a memory was found stale by its own words.
+        """
+        from .verify import verify as verify_claims
+
+        active = [m for m in self._memories().values() if m.status == Status.ACTIVE]
+        report = verify_claims(self.root_real, active, net=net, timeout=timeout)
+        if mark and report.results:
+            mems = self._memories()
+            now = utcnow()
+            entries = []
+            for r in report.results:
+                bad = [c for c in r.claims if c.verdict is r.verdict]
+                why = "; ".join(f"{c.claim.value}: {c.detail}" for c in bad[:3])
+                reason = f"verify: {r.verdict.value if r.verdict else 'none'}" + (f" ({why})" if why else "")
+                entries.append(Entry.new("mark", [mems[r.id]], at=now, reason=reason))
+            with self.ledger.lock():
+                self.ledger.append(entries)  # snapshots unchanged: the store needs no write
+        return report
+
+    def suggest(self, *, apply: bool = False) -> dict[str, list[str]]:
+        """Anchors that unanchored memories' text names; `apply` anchors them (a reanchor entry)."""
+        from .verify import suggest as suggest_anchors
+
+        active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
+        proposals = suggest_anchors(self.root_real, active)
+        if apply:
+            for memory_id, specs in proposals.items():
+                self.reanchor(memory_id, anchors=specs, reason="verify --suggest --apply")
+        return proposals
 
     # -- maintenance -----------------------------------------------------------------------
 
