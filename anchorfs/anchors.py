@@ -36,7 +36,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 
 _LINES_RE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SYMBOL_RE = re.compile(r"^[^\s#]+$")
-_MARKER_RE = re.compile(r"@anchor\(")
+_MARKER_RE = re.compile(r"@anchor\s*\(")  # `@anchor (file=x)` is a marker too, never dropped
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -223,6 +223,8 @@ def take(
         content_hash = text_hash(text)
         if ref.content_hash is not None and ref.content_hash.lower() != content_hash:
             raise AnchorError(f"the given content_hash for {ref.spec} does not match the file")
+    elif ref.content_hash is not None:  # a whole-file anchor has none: a given one cannot agree
+        raise AnchorError(f"a content_hash was given for {rel}, a whole-file anchor that has none; leave it out")
     return AnchorRef(
         path=rel,
         sha256=sha,

@@ -446,6 +446,131 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
             ctx.exit(EXIT_STALE)
 
 
+@cli.command()
+@_common
+@click.argument("task")
+@click.option("--budget", type=click.IntRange(1), default=None, help="Token budget (about 4 characters a token; default 1500).")
+@click.pass_context
+def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budget: int | None) -> None:
+    """A markdown block of the memories for TASK, ready for a prompt (stale ones flagged)."""
+    with _session(ctx, root, as_json) as c:
+        block = c.ws().context(task, budget=budget)
+        if c.json:
+            _emit_json(block.to_dict())
+        else:
+            click.echo(block.markdown)
+
+
+@cli.command()
+@_common
+@click.option("--read-only", is_flag=True, help="Leave out the tools that write (remember, supersede, retract, reanchor).")
+@click.pass_context
+def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool) -> None:
+    """Run the MCP server on stdio (for agent hosts; see `anchorfs init --mcp`)."""
+    from .mcp import serve
+
+    with _session(ctx, root, as_json) as c:
+        serve(c.root, read_only=read_only)
+
+
+def _event_line(event: Any) -> str:
+    when = event.at.astimezone().strftime("%H:%M:%S")
+    return f"{when}  {event.id}  {event.before} -> {event.after}  {event.detail}  · {_short(event.content, 50)}"
+
+
+@cli.command()
+@_common
+@click.pass_context
+def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Re-check memories as the files under them change; report each drift change once."""
+    from .watch import watch as watch_ws
+
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+
+        def on_event(event: Any) -> None:
+            if c.json:
+                sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
+                sys.stdout.flush()
+            else:
+                click.echo(_event_line(event))
+
+        def on_ready(memories: int, files: int) -> None:
+            if not c.json:
+                click.echo(f"watching {memories} memories anchored to {files} files in {ws.root} (Ctrl-C to stop)", err=True)
+
+        try:
+            watch_ws(ws, on_event=on_event, on_ready=on_ready)
+        except KeyboardInterrupt:
+            pass
+        if not c.json:
+            click.echo("stopped", err=True)
+
+
+@cli.group()
+def hook() -> None:
+    """The git post-commit hook that reports the memories each commit made stale."""
+
+
+@hook.command("install")
+@_common
+@click.pass_context
+def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Add anchorfs to the repo's post-commit hook (an existing hook's content is kept)."""
+    from .hook import install
+
+    with _session(ctx, root, as_json) as c:
+        path, changed = install(c.ws().root)
+        if c.json:
+            _emit_json({"hook": str(path), "changed": changed})
+        else:
+            click.echo(f"{'installed' if changed else 'already installed'}: {path}")
+
+
+@hook.command("uninstall")
+@_common
+@click.pass_context
+def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Remove anchorfs's part of the post-commit hook, and nothing else."""
+    from .hook import uninstall
+
+    with _session(ctx, root, as_json) as c:
+        path, changed = uninstall(c.ws().root)
+        if c.json:
+            _emit_json({"hook": str(path), "changed": changed})
+        else:
+            click.echo(f"{'removed from' if changed else 'not installed in'} {path}")
+
+
+@hook.command("run")
+@_common
+@click.option("--rev", default="HEAD", show_default=True, help="The commit to report on.")
+@click.pass_context
+def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
+    """What the hook runs: the memories the commit made stale (always exits 0)."""
+    from .hook import run
+
+    with _session(ctx, root, as_json) as c:
+        try:
+            events = run(c.ws(), rev)
+        except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
+            sys.stderr.write(f"anchorfs: hook: {exc}\n")
+            return
+        if c.json:
+            _emit_json({"events": [e.to_dict() for e in events]})
+            return
+        stale = [e for e in events if e.after == "stale"]
+        other = [e for e in events if e.after != "stale"]
+        if stale:
+            n = len(stale)
+            click.echo(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
+            for e in stale:
+                click.echo(f"  {e.id}  {e.detail}  · {_short(e.content, 50)}")
+            click.echo("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
+        for e in other:
+            click.echo(f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}")
+
+
 def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
     sys.stderr.write(f"anchorfs: warning: {message}\n")
 

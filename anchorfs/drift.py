@@ -121,7 +121,7 @@ class DriftChecker:
             elif not stat.S_ISREG(st.st_mode):
                 result = AnchorCheck(ref, Verdict.UNREADABLE, f"{path} unreadable: not a regular file")
             else:
-                result = (self.cache.sha256(path, full), st)
+                result = (self.cache.sha256(path, full, st=st), st)
                 self._full[path] = full
         except UnsafePathError:
             result = AnchorCheck(ref, Verdict.UNSAFE, f"{path} now resolves outside the workspace")

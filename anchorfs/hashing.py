@@ -148,13 +148,18 @@ class HashCache:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def sha256(self, rel: str, path: str | os.PathLike[str]) -> str:
+    def sha256(
+        self, rel: str, path: str | os.PathLike[str], *, st: os.stat_result | None = None
+    ) -> str:
         """Hex SHA-256 of the file at `path`, cached under `rel`.
 
         OSErrors from stat/open (FileNotFoundError, PermissionError, IsADirectoryError, ...)
-        propagate untouched: the caller turns them into verdicts.
+        propagate untouched: the caller turns them into verdicts. A caller that has just
+        stat'ed `path` (following symlinks) may pass that result as `st` to save the second
+        stat; the answer is then the file's hash as of that stat.
         """
-        st = _stat(path)
+        if st is None:
+            st = _stat(path)
         try:
             e = self._entries[rel]
         except KeyError:
@@ -178,7 +183,7 @@ class HashCache:
         if not self._loaded:
             self._load()
             if rel in self._entries:
-                return self.sha256(rel, path)
+                return self.sha256(rel, path, st=st)
         return self._refresh(rel, path, st)
 
     def _refresh(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
@@ -284,7 +289,8 @@ class HashCache:
             for e in entries.values():
                 if e[1] >= limit:
                     e[4] = None  # racy against this manifest: it cannot vouch for the hash
-                e[5] + 0.0  # a number, or this is not our shape after all
+                if not e[5] >= 0.0:  # a number, or this is not our shape after all
+                    raise TypeError
         except (TypeError, IndexError, KeyError):
             return {}, sig
         return entries, sig

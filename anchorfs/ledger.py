@@ -151,23 +151,42 @@ class Ledger:
         finally:
             os.close(fd)
 
+    def complete_size(self) -> int:
+        """Bytes up to the end of the last whole line: a checkpoint must never point into a torn
+        tail, or the next append (which cuts it off) would leave it pointing mid-record."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        try:
+            return self._records_end(fd)
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+
     @staticmethod
-    def _cut_torn_tail(fd: int) -> None:
+    def _records_end(fd: int) -> int:
         end = os.lseek(fd, 0, os.SEEK_END)
-        if end == 0:
-            return
-        if os.pread(fd, 1, end - 1) == b"\n":
-            return
+        if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
+            return end
         pos, chunk = end, 1 << 16
         while pos > 0:
             start = max(0, pos - chunk)
             block = os.pread(fd, pos - start, start)
             i = block.rfind(b"\n")
             if i >= 0:
-                os.ftruncate(fd, start + i + 1)
-                return
+                return start + i + 1
             pos = start
-        os.ftruncate(fd, 0)
+        return 0
+
+    @classmethod
+    def _cut_torn_tail(cls, fd: int) -> None:
+        keep = cls._records_end(fd)
+        if keep != os.lseek(fd, 0, os.SEEK_END):
+            os.ftruncate(fd, keep)
 
     def read(self, start: int = 0, *, until: datetime | None = None) -> Iterator[Entry]:
         """Entries from byte offset `start`; a bad line is skipped with a warning, never a crash."""

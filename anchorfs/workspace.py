@@ -49,6 +49,7 @@ from .model import (
 )
 
 if TYPE_CHECKING:
+    from .context import ContextBlock
     from .embedders import Embedder
     from .store import Store
     from .verify import VerifyReport
@@ -192,7 +193,7 @@ class Workspace:
         """Replay the ledger tail the store has not taken in (caller holds the lock)."""
         assert self._store is not None
         start = 0 if from_start else max(0, self._applied())
-        size = self.ledger.size()
+        size = self.ledger.complete_size()
         if start == size:
             return
         if start > size:  # the ledger was replaced: rebuild from scratch
@@ -224,13 +225,14 @@ class Workspace:
         return self._fold[1]
 
     def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
-                new: bool = False, at: datetime | None = None) -> None:
+                new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = ()) -> None:
         """Ledger first (fsynced), then the store, under the writer lock."""
         store = self.store
         entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
             [Entry.new(op, memories, at=at, reason=reason)]
         with self.ledger.lock():
             self._catch_up()
+            self._guard(based_on)
             size = self.ledger.append(entries)
             fault("kill-after-ledger")
             if new:
@@ -238,6 +240,22 @@ class Workspace:
             else:
                 store.upsert(memories)
             self._set_applied(size)
+
+    def _guard(self, based_on: Sequence[Memory]) -> None:
+        """Under the lock: the snapshots a revision was computed from must still be the latest,
+        or two writers racing on one memory would fork its chain or undo each other."""
+        if not based_on:
+            return
+        mems = self._memories()
+        for seen in based_on:
+            now = mems.get(seen.id)
+            if now == seen:
+                continue
+            if now is not None and now.status == Status.SUPERSEDED:
+                head = self._head_of(now)
+                raise RevisionError(f"memory {now.id} is already superseded; supersede the head of its chain, {head.id}")
+            raise RevisionError(f"memory {seen.id} was changed by another writer meanwhile "
+                                f"(now {now.status if now else 'missing'}); try again")
 
     # -- anchoring -------------------------------------------------------------------------
 
@@ -303,6 +321,11 @@ class Workspace:
         """Record several memories in one ledger append and one store write (all or nothing)."""
         prepared = []
         for item in items:
+            if not isinstance(item, dict) or "content" not in item:
+                raise InputError("each memory to record needs a 'content'")
+            unknown = set(item) - {"content", "kind", "tags", "anchors", "author"}
+            if unknown:
+                raise InputError(f"unknown field(s) for a memory: {', '.join(sorted(unknown))}")
             content, kind, tags = self._validate(item["content"], item.get("kind", "note"), item.get("tags", ()))
             anchors = self._take_anchors(content, item.get("anchors", ()))
             prepared.append((content, kind, tags, anchors, self._author(item.get("author"))))
@@ -363,7 +386,7 @@ class Workspace:
         new = Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
                      author=self._author(author), recorded_at=now, valid_from=now, supersedes=old.id, reason=reason)
         retired = old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id)
-        self._commit("supersede", [new, retired], reason=reason, at=now)
+        self._commit("supersede", [new, retired], reason=reason, at=now, based_on=[old])
         return new
 
     def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -373,7 +396,7 @@ class Workspace:
             raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
         now = utcnow()
         retired = old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason)
-        self._commit("retract", [retired], reason=reason, at=now)
+        self._commit("retract", [retired], reason=reason, at=now, based_on=[old])
         return retired
 
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -383,9 +406,11 @@ class Workspace:
             raise RevisionError(f"memory {old.id} is active; nothing to revert")
         now = utcnow()
         changed: list[Memory] = []
+        based = [old]
         if old.status == Status.SUPERSEDED and old.superseded_by:
             successor = self._memories().get(old.superseded_by)
             if successor is not None:
+                based.append(successor)
                 if successor.status == Status.SUPERSEDED:
                     raise RevisionError(
                         f"memory {successor.id} (the successor) was itself superseded; revert {self._head_of(successor).id} first"
@@ -394,7 +419,7 @@ class Workspace:
                     changed.append(successor.replace(status=Status.RETRACTED.value, valid_until=now,
                                                      reason=reason or f"reverted to {old.id}"))
         restored = old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None)
-        self._commit("revert", [restored, *changed], reason=reason, at=now)
+        self._commit("revert", [restored, *changed], reason=reason, at=now, based_on=based)
         return restored
 
     def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
@@ -409,7 +434,7 @@ class Workspace:
             taken = self._take_anchors("", anchors)
         now = utcnow()
         updated = old.replace(anchors=taken, verified_at=now)
-        self._commit("reanchor", [updated], reason=reason, at=now)
+        self._commit("reanchor", [updated], reason=reason, at=now, based_on=[old])
         return updated
 
     def _current_specs(self, memory: Memory) -> list[AnchorLike]:
@@ -515,9 +540,8 @@ class Workspace:
         results: list[MemoryDrift] = []
         for row in rows:
             m = row.memory
-            md = checker.check(m) if m.status == Status.ACTIVE else MemoryDrift(m, _stored_drift(row.drift), ())
-            if m.status == Status.ACTIVE:
-                results.append(md)
+            md = checker.check(m)  # retired memories too: their ground may have moved as well
+            results.append(md)
             days = self.config.expiry_days(m.kind)
             score = row.relevance
             if md.drift is Drift.STALE:
@@ -635,10 +659,66 @@ class Workspace:
             self._set_applied(size)
         return len(mems)
 
+    # -- agents: prompt context, watch mode, git hook ----------------------------------------
 
-def _stored_drift(value: str | None) -> Drift:
-    try:
-        return Drift(value) if value else Drift.FRESH
-    except ValueError:
-        return Drift.UNKNOWN
+    def context(self, task: str, *, budget: int | None = None, k: int | None = None) -> "ContextBlock":
+        """One markdown block for a prompt: fresh memories first, stale ones under a banner.
 
+        `budget` is in tokens (estimated at four characters each); `k` bounds the candidates.
+        """
+        from .context import DEFAULT_BUDGET, render_context
+
+        budget = DEFAULT_BUDGET if budget is None else int(budget)
+        if budget < 1:
+            raise InputError("budget must be at least 1 token")
+        hits = self.query(task, k=k if k is not None else max(20, int(self.config["search.k"])))
+        return render_context(hits, task=task, budget=budget)
+
+    def check_id(self, memory_id: str) -> tuple[MemoryDrift, str]:
+        """Re-check one memory now: its drift and its envelope (persisted like any read)."""
+        m = self._resolve_id(memory_id)
+        md = DriftChecker(self.root_real, self.cache).check(m)
+        self.cache.save()
+        if m.status == Status.ACTIVE:
+            self._write_back([md])
+        return md, envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
+
+    def anchored_paths(self) -> dict[str, list[str]]:
+        """Anchored path -> ids of the active memories resting on it (what a watcher watches)."""
+        out: dict[str, list[str]] = {}
+        for m in self._memories().values():
+            if m.status == Status.ACTIVE:
+                for a in m.anchors:
+                    ids = out.setdefault(a.path, [])
+                    if m.id not in ids:
+                        ids.append(m.id)
+        return out
+
+    def recheck(self, paths: Iterable[str] | None = None) -> list[tuple[str, MemoryDrift]]:
+        """Re-check the active memories anchored to `paths` (a folder covers the files under it;
+        None: every anchored memory) and return `(drift before, result)` for each whose drift
+        changed since the last check. The change is persisted, so each one is returned once.
+
+        A memory never checked counts as fresh before (its anchors were hashed when recorded),
+        so a quiet re-check writes nothing and never opens the store.
+        """
+        targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
+        if paths is not None:
+            wanted = {p.strip("/") for p in paths if p and p.strip("/")}
+
+            def hit(path: str) -> bool:
+                if path in wanted:
+                    return True
+                parts = path.split("/")
+                return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+
+            targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
+        if not targets:
+            return []
+        known = self.last_drift()
+        report = DriftChecker(self.root_real, self.cache).check_all(targets)
+        self.cache.save()
+        changed = [(known.get(md.memory.id, Drift.FRESH.value), md) for md in report.memories
+                   if known.get(md.memory.id, Drift.FRESH.value) != md.drift.value]
+        self._write_back([md for _, md in changed])
+        return changed

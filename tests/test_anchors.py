@@ -151,6 +151,12 @@ def test_markers_lines(marker: str, lines: tuple[int, int]) -> None:
     assert parse_markers(f"@anchor(file=x.txt, {marker})") == [AnchorRef(path="x.txt", lines=lines)]
 
 
+def test_a_space_before_the_parenthesis_is_still_a_marker() -> None:
+    assert parse_markers("see @anchor (file=x.txt, lines=2)") == [AnchorRef(path="x.txt", lines=(2, 2))]
+    with pytest.raises(AnchorError, match="malformed marker"):
+        parse_markers("see @anchor (x.txt)")
+
+
 def test_text_without_markers_has_no_anchors() -> None:
     assert parse_markers("anchor(file=x) and @ anchor and email@anchor.dev") == []
 
@@ -279,6 +285,8 @@ def test_take_refuses_a_caller_hash_that_disagrees(root: Path) -> None:
         take(str(root), AnchorRef(path="notes.txt", sha256="0" * 64))
     with pytest.raises(AnchorError, match="given content_hash"):
         take(str(root), AnchorRef(path="notes.txt", lines=(1, 2), content_hash="0" * 64))
+    with pytest.raises(AnchorError, match="content_hash was given for notes.txt, a whole-file anchor"):
+        take(str(root), AnchorRef(path="notes.txt", content_hash=sha(b"one")))
 
 
 def test_take_refuses_missing_file_and_directory(root: Path) -> None:

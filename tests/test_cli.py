@@ -240,17 +240,17 @@ def test_exit_2_on_usage_errors(repo: Path) -> None:
 
 def test_exit_0_ok_and_90_when_drift_finds_a_stale_memory(repo: Path) -> None:
     r = str(repo)
-    p = proc("--root", r, "--json", "record", "helper returns one", "--anchor", "src/users.py#helper")
-    assert p.returncode == 0, p.stderr
-    memory = json.loads(p.stdout)
-    assert p.stderr == ""
+    with anchorfs.open(repo) as ws:  # recorded and checked here: the first process stays cheap
+        memory = ws.record("helper returns one", anchors=["src/users.py#helper"])
+        ws.drift()
     p = proc("drift", "--root", r)
     assert (p.returncode, p.stderr) == (0, "")
-    assert "0 stale" in p.stdout
+    assert "checked 1: 0 stale, 0 unknown, 1 fresh" in p.stdout
     (repo / "src" / "users.py").write_text(USERS_PY.replace("return 1", "return 2"))
     p = proc("drift", "--root", r, "--json")
     assert p.returncode == EXIT_STALE == 90, p.stderr
     report = json.loads(p.stdout)
-    assert report["stale"] == 1
-    assert report["memories"][0]["id"] == memory["id"]
-    assert "Traceback" not in p.stderr
+    assert (report["checked"], report["stale"]) == (1, 1)
+    assert report["memories"][0]["id"] == memory.id
+    assert report["memories"][0]["anchors"][0]["verdict"] == "changed"
+    assert p.stderr == ""

@@ -147,7 +147,6 @@ def test_wrong_types_are_errors(tmp_path: Path, text: str, fragment: str) -> Non
     ("name", "value", "fragment"),
     [
         ("ANCHORFS_SEARCH_K", "ten", "ANCHORFS_SEARCH_K: search.k must be int"),
-        ("ANCHORFS_SEARCH_K", "", "ANCHORFS_SEARCH_K: search.k must be int"),
         ("ANCHORFS_DRIFT_STALE_FACTOR", "2", "between 0 and 1"),
         ("ANCHORFS_DRIFT_CACHE_TTL", "-5", ">= 0"),
     ],

@@ -226,6 +226,23 @@ def test_manifest_mtime_bounds_trust_in_loaded_entries(ws: Path) -> None:
     assert served(base + gran) == (sha(b"real\n"), 1)  # newer than the manifest
 
 
+@pytest.mark.parametrize("field", [None, 0, 1, 2, 3])  # None: all match; else size/mtime/ctime/inode
+def test_every_stat_field_must_match(ws: Path, field: int | None) -> None:
+    p = write(ws / "a.py", b"real\n")
+    st = p.stat()
+    entry: list[object] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, "0" * 64, time.time()]
+    if field is not None:
+        entry[field] = int(entry[field]) + 1  # type: ignore[call-overload]
+    write_manifest(manifest(ws), {"a.py": entry})
+    cache = HashCache(manifest(ws))
+    if field is None:
+        assert cache.sha256("a.py", p) == "0" * 64  # the planted hash: the cache vouched
+        assert cache.hashes == 0
+    else:
+        assert cache.sha256("a.py", p) == sha(b"real\n")
+        assert cache.hashes == 1
+
+
 def test_file_with_future_mtime_is_always_rehashed(ws: Path) -> None:
     p = write(ws / "a.py", b"future\n")
     future = time.time_ns() + DAY_NS
@@ -606,3 +623,16 @@ def test_constructor_rejects_nonsense(ws: Path) -> None:
         HashCache(manifest(ws), ttl=-1.0)
     with pytest.raises(ValueError):
         HashCache(manifest(ws), granularity_ns=-1)
+
+
+def test_a_stat_passed_by_the_caller_is_used_and_a_wrong_one_is_not_trusted(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    other = write(ws / "b.py", b"bb\n")
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p, st=os.stat(p)) == sha(b"a\n")
+    assert cache.sha256("a.py", p, st=os.stat(p)) == sha(b"a\n")
+    assert cache.hashes == 1
+    # a stat that is not this file's: never matches the entry, and the hash is of `path`
+    assert cache.sha256("a.py", p, st=os.stat(other)) == sha(b"a\n")
+    assert cache.sha256("a.py", p) == sha(b"a\n")
+    assert cache.hashes == 3  # hashed, saw the stat move, hashed again; then cached

@@ -463,13 +463,22 @@ def test_reindex_from_the_ledger_alone_gives_the_same_results(ws: Workspace, rep
     assert all(len(res) >= 3 for res in before)
     ws.close()
 
-    shutil.rmtree(repo / ".anchorfs" / "memories.lance")
+    state = repo / ".anchorfs"
+    shutil.rmtree(state / "memories.lance")
     with anchorfs.open(repo) as w:
         assert w.reindex() == len(CORPUS)
         assert len(store_ids(w) or []) == len(CORPUS)
         assert _results(w) == before
     with anchorfs.open(repo) as w2:  # and a later process sees the same
         assert _results(w2) == before
+
+    # the ledger alone: every derived file gone (store, checkpoint, hash cache, last drift)
+    for entry in state.iterdir():
+        if entry.name not in ("ledger.jsonl", ".gitignore"):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    with anchorfs.open(repo) as w3:
+        assert w3.reindex() == len(CORPUS)
+        assert _results(w3) == before
 
 
 def test_reindex_keeps_superseded_memories_out_of_default_results(ws: Workspace) -> None:
@@ -493,6 +502,7 @@ def test_hybrid_retrieval_finds_an_identifier_by_its_parts(
     assert ws.query("user")[0].memory.id == target.id
     assert ws.query("get user by id")[0].memory.id == target.id
     assert ws.query("USER")[0].memory.id == target.id
+    assert ws.query("getUserById(uid)?")[0].memory.id == target.id  # punctuation never breaks full-text
 
     # the full-text half alone finds it: the identifier was split for the index
     monkeypatch.setenv("ANCHORFS_SEARCH_VECTOR_WEIGHT", "0")

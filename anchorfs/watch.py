@@ -1,0 +1,255 @@
+"""Watch mode: re-check memories the moment the files under them change.
+
+`watch` follows the workspace with watchfiles and, for each batch of changes to anchored
+files, re-checks only the memories resting there. A drift transition (fresh -> stale,
+stale -> fresh, ...) is reported once: to a callback (the terminal) and as one JSON line in
+`.anchorfs/events.jsonl`, which the git hook appends to as well. "Once" holds across the
+watcher, the hook and every other reader because the transition is judged against the
+persisted last drift, read and written under a lock on the events file.
+
+The hash cache is kept warm: a file hashed right after an edit is "racy" (its hash cannot be
+trusted from the cache, see `hashing`), so the watcher hashes it again once the timestamp
+granularity has passed, and refreshes every anchored file before the cache TTL ends. The next
+`query` then costs one `stat` per anchor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .anchors import STATE_DIR
+from .errors import WorkspaceError
+from .hashing import DEFAULT_GRANULARITY_NS
+from .model import Drift, Verdict, to_iso, utcnow
+
+if TYPE_CHECKING:
+    from .drift import MemoryDrift
+    from .workspace import Workspace
+
+__all__ = ["DriftEvent", "EVENTS_FILE", "IGNORE_DIRS", "record_transitions", "read_events", "watch"]
+
+EVENTS_FILE = "events.jsonl"
+IGNORE_DIRS: tuple[str, ...] = (
+    STATE_DIR, ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".nox",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".idea", ".vscode",
+)
+"""Folders whose changes are never looked at (anchors into them are not followed live)."""
+
+_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
+_UNKNOWN = (Verdict.UNREADABLE, Verdict.UNSAFE)
+
+
+@dataclass(frozen=True, slots=True)
+class DriftEvent:
+    """One memory's drift changed: `before` -> `after`, seen by `source` ("watch" or "hook")."""
+
+    at: datetime
+    id: str
+    before: str
+    after: str
+    source: str
+    detail: str
+    content: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": to_iso(self.at),
+            "id": self.id,
+            "from": self.before,
+            "to": self.after,
+            "source": self.source,
+            "detail": self.detail,
+            "content": self.content,
+        }
+
+
+def _detail(md: "MemoryDrift") -> str:
+    """What a person needs to act: the anchors behind the new drift."""
+    if md.drift is Drift.STALE:
+        bad = [c.detail for c in md.checks if c.verdict in _STALE]
+    elif md.drift is Drift.UNKNOWN:
+        bad = [c.detail for c in md.checks if c.verdict in _UNKNOWN]
+    else:
+        bad = [c.detail for c in md.checks if c.verdict is Verdict.MOVED] or ["anchors match again"]
+    return "; ".join(bad)
+
+
+@contextmanager
+def _events_fd(state: Path) -> Iterator[int]:
+    """The events file, opened for appending and locked: transitions are judged under it."""
+    try:
+        fd = os.open(state / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot open {state / EVENTS_FILE}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def record_transitions(ws: "Workspace", paths: Iterable[str] | None = None, *, source: str) -> list[DriftEvent]:
+    """Re-check the memories anchored to `paths` (all when None); log and return each transition."""
+    with _events_fd(ws.state) as fd:
+        changed = ws.recheck(paths)
+        now = utcnow()
+        events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
+                  for before, md in changed]
+        if events:
+            # One write with O_APPEND: lines from the watcher and the hook never interleave.
+            os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
+    return events
+
+
+def read_events(ws: "Workspace", *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Logged transitions, oldest first (the last `limit`); a torn or bad line is skipped."""
+    try:
+        raw = (ws.state / EVENTS_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in raw.splitlines():
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out[-limit:] if limit else out
+
+
+class _Index:
+    """Which workspace paths matter: anchored files and the folders holding them.
+
+    Rebuilt only when the ledger grows (a memory recorded while watching is followed at once).
+    A symlinked anchor is also known by its target, since the change is reported there.
+    """
+
+    def __init__(self, ws: "Workspace") -> None:
+        self.ws = ws
+        self.size = -1
+        self.files: dict[str, set[str]] = {}
+        self.folders: set[str] = set()
+
+    def refresh(self) -> None:
+        size = self.ws.ledger.size()
+        if size == self.size:
+            return
+        self.size = size
+        files: dict[str, set[str]] = {}
+        for path in self.ws.anchored_paths():
+            files.setdefault(path, set()).add(path)
+            real = os.path.realpath(os.path.join(self.ws.root_real, path))
+            rel = os.path.relpath(real, self.ws.root_real).replace(os.sep, "/")
+            if rel != path and not rel.startswith("../") and rel != "..":
+                files.setdefault(rel, set()).add(path)
+        self.files = files
+        self.folders = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
+
+    def anchored(self, changed: Iterable[str]) -> set[str]:
+        """The anchored paths behind a batch of changed workspace paths."""
+        out: set[str] = set()
+        for rel in changed:
+            if rel in self.files:
+                out |= self.files[rel]
+            elif rel in self.folders:  # a folder deleted or renamed as a whole
+                prefix = rel + "/"
+                for path, anchors in self.files.items():
+                    if path.startswith(prefix):
+                        out |= anchors
+        return out
+
+
+def _relative(root_real: str, path: str) -> str | None:
+    rel = os.path.relpath(path, root_real)
+    if rel == "." or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def watch(
+    ws: "Workspace",
+    *,
+    on_event: Callable[[DriftEvent], None] | None = None,
+    on_ready: Callable[[int, int], None] | None = None,
+    stop_event: threading.Event | Any | None = None,
+    ignore_dirs: Sequence[str] = IGNORE_DIRS,
+    debounce_ms: int = 400,
+    tick_ms: int = 1000,
+    rewarm_after: float | None = None,
+    refresh_every: float | None = None,
+    force_polling: bool | None = None,
+) -> None:
+    """Follow the workspace until `stop_event` is set (or Ctrl-C), reporting drift transitions.
+
+    A first pass re-checks every anchored memory, reporting what changed while nobody was
+    watching; `on_ready(memories, files)` is called once the watcher is live. `rewarm_after`
+    (seconds, default: the cache's timestamp granularity plus a margin) is how long after an
+    edit a file is hashed again to warm the cache; `refresh_every` (default: 80% of the cache
+    TTL; 0 turns it off) re-hashes every anchored file, which also catches any event missed.
+    """
+    import watchfiles
+
+    root = ws.root_real
+    ignored = frozenset(ignore_dirs)
+    index = _Index(ws)
+    rewarm = rewarm_after if rewarm_after is not None else DEFAULT_GRANULARITY_NS / 1e9 + 0.5
+    ttl = float(ws.config["drift.cache_ttl"])
+    refresh = refresh_every if refresh_every is not None else ttl * 0.8
+    emit = on_event or (lambda event: None)
+
+    def keep(change: Any, path: str) -> bool:
+        rel = _relative(root, path)
+        if rel is None or any(part in ignored for part in rel.split("/")):
+            return False
+        return rel in index.files or rel in index.folders
+
+    def report(paths: Iterable[str] | None) -> None:
+        for event in record_transitions(ws, paths, source="watch"):
+            emit(event)
+
+    try:
+        index.refresh()
+        report(None)
+        last_refresh = time.monotonic()
+        pending: dict[str, float] = {}  # anchored path -> when it last changed (racy in the cache)
+        ready = False
+        for changes in watchfiles.watch(
+            root, watch_filter=keep, stop_event=stop_event, debounce=debounce_ms, step=50,
+            rust_timeout=tick_ms, yield_on_timeout=True, raise_interrupt=False, force_polling=force_polling,
+        ):
+            if not ready:
+                ready = True
+                if on_ready is not None:
+                    on_ready(len({i for ids in ws.anchored_paths().values() for i in ids}), len(index.files))
+            index.refresh()
+            now = time.monotonic()
+            if changes:
+                anchored = index.anchored(r for r in (_relative(root, p) for _, p in changes) if r is not None)
+                if anchored:
+                    report(anchored)
+                    for path in anchored:
+                        pending[path] = now
+            due = [p for p, at in pending.items() if now - at >= rewarm]
+            if due:
+                for path in due:
+                    del pending[path]
+                report(due)  # the racy entries are hashed again, now trustworthy
+            if refresh > 0 and now - last_refresh >= refresh:
+                last_refresh = now
+                for path in index.files:
+                    ws.cache.forget(path)
+                report(None)
+    finally:
+        ws.cache.save()
