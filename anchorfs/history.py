@@ -545,6 +545,15 @@ def _count_since(top: str, commit: str, head: str) -> int:
 
 # -- patches --------------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class _RawHunk:
+    hunk: Hunk
+    noop: bool
+    """Identical up to line endings (judge compares lines with endings normalized)."""
+    body: bytes
+    """Every removed and added line, untruncated: what name checks look at."""
+
+
 @dataclass(slots=True)
 class _Record:
     """One commit (or the working tree) of the diff stream, limited to the anchored path."""
@@ -552,15 +561,14 @@ class _Record:
     commit: str
     entries: list[tuple[str, str, str, str]] = field(default_factory=list)
     """(status, old oid, new oid, path) per raw line."""
-    sections: list[list[tuple[Hunk, bool]]] = field(default_factory=list)
-    """Per file section: (hunk, is a no-op up to line endings)."""
+    sections: list[list[_RawHunk]] = field(default_factory=list)
     binary: list[bool] = field(default_factory=list)
 
-    def mine(self, path: str) -> tuple[tuple[str, str, str], list[tuple[Hunk, bool]] | None, bool] | None:
+    def mine(self, path: str) -> tuple[tuple[str, str, str], list[_RawHunk] | None, bool] | None:
         """The raw entry for exactly `path`, its hunks (None if they cannot be trusted), binary?"""
         for i, (status, old, new, p) in enumerate(self.entries):
             if p == path:
-                hunks: list[tuple[Hunk, bool]] | None = None
+                hunks: list[_RawHunk] | None = None
                 binary = False
                 if len(self.sections) == len(self.entries):
                     hunks = self.sections[i]
@@ -622,7 +630,7 @@ class _PatchParser:
         if len(lines) > _MAX_HUNK_LINES:
             shown += (f"... {len(lines) - _MAX_HUNK_LINES} more lines",)
         hunk = Hunk(h["os"], h["oc"], h["ns"], h["nc"], shown)
-        self.current.sections[-1].append((hunk, noop))
+        self.current.sections[-1].append(_RawHunk(hunk, noop, b"\n".join(h["old"] + h["new"])))
         self._hunk = None
 
     def feed(self, raw: bytes) -> _Record | None:

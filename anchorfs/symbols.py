@@ -312,7 +312,7 @@ _PYTHON = _Spec(
 )
 
 
-# --------------------------------------------------------------------------- JavaScript / TypeScript
+# ------------------------------------------------------------------------ JavaScript / TypeScript
 
 _JS_WRAPPERS = ("export_statement", "ambient_declaration")
 _JS_FUNC_VALUES = frozenset(
@@ -631,18 +631,42 @@ def _c_declarator_parts(ctx: _Ctx, decl: Node | None, *, want_function: bool) ->
             break
     if decl is None or (want_function and not seen_function):
         return ()
-    if decl.type in ("qualified_identifier", "template_function", "template_type"):
-        return _split(ctx.text(decl), "::")
-    if decl.type in (
+    return _cpp_qualified_parts(ctx, decl)
+
+
+_CPP_LEAF_NAMES = frozenset(
+    {
         "identifier",
         "field_identifier",
         "type_identifier",
+        "namespace_identifier",
         "destructor_name",
         "operator_name",
         "primitive_type",
-    ):
-        return ("".join(ctx.text(decl).split()),)
-    return ()
+    }
+)
+
+
+def _cpp_qualified_parts(ctx: _Ctx, node: Node | None) -> tuple[str, ...]:
+    """`ns::Class<T>::operator[]` -> ("ns", "Class", "operator[]"), read from the tree.
+
+    Walking the fields rather than splitting text keeps operator names such as `operator<=>`
+    intact and drops template arguments only where they are arguments.
+    """
+    parts: list[str] = []
+    while node is not None and node.type == "qualified_identifier":
+        scope = node.child_by_field_name("scope")
+        if scope is not None:
+            if scope.type in ("template_type", "template_function"):
+                scope = scope.child_by_field_name("name")
+            parts.extend(_split(ctx.text(scope), "::"))
+        node = node.child_by_field_name("name")
+    if node is not None and node.type in ("template_type", "template_function"):
+        node = node.child_by_field_name("name")
+    if node is None or node.type not in _CPP_LEAF_NAMES:
+        return ()
+    parts.append("".join(ctx.text(node).split()))
+    return tuple(parts)
 
 
 def _c_fn_kind(ctx: _Ctx, parts: tuple[str, ...]) -> str:
@@ -685,7 +709,7 @@ def _c_record(kind: str) -> _Handler:
         name_node = node.child_by_field_name("name")
         span: Node = node
         if name_node is not None:
-            parts = _split(ctx.text(name_node), "::")
+            parts = _cpp_qualified_parts(ctx, name_node)
         else:
             parent = node.parent
             if parent is None or parent.type != "type_definition":
@@ -952,7 +976,12 @@ def _swift_property(ctx: _Ctx, node: Node) -> list[_Def] | None:
             ident = pattern
         if ident is not None:
             found.append(
-                _Def((ctx.text(ident),), "property", node if len(patterns) == 1 else pattern, opens=False)
+                _Def(
+                    (ctx.text(ident),),
+                    "property",
+                    node if len(patterns) == 1 else pattern,
+                    opens=False,
+                )
             )
     return found or None
 
@@ -1072,7 +1101,9 @@ def _query(lang: str) -> Query:
 
         language = _language(lang)
         spec = _SPECS[lang]
-        kinds = sorted(k for k in {*spec.handlers, *spec.setters} if language.id_for_node_kind(k, True))
+        kinds = sorted(
+            k for k in {*spec.handlers, *spec.setters} if language.id_for_node_kind(k, True)
+        )
         query = Query(language, "[" + " ".join(f"({k})" for k in kinds) + "] @def")
         with _LANG_LOCK:
             query = _QUERIES.setdefault(lang, query)
@@ -1175,9 +1206,13 @@ def _suggest(name: str, names: list[str]) -> tuple[str, ...]:
     tail = difflib.SequenceMatcher(autojunk=False)
     tail.set_seq2(name.rsplit(".", 1)[-1])
     scored: list[tuple[float, int, str]] = []
+    tails: dict[str, float] = {}  # many names share a last part (`__init__`, `new`, `get`)
     for index, qualified in enumerate(dict.fromkeys(names)):
         w = _ratio(whole, qualified)
-        t = _ratio(tail, qualified.rsplit(".", 1)[-1])
+        last = qualified.rsplit(".", 1)[-1]
+        t = tails.get(last)
+        if t is None:
+            t = tails[last] = _ratio(tail, last)
         if w >= _CUTOFF or t >= _CUTOFF:
             scored.append(((w + t) / 2, index, qualified))
     if not scored:

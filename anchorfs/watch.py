@@ -171,6 +171,14 @@ class _Index:
         return out
 
 
+def _wanted(root_real: str, ignored: frozenset[str], index: _Index, path: str) -> bool:
+    """The watch filter: anchored files and their folders, outside the ignored folders."""
+    rel = _relative(root_real, path)
+    if rel is None or any(part in ignored for part in rel.split("/")):
+        return False
+    return rel in index.files or rel in index.folders
+
+
 def _relative(root_real: str, path: str) -> str | None:
     rel = os.path.relpath(path, root_real)
     if rel == "." or rel == os.pardir or rel.startswith(os.pardir + os.sep):
@@ -210,10 +218,7 @@ def watch(
     emit = on_event or (lambda event: None)
 
     def keep(change: Any, path: str) -> bool:
-        rel = _relative(root, path)
-        if rel is None or any(part in ignored for part in rel.split("/")):
-            return False
-        return rel in index.files or rel in index.folders
+        return _wanted(root, ignored, index, path)
 
     def report(paths: Iterable[str] | None) -> None:
         for event in record_transitions(ws, paths, source="watch"):

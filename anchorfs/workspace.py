@@ -169,7 +169,11 @@ class Workspace:
 
             store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
             applied = self._applied()  # before table(): a store created just now has taken in nothing
-            store.table()
+            if store.exists():
+                store.table()
+            else:
+                with self.ledger.lock():  # first writers racing to create it would conflict
+                    store.table()
             self._store = store
             if applied != self.ledger.size():
                 with self.ledger.lock():

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 import warnings
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(root: Path) -> Workspace:
+def ws(root: Path) -> Iterator[Workspace]:
     with anchorfs.open(root) as w:
         yield w
 
@@ -491,6 +492,11 @@ WORKER = textwrap.dedent(
         head = sys.argv[5]
         for i in range(n):
             head = ws.supersede(head, f"chain {tag} version {i + 1}", reason=f"step {i + 1}").id
+    elif mode == "burst":  # everybody starts at the same instant on a workspace with no store yet
+        import lancedb  # noqa: F401 - imported before the start line, so nobody lags behind
+        time.sleep(max(0.0, float(sys.argv[5]) - time.time()))
+        for i in range(n):
+            ws.record(f"burst {tag} {i}")
     elif mode == "race":  # everybody corrects the same chain: re-aim at the head when refused
         head = sys.argv[5]
         done = 0
@@ -542,6 +548,18 @@ def test_four_processes_recording_at_once_lose_nothing(tmp_path: Path, root: Pat
         assert _applied(root) == ws.ledger.size()
         hits = ws.query("memory p2 number 117", k=5)
         assert "memory p2 number 117" in {h.memory.content for h in hits}
+
+
+def test_first_writers_racing_to_create_the_store(tmp_path: Path, root: Path) -> None:
+    for attempt in range(2):
+        ws_root = tmp_path / f"fresh{attempt}"
+        ws_root.mkdir()
+        anchorfs.init(ws_root)
+        go = f"{time.time() + 2.5:.3f}"
+        _finish([_spawn(tmp_path, ws_root, "burst", f"b{i}", "3", go) for i in range(4)])
+        with anchorfs.open(ws_root) as ws:
+            assert ws.store.count() == 12 == len(ledger_lines(ws_root))
+            assert len(ws.store.table().list_indices()) == 1
 
 
 def test_processes_superseding_chains_while_others_record(tmp_path: Path, root: Path) -> None:

@@ -8,6 +8,7 @@ workspace (real files, real ledger, real LanceDB store, the offline hashing embe
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(root: Path) -> Workspace:
+def ws(root: Path) -> Iterator[Workspace]:
     with anchorfs.open(root) as w:
         yield w
 
