@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ __all__ = [
     "parse_spec",
     "parse_markers",
     "resolve_path",
+    "is_state_name",
     "take",
     "narrowed_text",
     "judge",
@@ -48,6 +50,8 @@ def _parse_lines(text: str, where: str) -> tuple[int, int]:
     m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
     if not m:
         raise AnchorError(f"bad lines {text!r} in {where}: expected START-END or LINE")
+    if max(len(g or "") for g in m.groups()) > 18:  # int() refuses 4300+ digits with ValueError
+        raise AnchorError(f"bad lines in {where}: line number too large")
     start = int(m.group(1))
     end = int(m.group(2)) if m.group(2) else start
     if start < 1:
@@ -118,6 +122,12 @@ def parse_markers(text: str) -> list[AnchorRef]:
     return refs
 
 
+def is_state_name(name: str) -> bool:
+    """Whether a top-level name is `.anchorfs` on some filesystem: case-insensitive ones (macOS,
+    Windows) fold case and some normalize Unicode, so `.AnchorFS/ledger.jsonl` is the ledger."""
+    return name == STATE_DIR or (len(name) >= 4 and unicodedata.normalize("NFKC", name).casefold() == STATE_DIR)
+
+
 def resolve_path(root_real: str, path: str) -> tuple[str, str]:
     """Map a user path to (repo-relative POSIX path, real absolute path), refusing escapes.
 
@@ -128,6 +138,10 @@ def resolve_path(root_real: str, path: str) -> tuple[str, str]:
         raise UnsafePathError("empty anchor path")
     if "\0" in path:
         raise UnsafePathError(f"anchor path {path!r} contains a NUL byte")
+    try:
+        os.fsencode(path)  # a lone surrogate (SDK, MCP JSON) names no file; os.stat would raise
+    except UnicodeEncodeError:
+        raise AnchorError(f"anchor path {path!r} is not a valid file name") from None
     joined = path if os.path.isabs(path) else os.path.join(root_real, path)
     real = os.path.realpath(joined)
     rel = os.path.relpath(real, root_real)
@@ -136,8 +150,13 @@ def resolve_path(root_real: str, path: str) -> tuple[str, str]:
     if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
         raise UnsafePathError(f"anchor path {path!r} resolves outside the workspace")
     rel_posix = rel.replace(os.sep, "/")
-    if rel_posix == STATE_DIR or rel_posix.startswith(STATE_DIR + "/"):
+    if is_state_name(rel_posix.partition("/")[0]):
         raise UnsafePathError(f"anchor path {path!r} is inside anchorfs's own {STATE_DIR}/ folder")
+    try:  # a name that is not UTF-8 (surrogate-escaped by Python) cannot be stored in the ledger
+        rel_posix.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AnchorError(f"anchor path {path!r} resolves to a name that is not valid UTF-8 "
+                          f"({rel_posix!r}); rename the file to anchor it") from None
     return rel_posix, real
 
 

@@ -483,8 +483,11 @@ def _event_line(event: Any) -> str:
 @click.pass_context
 def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Re-check memories as the files under them change; report each drift change once."""
+    import logging
+
     from .watch import watch as watch_ws
 
+    logging.getLogger("watchfiles").setLevel(logging.ERROR)  # its Ctrl-C notice; we say "stopped"
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
 
@@ -497,7 +500,9 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
 
         def on_ready(memories: int, files: int) -> None:
             if not c.json:
-                click.echo(f"watching {memories} memories anchored to {files} files in {ws.root} (Ctrl-C to stop)", err=True)
+                mems = f"{memories} memor{'y' if memories == 1 else 'ies'}"
+                click.echo(f"watching {mems} anchored to {files} file{'' if files == 1 else 's'} in {ws.root}"
+                           " (Ctrl-C to stop)", err=True)
 
         try:
             watch_ws(ws, on_event=on_event, on_ready=on_ready)
@@ -569,6 +574,70 @@ def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> N
             click.echo("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
         for e in other:
             click.echo(f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.pass_context
+def bisect(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
+    """The commit that staled a memory (git), with its hunk; the working tree counts too."""
+    from .history import progress_bar
+
+    with _session(ctx, root, as_json) as c:
+        with progress_bar() as progress:
+            result = c.ws().bisect(memory_id, progress=progress)
+        if c.json:
+            _emit_json(result.to_dict())
+        else:
+            click.echo(result.describe())
+
+
+@cli.command(name="log")
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.pass_context
+def log_cmd(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
+    """Every commit that touched a memory's anchors, with the verdict each earned."""
+    from .history import progress_bar
+
+    with _session(ctx, root, as_json) as c:
+        with progress_bar() as progress:
+            result = c.ws().log(memory_id, progress=progress)
+        if c.json:
+            _emit_json(result.to_dict())
+            return
+        d = result.to_dict()
+        for anchor in d["anchors"]:
+            click.echo(f"{anchor.get('spec') or anchor.get('path')}:")
+            rows = [(s.get("short"), (s.get("date") or "")[:10], s.get("verdict"), _lines(s.get("lines_before")),
+                     _lines(s.get("lines_after")), _short(s.get("subject") or "", 40)) for s in anchor.get("steps", [])]
+            click.echo(_table(rows, ["commit", "date", "verdict", "lines before", "lines after", "subject"]))
+
+
+def _lines(span: Any) -> str:
+    if not span:
+        return "-"
+    a, b = span
+    return f"{a}" if a == b else f"{a}-{b}"
+
+
+@cli.command()
+@_common
+@click.argument("rev", metavar="REV")
+@click.pass_context
+def at(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
+    """What `drift` would have said at a git revision, for the memories that existed then."""
+    with _session(ctx, root, as_json) as c:
+        report = c.ws().at(rev)
+        d = report.to_dict()
+        if c.json:
+            _emit_json(d)
+            return
+        rows = [(m["id"], m["drift"], _short(m["content"], 50)) for m in d["memories"]]
+        click.echo(_table(rows, ["id", "drift", "memory"]))
+        click.echo(f"at {d['short']} ({(d.get('date') or '')[:10]}): checked {d['checked']}: "
+                   f"{d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
 
 
 def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:

@@ -42,6 +42,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "search.vector_weight": (float, 1.0),
     "search.text_weight": (float, 1.0),
     "store.compact_fragments": (int, 64),
+    "history.envelope": (bool, True),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
 }
 
@@ -65,12 +66,23 @@ class Config:
         return float(self.values.get(f"expiry.{kind}", self.values["expiry.note"]))
 
 
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
     try:
+        if typ is bool:
+            if isinstance(raw, bool):
+                value: Any = raw
+            elif isinstance(raw, str) and raw.strip().lower() in _BOOLS:
+                value = _BOOLS[raw.strip().lower()]
+            else:
+                raise ValueError
+            return value
         if typ is float:
             if isinstance(raw, bool):
                 raise ValueError
-            value: Any = float(raw)
+            value = float(raw)
         elif typ is int:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError
@@ -79,7 +91,7 @@ def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
             if not isinstance(raw, str):
                 raise ValueError
             value = raw
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit TOML int as a float
         raise ConfigError(f"{where}: {key} must be {typ.__name__}, got {raw!r}") from None
     if typ in (int, float) and (value != value or value < 0):
         raise ConfigError(f"{where}: {key} must be a number >= 0, got {raw!r}")
@@ -92,7 +104,7 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in data.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        if isinstance(v, dict) and prefix.count(".") < 8:  # deeper is an unknown key anyway: no RecursionError
             out.update(_flatten(v, key + "."))
         else:
             out[key] = v
@@ -113,7 +125,7 @@ def load_config(root: Path | None, environ: dict[str, str] | None = None) -> Con
         if raw is not None:
             try:
                 data = tomllib.loads(raw.decode("utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            except (ValueError, RecursionError) as exc:  # TOMLDecodeError, bad UTF-8, 4300+ digit ints, deep nesting
                 raise ConfigError(f"{CONFIG_FILE}: not valid TOML: {exc}") from None
             for key, value in _flatten(data).items():
                 if key not in KEYS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, resolve_path
+from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, resolve_path
 from .errors import UnsafePathError
 from .hashing import HashCache
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, utcnow
@@ -83,7 +83,7 @@ class DriftChecker:
             real = os.path.realpath(os.path.join(self.root_real, rel_dir))
             rel = os.path.relpath(real, self.root_real)
             outside = rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel)
-            state = rel == STATE_DIR or rel.startswith(STATE_DIR + os.sep)
+            state = is_state_name(rel.partition(os.sep)[0])  # `.AnchorFS` too: see is_state_name
             result = None if outside or state else real
         self._dirs[rel_dir] = result
         return result
@@ -209,8 +209,20 @@ def expired(memory: Memory, expiry_days: float, now: datetime) -> bool:
 
 
 def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
-             expiry_days: float, now: datetime | None = None) -> str:
-    """One line an agent can read before trusting the memory."""
+             expiry_days: float, now: datetime | None = None, history: str | None = None) -> str:
+    """One line an agent can read before trusting the memory.
+
+    `history` is git's version (`anchorfs.history.history_envelope`) when there is one: it
+    replaces the stale line, and the "anchored ..." part of a fresh one.
+    """
+    if history is not None and memory.status == "active":
+        if drift is Drift.STALE and history.startswith("[STALE"):
+            return history
+        if drift is Drift.FRESH and history.startswith("[fresh · ") and checks:
+            base = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
+            anchored = history[len("[fresh · "):-1]
+            rest = base[base.find(" · ", len("[fresh · ")):-1] if base.count(" · ") > 1 else ""
+            return f"[fresh · {anchored}{rest}]"
     now = now or utcnow()
     since = (memory.verified_at or memory.recorded_at).date().isoformat()
     commits = {c.anchor.commit for c in checks if c.anchor.commit}

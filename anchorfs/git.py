@@ -36,6 +36,14 @@ def popen_git(cwd: Path, *args: str, stdin: int | None = subprocess.PIPE) -> sub
         raise HistoryError("git is not installed") from exc
 
 
+def _command(args: tuple[str, ...]) -> str:
+    """The subcommand, past any leading `-c key=value` options, for error messages."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] == "-c" else 1
+    return args[i] if i < len(args) else (args[0] if args else "")
+
+
 def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> bytes:
     """Run git with a stable, non-interactive environment; stdout as bytes."""
     env = git_env()
@@ -47,7 +55,7 @@ def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = Non
         raise HistoryError("git is not installed") from exc
     if check and proc.returncode != 0:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise HistoryError(f"git {args[0]} failed: {msg[-1] if msg else proc.returncode}")
+        raise HistoryError(f"git {_command(args)} failed: {msg[-1] if msg else proc.returncode}")
     return proc.stdout
 
 

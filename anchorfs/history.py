@@ -7,9 +7,10 @@ above a span moves it, only an edit inside it (or a deletion) invalidates it. `l
 walk seen whole, `drift_at` is what `drift` would have said at a revision, `history_envelope`
 turns both into the one-line freshness envelope.
 
-Why the git binary and not a library: pygit2 and dulwich are not dependencies, and neither beats
-git's own C diff on long walks. The walk costs three processes per anchor whatever the history's
-length: one `rev-list --first-parent` (the steps and their metadata), one streaming
+Why the git binary and not a library: pygit2 (a native wheel) and dulwich (a pure-Python diff)
+are not dependencies, and the binary already does the costly part, tree and blob diffs, in C.
+A walk costs a handful of processes per anchor whatever the history's length: one
+`rev-list --first-parent` (the steps and their metadata), one streaming
 `diff-tree --stdin -p -U0` fed every (step, previous step) pair and limited to the one path (git
 skips untouched commits in C and prints zero-context hunks for the rest), and one long-lived
 `cat-file --batch` for the few blobs a verdict needs (symbols, content re-checks). No process
@@ -21,6 +22,10 @@ first parent, and let an anchor taken on a side branch start at the merge that b
 Every step's verdict is the one `judge` would give that version of the file, so `bisect` never
 contradicts `drift`: hunks that miss the tracked span prove the text identical (it moved);
 when a hunk hits it, the content is re-judged, so a span moved as a block is still found.
+Symbols are re-parsed only at steps whose hunks hit the symbol or a definition enclosing it, or
+mention one of its names; the rest carry the verdict, and the last version is parsed to check
+that carry (a disagreement, e.g. a syntax error far away, re-walks the anchor parsing every
+step). A change later undone is not a culprit: the culprit starts the breakage still in force.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -37,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path
-from .errors import AnchorError, HistoryError, UnsafePathError
+from .errors import AnchorError, AnchorfsError, HistoryError
 from .git import head_commit, is_ancestor, popen_git, run_git, toplevel
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, from_iso, to_iso
 
@@ -55,6 +61,7 @@ __all__ = [
     "log",
     "drift_at",
     "history_envelope",
+    "progress_bar",
 ]
 
 WORKING_TREE = "working tree"
@@ -309,6 +316,8 @@ class BisectResult:
     def describe(self) -> str:
         """A few lines for a person: the culprit and its hunk, or that the memory holds."""
         pair = self._culprit_pair()
+        if not self.anchors:
+            return "the memory has no anchors: history has nothing to say about it"
         if pair is None:
             n = sum(len(h.steps) for h in self.anchors)
             walked = max((h.walked for h in self.anchors), default=0)
@@ -345,6 +354,7 @@ class LogResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.memory_id,
+            "steps": [_touch_dict(h.anchor, s) for h in self.anchors for s in h.steps],
             "anchors": [h.to_dict(with_steps=True) for h in self.anchors],
         }
 
@@ -497,7 +507,7 @@ class _Repo:
     def workspace_path(self, repo_path: str) -> str:
         if self.prefix and repo_path.startswith(self.prefix):
             return repo_path[len(self.prefix):]
-        return repo_path if not self.prefix else "/" + repo_path  # outside the workspace
+        return repo_path if not self.prefix else ":/" + repo_path  # outside: git's top-relative form
 
     def resolve(self, rev: str, *, what: str = "revision") -> str:
         found = None if rev.startswith("-") else self.blobs.lookup(f"{rev}^{{commit}}")
@@ -729,9 +739,9 @@ def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> It
 
 
 def _worktree_patch(top: Path, repo_path: str) -> _Record:
-    out = run_git(top, "-c", "core.quotepath=false", "diff", "HEAD", "--raw", "-p", "-U0",
+    out = run_git(top, "-c", "core.quotepath=false", "diff-index", "--raw", "-p", "-U0",
                   "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
-                  "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
+                  "--full-index", "--abbrev=64", "HEAD", "--", ":(literal)" + repo_path)
     parser = _PatchParser(_Record(WORKING_TREE))
     for line in out.split(b"\n"):
         parser.feed(line)
@@ -765,153 +775,183 @@ def _renamed_to(repo: _Repo, commit: str, prev: str, repo_path: str) -> str | No
 _NULL_OIDS = {"0" * 40, "0" * 64}
 
 
-class _Tracker:
-    """Carries one anchor down the walk: whether it holds and where its text stands."""
+def _norm(data: bytes) -> bytes:
+    return data.replace(b"\r\n", b"\n")
 
-    def __init__(self, repo: _Repo, ref: AnchorRef, base_blob: str | None) -> None:
+
+def _shift(span: tuple[int, int], hunks: list[Hunk]) -> tuple[int, int]:
+    delta = sum(h.new_count - h.old_count for h in hunks if h.above(span))
+    return span[0] + delta, span[1] + delta
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    verdict: Verdict
+    detail: str
+    where: tuple[int, int] | None = None
+    guard: tuple[int, int] | None = None
+    """A symbol's span together with every symbol enclosing it: edits outside it and not naming
+    it cannot change what the symbol resolves to (short of breaking the file's syntax)."""
+
+
+class _Tracker:
+    """Carries one anchor down the walk: whether it holds and where its text stands.
+
+    Lines anchors follow hunks exactly (a hunk that misses the span proves the text identical).
+    Symbol anchors are re-parsed only when a hunk hits the symbol or its enclosing definitions
+    or mentions one of its names; other steps carry the verdict (`provisional`). The walk's last
+    version is then judged in full, and any disagreement re-walks the anchor parsing every step.
+    """
+
+    def __init__(self, repo: _Repo, ref: AnchorRef, base_blob: str | None, *, fast: bool = True) -> None:
         self.repo = repo
         self.ref = ref
-        self.whole = not ref.symbol and not ref.lines
+        self.fast = fast
+        self.kind = "symbol" if ref.symbol else "lines" if ref.lines else "file"
+        self.names = tuple(p.encode() for p in (ref.symbol or "").split(".") if p)
         self.state: bool | None = None
         """True holds, False broken, None pending: the anchored text was never committed."""
-        self.span: tuple[int, int] | None = None
-        self.aligned = False
-        """`span` is in the numbering of the previous step's version (hunks can move it)."""
-        self.anchored_oid: str | None = None
         self.verdict = Verdict.UNREADABLE
         """The verdict of the latest version judged (the anchored one to begin with)."""
+        self.span: tuple[int, int] | None = None
+        """Where the text stands in the previous step's version (lines: only while it holds)."""
+        self.guard: tuple[int, int] | None = None
+        self.geometry = False
+        """A symbol's verdict, span and guard are known for the previous version."""
+        self.provisional = 0
+        self.mismatch = False
+        """A carried verdict turned out wrong: the walk must be redone parsing every step."""
+        self.text: bytes | None = None
+        """The anchored text (line endings normalized), when the anchored version is known."""
+        self.anchored_oid: str | None = None
         self.prev_oid = base_blob
+        self.final_data: bytes | None = None
         data = repo.blobs.get(base_blob) if base_blob else None
         if data is None:
             return
         if hashlib.sha256(data).hexdigest() == ref.sha256:
-            self.state, self.verdict = True, Verdict.FRESH
             self.anchored_oid = base_blob
-            if not self.whole:
-                try:
-                    _, self.span = narrowed_text(ref, data)
-                    self.aligned = True
-                except AnchorError:
-                    pass
-            return
-        if not self.whole:  # dirty at write time: is the anchored text in the commit anyway?
-            verdict, _, where = judge(ref, data)
-            if verdict in _HOLDS:
-                self.state, self.span, self.aligned = True, where, True
-                self.verdict = verdict
-
-    def _judge(self, data: bytes) -> tuple[Verdict, str, tuple[int, int] | None]:
-        ref = replace(self.ref, lines=self.span) if self.ref.lines and self.span else self.ref
-        verdict, detail, where = judge(ref, data)
-        if verdict is Verdict.FRESH and where is None and self.ref.symbol:
-            try:  # judge short-cuts identical files; the walk still needs the symbol's span
-                _, where = narrowed_text(self.ref, data)
+            self.state, self.verdict = True, Verdict.FRESH
+            if self.kind == "file":
+                return
+            try:
+                text, _ = narrowed_text(ref, data)
+                self.text = _norm(text)
             except AnchorError:
                 pass
-        return verdict, detail, where
+        elif self.kind == "file":
+            return  # dirty at write time: the anchored bytes are not in this commit
+        judged = self._judge(data, ref.lines)
+        if judged.verdict in _HOLDS:
+            self.state, self.verdict = True, judged.verdict
+            self._place(judged)
 
+    def _place(self, judged: _Judged) -> None:
+        self.span = judged.where
+        self.guard = judged.guard
+        self.geometry = self.kind == "symbol" and (
+            judged.verdict is Verdict.SYMBOL_MISSING or (judged.where is not None and judged.guard is not None)
+        )
+
+    # judging whole versions ------------------------------------------------------------
+    def _judge(self, data: bytes, near: tuple[int, int] | None) -> _Judged:
+        """`judge`'s verdict for this version (symbols: the same rules, plus the guard)."""
+        if len(data) > MAX_FILE_BYTES:
+            return _Judged(Verdict.UNREADABLE, f"{self.ref.path} is too large to judge")
+        if self.kind != "symbol":
+            ref = replace(self.ref, lines=near) if self.kind == "lines" and near else self.ref
+            verdict, detail, where = judge(ref, data)
+            return _Judged(verdict, detail, where)
+        return self._judge_symbol(data)
+
+    def _judge_symbol(self, data: bytes) -> _Judged:
+        from .symbols import list_symbols
+
+        ref = self.ref
+        same_file = hashlib.sha256(data).hexdigest() == ref.sha256
+        try:
+            symbols = list_symbols(ref.path, data)
+        except AnchorError as exc:
+            if same_file:
+                return _Judged(Verdict.FRESH, "unchanged")
+            return _Judged(Verdict.UNREADABLE, str(exc))
+        sym = next((s for s in symbols if s.name == ref.symbol), None)
+        if sym is None:
+            if same_file:  # pragma: no cover - the symbol was there when the anchor was taken
+                return _Judged(Verdict.FRESH, "unchanged")
+            return _Judged(Verdict.SYMBOL_MISSING, f"{ref.spec} no longer found")
+        where = (sym.start_line, sym.end_line)
+        outer = [s for s in symbols if s.start_byte <= sym.start_byte and s.end_byte >= sym.end_byte]
+        guard = (min(s.start_line for s in outer), max(s.end_line for s in outer))
+        if same_file:
+            return _Judged(Verdict.FRESH, "unchanged", where, guard)
+        text = data[sym.start_byte:sym.end_byte].replace(b"\r\n", b"\n")
+        if hashlib.sha256(text).hexdigest() == ref.content_hash:
+            return _Judged(Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", where, guard)
+        return _Judged(Verdict.CHANGED, f"{ref.spec} changed", where, guard)
+
+    # one step ----------------------------------------------------------------------------
     def step(
         self,
         meta: _Commit,
         distance: int,
-        entry: tuple[str, str, str] | None,
-        hunks: list[tuple[Hunk, bool]] | None,
+        entry: tuple[str, str, str],
+        hunks: list[_RawHunk] | None,
         binary: bool,
         load: Callable[[], bytes | None],
         *,
-        new_oid: str | None = None,
         prev_commit: str | None = None,
-    ) -> Step | None:
-        """Judge one version; None when it leaves the anchored file untouched."""
-        if entry is None:
-            return None
+    ) -> Step:
+        """Judge the version a step left behind (the step touched the anchored file)."""
         status, _, oid = entry
         deleted = status == "D" or oid in _NULL_OIDS
-        new_oid = None if deleted else (new_oid or oid)
-        before = self.span if self.aligned else None
+        new_oid = None if deleted else oid
+        before = self.span if (self.kind == "symbol" and self.geometry) or (
+            self.kind == "lines" and self.state and self.span) else None
+        usable = [h for h in (hunks or []) if not h.noop]
+        plain = [h.hunk for h in usable]
+        trusted = hunks is not None and not binary
         relevant: tuple[Hunk, ...] = ()
         renamed: str | None = None
-        usable = [h for h, noop in (hunks or []) if not noop]
-        lines_after: tuple[int, int] | None = None
+        judged: _Judged
 
         if deleted:
-            verdict, detail = Verdict.DELETED, f"{self.ref.path} deleted"
+            judged = _Judged(Verdict.DELETED, f"{self.ref.path} deleted")
             if prev_commit is not None and self.state:
-                renamed = _renamed_to(self.repo, meta.commit, prev_commit,
-                                      self.repo.repo_path(self.ref.path))
+                renamed = _renamed_to(self.repo, meta.commit, prev_commit, self.repo.repo_path(self.ref.path))
                 if renamed:
-                    detail = f"{self.ref.path} renamed to {renamed}"
-        elif self.whole and self.anchored_oid is not None and new_oid is not None:
-            same = new_oid == self.anchored_oid
-            verdict = Verdict.FRESH if same else Verdict.CHANGED
-            detail = "identical to the anchored file" if same else f"{self.ref.path} changed"
-            relevant = tuple(usable[:_MAX_HUNKS])
-        elif (self.ref.lines and self.state and self.aligned and before is not None
-              and hunks is not None and not binary):
-            hit = [h for h in usable if h.hits(before)]
-            if not hit:
-                shift = sum(h.new_count - h.old_count for h in usable if h.above(before))
-                lines_after = (before[0] + shift, before[1] + shift)
-                verdict = Verdict.FRESH if new_oid == self.anchored_oid else Verdict.MOVED
-                detail = (f"lines {_span(before)} now at {_span(lines_after)}" if shift
-                          else "unchanged; the file changed elsewhere")
+                    judged = _Judged(Verdict.DELETED, f"{self.ref.path} renamed to {renamed}")
+        elif self.kind == "file":
+            if self.anchored_oid is not None:
+                same = new_oid == self.anchored_oid
+                judged = _Judged(Verdict.FRESH if same else Verdict.CHANGED,
+                                 "identical to the anchored file" if same else f"{self.ref.path} changed")
             else:
-                data = load()
-                verdict, detail, lines_after = (
-                    self._judge(data) if data is not None else (Verdict.UNREADABLE, "blob missing", None)
-                )
-                relevant = tuple(hit)
-                if verdict is Verdict.CHANGED:
-                    detail = f"{hit[0].header} hits lines {_span(before)}"
-                elif verdict is Verdict.MOVED:
-                    detail = f"the text of lines {_span(before)} now stands at {_span(lines_after)}"
+                judged = self._load_and_judge(load, None)
+            relevant = tuple(plain[:_MAX_HUNKS])
+        elif self.kind == "lines":
+            judged, relevant = self._step_lines(before, plain, trusted, load, new_oid)
         else:
-            data = load()
-            if data is None:
-                verdict, detail, lines_after = Verdict.UNREADABLE, "blob missing", None
-            elif len(data) > MAX_FILE_BYTES:
-                verdict, detail = Verdict.UNREADABLE, f"{self.ref.path} is too large to judge"
-            else:
-                verdict, detail, lines_after = self._judge(data)
-            if self.whole:
-                relevant = tuple(usable[:_MAX_HUNKS])
-                detail = "identical to the anchored file" if verdict is Verdict.FRESH else detail
-            elif self.ref.symbol:
-                spans = [s for s in (before, lines_after) if s]
-                relevant = tuple(h for h in usable if any(h.hits(s) for s in spans))
-                if verdict is Verdict.CHANGED and not relevant:
-                    relevant = tuple(usable[:_MAX_HUNKS])
-            elif verdict is Verdict.CHANGED:
-                relevant = tuple(h for h in usable if before and h.hits(before))
-            if verdict is Verdict.MOVED and not self.ref.symbol and lines_after:
-                detail = (f"lines {_span(before)} now at {_span(lines_after)}"
-                          if before and before != lines_after else detail)
+            judged, relevant = self._step_symbol(before, usable, trusted, load, new_oid)
 
-        holds_now: bool | None
-        if verdict in _HOLDS:
-            holds_now = True
-        elif verdict in _BREAKS:
-            holds_now = False
-        else:
-            holds_now = None  # unreadable: no evidence either way
+        verdict = judged.verdict
+        holds_now: bool | None = True if verdict in _HOLDS else False if verdict in _BREAKS else None
         invalidates = self.state is True and holds_now is False
         restores = self.state is False and holds_now is True
         if holds_now is not None or self.state is None:
             self.verdict = verdict
         if holds_now is True:
             self.state = True
-            self.span = lines_after if not self.whole else None
-            self.aligned = self.span is not None
-        elif holds_now is False:
-            if self.state is not None:
-                self.state = False
-            self.span, self.aligned = None, False
-        else:
-            self.aligned = False
-        if not deleted and new_oid is not None:
-            self.prev_oid = new_oid
-        elif deleted:
-            self.prev_oid = None
+        elif holds_now is False and self.state is not None:
+            self.state = False
+        if self.kind == "lines":
+            self.span = judged.where if holds_now else None
+        elif self.kind == "symbol":
+            if holds_now is None:
+                self.span, self.guard, self.geometry = None, None, False
+            else:
+                self._place(judged)
+        self.prev_oid = new_oid
         return Step(
             commit=meta.commit,
             short=meta.short,
@@ -919,9 +959,9 @@ class _Tracker:
             author=meta.author,
             subject=meta.subject,
             verdict=verdict,
-            detail=detail,
+            detail=judged.detail,
             lines_before=before,
-            lines_after=lines_after if holds_now else None,
+            lines_after=judged.where if holds_now else None,
             hunks=relevant,
             invalidates=invalidates,
             restores=restores,
@@ -930,67 +970,186 @@ class _Tracker:
             distance=distance,
         )
 
+    def _load_and_judge(self, load: Callable[[], bytes | None], near: tuple[int, int] | None) -> _Judged:
+        data = load()
+        if data is None:
+            return _Judged(Verdict.UNREADABLE, f"{self.ref.path}: the blob is missing")
+        if self.kind != "file" and self.text is not None and self.text not in _norm(data):
+            if self.kind == "lines":  # not even a substring: no block can match
+                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")
+        return self._judge(data, near)
+
+    def _step_lines(
+        self, before: tuple[int, int] | None, hunks: list[Hunk], trusted: bool,
+        load: Callable[[], bytes | None], new_oid: str | None,
+    ) -> tuple[_Judged, tuple[Hunk, ...]]:
+        if before is None or not trusted:
+            judged = self._load_and_judge(load, before or self.ref.lines)
+            if judged.verdict is Verdict.MOVED and before and judged.where != before:
+                judged = replace(judged, detail=f"lines {_span(before)} now at {_span(judged.where)}")
+            hit = tuple(h for h in hunks if before and h.hits(before))
+            return judged, hit if judged.verdict in _BREAKS else ()
+        hit = [h for h in hunks if h.hits(before)]
+        if not hit:
+            after = _shift(before, hunks)
+            verdict = Verdict.FRESH if new_oid == self.anchored_oid else Verdict.MOVED
+            detail = (f"lines {_span(before)} now at {_span(after)}" if after != before
+                      else "unchanged; the file changed elsewhere")
+            if verdict is Verdict.FRESH:
+                detail = "identical to the anchored file"
+            return _Judged(verdict, detail, after), ()
+        judged = self._load_and_judge(load, before)
+        if judged.verdict is Verdict.CHANGED:
+            judged = replace(judged, detail=f"{hit[0].header} hits lines {_span(before)}")
+        elif judged.verdict is Verdict.MOVED:
+            judged = replace(judged, detail=f"the text of lines {_span(before)} now stands at {_span(judged.where)}")
+        return judged, tuple(hit) if judged.verdict in _BREAKS else ()
+
+    def _step_symbol(
+        self, before: tuple[int, int] | None, hunks: list[_RawHunk], trusted: bool,
+        load: Callable[[], bytes | None], new_oid: str | None,
+    ) -> tuple[_Judged, tuple[Hunk, ...]]:
+        plain = [h.hunk for h in hunks]
+        named = any(n in h.body for h in hunks for n in self.names)
+        guard = self.guard
+        if (self.fast and trusted and self.geometry and not named and self.verdict is not Verdict.UNREADABLE
+                and (guard is None or not any(h.hits(guard) for h in plain))):
+            # Nothing that decides what the symbol resolves to changed: carry the verdict.
+            self.provisional += 1
+            if self.verdict is Verdict.SYMBOL_MISSING:
+                return _Judged(Verdict.SYMBOL_MISSING, f"{self.ref.spec} no longer found"), ()
+            assert before is not None and guard is not None
+            after, guard_after = _shift(before, plain), _shift(guard, plain)
+            if self.verdict is Verdict.CHANGED:
+                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed", after, guard_after), ()
+            verdict = Verdict.FRESH if new_oid == self.anchored_oid else Verdict.MOVED
+            detail = ("identical to the anchored file" if verdict is Verdict.FRESH
+                      else f"{self.ref.spec} unchanged; the file changed elsewhere")
+            return _Judged(verdict, detail, after, guard_after), ()
+        carried, self.provisional = self.provisional, 0
+        data = load()
+        if data is None:
+            return _Judged(Verdict.UNREADABLE, f"{self.ref.path}: the blob is missing"), ()
+        judged = self._judge(data, None)
+        if carried and (judged.verdict in _HOLDS) != (self.verdict in _HOLDS) and self.prev_oid:
+            # A flip after carried steps: make sure this step flipped it, not a carried one.
+            prev = self.repo.blobs.get(self.prev_oid)
+            if prev is not None and (self._judge(prev, None).verdict in _HOLDS) != (self.verdict in _HOLDS):
+                self.mismatch = True
+        spans = [s for s in (before, judged.where) if s]
+        relevant = tuple(h for h in plain if any(h.hits(s) for s in spans))
+        if judged.verdict in _BREAKS and not relevant:
+            relevant = tuple(plain[:_MAX_HUNKS])
+        return judged, relevant
+
+    # the working tree --------------------------------------------------------------------
     def working_tree(self) -> Step | None:
         """The last step: the file on disk against HEAD's version."""
         ref = self.ref
+        head_data = self.repo.blobs.get(self.prev_oid) if self.prev_oid else None
+        self.final_data = head_data
         try:
             _, real = resolve_path(self.repo.root_real, ref.path)
-        except (UnsafePathError, AnchorError):
+        except AnchorError:
             return None  # drift reports it unsafe; history has no evidence to add
         try:
             with open(real, "rb") as fh:
                 data: bytes | None = fh.read(MAX_FILE_BYTES + 1)
             mtime: str | None = to_iso(datetime.fromtimestamp(os.stat(real).st_mtime).astimezone())
-        except FileNotFoundError:
-            data, mtime = None, None
-        except (IsADirectoryError, NotADirectoryError):
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             data, mtime = None, None
         except OSError:
             return None
-        head_data = self.repo.blobs.get(self.prev_oid) if self.prev_oid else None
+        self.final_data = data
         meta = _Commit(WORKING_TREE, WORKING_TREE, mtime, None, "uncommitted changes")
         pending = self.state is None
         if pending:
             # The anchored text never reached a commit: it lived on disk when the anchor was
             # taken, so the disk is where it holds or was lost.
             self.state = True
-        if data is None and head_data is None:
-            if pending:
-                return self.step(meta, -1, ("D", "", ""), None, False, lambda: None)
-            return None
-        if data is not None and data == head_data and not pending:
-            return None
         if data is None:
-            return self.step(meta, -1, ("D", self.prev_oid or "", ""), None, False, lambda: None)
-        hunks: list[tuple[Hunk, bool]] | None = None
+            if head_data is None and not pending:
+                return None
+            return self.step(meta, -1, ("D", "", ""), None, False, lambda: None)
+        if data == head_data and not pending:
+            return None
+        hunks: list[_RawHunk] | None = []
         binary = False
         if head_data is not None and data != head_data:
-            rec = _worktree_patch(self.repo.top, self.repo.repo_path(ref.path))
-            found = rec.mine(self.repo.repo_path(ref.path))
+            rpath = self.repo.repo_path(ref.path)
+            found = _worktree_patch(self.repo.top, rpath).mine(rpath)
             if found is not None:
                 _, hunks, binary = found
-            else:
-                hunks = []  # git sees no change (a filter normalised it): nothing moved
-        elif head_data is not None:
-            hunks = []
-        same_as_anchor = hashlib.sha256(data).hexdigest() == ref.sha256
-        fake_oid = self.anchored_oid if same_as_anchor and self.anchored_oid else "worktree"
-        step = self.step(meta, -1, ("M", self.prev_oid or "", fake_oid), hunks, binary,
-                         lambda: data, new_oid=fake_oid)
-        if step is not None and pending and step.verdict in _HOLDS and data == head_data:
-            return None  # a pending anchor found on disk, unchanged since HEAD: nothing to show
+        elif head_data is None:
+            hunks = None  # untracked: nothing to diff against
+        same = hashlib.sha256(data).hexdigest() == ref.sha256
+        oid = self.anchored_oid if same and self.anchored_oid else "working-tree"
+        if pending and self.kind == "symbol":
+            self.geometry = False
+        step = self.step(meta, -1, ("M", self.prev_oid or "", oid), hunks, binary, lambda: data)
+        if pending and step.verdict in _HOLDS and data == head_data:
+            return None  # an uncommitted anchor still on disk, unchanged since HEAD: no news
         return step
+
+    def consistent(self) -> bool:
+        """After the walk: a carried symbol verdict agrees with judging the last version."""
+        if self.mismatch:
+            return False
+        if self.kind != "symbol" or not self.provisional or self.final_data is None:
+            return True
+        verdict, _, _ = judge(self.ref, self.final_data)
+        return verdict is self.verdict
+
+
+def _walk_anchor(
+    repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit],
+    tick: Callable[[int], None] | None, *, fast: bool = True,
+) -> tuple[AnchorHistory, bool]:
+    """One anchor down the chain and into the working tree; (history, consistent?)."""
+    rpath = repo.repo_path(ref.path)
+    found = repo.blobs.lookup(f"{base}:{rpath}")
+    tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None, fast=fast)
+    steps: list[Step] = []
+    index = {c.commit: i for i, c in enumerate(chain)}
+    prevs = [base] + [c.commit for c in chain[:-1]]
+    if chain:
+        for rec in _stream_pairs(repo.top, list(zip([c.commit for c in chain], prevs)), rpath):
+            i = index.get(rec.commit)
+            if i is None:
+                continue
+            mine = rec.mine(rpath)
+            if mine is not None:
+                entry, hunks, binary = mine
+                oid = entry[2]
+                steps.append(tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
+                                          lambda oid=oid: repo.blobs.get(oid), prev_commit=prevs[i]))
+            if tick is not None:
+                tick(i + 1)
+    wt = tracker.working_tree()
+    if wt is not None:
+        steps.append(wt)
+    if tick is not None:
+        tick(len(chain) + 1)
+    hist = AnchorHistory(
+        anchor=ref,
+        anchored=repo.info(base),
+        steps=tuple(steps),
+        verdict=tracker.verdict,
+        lines_now=tracker.span if tracker.state and tracker.verdict in _HOLDS else None,
+        walked=len(chain) + 1,
+    )
+    return hist, tracker.consistent()
 
 
 def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[AnchorHistory, ...]:
-    anchors = memory.anchors
-    for ref in anchors:
+    for ref in memory.anchors:
         if not ref.commit:
             raise HistoryError(
                 f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git"
             )
     plans: list[tuple[AnchorRef, str, list[_Commit]]] = []
-    for ref in anchors:
+    chains: dict[str, list[_Commit]] = {}
+    for ref in memory.anchors:
         assert ref.commit is not None
         try:
             base = repo.resolve(ref.commit, what="commit")
@@ -998,54 +1157,23 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
             raise HistoryError(
                 f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository"
             ) from None
-        plans.append((ref, base, repo.chain(base)))
+        if base not in chains:
+            chains[base] = repo.chain(base)
+        plans.append((ref, base, chains[base]))
     total = sum(len(chain) + 1 for _, _, chain in plans)
-    done = 0
     results: list[AnchorHistory] = []
+    done = 0
     for ref, base, chain in plans:
-        rpath = repo.repo_path(ref.path)
-        found = repo.blobs.lookup(f"{base}:{rpath}")
-        base_blob = found[0] if found is not None and found[1] == "blob" else None
-        tracker = _Tracker(repo, ref, base_blob)
-        steps: list[Step] = []
-        index = {c.commit: i for i, c in enumerate(chain)}
-        prevs = [base] + [c.commit for c in chain[:-1]]
-        if chain:
-            for rec in _stream_pairs(repo.top, list(zip([c.commit for c in chain], prevs)), rpath):
-                i = index.get(rec.commit)
-                if i is None:
-                    continue
-                found = rec.mine(rpath)
-                if found is not None:
-                    entry, hunks, binary = found
-                    oid = entry[2]
-                    step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
-                                        lambda oid=oid: repo.blobs.get(oid), prev_commit=prevs[i])
-                    if step is not None:
-                        steps.append(step)
-                if progress is not None:
-                    progress(done + i + 1, total)
-        done += len(chain)
-        wt = tracker.working_tree()
-        if wt is not None:
-            steps.append(wt)
-        done += 1
+        tick = None
         if progress is not None:
-            progress(done, total)
-        verdict, lines_now = _final(tracker)
-        results.append(AnchorHistory(
-            anchor=ref,
-            anchored=repo.info(base),
-            steps=tuple(steps),
-            verdict=verdict,
-            lines_now=lines_now,
-            walked=len(chain) + 1,
-        ))
+            offset = done
+            tick = lambda n, offset=offset: progress(offset + n, total)  # noqa: E731
+        hist, consistent = _walk_anchor(repo, ref, base, chain, tick)
+        if not consistent:  # a carried symbol verdict went wrong somewhere: parse every step
+            hist, _ = _walk_anchor(repo, ref, base, chain, None, fast=False)
+        results.append(hist)
+        done += len(chain) + 1
     return tuple(results)
-
-
-def _final(tracker: _Tracker) -> tuple[Verdict, tuple[int, int] | None]:
-    return tracker.verdict, tracker.span if tracker.state else None
 
 
 # -- public API -----------------------------------------------------------------------------
@@ -1168,5 +1296,40 @@ def history_envelope(
         if drift is Drift.UNKNOWN:
             return f"[unknown · {body} — check before relying on this]"
         return f"[fresh · {body}]"
-    except HistoryError:
+    except (AnchorfsError, OSError):
         return None
+
+
+@contextmanager
+def progress_bar(*, label: str = "walking history", min_steps: int = 200,
+                 console: Any = None) -> Iterator[Progress]:
+    """A `progress` callback drawing a bar on stderr, for the CLI's long walks.
+
+    Silent below `min_steps` steps or when stderr is not a terminal, so short walks and pipes
+    stay clean. `console` (a rich Console) is for tests.
+    """
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            if total < min_steps or "off" in state:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn
+
+            out = console or Console(stderr=True)
+            if not out.is_terminal:
+                state["off"] = True
+                return
+            bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      console=out, transient=True)
+            bar.start()
+            state["bar"], state["task"] = bar, bar.add_task(label, total=total)
+        bar.update(state["task"], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if state.get("bar") is not None:
+            state["bar"].stop()

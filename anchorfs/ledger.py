@@ -34,10 +34,20 @@ FAULT_ENV = "ANCHORFS_TEST_FAULT"
 """Test-only fault injection: a comma-separated list of points (see `fault`)."""
 
 
-def fault(point: str) -> None:
-    """Crash or fail at a named point when tests ask for it through the environment."""
+def armed(point: str) -> bool:
+    """Whether tests asked for a fault at `point` (for faults that must act before `fault`)."""
     spec = os.environ.get(FAULT_ENV)
-    if not spec or point not in spec.split(","):
+    return spec is not None and point in spec.split(",")
+
+
+def fault(point: str) -> None:
+    """Crash or fail at a named point when tests ask for it through the environment.
+
+    Points: ledger-append, ledger-partial (half the record written, then ENOSPC),
+    kill-after-ledger, kill-after-store, store-write, applied-write, drift-write,
+    manifest-write (the last three write half of their temp file first).
+    """
+    if not armed(point):
         return
     if point.startswith("kill"):
         os._exit(137)
@@ -140,6 +150,9 @@ class Ledger:
             start = os.lseek(fd, 0, os.SEEK_END)
             try:
                 view = memoryview(payload)
+                if armed("ledger-partial"):  # a full disk mid-record: half of it lands, then ENOSPC
+                    os.write(fd, view[: len(view) // 2])
+                    fault("ledger-partial")
                 while view:
                     n = os.write(fd, view)
                     view = view[n:]

@@ -102,7 +102,6 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field
 
-    from .workspace import Workspace
     from .workspace import open as open_ws
 
     ws = workspace if workspace is not None else open_ws(root)
@@ -178,7 +177,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         "editing code to see which memories your change made stale."
     ))
 
-    if hasattr(Workspace, "bisect"):
+    if hasattr(ws, "bisect"):  # git history support (anchorfs.history), when the SDK offers it
         def bisect(id: Id) -> BisectOutput:  # noqa: A002
             result = call(lambda: ws.bisect(id))  # type: ignore[attr-defined]
             return {"result": result.to_dict() if hasattr(result, "to_dict") else result}

@@ -101,7 +101,7 @@ def to_iso(dt: datetime | None) -> str | None:
 def from_iso(text: str | None) -> datetime | None:
     if text is None:
         return None
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    dt = datetime.fromisoformat(text)  # 3.11+ reads a trailing "Z"
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt

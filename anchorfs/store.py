@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from .errors import EmbedderError, StoreError
+from .ledger import fault
 from .model import Memory
 
 if TYPE_CHECKING:
@@ -238,7 +239,12 @@ class Store:
             return
         rows = self._rows(memories, {}, {})
         table = self.table()
-        _retry(lambda: table.add(rows), "add")
+
+        def add() -> None:
+            fault("store-write")
+            table.add(rows)
+
+        _retry(add, "add")
         self.maybe_compact()
 
     def upsert(self, memories: Sequence[Memory]) -> None:
@@ -256,6 +262,7 @@ class Store:
         table = self.table()
 
         def go() -> None:
+            fault("store-write")
             (
                 table.merge_insert("id")
                 .when_matched_update_all()
@@ -275,7 +282,11 @@ class Store:
         for mid, value in changes.items():
             by_value.setdefault(value, []).append(mid)
         for value, ids in by_value.items():
-            _retry(lambda: table.update(where=id_filter(ids), values={"drift": value}), "drift update")
+            def update(ids: list[str] = ids, value: str = value) -> None:
+                fault("store-write")
+                table.update(where=id_filter(ids), values={"drift": value})
+
+            _retry(update, "drift update")
 
     def maybe_compact(self, *, force: bool = False) -> bool:
         """Compact when fragments pile up: many single-row appends slow filtered search ~10x."""

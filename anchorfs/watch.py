@@ -19,6 +19,7 @@ import fcntl
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .anchors import STATE_DIR
-from .errors import WorkspaceError
+from .errors import AnchorfsError, WorkspaceError
 from .hashing import DEFAULT_GRANULARITY_NS
 from .model import Drift, Verdict, to_iso, utcnow
 
@@ -133,13 +134,14 @@ class _Index:
     """Which workspace paths matter: anchored files and the folders holding them.
 
     Rebuilt only when the ledger grows (a memory recorded while watching is followed at once).
-    A symlinked anchor is also known by its target, since the change is reported there.
+    Anchor paths are stored resolved (symlinks followed at write time), so they are the paths
+    the file system reports changes on.
     """
 
     def __init__(self, ws: "Workspace") -> None:
         self.ws = ws
         self.size = -1
-        self.files: dict[str, set[str]] = {}
+        self.files: set[str] = set()
         self.folders: set[str] = set()
 
     def refresh(self) -> None:
@@ -147,13 +149,7 @@ class _Index:
         if size == self.size:
             return
         self.size = size
-        files: dict[str, set[str]] = {}
-        for path in self.ws.anchored_paths():
-            files.setdefault(path, set()).add(path)
-            real = os.path.realpath(os.path.join(self.ws.root_real, path))
-            rel = os.path.relpath(real, self.ws.root_real).replace(os.sep, "/")
-            if rel != path and not rel.startswith("../") and rel != "..":
-                files.setdefault(rel, set()).add(path)
+        files = set(self.ws.anchored_paths())
         self.files = files
         self.folders = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
 
@@ -162,12 +158,10 @@ class _Index:
         out: set[str] = set()
         for rel in changed:
             if rel in self.files:
-                out |= self.files[rel]
+                out.add(rel)
             elif rel in self.folders:  # a folder deleted or renamed as a whole
                 prefix = rel + "/"
-                for path, anchors in self.files.items():
-                    if path.startswith(prefix):
-                        out |= anchors
+                out.update(path for path in self.files if path.startswith(prefix))
         return out
 
 
@@ -176,6 +170,7 @@ def _wanted(root_real: str, ignored: frozenset[str], index: _Index, path: str) -
     rel = _relative(root_real, path)
     if rel is None or any(part in ignored for part in rel.split("/")):
         return False
+    index.refresh()  # one stat of the ledger: a memory recorded a moment ago is followed already
     return rel in index.files or rel in index.folders
 
 
@@ -221,7 +216,12 @@ def watch(
         return _wanted(root, ignored, index, path)
 
     def report(paths: Iterable[str] | None) -> None:
-        for event in record_transitions(ws, paths, source="watch"):
+        try:
+            events = record_transitions(ws, paths, source="watch")
+        except AnchorfsError as exc:  # a long-lived watcher outlives one bad turn; the next retries
+            warnings.warn(f"re-check failed: {exc}", stacklevel=2)
+            return
+        for event in events:
             emit(event)
 
     try:

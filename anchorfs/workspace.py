@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,13 +30,15 @@ from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired
 from .errors import (
     AnchorError,
+    AnchorfsError,
     InputError,
     NotFoundError,
     RevisionError,
+    StoreError,
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, Ledger, current_actor, fault, fold
+from .ledger import Entry, Ledger, armed, current_actor, fault, fold
 from .model import (
     KINDS,
     AnchorRef,
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
     from .context import ContextBlock
     from .embedders import Embedder
     from .store import Store
+    from .history import AtReport, BisectResult, LogResult
     from .verify import VerifyReport
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -59,6 +64,33 @@ __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"
 STATE_DIR = anchors_mod.STATE_DIR
 ROOT_ENV = "ANCHORFS_ROOT"
 _GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\napplied\nlock\n*.tmp\nevents.jsonl\n"
+
+
+def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
+    """Write `path` whole or not at all: temp file + `os.replace`, the temp removed on any failure.
+
+    Not fsynced: these files (checkpoint, drift cache) are rebuilt when torn or missing, so a
+    crash costs a replay, never a wrong answer. `point` is the test-only fault switch's name.
+    """
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(payload)
+            if armed(point):  # a full disk mid-temp-file: half lands, then ENOSPC
+                view = view[os.write(fd, view[: len(view) // 2]):]
+                fault(point)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -139,6 +171,7 @@ class Workspace:
         self._store: Store | None = None
         self._fold: tuple[int, dict[str, Memory]] | None = None
         self._in_git: bool | None = None
+        self._history_memo: dict[tuple[Any, ...], str | None] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -189,9 +222,12 @@ class Workspace:
             return -1
 
     def _set_applied(self, offset: int) -> None:
-        tmp = self.state / f"applied.{os.getpid()}.tmp"
-        tmp.write_bytes(orjson.dumps({"offset": offset}))
-        os.replace(tmp, self.state / "applied")
+        """Advance the checkpoint. Never fails a write: a checkpoint left behind only makes the
+        next open replay a tail the store already holds (upserts by id, so nothing doubles)."""
+        try:
+            _replace_atomic(self.state / "applied", orjson.dumps({"offset": offset}), "applied-write")
+        except OSError:
+            pass
 
     def _catch_up(self, *, from_start: bool = False) -> None:
         """Replay the ledger tail the store has not taken in (caller holds the lock)."""
@@ -239,10 +275,18 @@ class Workspace:
             self._guard(based_on)
             size = self.ledger.append(entries)
             fault("kill-after-ledger")
-            if new:
-                store.add(memories)
-            else:
-                store.upsert(memories)
+            try:
+                if new:
+                    store.add(memories)
+                else:
+                    store.upsert(memories)
+            except StoreError as exc:
+                # The ledger has it, so the write happened (failing it now would invite a retry
+                # and a duplicate); like a crash here, the next use of the store replays it.
+                self._store = None
+                warnings.warn(f"the {op} is recorded, but the search index lags behind: {exc}", stacklevel=3)
+                return
+            fault("kill-after-store")
             self._set_applied(size)
 
     def _guard(self, based_on: Sequence[Memory]) -> None:
@@ -482,11 +526,16 @@ class Workspace:
         if not changes:
             return 0
         merged = {**known, **changes}
+        # Both are caches: a read never fails for them, and the next read retries what failed.
         if self._store is not None or (self.state / "memories.lance").exists():
-            self.store.set_drift(changes)
-        tmp = self.state / f"drift.{os.getpid()}.tmp"
-        tmp.write_bytes(orjson.dumps({"v": 1, "drift": merged}))
-        os.replace(tmp, self.state / "drift.json")
+            try:
+                self.store.set_drift(changes)
+            except AnchorfsError:
+                return 0
+        try:
+            _replace_atomic(self.state / "drift.json", orjson.dumps({"v": 1, "drift": merged}), "drift-write")
+        except OSError:
+            return 0
         return len(changes)
 
     def drift(self, *, progress: Callable[[int], None] | None = None) -> DriftReport:
@@ -561,7 +610,55 @@ class Workspace:
         elif stale == "only":
             hits = [h for h in hits if h.drift is Drift.STALE]
         hits.sort(key=lambda h: (-h.score, h.memory.id))
-        return hits[:k]
+        hits = hits[:k]
+        if hits and self.config["history.envelope"]:
+            hits = self._with_history(hits, now)
+        return hits
+
+    def _with_history(self, hits: list[Hit], now: datetime) -> list[Hit]:
+        """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts)."""
+        from .history import history_envelope
+
+        if not any(a.commit for h in hits for a in h.memory.anchors):
+            return hits
+        in_git, head = self._git_head()
+        if not in_git or head is None:
+            return hits
+        out = []
+        for h in hits:
+            m = h.memory
+            if m.status != Status.ACTIVE or not any(a.commit for a in m.anchors):
+                out.append(h)
+                continue
+            key = (m.id, head, h.drift.value, tuple((c.verdict.value, c.lines_now) for c in h.checks))
+            hist = self._history_memo.get(key, "")
+            if hist == "":
+                hist = history_envelope(self.root, m, h.drift)
+                self._history_memo[key] = hist
+            env = envelope(m, h.drift, h.checks, expiry_days=self.config.expiry_days(m.kind), now=now, history=hist)
+            out.append(dataclasses.replace(h, envelope=env))
+        return out
+
+    def bisect(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "BisectResult":
+        """The commit (or the working tree) that staled a memory, with its hunk."""
+        from .history import bisect
+
+        return bisect(self.root, self._resolve_id(memory_id), progress=progress)
+
+    def log(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "LogResult":
+        """Every step of git history that touched each of a memory's anchors."""
+        from .history import log
+
+        return log(self.root, self._resolve_id(memory_id), progress=progress)
+
+    def at(self, rev: str) -> "AtReport":
+        """What `drift` would have said at REV, for the memories that existed then."""
+        from .history import drift_at
+
+        if not isinstance(rev, str) or not rev.strip() or rev.startswith("-"):
+            raise InputError(f"bad revision {rev!r}")
+        mems = [m for m in self._memories().values() if m.anchors]  # any status: it may have held then
+        return drift_at(self.root, mems, rev.strip())
 
     # -- history ---------------------------------------------------------------------------
 
@@ -646,7 +743,11 @@ class Workspace:
             self._embedder = get_embedder(embedder)
         with self.ledger.lock():
             mems = list(fold(self.ledger.read()).values())
-            size = self.ledger.size()
+            size = self.ledger.complete_size()  # never into a torn tail: the next append cuts it
+            try:  # a rebuild cut short must be redone from the start, not trusted as caught up
+                (self.state / "applied").unlink(missing_ok=True)
+            except OSError:
+                pass
             if self._store is not None:
                 self._store.drop()
             else:

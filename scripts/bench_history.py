@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _benchlib import machine, median_of, write_section  # noqa: E402
+from _benchlib import machine, write_section  # noqa: E402
 
 from anchorfs.anchors import narrowed_text, text_hash  # noqa: E402
 from anchorfs.history import bisect, log  # noqa: E402
@@ -93,10 +94,10 @@ def build_synthetic(root: Path, commits: int) -> None:
             lines[lines.index("EXPIRY_HOURS = 24")] = "EXPIRY_HOURS = 168"
             files["auth/token.py"] = ("\n".join(lines) + "\n").encode()
         elif n % 3 == 0:
-            lines.insert(1, f"# note {n}")  # above every span
+            lines.insert(1, f"NOTE_{n} = {n}")  # above every span
             files["auth/token.py"] = ("\n".join(lines) + "\n").encode()
         elif n % 3 == 1:
-            lines.append(f"# tail {n}")  # below every span
+            lines.append(f"TAIL_{n} = {n}")  # below every span
             files["auth/token.py"] = ("\n".join(lines) + "\n").encode()
         if n % 40 == 0:
             side_n += 1
@@ -135,32 +136,36 @@ def anchor_at(repo: Path, base: str, path: str, *, lines: tuple[int, int] | None
                      content_hash=content_hash, commit=base, dirty=False)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("repo", nargs="?", help="a local clone (default: a synthetic repo)")
-    ap.add_argument("--commits", type=int, default=300, help="first-parent commits to walk")
-    ap.add_argument("--file", help="file to anchor (repo-relative)")
-    ap.add_argument("--lines", help="START-END to anchor (default: five lines in the middle)")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
-    args = ap.parse_args()
+def alternate(fa: Callable[[], object], fb: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Medians of `fa` and `fb`, run turn about so a busy machine slows both alike."""
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(repeat):
+        for fn, out in ((fa, ta), (fb, tb)):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return statistics.median(ta), statistics.median(tb)
 
-    tmp = tempfile.TemporaryDirectory(prefix="anchorfs-bench-history-")
-    if args.repo:
-        repo = Path(args.repo).resolve()
-        what = f"local clone `{repo.name}`"
+
+def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Path) -> tuple[str, str]:
+    """One repo, one size: (what was measured, markdown table)."""
+    if repo_arg:
+        repo = Path(repo_arg).resolve()
+        what = f"local clone `{repo.name}`, last {commits} first-parent commits"
     else:
-        repo = Path(tmp.name) / "synthetic"
+        repo = tmp / f"synthetic-{commits}"
         t = time.perf_counter()
-        build_synthetic(repo, args.commits)
-        what = f"synthetic repo ({args.commits} commits, merges, binaries; built in {time.perf_counter() - t:.1f}s)"
+        build_synthetic(repo, commits)
+        what = (f"synthetic repo: {commits} first-parent commits, a merge every 40, binary churn "
+                f"(built in {time.perf_counter() - t:.1f}s)")
     top = Path(_git(repo, "rev-parse", "--show-toplevel").decode().strip())
-    chain = _git(top, "rev-list", "--first-parent", "-n", str(args.commits + 1), "HEAD").decode().split()
+    chain = _git(top, "rev-list", "--first-parent", "-n", str(commits + 1), "HEAD").decode().split()
     base = chain[-1]
     walked = len(chain) - 1
 
     cases: list[tuple[str, AnchorRef]] = []
-    if args.repo:
+    if repo_arg:
         path = args.file or pick_file(top, base)
         n_lines = _git(top, "show", f"{base}:{path}").count(b"\n")
         if args.lines:
@@ -169,14 +174,14 @@ def main() -> None:
         else:
             mid = max(1, n_lines // 2 - 2)
             span = (mid, min(n_lines, mid + 4))
-        cases.append((f"`{path}:{span[0]}-{span[1]}`", anchor_at(top, base, path, lines=span)))
+        cases.append((f"lines: `{path}:{span[0]}-{span[1]}`", anchor_at(top, base, path, lines=span)))
     else:
         base_lines = _git(top, "show", f"{base}:auth/token.py").decode().splitlines()
         expiry = base_lines.index("EXPIRY_HOURS = 24") + 1
-        cases.append(("lines: `auth/token.py` expiry line", anchor_at(top, base, "auth/token.py", lines=(expiry, expiry))))
-        cases.append(("lines: `auth/token.py` 3-line span", anchor_at(top, base, "auth/token.py", lines=(9, 11))))
-        cases.append(("symbol: `TokenIssuer.issue`", anchor_at(top, base, "auth/token.py", symbol="TokenIssuer.issue")))
-        cases.append(("whole file: `auth/token.py`", anchor_at(top, base, "auth/token.py")))
+        cases.append(("lines: expiry line (broken at 90%)", anchor_at(top, base, "auth/token.py", lines=(expiry, expiry))))
+        cases.append(("lines: 3-line span (holds)", anchor_at(top, base, "auth/token.py", lines=(9, 11))))
+        cases.append(("symbol: `TokenIssuer.issue` (holds)", anchor_at(top, base, "auth/token.py", symbol="TokenIssuer.issue")))
+        cases.append(("whole file (broken at once)", anchor_at(top, base, "auth/token.py")))
 
     rows = []
     for label, ref in cases:
@@ -184,7 +189,6 @@ def main() -> None:
         result = bisect(top, memory)
         hist = result.anchors[0]
         steps = len(log(top, memory).steps)
-        t_bisect = median_of(lambda: bisect(top, memory), args.repeat)
         # git log -L on the same lines, named as they stand at HEAD (log -L reads them there).
         head_blob = _git(top, "show", f"HEAD:{ref.path}")
         head_len = max(1, head_blob.count(b"\n"))
@@ -195,6 +199,13 @@ def main() -> None:
                 span = (1, head_len)
         elif ref.lines:
             span = hist.lines_now or ref.lines
+            culprit = result.culprit
+            added = [ln[1:] for ln in (culprit.hunk.lines if culprit and culprit.hunk else ()) if ln.startswith("+")]
+            head_lines = head_blob.decode("utf-8", "replace").splitlines()
+            if hist.lines_now is None and added and added[0] in head_lines:
+                # Broken: follow the lines that replaced the anchored ones, as they stand at HEAD.
+                start = head_lines.index(added[0]) + 1
+                span = (start, start + ref.lines[1] - ref.lines[0])
         else:
             span = (1, head_len)
         span = (min(span[0], head_len), min(span[1], head_len))
@@ -203,31 +214,51 @@ def main() -> None:
         def run_log() -> None:
             subprocess.run(cmd, cwd=top, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-        t_log = median_of(run_log, args.repeat)
+        t_bisect, t_log = alternate(lambda: bisect(top, memory), run_log, args.repeat)
         culprit = result.culprit
-        rows.append((label, walked, steps, culprit.short if culprit else "none", t_bisect, t_log))
+        rows.append((label, walked, steps, culprit.short if culprit else "none (holds)", t_bisect, t_log))
 
-    header = "| anchor | commits walked | steps touching | culprit | bisect | `git log -L` | ratio |"
-    lines = [header, "|---|---:|---:|---|---:|---:|---:|"]
-    for label, w, s, c, tb, tl in rows:
-        lines.append(f"| {label} | {w} | {s} | {c} | {tb * 1000:.0f} ms | {tl * 1000:.0f} ms | {tb / tl:.2f}x |")
-    table = "\n".join(lines)
-    print(f"{what}\n{machine()}\n\n{table}")
+    lines = ["| anchor | commits walked | steps touching | culprit | bisect | `git log -L` | ratio |",
+             "|---|---:|---:|---|---:|---:|---:|"]
+    for label, w, n, c, tb, tl in rows:
+        lines.append(f"| {label} | {w} | {n} | {c} | {tb * 1000:.0f} ms | {tl * 1000:.0f} ms | {tb / tl:.2f}x |")
+    return what, "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("repo", nargs="?", help="a local clone (default: a synthetic repo)")
+    ap.add_argument("--commits", default="300", help="first-parent commits to walk; a comma list runs several sizes")
+    ap.add_argument("--file", help="file to anchor (repo-relative)")
+    ap.add_argument("--lines", help="START-END to anchor (default: five lines in the middle)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
+    ap.add_argument("--note", default="", help="a sentence to add under the figures")
+    args = ap.parse_args()
+    sizes = [int(x) for x in str(args.commits).split(",") if x.strip()]
+
+    parts = []
+    with tempfile.TemporaryDirectory(prefix="anchorfs-bench-history-") as tmp:
+        for n in sizes:
+            what, table = bench(args.repo, n, args, Path(tmp))
+            print(f"{what}\n\n{table}\n")
+            parts.append(f"{what}:\n\n{table}")
+    print(machine())
     if args.write:
+        command = "python scripts/bench_history.py" + (f" {args.repo}" if args.repo else "")
         body = f"""Machine: {machine()}.
 
-`python scripts/bench_history.py{' ' + args.repo if args.repo else ''} --commits {args.commits} --write` on a {what}.
-Median of {args.repeat} runs. `bisect` walks the first-parent chain from the anchor's commit to
-HEAD and the working tree (one `rev-list`, one streaming `diff-tree --stdin -p -U0` limited to
-the path, one `cat-file --batch`), judging every step that touched the file. The baseline is
-`git log --first-parent -L START,END:FILE BASE..HEAD` for the same lines (as they stand at HEAD),
-run in the same process of the benchmark; ratio = bisect / git log -L (below 1 is faster).
+`{command} --commits {args.commits} --repeat {args.repeat} --write`. Medians of {args.repeat}
+runs, `bisect` and the baseline taking turns. `bisect` walks the first-parent chain from the
+anchor's commit to HEAD, then the working tree: one `rev-list`, one streaming `diff-tree
+--stdin -p -U0` limited to the path, one `cat-file --batch`, judging every step that touched
+the file. The baseline, `git log --first-parent -L START,END:FILE BASE..HEAD`, follows the
+same lines (named as they stand at HEAD) in one git process and judges nothing. Ratio =
+bisect / `git log -L`: below 1 is faster.
 
-{table}
-"""
+""" + "\n\n".join(parts) + ("\n\n" + args.note.strip() if args.note.strip() else "") + "\n"
         write_section("History (bisect)", body)
-        print("\nwrote docs/benchmarks.md")
-    tmp.cleanup()
+        print("wrote docs/benchmarks.md")
 
 
 if __name__ == "__main__":

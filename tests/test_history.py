@@ -239,6 +239,9 @@ def test_symbol_culprit_is_the_edit_inside_it_after_three_touches(git_repo: Path
     assert [s.verdict for s in steps[:3]] == [Verdict.MOVED] * 3
     assert [s.lines_after for s in steps[:3]] == [(9, 10), (9, 10), (10, 11)]
     assert steps[3].verdict is Verdict.CHANGED
+    assert [r.drift for r in drift_at(repo, [mem], t3).results] == [Drift.FRESH]
+    assert drift_at(repo, [mem], t3).results[0].checks[0].lines_now == (10, 11)
+    assert [r.drift for r in drift_at(repo, [mem], t4).results] == [Drift.STALE]
 
 
 def test_symbol_missing_is_a_culprit(git_repo: Path) -> None:
@@ -253,7 +256,7 @@ def test_symbol_missing_is_a_culprit(git_repo: Path) -> None:
 
 # -- the working tree ---------------------------------------------------------------------------
 
-def test_uncommitted_edit_inside_the_span_is_the_working_tree(token_repo: dict, git_repo: Path) -> None:
+def test_uncommitted_edit_inside_the_span_is_the_working_tree(git_repo: Path) -> None:
     repo = git_repo
     commit(repo, "settings", {"settings.py": "A = 1\nB = 2\nC = 3\nD = 4\n"})
     mem = remember(repo, "B is two", AnchorRef("settings.py", lines=(2, 3)))
@@ -533,3 +536,78 @@ def test_hunk_geometry() -> None:
     assert Hunk(1, 5, 1, 0).hits(span)
     assert Hunk(9, 1, 9, 1).header == "@@ -9 +9 @@"
     assert Hunk(9, 0, 10, 3).header == "@@ -9,0 +10,3 @@"
+
+
+def test_symbol_broken_by_syntax_elsewhere_is_found_by_the_full_check(git_repo: Path) -> None:
+    """An unclosed string above the class names nothing and misses the class, yet hides the
+    method: the carried verdict is checked against a full parse, and the walk redone."""
+    repo = git_repo
+    commit(repo, "issuer", {"auth/issuer.py": ISSUER_PY})
+    mem = remember(repo, "tokens expire after a day", AnchorRef("auth/issuer.py", symbol="TokenIssuer.issue"))
+    broken = ISSUER_PY.replace("import time\n", 'import time\nBROKEN = """\n')
+    culprit = commit(repo, "unclosed string", {"auth/issuer.py": broken})
+    commit(repo, "helper returns 3", {"auth/issuer.py": broken.replace("return 1", "return 3")})
+    result = bisect(repo, mem)
+    assert result.culprit is not None and result.culprit.commit == culprit
+    assert result.culprit.verdict is Verdict.SYMBOL_MISSING
+    # Same, but the next step edits inside the method: the flip is checked against its parent.
+    commit(repo, "edit inside", {"auth/issuer.py": broken.replace("86400", "60")})
+    assert bisect(repo, mem).culprit.commit == culprit  # type: ignore[union-attr]
+
+
+def test_symbol_walk_agrees_with_judge_at_every_step(git_repo: Path) -> None:
+    repo = git_repo
+    commit(repo, "issuer", {"auth/issuer.py": ISSUER_PY})
+    mem = remember(repo, "issue", AnchorRef("auth/issuer.py", symbol="TokenIssuer.issue"))
+    versions = [
+        ISSUER_PY.replace("import time\n", "import time\nimport os\n"),
+        ISSUER_PY.replace("import time\n", "import time\nimport os\n").replace("class TokenIssuer", "class Issuer"),
+        ISSUER_PY.replace("import time\n", "import os\n"),
+        ISSUER_PY.replace("def helper", "def helper2"),
+    ]
+    hashes = [commit(repo, f"v{i}", {"auth/issuer.py": v}) for i, v in enumerate(versions)]
+    steps = log(repo, mem).steps
+    assert [s.commit for s in steps] == hashes
+    for step, text in zip(steps, versions):
+        assert step.verdict is judge(mem.anchors[0], text.encode())[0]
+    assert steps[1].verdict is Verdict.SYMBOL_MISSING and steps[1].invalidates
+    assert steps[2].restores
+
+
+def test_describe_and_empty_cases(token_repo: dict) -> None:
+    repo, cs = token_repo["repo"], token_repo["commits"]
+    text = bisect(repo, token_repo["expiry"]).describe()
+    assert text.splitlines()[0] == f"culprit: {short(repo, cs[3])} 2026-08-04 Test Author  raise token expiry"
+    assert "-EXPIRY_HOURS = 24" in text and "1 earlier step touched" in text
+    bare = Memory(id=new_id(), content="no anchors")
+    assert bisect(repo, bare).holds and bisect(repo, bare).to_dict()["culprit"] is None
+    assert "no anchors" in bisect(repo, bare).describe()
+    assert log(repo, token_repo["expiry"]).to_dict()["steps"][0]["anchor"] == "auth/token.py:7"
+
+
+def test_repository_without_commits(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    with pytest.raises(HistoryError, match="no commits yet"):
+        drift_at(empty, [], "HEAD")
+
+
+def test_progress_bar_draws_only_on_long_walks_in_a_terminal(token_repo: dict) -> None:
+    import io
+
+    from rich.console import Console
+
+    from anchorfs.history import progress_bar
+
+    buf = io.StringIO()
+    with progress_bar(min_steps=1, console=Console(file=buf, force_terminal=True, width=80)) as cb:
+        bisect(token_repo["repo"], token_repo["jwts"], progress=cb)
+    assert "walking history" in buf.getvalue()
+    quiet = io.StringIO()
+    with progress_bar(min_steps=1000, console=Console(file=quiet, force_terminal=True)) as cb:
+        bisect(token_repo["repo"], token_repo["jwts"], progress=cb)
+    piped = io.StringIO()
+    with progress_bar(min_steps=1, console=Console(file=piped, force_terminal=False)) as cb:
+        bisect(token_repo["repo"], token_repo["jwts"], progress=cb)
+    assert quiet.getvalue() == "" and piped.getvalue() == ""

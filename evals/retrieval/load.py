@@ -37,11 +37,10 @@ HERE = Path(__file__).resolve().parent
 STYLES = ("exact_identifier", "identifier_part", "paraphrase", "question", "path", "superseded")
 # name -> (vector_weight, text_weight); None keeps the configured value (the default's fusion).
 MODES: dict[str, tuple[float | None, float | None]] = {
-    "full-text": (None, 0.0),  # placeholder order fixed below; see `mode`
+    "full-text": (0.0, None),
     "vectors": (None, 0.0),
     "hybrid": (None, None),
 }
-MODES["full-text"] = (0.0, None)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -162,9 +161,10 @@ class Scores:
 
 
 def score(results: Sequence[QueryResult], superseded: set[str] | None = None) -> Scores:
-    """MRR of the first relevant hit; recall@k = share of the relevant ids found in the top k.
+    """MRR of the first relevant hit; recall@k = relevant ids in the top k / min(k, relevant).
 
-    A retired memory in the results is a miss by construction: it is never relevant.
+    The denominator is capped at k so that a query with five relevant memories can still
+    reach recall@1 = 1. A retired memory in the results is a miss: it is never relevant.
     """
     s = Scores(n=len(results))
     if not results:
