@@ -152,11 +152,6 @@ def resolve_path(root_real: str, path: str) -> tuple[str, str]:
     rel_posix = rel.replace(os.sep, "/")
     if is_state_name(rel_posix.partition("/")[0]):
         raise UnsafePathError(f"anchor path {path!r} is inside anchorfs's own {STATE_DIR}/ folder")
-    try:  # a name that is not UTF-8 (surrogate-escaped by Python) cannot be stored in the ledger
-        rel_posix.encode("utf-8")
-    except UnicodeEncodeError:
-        raise AnchorError(f"anchor path {path!r} resolves to a name that is not valid UTF-8 "
-                          f"({rel_posix!r}); rename the file to anchor it") from None
     return rel_posix, real
 
 
@@ -227,6 +222,11 @@ def take(
 ) -> AnchorRef:
     """Validate and hash an anchor at write time; the hash is always computed here."""
     rel, real = resolve_path(root_real, ref.path)
+    try:  # a name that is not UTF-8 (surrogate-escaped by Python) cannot be stored in the ledger
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AnchorError(f"anchor path {ref.path!r} resolves to a name that is not valid UTF-8 "
+                          f"({rel!r}); rename the file to anchor it") from None
     data = _read_file(real, ref.path)
     sha = hashlib.sha256(data).hexdigest()
     if ref.sha256 is not None and ref.sha256.lower() != sha:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, resolve_path
-from .errors import UnsafePathError
+from .errors import AnchorError, UnsafePathError
 from .hashing import HashCache
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, utcnow
 
@@ -129,6 +129,8 @@ class DriftChecker:
                 result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: not a regular file")
         except UnsafePathError:
             result = AnchorCheck(AnchorRef(path), Verdict.UNSAFE, f"{path} now resolves outside the workspace")
+        except AnchorError as exc:  # e.g. a symlink to the workspace root itself: a folder, not a file
+            result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: {exc}")
         except FileNotFoundError:
             result = AnchorCheck(AnchorRef(path), Verdict.DELETED, f"{path} deleted")
         except OSError as exc:

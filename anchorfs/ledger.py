@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from .errors import LedgerError
+from .errors import InputError, LedgerError
 from .model import Memory, from_iso, new_id, to_iso, utcnow
 
 __all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "current_actor"]
@@ -66,6 +66,42 @@ def current_actor() -> str:
         return os.environ.get("USER") or "unknown"
 
 
+_SNAPSHOT_STRS = ("kind", "author", "valid_from", "valid_until", "status", "supersedes", "superseded_by",
+                  "reason", "verified_at")
+_ANCHOR_STRS = ("sha256", "symbol", "content_hash", "commit")
+
+
+def _check_snapshot(d: Any) -> None:
+    """Raise ValueError unless `d` has the types `Memory.from_dict` and its readers rely on.
+
+    A well-formed JSON line with a wrong-typed field (tags `[1]`, lines `[5]`, content `7`)
+    would otherwise pass the read and crash a later reindex, query or drift pass.
+    """
+    if not isinstance(d, dict):
+        raise ValueError("bad ledger line: a memory snapshot is not an object")
+    if not (isinstance(d.get("id"), str) and d["id"] and isinstance(d.get("content"), str)
+            and isinstance(d.get("recorded_at"), str)):
+        raise ValueError("bad ledger line: a memory needs id, content and recorded_at strings")
+    if any(not isinstance(d.get(k), (str, type(None))) for k in _SNAPSHOT_STRS):
+        raise ValueError("bad ledger line: a memory field that should be a string is not")
+    tags, anchors = d.get("tags") or [], d.get("anchors") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValueError("bad ledger line: tags must be a list of strings")
+    if not isinstance(anchors, list):
+        raise ValueError("bad ledger line: anchors must be a list")
+    for a in anchors:
+        if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not a["path"]:
+            raise ValueError("bad ledger line: an anchor needs a path string")
+        if any(not isinstance(a.get(k), (str, type(None))) for k in _ANCHOR_STRS):
+            raise ValueError("bad ledger line: an anchor field that should be a string is not")
+        lines = a.get("lines")
+        if lines and not (isinstance(lines, list) and len(lines) == 2
+                          and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1]):
+            raise ValueError("bad ledger line: anchor lines must be [start, end] with 1 <= start <= end")
+        if not isinstance(a.get("dirty"), (bool, type(None))):
+            raise ValueError("bad ledger line: anchor dirty must be a boolean")
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     tx: str
@@ -93,7 +129,11 @@ class Entry:
         at = from_iso(d["at"])
         if at is None or d["op"] not in OPS:
             raise ValueError("bad ledger line")
-        return cls(
+        if not isinstance(d["memories"], list) or not isinstance(d.get("reason"), (str, type(None))):
+            raise ValueError("bad ledger line: memories must be a list, reason a string")
+        for m in d["memories"]:
+            _check_snapshot(m)
+        entry = cls(
             tx=str(d["tx"]),
             op=d["op"],
             at=at,
@@ -101,6 +141,13 @@ class Entry:
             reason=d.get("reason"),
             memories=tuple(Memory.from_dict(m) for m in d["memories"]),
         )
+        try:  # a time that cannot be shown in UTC (year 1 at +01:00) would crash every later read
+            for when in [at, *(t for m in entry.memories for t in (m.recorded_at, m.valid_from, m.valid_until, m.verified_at))]:
+                if when is not None and not 1 < when.year < 9999:
+                    to_iso(when)
+        except OverflowError:
+            raise ValueError("bad ledger line: a time out of range") from None
+        return entry
 
     @classmethod
     def new(cls, op: str, memories: list[Memory], *, at: datetime | None = None,
@@ -139,7 +186,12 @@ class Ledger:
         """Append and fsync (caller holds the lock); returns the ledger's new size."""
         if not entries:
             return self.size()
-        payload = b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in entries)
+        try:
+            payload = b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in entries)
+        except TypeError as exc:  # a lone surrogate (undecodable argv bytes, MCP JSON): not UTF-8 text
+            if "surrogates" not in str(exc):
+                raise
+            raise InputError("a memory's text, tags, author or reason is not valid UTF-8; nothing was written") from None
         try:
             fault("ledger-append")
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)

@@ -211,6 +211,7 @@ class Workspace:
             if applied != self.ledger.size():
                 with self.ledger.lock():
                     self._catch_up(from_start=applied == -1)
+            self._flush_pending_drift()
         return self._store
 
     def _applied(self) -> int:
@@ -511,32 +512,58 @@ class Workspace:
         mems.sort(key=lambda m: m.id, reverse=True)
         return mems[:limit] if limit else mems
 
-    def last_drift(self) -> dict[str, str]:
-        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`)."""
+    def _drift_state(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`."""
         try:
             data = orjson.loads((self.state / "drift.json").read_bytes())
-            return dict(data["drift"]) if isinstance(data, dict) else {}
-        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
-            return {}
+            return dict(data["drift"]), dict(data.get("pending") or {})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
+            return {}, {}
+
+    def last_drift(self) -> dict[str, str]:
+        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`)."""
+        return self._drift_state()[0]
 
     def _write_back(self, results: Iterable[MemoryDrift], *, complete: bool = False) -> int:
-        """Persist drift that changed since the last check; a read that changed nothing writes nothing."""
-        known = self.last_drift()
+        """Persist drift that changed since the last check; a read that changed nothing writes nothing.
+
+        `drift.json` answers `list --drift` at once. The store's drift column is written in one
+        batch when the store is open in this process; otherwise the change waits in `pending`
+        and lands when the store is next opened, so a git hook or cron `drift` never pays for
+        importing LanceDB.
+        """
+        known, pending = self._drift_state()
         changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id) != r.drift.value}
         if not changes:
             return 0
         merged = {**known, **changes}
+        pending = {**pending, **changes}
         # Both are caches: a read never fails for them, and the next read retries what failed.
-        if self._store is not None or (self.state / "memories.lance").exists():
+        if self._store is not None:
             try:
-                self.store.set_drift(changes)
+                self._store.set_drift(pending)
+                pending = {}
             except AnchorfsError:
-                return 0
+                pass
         try:
-            _replace_atomic(self.state / "drift.json", orjson.dumps({"v": 1, "drift": merged}), "drift-write")
+            _replace_atomic(self.state / "drift.json", orjson.dumps({"v": 1, "drift": merged, "pending": pending}),
+                            "drift-write")
         except OSError:
             return 0
         return len(changes)
+
+    def _flush_pending_drift(self) -> None:
+        """Mirror drift found by store-less checks (hooks, cron) into the store's column."""
+        assert self._store is not None
+        known, pending = self._drift_state()
+        if not pending:
+            return
+        try:
+            self._store.set_drift(pending)
+            _replace_atomic(self.state / "drift.json", orjson.dumps({"v": 1, "drift": known, "pending": {}}),
+                            "drift-write")
+        except (AnchorfsError, OSError):
+            pass
 
     def drift(self, *, progress: Callable[[int], None] | None = None) -> DriftReport:
         """Check every active anchored memory now."""

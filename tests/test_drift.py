@@ -365,3 +365,23 @@ def test_checker_memoizes_per_anchor(ws: anchorfs.Workspace) -> None:
     checker.check(m1)
     checker.check(m2)
     assert cache.hashes == 1
+
+
+def test_storeless_drift_change_waits_in_pending_then_reaches_the_store(ws: anchorfs.Workspace) -> None:
+    m = ws.record("readme", anchors=["README.md"])
+    ws.drift()
+    (ws.root / "README.md").write_text("changed\n")
+    script = (
+        "import sys, anchorfs\n"
+        f"ws = anchorfs.open({str(ws.root)!r})\n"
+        "r = ws.drift()\n"
+        "print(r.to_dict()['stale'], 'lancedb' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "False"]  # a hook or cron job never pays for LanceDB
+    with anchorfs.open(ws.root) as again:
+        assert again.last_drift() == {m.id: "stale"}
+        assert [x.id for x in again.list(drift="stale")] == [m.id]
+        assert again._drift_state()[1] == {m.id: "stale"}
+        assert again.store.drift_map() == {m.id: "stale"}  # opening the store flushed it
+        assert again._drift_state()[1] == {}
