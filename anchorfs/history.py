@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path
+from .drift import MemoryDrift
 from .errors import AnchorError, AnchorfsError, HistoryError
 from .git import head_commit, is_ancestor, popen_git, run_git, toplevel
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, from_iso, to_iso
@@ -359,21 +360,8 @@ class LogResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class AtResult:
-    """One memory judged against the tree of a past revision."""
-
-    memory: Memory
-    drift: Drift
-    checks: tuple[AnchorCheck, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.memory.id,
-            "content": self.memory.content,
-            "drift": self.drift.value,
-            "anchors": [c.to_dict() for c in self.checks],
-        }
+AtResult = MemoryDrift
+"""One memory judged against the tree of a past revision: the same shape as a drift check."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,18 +82,20 @@ def _check_snapshot(d: Any) -> None:
     if not (isinstance(d.get("id"), str) and d["id"] and isinstance(d.get("content"), str)
             and isinstance(d.get("recorded_at"), str)):
         raise ValueError("bad ledger line: a memory needs id, content and recorded_at strings")
-    if any(not isinstance(d.get(k), (str, type(None))) for k in _SNAPSHOT_STRS):
-        raise ValueError("bad ledger line: a memory field that should be a string is not")
+    for k in _SNAPSHOT_STRS:
+        if d.get(k) is not None and type(d[k]) is not str:
+            raise ValueError(f"bad ledger line: a memory's {k} is not a string")
     tags, anchors = d.get("tags") or [], d.get("anchors") or []
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+    if type(tags) is not list or any(type(t) is not str for t in tags):
         raise ValueError("bad ledger line: tags must be a list of strings")
     if not isinstance(anchors, list):
         raise ValueError("bad ledger line: anchors must be a list")
     for a in anchors:
         if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not a["path"]:
             raise ValueError("bad ledger line: an anchor needs a path string")
-        if any(not isinstance(a.get(k), (str, type(None))) for k in _ANCHOR_STRS):
-            raise ValueError("bad ledger line: an anchor field that should be a string is not")
+        for k in _ANCHOR_STRS:
+            if a.get(k) is not None and type(a[k]) is not str:
+                raise ValueError(f"bad ledger line: an anchor's {k} is not a string")
         lines = a.get("lines")
         if lines and not (isinstance(lines, list) and len(lines) == 2
                           and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1]):

@@ -27,17 +27,19 @@ if TYPE_CHECKING:
 
     from .embedders import Embedder
 
-__all__ = ["Store", "SearchRow", "search_text", "TABLE", "SCHEMA_VERSION"]
+__all__ = ["Store", "SearchRow", "search_text", "embed_text", "TABLE", "SCHEMA_VERSION"]
 
 TABLE = "memories"
 SCHEMA_VERSION = "1"
 _T = TypeVar("_T")
 
 
-def search_text(memory: Memory) -> str:
-    """What the full-text index and the embedder see: content, tags, anchor paths and symbols."""
-    from .textutil import expand_for_search
+def embed_text(memory: Memory) -> str:
+    """What the embedder sees: content, tags, anchor paths and symbols, as written.
 
+    Not the expanded full-text: the hashing embedder splits identifiers itself (the added
+    parts would count twice) and a model reads the prose better without a word list after it.
+    """
     parts = [memory.content]
     if memory.tags:
         parts.append(" ".join(memory.tags))
@@ -45,7 +47,17 @@ def search_text(memory: Memory) -> str:
         parts.append(anchor.path)
         if anchor.symbol:
             parts.append(anchor.symbol)
-    return expand_for_search("\n".join(parts))
+    return "\n".join(parts)
+
+
+def search_text(memory: Memory) -> str:
+    """What the full-text index sees: `embed_text` plus identifier parts and exact-name keys."""
+    from .textutil import compound_keys, expand_for_search
+
+    raw = embed_text(memory)
+    keys = compound_keys(raw)
+    text = expand_for_search(raw)
+    return text + "\n" + " ".join(keys) if keys else text
 
 
 def _quote(value: str) -> str:
@@ -70,6 +82,15 @@ def _retry(fn: Callable[[], _T], what: str) -> _T:
                 continue
             raise StoreError(f"store {what} failed: {exc}; run `anchorfs reindex` if it persists") from exc
     raise AssertionError("unreachable")
+
+
+def _read(fn: Callable[[], _T], what: str) -> _T:
+    """A read of a damaged table (data files deleted or garbled) is a StoreError, never a traceback."""
+    try:
+        return fn()
+    except Exception as exc:  # lancedb raises plain RuntimeError / OSError / ValueError
+        brief = " ".join(str(exc).split())[:300]  # one line for the CLI, however lance words it
+        raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
 
 
 class SearchRow:
@@ -187,11 +208,13 @@ class Store:
     def _rows(self, memories: Sequence[Memory], reuse: dict[str, tuple[str, Any]],
               drift: dict[str, str | None]) -> list[dict[str, Any]]:
         texts = [search_text(m) for m in memories]
-        hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        vec_texts = [embed_text(m) for m in memories]
+        # The hash covers both texts: a row is re-embedded when either would change.
+        hashes = [hashlib.sha256(f"{t}\0{v}".encode()).hexdigest() for t, v in zip(texts, vec_texts)]
         todo = [i for i, (m, h) in enumerate(zip(memories, hashes)) if reuse.get(m.id, ("",))[0] != h]
         vectors: dict[int, Any] = {}
         if todo:
-            embedded = self.embedder.embed_documents([texts[i] for i in todo])
+            embedded = self.embedder.embed_documents([vec_texts[i] for i in todo])
             vectors = {i: embedded[j] for j, i in enumerate(todo)}
         rows = []
         for i, m in enumerate(memories):
@@ -222,12 +245,13 @@ class Store:
         out: dict[str, tuple[str, Any, str | None]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            rows = (
-                table.search()
+            rows = _read(
+                lambda: table.search()
                 .where(id_filter(chunk))
                 .select(["id", "text_hash", "vector", "drift"])
                 .limit(len(chunk))
-                .to_list()
+                .to_list(),
+                "read",
             )
             for r in rows:
                 out[r["id"]] = (r["text_hash"], r["vector"], r["drift"])
@@ -305,16 +329,17 @@ class Store:
     def count(self, where: str | None = None) -> int:
         if not self.path.exists():
             return 0
-        return int(self.table().count_rows(where))
+        table = self.table()
+        return int(_read(lambda: table.count_rows(where), "count"))
 
     def drift_map(self, where: str | None = None) -> dict[str, str | None]:
         if not self.path.exists():
             return {}
         table = self.table()
-        q = table.search().select(["id", "drift"]).limit(max(1, table.count_rows()))
+        q = table.search().select(["id", "drift"]).limit(max(1, _read(table.count_rows, "count")))
         if where:
             q = q.where(where)
-        return {r["id"]: r["drift"] for r in q.to_list()}
+        return {r["id"]: r["drift"] for r in _read(q.to_list, "read")}
 
     def search(
         self,
@@ -331,7 +356,7 @@ class Store:
         """Hybrid search: full-text and vector candidates fused by weighted reciprocal rank."""
         import numpy as np
 
-        from .textutil import expand_for_search
+        from .textutil import compound_keys, expand_for_search
 
         table = self.table()
         n = max(candidates, k)
@@ -339,11 +364,11 @@ class Store:
         vq = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
         if where:
             vq = vq.where(where, prefilter=True)
-        vec_rows = vq.select([*cols, "_distance"]).limit(n).to_list()
+        vec_rows = _read(vq.select([*cols, "_distance"]).limit(n).to_list, "search")
         # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
         vec_rows.sort(key=lambda r: (r["_distance"], r["id"]))
         fts_rows: list[dict[str, Any]] = []
-        fts_text = " ".join(expand_for_search(text).split())
+        fts_text = " ".join([*expand_for_search(text).split(), *compound_keys(text)])
         fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
         if fts_text and text_weight > 0:
             fq = table.search(fts_text, query_type="fts", fts_columns="text")
@@ -377,5 +402,7 @@ class Store:
 
         self._table = None
         self._db = None
-        if self.path.exists():
+        if self.path.is_dir() and not self.path.is_symlink():
             shutil.rmtree(self.path)
+        elif self.path.exists() or self.path.is_symlink():  # a stray file where the table belongs
+            self.path.unlink()

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["identifier_parts", "words", "expand_for_search"]
+__all__ = ["identifier_parts", "words", "expand_for_search", "compound_keys"]
 
 # Characters that join the pieces of one compound token: dotted names, paths, kebab-case,
 # `Foo::bar`, `file.py#Symbol`. They only join when a word character follows them, so the
@@ -192,3 +192,45 @@ def expand_for_search(text: str) -> str:
     if not added:
         return text
     return text + "\n" + " ".join(added)
+
+
+# `config/app.toml:23` or `:10-12`: a line reference, not part of the name.
+_LINE_SUFFIX_RE = re.compile(r":\d+(?:-\d+)?$")
+# Longer keys are dropped by the full-text tokenizer (its max_token_length is 40).
+_MAX_KEY = 40
+
+
+@lru_cache(maxsize=65536)
+def _token_keys(token: str) -> tuple[str, ...]:
+    keys: list[str] = []
+    for piece in _LINE_SUFFIX_RE.sub("", token).split("#"):
+        segments = re.split(r"[/\\]", piece)
+        # The whole name, then for a path each shorter path that ends it: `billing/dunning.py`
+        # and `dunning.py` must find a memory anchored to `src/billing/dunning.py`.
+        for i in range(len(segments)):
+            chunks = _chunks("/".join(segments[i:]))
+            if len(chunks) < 2:
+                continue  # one chunk is already a term of the index as it stands
+            key = "".join(chunks).lower()
+            if len(key) <= _MAX_KEY and key not in keys:
+                keys.append(key)
+    return tuple(keys)
+
+
+def compound_keys(text: str) -> list[str]:
+    """Exact-match keys for the compound names in a text, each once, in order.
+
+    The full-text tokenizer splits `normalize_email`, `TokenIssuer.issue` and
+    `src/billing/dunning.py` at every non-alphanumeric character, so an exact name scores no
+    higher than a text that merely shares its common parts (`email`, `py`). Indexing the name
+    joined (`normalizeemail`, `srcbillingdunningpy`, and a path's shorter tails) on both sides
+    gives an exact mention a rare, high-weight term. A trailing `:LINE` is dropped.
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for token in _tokens(text):
+        for key in _token_keys(token):
+            if key not in seen:
+                seen.add(key)
+                out.append(key)
+    return out

@@ -63,6 +63,7 @@ __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"
 
 STATE_DIR = anchors_mod.STATE_DIR
 ROOT_ENV = "ANCHORFS_ROOT"
+_DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
 _GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\napplied\nlock\n*.tmp\nevents.jsonl\n"
 
 
@@ -209,8 +210,12 @@ class Workspace:
                     store.table()
             self._store = store
             if applied != self.ledger.size():
-                with self.ledger.lock():
-                    self._catch_up(from_start=applied == -1)
+                try:
+                    with self.ledger.lock():
+                        self._catch_up(from_start=applied == -1)
+                except BaseException:
+                    self._store = None  # never serve a store that lags: the next use replays again
+                    raise
             self._flush_pending_drift()
         return self._store
 
@@ -239,6 +244,14 @@ class Workspace:
             return
         if start > size:  # the ledger was replaced: rebuild from scratch
             start = 0
+        elif start > 0:  # a checkpoint mid-record (a corrupt `applied`) would skip that record: replay all
+            try:
+                with self.ledger.path.open("rb") as fh:
+                    fh.seek(start - 1)
+                    if fh.read(1) != b"\n":
+                        start = 0
+            except OSError:
+                start = 0
         batch: list[Memory] = []
         for entry in self.ledger.read(start):
             batch.extend(entry.memories)
@@ -516,7 +529,11 @@ class Workspace:
         """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`."""
         try:
             data = orjson.loads((self.state / "drift.json").read_bytes())
-            return dict(data["drift"]), dict(data.get("pending") or {})
+            if data.get("v") != 1:
+                return {}, {}  # a future or foreign version: a cold cache, rebuilt by the next check
+            # Only known drift values: a hand-edited `[1]` would reach the store's update as a key.
+            known = {k: v for k, v in dict(data["drift"]).items() if v in _DRIFTS}
+            return known, {k: v for k, v in dict(data.get("pending") or {}).items() if v in _DRIFTS}
         except (OSError, ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
             return {}, {}
 

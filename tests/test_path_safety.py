@@ -1,0 +1,599 @@
+"""The path-safety matrix, at write time and at check time: symlink chains out of the root,
+loops, dangling links, a folder swapped for a link after anchoring, links into `.anchorfs/`,
+case and Unicode-normalization tricks, very long paths, names that are not UTF-8.
+
+Each case must end in a clear error (write) or verdict (check), and none may read a byte
+outside the root. That is proven, not assumed: an audit hook (`sys.addaudithook`) sees every
+`open` Python makes (builtins.open, os.open, and so the hash functions that read through
+them), resolves the path at that instant and, when it lands in a forbidden zone (the folder
+outside the root holding the bait files; `.anchorfs/` for the anchor-reading layer) or on a
+FIFO, records it and refuses the open, so the bait is never read and a FIFO never blocks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import pytest
+
+import anchorfs
+from anchorfs.anchors import STATE_DIR, parse_markers, parse_spec, take
+from anchorfs.drift import DriftChecker
+from anchorfs.errors import AnchorError, AnchorfsError, UnsafePathError
+from anchorfs.hashing import HashCache
+from anchorfs.model import AnchorRef, Drift, Memory, Verdict, new_id, utcnow
+
+APP = b"def handler(event):\n    return event['body']\n"
+UTIL = b"def helper():\n    return 42\n\n\ndef other():\n    return 0\n"
+NFC = unicodedata.normalize("NFC", "caf\u00e9.py")
+NFD = unicodedata.normalize("NFD", NFC)
+assert NFC != NFD
+
+
+# --------------------------------------------------------------------------- the guard
+
+
+@dataclass
+class Guard:
+    zones: list[str] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    active: bool = False
+
+
+GUARD = Guard()
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if not GUARD.active or event != "open":
+        return
+    target = args[0]
+    if target is None or isinstance(target, int):
+        return  # an fd: its path was checked when it was opened
+    path = os.fsdecode(target)  # type: ignore[arg-type]
+    real = os.path.realpath(path)  # realpath and stat fire no `open` event: no recursion
+    GUARD.opened.append(real)
+    bad = any(real == z or real.startswith(z + os.sep) for z in GUARD.zones)
+    if not bad:
+        try:
+            bad = stat.S_ISFIFO(os.stat(path).st_mode)
+        except OSError:
+            pass
+    if bad:
+        GUARD.violations.append(real)
+        raise PermissionError(errno.EACCES, "path-safety guard: forbidden open", path)
+
+
+sys.addaudithook(_audit)  # process-wide and permanent; inert while GUARD.active is False
+
+
+@contextmanager
+def guarded(*zones: Path) -> Iterator[Guard]:
+    """Record every open; refuse (and record) any into `zones` or onto a FIFO."""
+    GUARD.zones = [os.path.realpath(z) for z in zones]
+    GUARD.opened, GUARD.violations = [], []
+    GUARD.active = True
+    try:
+        yield GUARD
+    finally:
+        GUARD.active = False
+
+
+# --------------------------------------------------------------------------- layout
+
+
+@dataclass
+class Layout:
+    root: Path
+    outside: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def root_real(self) -> str:
+        return os.path.realpath(self.root)
+
+
+@pytest.fixture
+def lay(tmp_path: Path) -> Layout:
+    outside = tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (outside / "secret.py").write_bytes(APP)  # the same bytes as src/app.py: reading it would look fresh
+    (outside / "pkg" / "util.py").write_bytes(UTIL)
+    os.mkfifo(outside / "pipe")
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_bytes(APP)
+    (root / "lib").mkdir()
+    (root / "lib" / "util.py").write_bytes(UTIL)
+    anchorfs.init(root)
+    (root / STATE_DIR / "ledger.jsonl").write_bytes(b"")  # present, so links to it resolve
+    return Layout(root, outside)
+
+
+def deep_file(base: Path, total: int, data: bytes = APP, part: int = 100) -> str:
+    """Create a file whose absolute path is about `total` bytes long; returns it relative to base.
+
+    Built with directory fds, so it works past PATH_MAX too."""
+    depth = max(1, (total - len(os.fsencode(str(base))) - 10) // (part + 1))
+    names = [f"{i:03d}" + "d" * (part - 3) for i in range(depth)]
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        for name in names:
+            os.mkdir(name, dir_fd=fd)
+            nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        wfd = os.open("f.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(wfd, data)
+        os.close(wfd)
+    finally:
+        os.close(fd)
+    return "/".join([*names, "f.py"])
+
+
+def link(at: Path, target: str | Path, *, is_dir: bool = False) -> None:
+    at.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, at, target_is_directory=is_dir)
+
+
+# --------------------------------------------------------------------------- the guard works
+
+
+def test_the_guard_refuses_and_records_reads_outside_and_fifos(lay: Layout) -> None:
+    link(lay.root / "bait", lay.outside / "secret.py")
+    os.mkfifo(lay.root / "fifo")
+    with guarded(lay.outside) as g:
+        with pytest.raises(PermissionError, match="guard"):
+            open(lay.outside / "secret.py", "rb")
+        with pytest.raises(PermissionError, match="guard"):
+            os.open(lay.root / "bait", os.O_RDONLY)
+        with pytest.raises(PermissionError, match="guard"):  # would block forever if opened
+            open(lay.root / "fifo", "rb")
+        with open(lay.root / "src" / "app.py", "rb") as fh:
+            assert fh.read() == APP
+    assert g.violations == [os.path.realpath(lay.outside / "secret.py")] * 2 + [os.path.realpath(lay.root / "fifo")]
+    assert os.path.realpath(lay.root / "src" / "app.py") in g.opened
+    with open(lay.outside / "secret.py", "rb"):  # inert once the block is left
+        pass
+
+
+# --------------------------------------------------------------------------- write time
+
+# name -> (set-up returning (content, anchor specs), error class, message fragment)
+WriteCase = tuple[Callable[[Layout], tuple[str, list[str]]], type[AnchorfsError], str]
+
+
+def _w(spec: str) -> Callable[[Layout], tuple[str, list[str]]]:
+    return lambda lay: ("m", [spec])
+
+
+def _chain_out(lay: Layout) -> tuple[str, list[str]]:
+    link(lay.root / "c", lay.outside / "secret.py")
+    link(lay.root / "b", "c")
+    link(lay.root / "a", lay.root / "b")
+    return "m", ["a"]
+
+
+def _relative_out(lay: Layout) -> tuple[str, list[str]]:
+    link(lay.root / "src" / "rel.py", "../../outside/secret.py")
+    return "m", ["src/rel.py"]
+
+
+def _dir_out(spec: str) -> Callable[[Layout], tuple[str, list[str]]]:
+    def setup(lay: Layout) -> tuple[str, list[str]]:
+        link(lay.root / "vendor", lay.outside / "pkg", is_dir=True)
+        return "m", [spec]
+    return setup
+
+
+def _marker_out(lay: Layout) -> tuple[str, list[str]]:
+    link(lay.root / "vendor", lay.outside / "pkg", is_dir=True)
+    return "see @anchor(file=vendor/util.py, symbol=helper)", []
+
+
+def _to(target_of: Callable[[Layout], str | Path], spec: str = "l") -> Callable[[Layout], tuple[str, list[str]]]:
+    def setup(lay: Layout) -> tuple[str, list[str]]:
+        link(lay.root / spec, target_of(lay))
+        return "m", [spec]
+    return setup
+
+
+def _loop(lay: Layout) -> tuple[str, list[str]]:
+    link(lay.root / "loop1", "loop2")
+    link(lay.root / "loop2", "loop1")
+    return "m", ["loop1"]
+
+
+def _dir_loop(lay: Layout) -> tuple[str, list[str]]:
+    link(lay.root / "d1", "d2", is_dir=True)
+    link(lay.root / "d2", "d1", is_dir=True)
+    return "m", ["d1/x.py"]
+
+
+def _state_dir_link(lay: Layout) -> tuple[str, list[str]]:
+    link(lay.root / "st", lay.state, is_dir=True)
+    return "m", ["st/ledger.jsonl"]
+
+
+def _state_case_real_dir(lay: Layout) -> tuple[str, list[str]]:
+    (lay.root / ".AnchorFS").mkdir()  # a separate folder here; the very ledger on macOS or Windows
+    (lay.root / ".AnchorFS" / "ledger.jsonl").write_bytes(b"{}\n")
+    return "m", [".AnchorFS/ledger.jsonl"]
+
+
+def _nfd_for_nfc(lay: Layout) -> tuple[str, list[str]]:
+    (lay.root / NFC).write_bytes(APP)
+    return "m", [NFD]
+
+
+def _long_path(lay: Layout) -> tuple[str, list[str]]:
+    return "m", [deep_file(lay.root, 4300)]
+
+
+def _non_utf8_name(lay: Layout) -> tuple[str, list[str]]:
+    (Path(os.fsdecode(os.fsencode(lay.root) + b"/caf\xe9.py"))).write_bytes(APP)
+    return "m", [os.fsdecode(b"caf\xe9.py")]
+
+
+def _non_utf8_dir(lay: Layout) -> tuple[str, list[str]]:
+    d = Path(os.fsdecode(os.fsencode(lay.root) + b"/\xff\xfe"))
+    d.mkdir()
+    (d / "x.py").write_bytes(APP)
+    return "m", [os.fsdecode(b"\xff\xfe/x.py")]
+
+
+def _link_to_non_utf8(lay: Layout) -> tuple[str, list[str]]:
+    (Path(os.fsdecode(os.fsencode(lay.root) + b"/caf\xe9.py"))).write_bytes(APP)
+    link(lay.root / "ok.py", os.fsdecode(b"caf\xe9.py"))  # the name given is fine, the target's is not
+    return "m", ["ok.py"]
+
+
+def _fifo_inside(lay: Layout) -> tuple[str, list[str]]:
+    os.mkfifo(lay.root / "pipe")
+    return "m", ["pipe"]
+
+
+OUT = "outside the workspace"
+STATE = r"\.anchorfs/ folder"
+LOOPED = "symbolic links"
+
+WRITE_CASES: dict[str, WriteCase] = {
+    "dotdot": (_w("../outside/secret.py"), UnsafePathError, OUT),
+    "dotdot-after-a-folder": (_w("src/../../outside/secret.py"), UnsafePathError, OUT),
+    "absolute-outside": (lambda lay: ("m", [str(lay.outside / "secret.py")]), UnsafePathError, OUT),
+    "symlink-chain-out": (_chain_out, UnsafePathError, OUT),
+    "relative-symlink-out": (_relative_out, UnsafePathError, OUT),
+    "folder-link-out": (_dir_out("vendor/util.py"), UnsafePathError, OUT),
+    "symbol-through-folder-link-out": (_dir_out("vendor/util.py#helper"), UnsafePathError, OUT),
+    "lines-through-folder-link-out": (_dir_out("vendor/util.py:1-2"), UnsafePathError, OUT),
+    "marker-through-folder-link-out": (_marker_out, UnsafePathError, OUT),
+    "link-to-the-parent": (_to(lambda lay: "..", "up"), UnsafePathError, OUT),
+    "through-a-link-to-the-parent": (lambda lay: (link(lay.root / "up", ".."), ("m", ["up/outside/secret.py"]))[1],
+                                     UnsafePathError, OUT),
+    "link-to-a-fifo-outside": (_to(lambda lay: lay.outside / "pipe"), UnsafePathError, OUT),
+    "dangling-link-out": (_to(lambda lay: lay.outside / "nothere.py"), UnsafePathError, OUT),
+    "dangling-link-in": (_to(lambda lay: lay.root / "nothere.py"), AnchorError, "does not exist"),
+    "symlink-loop": (_loop, AnchorError, LOOPED),
+    "self-loop": (_to(lambda lay: "l"), AnchorError, LOOPED),
+    "folder-loop": (_dir_loop, AnchorError, LOOPED),
+    "link-to-the-root": (_to(lambda lay: lay.root), AnchorError, "workspace root"),
+    "the-root": (_w("."), AnchorError, "workspace root"),
+    "state-folder": (_w(".anchorfs/ledger.jsonl"), UnsafePathError, STATE),
+    "state-folder-itself": (_w(".anchorfs"), UnsafePathError, STATE),
+    "state-through-dotdot": (_w("src/../.anchorfs/ledger.jsonl"), UnsafePathError, STATE),
+    "state-folder-link": (_state_dir_link, UnsafePathError, STATE),
+    "state-file-link": (_to(lambda lay: lay.state / "ledger.jsonl"), UnsafePathError, STATE),
+    "state-relative-link": (_to(lambda lay: "../.anchorfs/ledger.jsonl", "src/l"), UnsafePathError, STATE),
+    "state-upper-case": (_w(".ANCHORFS/ledger.jsonl"), UnsafePathError, STATE),
+    "state-mixed-case-real-folder": (_state_case_real_dir, UnsafePathError, STATE),
+    "state-long-s": (_w(".anchorf\u017f/ledger.jsonl"), UnsafePathError, STATE),
+    "state-fullwidth": (_w("\uff0e\uff41nchorfs/ledger.jsonl"), UnsafePathError, STATE),
+    "nfd-spelling-of-an-nfc-file": (_nfd_for_nfc, AnchorError, "does not exist"),
+    "name-over-255-bytes": (_w("a" * 300 + ".py"), AnchorError, "File name too long"),
+    "path-over-path-max": (_long_path, AnchorError, "File name too long"),
+    "name-not-utf8": (_non_utf8_name, AnchorError, "not valid UTF-8"),
+    "folder-not-utf8": (_non_utf8_dir, AnchorError, "not valid UTF-8"),
+    "link-to-a-name-not-utf8": (_link_to_non_utf8, AnchorError, "not valid UTF-8"),
+    "nul-byte": (_w("src/app.py\0.txt"), UnsafePathError, "NUL"),
+    "fifo-inside": (_fifo_inside, AnchorError, "not a regular file"),
+    "a-folder": (_w("src"), AnchorError, "is a directory"),
+}
+
+
+@pytest.mark.parametrize("case", WRITE_CASES)
+def test_write_time_matrix(lay: Layout, case: str) -> None:
+    setup, error, fragment = WRITE_CASES[case]
+    content, specs = setup(lay)
+    refs = [parse_spec(s) for s in specs] + parse_markers(content)
+    assert refs
+    # The anchor layer alone may not even open a file in `.anchorfs/`.
+    with guarded(lay.outside, lay.state) as g:
+        with pytest.raises(error, match=fragment) as info:
+            for ref in refs:
+                take(lay.root_real, ref)
+    assert g.violations == []
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 6000
+    # Through the SDK: the same error, nothing written, nothing read outside.
+    with anchorfs.open(lay.root) as ws:
+        with guarded(lay.outside) as g:
+            with pytest.raises(error, match=fragment):
+                ws.record(content, anchors=specs)
+        assert g.violations == []
+        assert ws.list() == []
+    assert (lay.state / "ledger.jsonl").read_bytes() == b""
+    assert not (lay.state / "memories.lance").exists()
+
+
+def test_links_that_stay_inside_are_followed_and_stored_canonically(lay: Layout) -> None:
+    link(lay.root / "alias2", "src/app.py")
+    link(lay.root / "alias", lay.root / "alias2")
+    link(lay.root / "shared", "lib", is_dir=True)
+    with guarded(lay.outside, lay.state) as g:
+        a = take(lay.root_real, parse_spec("alias"))
+        b = take(lay.root_real, parse_spec("shared/util.py#helper"))
+    assert g.violations == []
+    assert os.path.realpath(lay.root / "src" / "app.py") in g.opened  # the guard did see the read
+    assert (a.path, b.path, b.symbol) == ("src/app.py", "lib/util.py", "helper")
+
+
+def test_nfc_and_nfd_names_are_two_files_each_anchored_to_its_own_bytes(lay: Layout) -> None:
+    (lay.root / NFC).write_bytes(b"nfc\n")
+    (lay.root / NFD).write_bytes(b"nfd\n")
+    with anchorfs.open(lay.root) as ws:
+        a = ws.record("nfc", anchors=[NFC]).anchors[0]
+        b = ws.record("nfd", anchors=[NFD]).anchors[0]
+        assert (a.path, b.path) == (NFC, NFD)
+        assert a.sha256 != b.sha256
+        (lay.root / NFD).unlink()
+        report = {m.memory.content: m.checks[0].verdict for m in ws.drift().memories}
+    assert report == {"nfc": Verdict.FRESH, "nfd": Verdict.DELETED}
+    raw = (lay.state / "ledger.jsonl").read_bytes()
+    assert NFC.encode() in raw and NFD.encode() in raw  # stored as given, not normalized
+
+
+def test_unicode_names_and_a_long_path_under_the_limit_work(lay: Layout) -> None:
+    (lay.root / "日本").mkdir()
+    (lay.root / "日本" / "файл.py").write_bytes(UTIL)
+    deep = deep_file(lay.root, 3900)
+    with anchorfs.open(lay.root) as ws:
+        m = ws.record("unicode and deep", anchors=["日本/файл.py#helper", deep])
+        assert [a.path for a in m.anchors] == ["日本/файл.py", deep]
+        assert [c.verdict for c in ws.check(m).checks] == [Verdict.FRESH, Verdict.FRESH]
+
+
+# --------------------------------------------------------------------------- check time
+
+
+@dataclass(frozen=True)
+class CheckCase:
+    files: dict[str, bytes]  # created under the case's folder before anchoring
+    specs: list[str]  # relative to the case's folder
+    mutate: Callable[[Layout, Path], None]
+    verdict: Verdict
+
+
+def _swap_for_link(name: str, target: Callable[[Layout, Path], str | Path]) -> Callable[[Layout, Path], None]:
+    def mutate(lay: Layout, c: Path) -> None:
+        path = c / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        os.symlink(target(lay, c), path)
+    return mutate
+
+
+def _move_out_and_link(name: str) -> Callable[[Layout, Path], None]:
+    def mutate(lay: Layout, c: Path) -> None:
+        away = lay.outside / f"moved-{c.name}"
+        (c / name).rename(away)  # same bytes outside: reading them would wrongly say fresh
+        os.symlink(away, c / name, target_is_directory=True)
+    return mutate
+
+
+def _move_in_and_link(lay: Layout, c: Path) -> None:
+    (c / "pkg").rename(c / "real_pkg")
+    os.symlink("real_pkg", c / "pkg", target_is_directory=True)
+
+
+def _file_to_fifo(lay: Layout, c: Path) -> None:
+    (c / "f.py").unlink()
+    os.mkfifo(c / "f.py")
+
+
+def _file_to_dir(lay: Layout, c: Path) -> None:
+    (c / "f.py").unlink()
+    (c / "f.py").mkdir()
+
+
+def _file_to_loop(lay: Layout, c: Path) -> None:
+    (c / "f.py").unlink()
+    os.symlink("g.py", c / "f.py")
+    os.symlink("f.py", c / "g.py")
+
+
+def _folder_to_loop(lay: Layout, c: Path) -> None:
+    shutil.rmtree(c / "pkg")
+    os.symlink("pkg2", c / "pkg", target_is_directory=True)
+    os.symlink("pkg", c / "pkg2", target_is_directory=True)
+
+
+def _nfc_to_nfd(lay: Layout, c: Path) -> None:
+    (c / NFC).rename(c / NFD)
+
+
+def _case_rename(lay: Layout, c: Path) -> None:
+    (c / "pkg").rename(c / "PKG")
+
+
+def _grow_too_long(lay: Layout, c: Path) -> None:
+    first = next(p for p in c.iterdir() if p.is_dir())
+    deeper = c / ("x" * 200)  # the tree moved 201 bytes deeper, behind a link: past PATH_MAX
+    deeper.mkdir()
+    first.rename(deeper / first.name)
+    os.symlink(deeper / first.name, first, target_is_directory=True)
+
+
+def _to_non_utf8_link(lay: Layout, c: Path) -> None:
+    target = os.fsencode(c) + b"/\xff.py"
+    Path(os.fsdecode(target)).write_bytes(APP)
+    (c / "f.py").unlink()
+    os.symlink(os.fsdecode(b"\xff.py"), c / "f.py")
+
+
+ONE = {"f.py": APP}
+PKG = {"pkg/util.py": UTIL}
+CHECK_CASES: dict[str, CheckCase] = {
+    "file-to-symlink-chain-out": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: c / "hop"), Verdict.UNSAFE),
+    "file-to-relative-link-out": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: "../../outside/secret.py"), Verdict.UNSAFE),
+    "folder-swapped-for-link-out": CheckCase(PKG, ["pkg/util.py", "pkg/util.py#helper", "pkg/util.py:1-2"], _move_out_and_link("pkg"), Verdict.UNSAFE),
+    "parent-folder-swapped-for-link-out": CheckCase({"a/b/f.py": APP}, ["a/b/f.py"], _move_out_and_link("a"), Verdict.UNSAFE),
+    "folder-swapped-for-link-to-state": CheckCase({"pkg/ledger.jsonl": b"x\n"}, ["pkg/ledger.jsonl"], _swap_for_link("pkg", lambda lay, c: lay.state), Verdict.UNSAFE),
+    "file-swapped-for-link-to-ledger": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: lay.state / "ledger.jsonl"), Verdict.UNSAFE),
+    "file-to-dangling-link-out": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: lay.outside / "nothere.py"), Verdict.UNSAFE),
+    "file-to-link-to-fifo-out": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: lay.outside / "pipe"), Verdict.UNSAFE),
+    "file-to-link-to-parent-folder": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: lay.root.parent), Verdict.UNSAFE),
+    "file-to-link-to-the-root": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: lay.root), Verdict.UNREADABLE),
+    "file-to-symlink-loop": CheckCase(ONE, ["f.py"], _file_to_loop, Verdict.UNREADABLE),
+    "folder-to-symlink-loop": CheckCase(PKG, ["pkg/util.py"], _folder_to_loop, Verdict.UNREADABLE),
+    "file-to-fifo": CheckCase(ONE, ["f.py"], _file_to_fifo, Verdict.UNREADABLE),
+    "file-to-folder": CheckCase(ONE, ["f.py"], _file_to_dir, Verdict.UNREADABLE),
+    "folder-moved-past-path-max": CheckCase({}, [], _grow_too_long, Verdict.UNREADABLE),
+    "file-to-dangling-link-in": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: "nothere.py"), Verdict.DELETED),
+    "nfc-name-renamed-to-nfd": CheckCase({NFC: APP}, [NFC], _nfc_to_nfd, Verdict.DELETED),
+    "folder-renamed-to-upper-case": CheckCase(PKG, ["pkg/util.py"], _case_rename, Verdict.DELETED),
+    "folder-swapped-for-link-inside": CheckCase(PKG, ["pkg/util.py", "pkg/util.py#helper"], _move_in_and_link, Verdict.FRESH),
+    "file-to-link-inside-same-bytes": CheckCase({"f.py": APP, "g.py": APP}, ["f.py"], _swap_for_link("f.py", lambda lay, c: "g.py"), Verdict.FRESH),
+    "file-to-link-to-a-name-not-utf8": CheckCase(ONE, ["f.py"], _to_non_utf8_link, Verdict.FRESH),
+}
+
+
+def _prepare(lay: Layout, name: str, case: CheckCase) -> tuple[Path, list[str]]:
+    c = lay.root / f"c-{name}"
+    c.mkdir()
+    for rel, data in case.files.items():
+        (c / rel).parent.mkdir(parents=True, exist_ok=True)
+        (c / rel).write_bytes(data)
+    specs = [f"c-{name}/{s}" for s in case.specs]
+    if name == "folder-moved-past-path-max":
+        specs = [f"c-{name}/" + deep_file(c, 4000)]
+    if name == "file-to-symlink-chain-out":
+        os.symlink(lay.outside / "secret.py", c / "hop")
+    return c, specs
+
+
+@pytest.mark.parametrize("name", CHECK_CASES)
+def test_check_time_matrix_in_the_drift_checker(lay: Layout, tmp_path: Path, name: str) -> None:
+    case = CHECK_CASES[name]
+    c, specs = _prepare(lay, name, case)
+    refs = [take(lay.root_real, parse_spec(s)) for s in specs]
+    case.mutate(lay, c)
+    now = utcnow()
+    memory = Memory(id=new_id(), content=name, anchors=tuple(refs), recorded_at=now, valid_from=now)
+    cache = HashCache(tmp_path / "cache" / "manifest.json")  # so nothing in .anchorfs/ is opened
+    with guarded(lay.outside, lay.state) as g:
+        md = DriftChecker(lay.root_real, cache).check(memory)
+    assert g.violations == []
+    assert [c.verdict for c in md.checks] == [case.verdict] * len(refs), [c.detail for c in md.checks]
+    for check in md.checks:
+        assert check.detail and "\n" not in check.detail
+    expected = {Verdict.FRESH: Drift.FRESH, Verdict.DELETED: Drift.STALE}.get(case.verdict, Drift.UNKNOWN)
+    assert md.drift is expected  # unsafe and unreadable are never evidence of staleness
+
+
+# A hand-edited (or hostile) ledger: anchor paths that take() could never have produced, each
+# carrying the hash of the outside bait, so following one would wrongly come back `fresh`.
+LEDGER_PATHS = {
+    "../outside/secret.py": Verdict.UNSAFE,
+    "src/../../outside/secret.py": Verdict.UNSAFE,
+    "/etc/passwd": Verdict.UNSAFE,
+    "OUTSIDE_ABS": Verdict.UNSAFE,
+    ".anchorfs/ledger.jsonl": Verdict.UNSAFE,
+    ".ANCHORFS/ledger.jsonl": Verdict.UNSAFE,
+    ".anchorf\u017f/ledger.jsonl": Verdict.UNSAFE,
+    "src/app.py\0": Verdict.UNSAFE,
+    ".anchorfs": Verdict.UNSAFE,
+    "": Verdict.UNREADABLE,
+}
+
+
+@pytest.mark.parametrize("path", LEDGER_PATHS)
+def test_anchor_paths_no_write_could_produce_are_refused_at_check_time(lay: Layout, tmp_path: Path, path: str) -> None:
+    if path == "OUTSIDE_ABS":
+        path = str(lay.outside / "secret.py")
+    sha = take(lay.root_real, parse_spec("src/app.py")).sha256  # equal to the bait's hash
+    now = utcnow()
+    memory = Memory(id=new_id(), content="hostile", anchors=(AnchorRef(path=path, sha256=sha),),
+                    recorded_at=now, valid_from=now)
+    with guarded(lay.outside, lay.state) as g:
+        md = DriftChecker(lay.root_real, HashCache(tmp_path / "m.json")).check(memory)
+    assert g.violations == []
+    want = LEDGER_PATHS.get(path, Verdict.UNSAFE)
+    assert md.checks[0].verdict is want, md.checks[0].detail
+    assert md.drift is Drift.UNKNOWN
+
+
+def test_check_time_matrix_through_the_sdk_and_the_cli(lay: Layout) -> None:
+    """Every case in one workspace: drift, query, check, verify and the CLI give the verdicts,
+    never fail, and never read outside; then re-anchoring an unsafe memory is refused."""
+    prepared = {name: _prepare(lay, name, case) for name, case in CHECK_CASES.items()}
+    with anchorfs.open(lay.root) as ws:
+        mems = ws.record_many([{"content": f"case {name} anchored memory", "anchors": specs}
+                               for name, (_, specs) in prepared.items()])
+        by_name = dict(zip(CHECK_CASES, mems))
+        for name, case in CHECK_CASES.items():
+            case.mutate(lay, prepared[name][0])
+        tricky = " ".join(f"`c-{n}/{s}`" for n, case in CHECK_CASES.items() for s in case.specs if "#" not in s)
+        ws.record(f"paths named in prose: {tricky}")
+        with guarded(lay.outside) as g:
+            report = {md.memory.id: md for md in ws.drift().memories}
+            hits = {h.memory.id: h for h in ws.query("case anchored memory", k=len(mems))}
+            checked = {m.id: ws.check(m) for m in mems}
+            verify = ws.verify()
+        assert g.violations == []
+        assert verify.results  # the prose memory was checked, not skipped
+        for name, case in CHECK_CASES.items():
+            m = by_name[name]
+            for seen in (report[m.id].checks, hits[m.id].checks, checked[m.id].checks):
+                assert {c.verdict for c in seen} == {case.verdict}, (name, [c.detail for c in seen])
+            if case.verdict is Verdict.UNSAFE:
+                assert hits[m.id].drift is Drift.UNKNOWN and "UNKNOWN" in hits[m.id].envelope
+                with pytest.raises(AnchorError, match="cannot re-anchor"):
+                    ws.reanchor(m.id)
+        unsafe = by_name["folder-swapped-for-link-out"].id
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "--root", str(lay.root), "--json", "drift"],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("ANCHORFS_")})
+    assert proc.returncode == 90, proc.stderr  # stale ones exist (deleted), and no crash
+    assert "Traceback" not in proc.stderr
+    data = orjson.loads(proc.stdout)
+    row = next(r for r in data["memories"] if r["id"] == unsafe)
+    assert row["drift"] == "unknown" and {a["verdict"] for a in row["anchors"]} == {"unsafe"}
+
+
+def test_cli_refuses_a_name_that_is_not_utf8_in_one_line(lay: Layout) -> None:
+    (Path(os.fsdecode(os.fsencode(lay.root) + b"/caf\xe9.py"))).write_bytes(APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHORFS_")}
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"anchorfs.cli", b"--root", os.fsencode(lay.root),
+                           b"record", b"about the cafe file", b"--anchor", b"caf\xe9.py"],
+                          capture_output=True, timeout=120, env=env)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert "not valid UTF-8" in err
+    assert (lay.state / "ledger.jsonl").read_bytes() == b""
