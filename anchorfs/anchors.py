@@ -34,7 +34,8 @@ __all__ = [
 
 STATE_DIR = ".anchorfs"
 MAX_FILE_BYTES = 64 * 1024 * 1024
-"""Files above this are refused at write time and `unreadable` at check time."""
+"""Files above this are refused at write time. At check time a whole-file anchor is still judged
+by its (streamed) hash; a narrowed one on a file grown past it is `unreadable`."""
 
 _LINES_RE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SYMBOL_RE = re.compile(r"^[^\s#]+$")

@@ -252,7 +252,8 @@ class Memory:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Memory":
         recorded = from_iso(d["recorded_at"])
-        assert recorded is not None
+        if recorded is None:
+            raise ValueError("a memory needs recorded_at")
         return cls(
             id=d["id"],
             content=d["content"],

@@ -10,6 +10,7 @@ LanceDB is imported lazily: it costs about a second, and drift checks never need
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import timedelta
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from .embedders import Embedder
 
-__all__ = ["Store", "SearchRow", "search_text", "embed_text", "TABLE", "SCHEMA_VERSION"]
+__all__ = ["Store", "SearchRow", "search_text", "embed_text", "fuse", "TABLE", "SCHEMA_VERSION"]
 
 TABLE = "memories"
 SCHEMA_VERSION = "1"
@@ -91,6 +92,94 @@ def _read(fn: Callable[[], _T], what: str) -> _T:
     except Exception as exc:  # lancedb raises plain RuntimeError / OSError / ValueError
         brief = " ".join(str(exc).split())[:300]  # one line for the CLI, however lance words it
         raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
+
+
+# -- fusion --------------------------------------------------------------------------------
+
+# Standard deviations below which a side's scores count as ties: a handful of near-equal
+# candidates must not be spread out to +-1 just because there are few of them.
+_COSINE_FLOOR = 0.01
+_BM25_FLOOR = 0.05  # of the best BM25 score
+# Added to the fused score (in standard deviations) when a candidate is anchored where the
+# query points: the file (`src/auth/token.py`), or exactly the lines or symbol it names.
+_BONUS_FILE = 0.8
+_BONUS_EXACT = 3.0
+_REF_HINT = re.compile(r"[./\\#:_]|[a-z0-9][A-Z]")
+_LINES_RE = re.compile(r"^(.*?):(\d+)(?:-(\d+))?$")
+
+
+def _standardize(values: Sequence[float], floor: float) -> list[float]:
+    count = len(values)
+    mean = sum(values) / count
+    std = (sum((v - mean) ** 2 for v in values) / count) ** 0.5
+    scale = max(std, floor, 1e-12)
+    return [(v - mean) / scale for v in values]
+
+
+def fuse(
+    similarities: Sequence[float] | None,
+    bm25: Sequence[float] | None,
+    bonus: Sequence[float] | None = None,
+    *,
+    vector_weight: float = 1.0,
+    text_weight: float = 1.0,
+) -> list[int]:
+    """Candidate indexes, best first: the weighted sum of each side's standardized scores.
+
+    Every candidate is scored on both sides: its exact cosine, and its BM25 score (0 when
+    the text does not match). Standardizing (z-scores over the candidates) makes one clear
+    winner on a side count for more than a crowd of near-ties, where reciprocal rank fusion
+    gives the top of a side the same weight however weak it is: a paraphrase that the model
+    finds and the full-text half matches only on stray common words keeps its model rank.
+    `None` leaves a side out. Ties go to the lower index.
+    """
+    sides: list[tuple[float, list[float]]] = []
+    if similarities is not None and len(similarities):
+        sides.append((vector_weight, _standardize(similarities, _COSINE_FLOOR)))
+    if bm25 is not None and len(bm25):
+        sides.append((text_weight, _standardize(bm25, _BM25_FLOOR * max(max(bm25), 0.0))))
+    count = len(sides[0][1]) if sides else len(bonus or ())
+    total = sum(w for w, _ in sides) or 1.0
+    fused = [sum(w * z[j] for w, z in sides) / total for j in range(count)]
+    if bonus:
+        fused = [f + b for f, b in zip(fused, bonus)]
+    return sorted(range(count), key=lambda j: (-fused[j], j))
+
+
+def _anchor_refs(text: str) -> list[tuple[str, str, str | None, tuple[int, int] | None]]:
+    """Code references in a query: (token, path, symbol, lines) for `PATH`, `PATH#SYM`,
+    `PATH:N-M` and bare dotted or snake/camel names; plain words are no references."""
+    from .textutil import _tokens
+
+    out: list[tuple[str, str, str | None, tuple[int, int] | None]] = []
+    for token in _tokens(text):
+        if not _REF_HINT.search(token):
+            continue
+        path, _, symbol = token.partition("#")
+        lines = None
+        m = _LINES_RE.match(path)
+        if m:
+            path = m.group(1)
+            a = int(m.group(2))
+            lines = (a, int(m.group(3) or a))
+        out.append((token, path, symbol or None, lines))
+    return out
+
+
+def _anchor_bonus(refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]],
+                  anchors: Iterable[dict[str, Any]]) -> float:
+    best = 0.0
+    for anchor in anchors:
+        apath = anchor.get("path") or ""
+        asym = anchor.get("symbol")
+        alines = anchor.get("lines")
+        for token, path, symbol, lines in refs:
+            if asym and (token == asym or symbol == asym):
+                return _BONUS_EXACT
+            if path and (apath == path or ("/" in path or "." in path) and apath.endswith("/" + path)):
+                exact = lines is not None and alines is not None and alines[0] <= lines[1] and lines[0] <= alines[1]
+                best = max(best, _BONUS_EXACT if exact else _BONUS_FILE)
+    return best
 
 
 class SearchRow:
@@ -321,7 +410,12 @@ class Store:
             return False
         if not force and fragments < self.compact_fragments:
             return False
-        _retry(lambda: table.optimize(cleanup_older_than=timedelta(minutes=5)), "compaction")
+        try:
+            _retry(lambda: table.optimize(cleanup_older_than=timedelta(minutes=5)), "compaction")
+        except StoreError:
+            # Only speed is at stake (readers' drift updates keep preempting it under load): the
+            # write before it has landed, so it must not fail; the next write tries again.
+            return False
         return True
 
     # -- reading -------------------------------------------------------------------------
@@ -353,7 +447,11 @@ class Store:
         vector_weight: float,
         text_weight: float,
     ) -> list[SearchRow]:
-        """Hybrid search: full-text and vector candidates fused by weighted reciprocal rank."""
+        """Hybrid search: full-text and vector candidates, fused by standardized scores.
+
+        A side whose weight is 0 is not searched at all (full-text alone, vectors alone).
+        See `fuse` for the ranking; `relevance` is the fused rank mapped by `rrf_k`.
+        """
         import numpy as np
 
         from .textutil import compound_keys, expand_for_search
@@ -361,40 +459,59 @@ class Store:
         table = self.table()
         n = max(candidates, k)
         cols = ["id", "doc", "vector", "drift"]
-        vq = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
-        if where:
-            vq = vq.where(where, prefilter=True)
-        vec_rows = _read(vq.select([*cols, "_distance"]).limit(n).to_list, "search")
-        # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
-        vec_rows.sort(key=lambda r: (r["_distance"], r["id"]))
+        use_text = text_weight > 0
+        use_vector = vector_weight > 0 or not use_text
+        vec_rows: list[dict[str, Any]] = []
+        if use_vector:
+            vq = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
+            if where:
+                vq = vq.where(where, prefilter=True)
+            vec_rows = _read(vq.select([*cols, "_distance"]).limit(n).to_list, "search")
         fts_rows: list[dict[str, Any]] = []
         fts_text = " ".join([*expand_for_search(text).split(), *compound_keys(text)])
         fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
-        if fts_text and text_weight > 0:
+        if fts_text and use_text:
             fq = table.search(fts_text, query_type="fts", fts_columns="text")
             if where:
                 fq = fq.where(where, prefilter=True)
             try:
                 fts_rows = fq.select([*cols, "_score"]).limit(n).to_list()
-                fts_rows.sort(key=lambda r: (-r["_score"], r["id"]))
             except Exception:  # an odd query the FTS parser refuses still gets vector hits
                 fts_rows = []
-        fused: dict[str, float] = {}
         rows: dict[str, dict[str, Any]] = {}
-        for rank, r in enumerate(vec_rows):
-            fused[r["id"]] = fused.get(r["id"], 0.0) + vector_weight / (rrf_k + rank + 1)
+        bm25: dict[str, float] = {}
+        for r in fts_rows:
             rows[r["id"]] = r
-        for rank, r in enumerate(fts_rows):
-            fused[r["id"]] = fused.get(r["id"], 0.0) + text_weight / (rrf_k + rank + 1)
+            bm25[r["id"]] = float(r["_score"])
+        for r in vec_rows:
             rows.setdefault(r["id"], r)
-        top = (vector_weight + text_weight) / (rrf_k + 1) or 1.0
+        if not rows:
+            return []
+        # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
+        ids = sorted(rows)
         q = np.asarray(query_vector, dtype=np.float32)
+        matrix = np.asarray([rows[i]["vector"] for i in ids], dtype=np.float32).reshape(len(ids), -1)
+        # The exact cosine of every candidate, also of those only full-text found.
+        sims = [float(x) for x in matrix @ q]
+        refs = _anchor_refs(text)
+        bonus = [0.0] * len(ids)
+        if refs:
+            for j, mid in enumerate(ids):
+                anchors = orjson.loads(rows[mid]["doc"]).get("anchors") or ()
+                bonus[j] = _anchor_bonus(refs, anchors)
+        order = fuse(
+            sims if use_vector else None,
+            [bm25.get(i, 0.0) for i in ids] if use_text else None,
+            bonus,
+            vector_weight=vector_weight,
+            text_weight=text_weight,
+        )
+        decay = max(float(rrf_k), 0.0)
         out = []
-        for mid, score in sorted(fused.items(), key=lambda kv: -kv[1])[:k]:
-            r = rows[mid]
-            sim = float(np.dot(q, np.asarray(r["vector"], dtype=np.float32)))
+        for rank, j in enumerate(order[:k]):
+            r = rows[ids[j]]
             memory = Memory.from_dict(orjson.loads(r["doc"]))
-            out.append(SearchRow(memory, sim, score / top, r.get("drift")))
+            out.append(SearchRow(memory, sims[j], (decay + 1) / (decay + rank + 1), r.get("drift")))
         return out
 
     def drop(self) -> None:

@@ -80,6 +80,29 @@ def _rewrite(root: Path, rng: random.Random, version: int) -> None:
 # -- workers -----------------------------------------------------------------------------------
 
 
+def _count_store_retries(counts: dict[str, int]) -> None:
+    """Count LanceDB commit retries (optimistic-concurrency conflicts) per kind of store write."""
+    from anchorfs import store
+
+    real = store._retry
+
+    def counting(fn: Any, what: str) -> Any:
+        attempts = 0
+
+        def once() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return fn()
+
+        try:
+            return real(once, what)
+        finally:
+            if attempts > 1:
+                counts[what] = counts.get(what, 0) + attempts - 1
+
+    store._retry = counting  # type: ignore[assignment]
+
+
 def worker(kind: str, index: int, root: Path, log: Path, go: Path, seed: int) -> int:
     import anchorfs
     from anchorfs.errors import AnchorfsError
@@ -90,6 +113,8 @@ def worker(kind: str, index: int, root: Path, log: Path, go: Path, seed: int) ->
     def emit(**rec: Any) -> None:
         out.write(orjson.dumps(rec) + b"\n")
 
+    retries: dict[str, int] = {}
+    _count_store_retries(retries)
     ws = anchorfs.open(root)
     ws.query("warm up the embedder and the store")  # imports and first open outside the clock
     emit(op="ready")
@@ -145,6 +170,9 @@ def worker(kind: str, index: int, root: Path, log: Path, go: Path, seed: int) ->
             except Exception as exc:  # a bug: counted, logged, and the soak goes on
                 rec["error"] = f"BUG {type(exc).__name__}: {exc}"
         rec["ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        if retries:
+            rec["retries"] = dict(retries)
+            retries.clear()
         if caught:
             rec["warnings"] = [str(w.message) for w in caught]
         emit(**rec)
@@ -178,6 +206,7 @@ def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], li
     by_op: dict[str, list[float]] = {}
     errors: list[str] = []
     warned: list[str] = []
+    retried: dict[str, int] = {}
     done = 0
     for kind, path in logs:
         for line in path.read_bytes().splitlines():
@@ -196,6 +225,9 @@ def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], li
                     if op == "supersede":
                         expected[rec["old"]] = "superseded"
             warned.extend(f"{kind} {op}: {w}" for w in rec.get("warnings", ()))
+            for what, n in rec.get("retries", {}).items():
+                key = f"{kind} {what}"
+                retried[key] = retried.get(key, 0) + n
     if done != len(logs):
         failures.append(f"only {done} of {len(logs)} workers finished")
 
@@ -243,6 +275,7 @@ def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], li
         "errors": len(errors),
         "warnings": len(warned),
         "warning_examples": sorted(set(w.split(": ", 1)[1][:160] for w in warned))[:5],
+        "store_conflict_retries": dict(sorted(retried.items())),
         "ops": {op: {"n": len(v), **_lat(v)} for op, v in sorted(by_op.items())},
         "writes": _lat([ms for op in ("record", "record_anchored", "supersede") for ms in by_op.get(op, [])]),
         "ledger_lines": len(entries),
@@ -325,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
           f"warnings: {figures['warnings']}")
     for op, f in figures["ops"].items():
         print(f"  {op:16} n={f['n']:6}  p50 {f['p50_ms']:8.1f} ms  p95 {f['p95_ms']:8.1f} ms  max {f['max_ms']:8.1f} ms")
+    print(f"store commit retries after a conflict: {figures['store_conflict_retries'] or 'none'}")
     print(f"ledger: {figures['ledger_lines']} lines, {figures['ledger_bytes']} bytes; memories: "
           f"{figures['memories']} ({figures['active']} active); store rows: {figures['store_rows']}")
     print("checks: " + ("all passed" if not failures else "FAILED"))

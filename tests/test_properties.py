@@ -156,7 +156,7 @@ def test_parse_time_returns_an_aware_datetime_or_raises_an_input_error(value: st
     event("parsed")
     assert isinstance(when, datetime)
     assert when.tzinfo is not None
-    when < NOW  # comparable with the ledger's UTC times  # noqa: B015
+    assert isinstance(when < NOW, bool)  # comparable with the ledger's UTC times, never an overflow
 
 
 # -- config --------------------------------------------------------------------------------------
@@ -471,3 +471,17 @@ def _take_or_anchorfs_error(small_root: str, anchor_spec: str) -> None:
     data = Path(small_root, ref.path).read_bytes()
     assert ref.sha256 == hashlib.sha256(data).hexdigest()
     assert (ref.content_hash is not None) == bool(ref.symbol or ref.lines)
+
+
+def test_large_hostile_inputs_finish_with_a_value_or_an_anchor_error() -> None:
+    """Shapes that make a backtracking regex or a quadratic scan hang; each parses in milliseconds
+    today (no timing asserted: a regression shows as a test that never ends)."""
+    for spec in ["1:" * 50_000, "a" * 100_000 + ":", ":1-" * 30_000 + "x", "1" * 100_000 + ":x"]:
+        try:
+            parse_spec(spec)
+        except AnchorError:
+            pass
+    assert len(parse_markers("@anchor(file=a) " * 20_000)) == 20_000
+    assert len(parse_markers("@anchor(file=a, lines=1-2) x " * 10_000)) == 10_000
+    with pytest.raises(AnchorError):
+        parse_markers("@anchor(" * 20_000 + ")")
