@@ -40,7 +40,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "search.candidates": (int, 50),
     "search.rrf_k": (float, 60.0),
     "search.vector_weight": (float, 1.0),
-    "search.text_weight": (float, 1.0),
+    "search.text_weight": (float, 0.5),
     "store.compact_fragments": (int, 64),
     "history.envelope": (bool, True),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},

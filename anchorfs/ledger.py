@@ -255,6 +255,28 @@ class Ledger:
         if keep != os.lseek(fd, 0, os.SEEK_END):
             os.ftruncate(fd, keep)
 
+    def _in_flight(self, at: int) -> bool:
+        """Whether the unfinished line at byte `at` is another process's append under way (it
+        has finished since, or a writer holds the lock), not a torn line to warn about. Readers
+        take no lock, so they can see an append half-copied into the file."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(at)
+                if b"\n" in fh.read():
+                    return True
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True  # a writer holds the lock
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
     def read(self, start: int = 0, *, until: datetime | None = None) -> Iterator[Entry]:
         """Entries from byte offset `start`; a bad line is skipped with a warning, never a crash."""
         try:
@@ -269,7 +291,8 @@ class Ledger:
             for raw in fh:
                 offset += len(raw)
                 if not raw.endswith(b"\n"):
-                    warnings.warn(f"{self.path}: skipping a torn last line at byte {offset - len(raw)}", stacklevel=2)
+                    if not self._in_flight(offset - len(raw)):
+                        warnings.warn(f"{self.path}: skipping a torn last line at byte {offset - len(raw)}", stacklevel=2)
                     break
                 try:
                     entry = Entry.from_dict(orjson.loads(raw))

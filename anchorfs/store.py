@@ -124,23 +124,38 @@ def fuse(
     vector_weight: float = 1.0,
     text_weight: float = 1.0,
 ) -> list[int]:
-    """Candidate indexes, best first: the weighted sum of each side's standardized scores.
+    """Candidate indexes, best first: the weighted mean of each side's standardized scores.
 
-    Every candidate is scored on both sides: its exact cosine, and its BM25 score (0 when
-    the text does not match). Standardizing (z-scores over the candidates) makes one clear
-    winner on a side count for more than a crowd of near-ties, where reciprocal rank fusion
-    gives the top of a side the same weight however weak it is: a paraphrase that the model
-    finds and the full-text half matches only on stray common words keeps its model rank.
-    `None` leaves a side out. Ties go to the lower index.
+    Reciprocal rank fusion gives the top of a side the same weight however weak it is, so a
+    paraphrase the model finds loses to whatever the full-text half matched on stray common
+    words. Here each side counts by how far a candidate stands out on it (z-scores):
+    - vectors: every candidate's exact cosine, standardized over all candidates;
+    - full-text: BM25 (0 = no match) standardized over the matches plus one no-match
+      reference, and only ever added (clipped at 0): a lone match stands out, a crowd of
+      weak matches on common words hardly counts, and no match costs nothing.
+    `bonus` is added as is (anchor matches). `None` leaves a side out; ties go to the lower
+    index.
     """
-    sides: list[tuple[float, list[float]]] = []
-    if similarities is not None and len(similarities):
-        sides.append((vector_weight, _standardize(similarities, _COSINE_FLOOR)))
-    if bm25 is not None and len(bm25):
-        sides.append((text_weight, _standardize(bm25, _BM25_FLOOR * max(max(bm25), 0.0))))
-    count = len(sides[0][1]) if sides else len(bonus or ())
-    total = sum(w for w, _ in sides) or 1.0
-    fused = [sum(w * z[j] for w, z in sides) / total for j in range(count)]
+    count = len(similarities) if similarities is not None else len(bm25 or bonus or ())
+    fused = [0.0] * count
+    total = 0.0
+    if similarities is not None and count:
+        total += vector_weight
+        for j, z in enumerate(_standardize(similarities, _COSINE_FLOOR)):
+            fused[j] += vector_weight * z
+    if bm25 is not None and count:
+        total += text_weight
+        matched = [v for v in bm25 if v > 0]
+        if matched:
+            ref = [*matched, 0.0]
+            mean = sum(ref) / len(ref)
+            std = (sum((v - mean) ** 2 for v in ref) / len(ref)) ** 0.5
+            scale = max(std, _BM25_FLOOR * max(matched))
+            for j, v in enumerate(bm25):
+                if v > 0:
+                    fused[j] += text_weight * max(0.0, (v - mean) / scale)
+    if total > 0:
+        fused = [f / total for f in fused]
     if bonus:
         fused = [f + b for f, b in zip(fused, bonus)]
     return sorted(range(count), key=lambda j: (-fused[j], j))
@@ -174,11 +189,15 @@ def _anchor_bonus(refs: Sequence[tuple[str, str, str | None, tuple[int, int] | N
         asym = anchor.get("symbol")
         alines = anchor.get("lines")
         for token, path, symbol, lines in refs:
-            if asym and (token == asym or symbol == asym):
+            if asym and token == asym:  # a bare `TokenIssuer.issue` or `lock_key`
                 return _BONUS_EXACT
-            if path and (apath == path or ("/" in path or "." in path) and apath.endswith("/" + path)):
+            if not path or not (apath == path or (("/" in path or "." in path) and apath.endswith("/" + path))):
+                continue
+            if symbol is not None:
+                exact = symbol == asym
+            else:
                 exact = lines is not None and alines is not None and alines[0] <= lines[1] and lines[0] <= alines[1]
-                best = max(best, _BONUS_EXACT if exact else _BONUS_FILE)
+            best = max(best, _BONUS_EXACT if exact else _BONUS_FILE)
     return best
 
 
@@ -319,7 +338,7 @@ class Store:
                     "recorded_at": int(m.recorded_at.timestamp() * 1_000_000),
                     "valid_until": int(m.valid_until.timestamp() * 1_000_000) if m.valid_until else None,
                     "anchored": bool(m.anchors),
-                    "drift": drift.get(m.id),
+                    "drift": drift.get(m.id) or "fresh",  # fresh when recorded: anchors just hashed
                     "text": texts[i],
                     "text_hash": hashes[i],
                     "doc": orjson.dumps(m.to_dict()).decode(),
@@ -497,8 +516,7 @@ class Store:
         bonus = [0.0] * len(ids)
         if refs:
             for j, mid in enumerate(ids):
-                anchors = orjson.loads(rows[mid]["doc"]).get("anchors") or ()
-                bonus[j] = _anchor_bonus(refs, anchors)
+                bonus[j] = _anchor_bonus(refs, orjson.loads(rows[mid]["doc"]).get("anchors") or ())
         order = fuse(
             sims if use_vector else None,
             [bm25.get(i, 0.0) for i in ids] if use_text else None,

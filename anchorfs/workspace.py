@@ -173,6 +173,7 @@ class Workspace:
         self._fold: tuple[int, dict[str, Memory]] | None = None
         self._in_git: bool | None = None
         self._history_memo: dict[tuple[Any, ...], str | None] = {}
+        self._drift_damaged = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -521,20 +522,35 @@ class Workspace:
             if drift not in {d.value for d in Drift}:
                 raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown")
             known = self.last_drift()
-            mems = [m for m in mems if known.get(m.id, Drift.FRESH.value if not m.anchors else None) == drift]
+            mems = [m for m in mems if known.get(m.id, Drift.FRESH.value) == drift]
         mems.sort(key=lambda m: m.id, reverse=True)
         return mems[:limit] if limit else mems
 
     def _drift_state(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`."""
+        """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`.
+
+        A damaged, foreign or future-version file reads as a cold cache (`_drift_damaged` set,
+        so the next check rewrites it).
+        """
+        self._drift_damaged = False
         try:
             data = orjson.loads((self.state / "drift.json").read_bytes())
+        except FileNotFoundError:
+            return {}, {}
+        except (OSError, ValueError, orjson.JSONDecodeError):
+            self._drift_damaged = True
+            return {}, {}
+        try:
             if data.get("v") != 1:
-                return {}, {}  # a future or foreign version: a cold cache, rebuilt by the next check
+                raise ValueError("unknown version")
             # Only known drift values: a hand-edited `[1]` would reach the store's update as a key.
-            known = {k: v for k, v in dict(data["drift"]).items() if v in _DRIFTS}
-            return known, {k: v for k, v in dict(data.get("pending") or {}).items() if v in _DRIFTS}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
+            raw_known, raw_pending = dict(data["drift"]), dict(data.get("pending") or {})
+            known = {k: v for k, v in raw_known.items() if isinstance(v, str) and v in _DRIFTS}
+            pending = {k: v for k, v in raw_pending.items() if isinstance(v, str) and v in _DRIFTS}
+            self._drift_damaged = len(known) != len(raw_known) or len(pending) != len(raw_pending)
+            return known, pending
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self._drift_damaged = True
             return {}, {}
 
     def last_drift(self) -> dict[str, str]:
@@ -550,8 +566,9 @@ class Workspace:
         importing LanceDB.
         """
         known, pending = self._drift_state()
-        changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id) != r.drift.value}
-        if not changes:
+        # A memory is fresh when recorded (its anchors were just hashed): no entry means fresh.
+        changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id, "fresh") != r.drift.value}
+        if not changes and not self._drift_damaged:
             return 0
         merged = {**known, **changes}
         pending = {**pending, **changes}

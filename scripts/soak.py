@@ -3,7 +3,7 @@ prove that nothing was lost: every acknowledged write is in the ledger and in th
 ledger parses to the last byte, and every read answered without an error.
 
     python scripts/soak.py --writers 4 --readers 8 --seconds 300
-    python scripts/soak.py --root /path/to/workspace --seconds 60 --json figures.json
+    python scripts/soak.py --root /tmp/soak-ws --seconds 60 --json figures.json --keep
 
 Writers record (some anchored: symbols, lines, whole files) and supersede the heads of their
 own chains; writer 0 also rewrites a few anchored files now and then (atomically), so readers
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -303,6 +303,9 @@ def machine() -> str:
 
 def run(args: argparse.Namespace) -> int:
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="anchorfs-soak-")) / "ws"
+    if (root / ".anchorfs").is_dir() and not (root / "src" / "mod0.py").is_file():
+        print(f"{root} is a workspace the soak did not create; give a new folder", file=sys.stderr)
+        return 2
     if not (root / ".anchorfs").is_dir():
         root.mkdir(parents=True, exist_ok=True)
         setup(root)
@@ -366,6 +369,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"  - {f}")
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))
+    if failures or args.keep:
+        print(f"kept: the workspace {root} and the logs {logs_dir}")
+    else:
+        shutil.rmtree(logs_dir, ignore_errors=True)
+        if not args.root:
+            shutil.rmtree(root.parent, ignore_errors=True)
     return 0 if not failures else 1
 
 
@@ -374,9 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writers", type=int, default=4)
     p.add_argument("--readers", type=int, default=8)
     p.add_argument("--seconds", type=float, default=300.0)
-    p.add_argument("--root", help="an existing workspace (default: a new one in a temp folder)")
+    p.add_argument("--root", help="where to build the workspace, or one a previous soak built (default: a temp folder)")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep", action="store_true", help="keep the temp workspace and the logs even when all passes")
     p.add_argument("--worker", choices=("writer", "reader"), help=argparse.SUPPRESS)
     p.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--log", help=argparse.SUPPRESS)

@@ -269,20 +269,25 @@ def test_one_bad_anchor_never_fails_a_query(ws: anchorfs.Workspace, tmp_path: Pa
 def test_write_back_only_on_change(ws: anchorfs.Workspace) -> None:
     m = ws.record("readme fact", anchors=["README.md"])
     drift_file = ws.state / "drift.json"
-    ws.drift()
-    assert ws.last_drift() == {m.id: "fresh"}
-    stamp = drift_file.stat().st_mtime_ns, drift_file.stat().st_ino
     version = ws.store.table().version
+    assert ws.store.drift_map() == {m.id: "fresh"}  # fresh when recorded
+    ws.drift()
     ws.drift()
     ws.query("readme fact")
-    assert (drift_file.stat().st_mtime_ns, drift_file.stat().st_ino) == stamp
-    assert ws.store.table().version == version  # nothing written to the store either
+    assert not drift_file.exists()  # nothing changed: nothing written
+    assert ws.store.table().version == version  # nor to the store
+    assert [x.id for x in ws.list(drift="fresh")] == [m.id]
     (ws.root / "README.md").write_text("changed\n")
     ws.drift()
     assert ws.last_drift() == {m.id: "stale"}
     assert ws.store.table().version == version + 1  # one batch
     assert [x.id for x in ws.list(drift="stale")] == [m.id]
     assert ws.store.drift_map() == {m.id: "stale"}
+    stamp = drift_file.stat().st_mtime_ns, drift_file.stat().st_ino
+    ws.drift()
+    ws.query("readme fact")
+    assert (drift_file.stat().st_mtime_ns, drift_file.stat().st_ino) == stamp
+    assert ws.store.table().version == version + 1
 
 
 def test_reanchor_makes_stale_fresh_and_is_in_the_ledger(ws: anchorfs.Workspace) -> None:
