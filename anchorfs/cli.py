@@ -118,30 +118,30 @@ def _print_memory(m: "Memory") -> None:
         click.echo(f"  reason: {m.reason}")
 
 
-def _progress(total: int, label: str) -> tuple[Callable[[int], None], Callable[[], None]]:
-    """A progress bar that only appears once the work has taken more than a second."""
+def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A progress bar on a terminal, shown only once the work has taken more than a second."""
     import time
 
     start = time.monotonic()
-    state: dict[str, Any] = {"done": 0, "bar": None}
+    state: dict[str, Any] = {"bar": None}
 
-    def advance(n: int) -> None:
-        state["done"] += n
-        if state["bar"] is None and time.monotonic() - start > 1.0 and sys.stderr.isatty():
+    def update(done: int, total: int) -> None:
+        bar = state["bar"]
+        if bar is None:
+            if time.monotonic() - start <= 1.0 or not sys.stderr.isatty():
+                return
             from rich.progress import Progress
 
-            bar = Progress(transient=True, console=None)
+            bar = state["bar"] = Progress(transient=True)
             bar.start()
-            state["task"] = bar.add_task(label, total=total, completed=state["done"])
-            state["bar"] = bar
-        elif state["bar"] is not None:
-            state["bar"].update(state["task"], completed=state["done"])
+            state["task"] = bar.add_task(label, total=total)
+        bar.update(state["task"], completed=done)
 
     def finish() -> None:
         if state["bar"] is not None:
             state["bar"].stop()
 
-    return advance, finish
+    return update, finish
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Check every active anchored memory now; exit 90 when any is stale."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
-        advance, finish = _progress(0, "checking anchors")
+        advance, finish = _progress("checking anchors")
         try:
             report = ws.drift(progress=advance)
         finally:

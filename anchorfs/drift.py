@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -172,11 +172,13 @@ class DriftChecker:
         checks = tuple(self.check_anchor(a) for a in memory.anchors)
         return MemoryDrift(memory, drift_of([c.verdict for c in checks]), checks)
 
-    def check_all(self, memories: Iterable[Memory], progress: Callable[[int], None] | None = None) -> DriftReport:
+    def check_all(self, memories: Sequence[Memory],
+                  progress: Callable[[int, int], None] | None = None) -> DriftReport:
         """`check` over many memories, with the all-fresh case inlined: it is nearly every case."""
         report = DriftReport()
         out = report.memories
         files, probe, check = self._files, self._probe, self.check
+        total = len(memories)
         fresh, fresh_drift, new = Verdict.FRESH, Drift.FRESH, tuple.__new__
         for memory in memories:
             anchors = memory.anchors
@@ -192,7 +194,7 @@ class DriftChecker:
             else:
                 out.append(check(memory))
             if progress is not None:
-                progress(1)
+                progress(len(out), total)
         return report
 
 

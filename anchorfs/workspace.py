@@ -599,7 +599,7 @@ class Workspace:
         except (AnchorfsError, OSError):
             pass
 
-    def drift(self, *, progress: Callable[[int], None] | None = None) -> DriftReport:
+    def drift(self, *, progress: Callable[[int, int], None] | None = None) -> DriftReport:
         """Check every active anchored memory now."""
         targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
         checker = DriftChecker(self.root_real, self.cache)

@@ -104,6 +104,10 @@ def body(runs: list[dict], queries: list[dict], memories: list[dict]) -> str:
         goals.append(f"`e5` {by_name['e5']:.3f} against 0.90")
     if "minilm" in by_name:
         goals.append(f"`minilm` {by_name['minilm']:.3f} (no goal)")
+    default = next((r for r in runs if r["name"] == DEFAULT_EMBEDDER), runs[0])
+    styles = default["modes"]["hybrid"]["styles"]
+    others = ", ".join(f"{len(styles[st].misses)} {st}" for st in load.STYLES
+                       if st != "paraphrase" and styles[st].misses) or "none"
     return f"""
 Machine: {machine()}.
 `python scripts/bench_retrieval.py --write` (needs the `e5` and `minilm` extras for those rows).
@@ -131,14 +135,14 @@ MRR / recall@5 per query style (number of queries in brackets):
 {style_table(runs, counts)}
 
 Reading the figures:
-- Goals: {"; ".join(goals)}. **Neither goal is met, and on this set neither can be
-  without a better model.** The `paraphrase` queries ({counts['paraphrase']} of {len(queries)}) were written to
+- Goals: {"; ".join(goals)}. **Neither goal is met, and on this set neither looks reachable
+  without a stronger model.** The `paraphrase` queries ({counts['paraphrase']} of {len(queries)}) were written to
   share no content word with the memories that answer them (after splitting identifiers,
   dropping stopwords and stemming), so no lexical method finds them: with every other query
   perfect, a method without a model tops out at an MRR of {lexical:.3f}. The default embedder is
   such a method (hashed words, identifier parts and trigrams): it gets the other styles nearly
-  right (its remaining misses are five questions and one superseded wording) but cannot pass
-  that ceiling. `e5` (multilingual-e5-small, 4-bit) finds only about a quarter of the
+  right (first hit not relevant, outside paraphrases: {others}) but cannot pass that
+  ceiling. `e5` (multilingual-e5-small, 4-bit) finds only about a quarter of the
   paraphrases even alone (its vectors row), so fusion cannot lift it to 0.90; `minilm` finds
   half of them and is the best choice where a model is acceptable.
 - The anchor bonus below is part of every mode, so "vectors" is vector search plus anchor

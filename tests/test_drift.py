@@ -390,3 +390,12 @@ def test_storeless_drift_change_waits_in_pending_then_reaches_the_store(ws: anch
         assert again._drift_state()[1] == {m.id: "stale"}
         assert again.store.drift_map() == {m.id: "stale"}  # opening the store flushed it
         assert again._drift_state()[1] == {}
+
+
+def test_drift_reports_progress_as_done_of_total(ws: anchorfs.Workspace) -> None:
+    for i in range(3):
+        (ws.root / f"p{i}.txt").write_text(f"{i}\n")
+    ws.record_many([{"content": f"p {i}", "anchors": [f"p{i}.txt"]} for i in range(3)])
+    seen: list[tuple[int, int]] = []
+    ws.drift(progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]

@@ -90,7 +90,8 @@ def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False) 
             batch_ids.clear()
 
     memories = load_memories()
-    ws.store  # open (and create) the table outside the timed part
+    ws.store  # open (and create) the table, and load the model, outside the timed part
+    ws.embedder.embed_query("warm up")
     t0 = time.perf_counter()
     for item in memories:
         if item.get("supersedes"):

@@ -1,0 +1,107 @@
+"""The LanceDB store: embedder pinning, re-embedding skipped by content hash, compaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import anchorfs
+from anchorfs.embedders import HashingEmbedder
+from anchorfs.errors import EmbedderError
+from anchorfs.model import Memory, Status, new_id
+from anchorfs.store import Store, embed_text
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The default embedder, counting the documents it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded = 0
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        self.embedded += len(texts)
+        return super().embed_documents(texts)
+
+
+def mem(text: str) -> Memory:
+    return Memory(id=new_id(), content=text)
+
+
+def test_opening_with_another_embedder_points_at_reindex(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        ws.record("the cache lives in redis")
+    with anchorfs.open(root, embedder="e5") as ws:
+        with pytest.raises(EmbedderError, match=r"anchorfs reindex --embedder e5"):
+            ws.query("cache")
+    with anchorfs.open(root, embedder="e5") as ws:
+        assert ws.reindex(embedder="e5") == 1
+        assert ws.store.stored_embedder() == "e5"
+        assert [h.memory.content for h in ws.query("where is the cache kept", k=1)] == ["the cache lives in redis"]
+    with anchorfs.open(root) as ws:  # the default now disagrees with the table
+        with pytest.raises(EmbedderError, match="built with embedder 'e5'"):
+            ws.query("cache")
+
+
+def test_upsert_skips_re_embedding_unchanged_text(tmp_path: Path) -> None:
+    emb = CountingEmbedder()
+    store = Store(tmp_path, emb)
+    a, b = mem("alpha beta"), mem("gamma delta")
+    store.add([a, b])
+    assert emb.embedded == 2
+    store.upsert([a.replace(status=Status.SUPERSEDED.value)])  # status only: same searchable text
+    assert emb.embedded == 2
+    store.upsert([b.replace(content="gamma delta epsilon")])
+    assert emb.embedded == 3
+    assert store.count() == 2
+    assert store.count("status = 'superseded'") == 1
+
+
+def test_compaction_folds_fragments(tmp_path: Path) -> None:
+    store = Store(tmp_path, HashingEmbedder(), compact_fragments=5)
+    for i in range(4):
+        store.add([mem(f"note {i}")])
+    fragments = store.table().stats()["fragment_stats"]["num_fragments"]
+    assert fragments == 4
+    store.add([mem("note 4")])  # the fifth fragment triggers compaction
+    assert store.table().stats()["fragment_stats"]["num_fragments"] == 1
+    assert store.count() == 5
+
+
+def test_set_drift_and_drift_map(tmp_path: Path) -> None:
+    store = Store(tmp_path, HashingEmbedder())
+    a, b = mem("one"), mem("two")
+    store.add([a, b])
+    assert store.drift_map() == {a.id: "fresh", b.id: "fresh"}
+    version = store.table().version
+    store.set_drift({a.id: "stale"})
+    assert store.drift_map() == {a.id: "stale", b.id: "fresh"}
+    assert store.table().version == version + 1
+
+
+def test_search_returns_cosine_similarity_and_fused_relevance(tmp_path: Path) -> None:
+    emb = HashingEmbedder()
+    store = Store(tmp_path, emb)
+    target, other = mem("getUserById returns the user row"), mem("invoices are sent monthly")
+    store.add([target, other])
+    q = emb.embed_query("user")
+    rows = store.search("user", q, k=2, where=None, candidates=10, rrf_k=60.0, vector_weight=1.0, text_weight=1.0)
+    assert rows[0].memory.id == target.id
+    expected = float(np.dot(q, emb.embed_documents([embed_text(target)])[0]))
+    assert rows[0].similarity == pytest.approx(expected, abs=1e-5)
+    assert 0 < rows[0].relevance <= 1
+    assert rows[0].relevance > rows[1].relevance
+
+
+def test_drop_removes_the_table(tmp_path: Path) -> None:
+    store = Store(tmp_path, HashingEmbedder())
+    store.add([mem("x")])
+    assert store.exists()
+    store.drop()
+    assert not store.exists()
+    assert store.count() == 0
