@@ -69,10 +69,25 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a whole file, streamed so a big file never sits in memory."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """Hex SHA-256 of a whole file, streamed so a big file never sits in memory.
+
+    Raw `os.read` rather than `hashlib.file_digest`, which allocates a 256 KiB buffer per call
+    (most anchored files are a few KiB: that allocation was most of a cold check). O_NOFOLLOW:
+    callers pass real paths, so a link swapped in after the check fails instead of being
+    followed out of the workspace; O_NONBLOCK: a FIFO swapped in cannot hang the read path.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:

@@ -119,14 +119,14 @@ def test_permission_denied_is_unreadable(ws: anchorfs.Workspace, monkeypatch: py
     m = ws.record("readme", anchors=["README.md"])
     (ws.root / "README.md").write_text("changed so the cache must read it\n")
 
-    real_open = open
+    real_open = os.open
 
-    def deny(path: object, *args: object, **kwargs: object) -> object:
-        if str(path).endswith("README.md"):
+    def deny(path: object, *args: object, **kwargs: object) -> int:
+        if str(path).endswith("README.md"):  # tests run as root: chmod would not stop a read
             raise PermissionError(13, "Permission denied")
-        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("builtins.open", deny)
+    monkeypatch.setattr(os, "open", deny)
     md = ws.check(m)
     assert md.checks[0].verdict is Verdict.UNREADABLE
     assert "permission denied" in md.checks[0].detail
