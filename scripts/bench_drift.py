@@ -27,6 +27,21 @@ from anchorfs.drift import DriftChecker  # noqa: E402
 from anchorfs.hashing import HashCache  # noqa: E402
 
 
+NOTE = """
+
+Reading the figures: the cold check and the whole-process `drift` meet or come near their
+targets; the warm check does not. Per anchored memory it costs one `lstat` (as the bare loop
+does) plus about 4 µs of Python: a dict lookup in the hash cache, a packed-stat compare, and
+the result objects a caller reads (one check per anchor, one drift per memory). `git status`
+is C and stats the index in parallel threads. What was done: one `lstat` per file (the stat is
+handed to the cache), directory realpaths resolved once per pass, NamedTuples instead of frozen
+dataclasses for per-read results, an inlined all-fresh path, and `os.read` instead of
+`hashlib.file_digest` (which allocates 256 KiB per file; it halved the cold check). What is
+left: a C or vectorized stat-and-compare, or a cheaper result shape for whole-workspace passes.
+`ws.drift()` also folds the ledger (about 20 µs per memory), which a persisted snapshot of
+the fold would remove."""
+
+
 def make_repo(root: Path, n: int) -> list[str]:
     rels = []
     for i in range(n):
@@ -149,7 +164,7 @@ def main() -> None:
         f"memory each, in a git repo (set-up {setup:.0f} s). Warm: the hash cache loaded from the manifest, files "
         "older than the racy window; the hash cache resident in memory (as in `anchorfs mcp` or `watch`), and "
         "separately with the manifest loaded from disk first (a new process). Cold: an empty hash cache (the page cache is warm for both sides). "
-        "Best of 5-7 runs; the query and process figures are medians.\n\n" + table
+        "Best of 5-7 runs; the query and process figures are medians.\n\n" + table + NOTE
     )
     print(body)
     if args.write:
