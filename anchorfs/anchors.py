@@ -14,7 +14,6 @@ import re
 import stat
 import unicodedata
 from dataclasses import replace
-from pathlib import Path
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
 from .model import AnchorRef, Verdict

@@ -370,7 +370,7 @@ class SymbolIndex:
     @property
     def complete(self) -> bool:
         """False when the walk stopped at `max_files`: absence and uniqueness prove nothing."""
-        self.files
+        _ = self.files  # the walk sets `_complete`
         return self._complete
 
     def _walk(self) -> None:
@@ -399,7 +399,7 @@ class SymbolIndex:
         self._by_name = by_name
 
     def files_named(self, name: str) -> list[str]:
-        self.files
+        _ = self.files  # the walk fills `_by_name`
         return list(self._by_name.get(name, ()))
 
     def _parse(self) -> None:

@@ -16,8 +16,7 @@ import dataclasses
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -557,7 +556,7 @@ class Workspace:
         """Drift as of the last check, without re-checking (`.anchorfs/drift.json`)."""
         return self._drift_state()[0]
 
-    def _write_back(self, results: Iterable[MemoryDrift], *, complete: bool = False) -> int:
+    def _write_back(self, results: Iterable[MemoryDrift]) -> int:
         """Persist drift that changed since the last check; a read that changed nothing writes nothing.
 
         `drift.json` answers `list --drift` at once. The store's drift column is written in one

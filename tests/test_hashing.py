@@ -364,7 +364,6 @@ def _good_manifest_bytes(ws: Path, p: Path) -> bytes:
 
 
 def _bad_manifests(good: bytes, st: os.stat_result) -> dict[str, bytes]:
-    fields = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     doc = orjson.loads(good)
     doc["entries"]["a.py"][4] = "f" * 64  # a hand edit: the CRC no longer matches
     return {

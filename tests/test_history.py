@@ -510,7 +510,6 @@ def test_many_commits_walk(git_repo: Path) -> None:
         stream.append(b"committer T <t@e> %d +0000\n" % (1_700_000_000 + n * 60))
         stream.append(b"data %d\n%s\n" % (len(msg), msg.encode()))
         stream.append(b"M 100644 inline big.txt\n" + blob("\n".join(body) + "\n"))
-    import subprocess
 
     subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=b"".join(stream), check=True)
     git(repo, "checkout", "-q", "-f", "main")
