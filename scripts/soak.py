@@ -30,6 +30,9 @@ from typing import Any
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchlib import machine  # noqa: E402
+
 WORDS = ("token expiry handler session cache retry queue deploy config parser user login "
          "billing invoice webhook timeout backoff schema migration index search ranking "
          "logging metrics tracing limit quota export import batch stream worker lock").split()
@@ -285,20 +288,6 @@ def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], li
         "store_rows": len(rows),
     }
     return figures, failures
-
-
-def machine() -> str:
-    import platform
-
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
 def run(args: argparse.Namespace) -> int:
