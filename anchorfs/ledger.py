@@ -277,8 +277,8 @@ class Ledger:
         finally:
             os.close(fd)
 
-    def read(self, start: int = 0, *, until: datetime | None = None) -> Iterator[Entry]:
-        """Entries from byte offset `start`; a bad line is skipped with a warning, never a crash."""
+    def read(self, start: int = 0, *, until: datetime | None = None, end: int | None = None) -> Iterator[Entry]:
+        """Entries from byte offset `start` (to `end`); a bad line is skipped with a warning, never a crash."""
         try:
             fh = open(self.path, "rb")
         except FileNotFoundError:
@@ -289,6 +289,8 @@ class Ledger:
             fh.seek(start)
             offset = start
             for raw in fh:
+                if end is not None and offset >= end:
+                    break
                 offset += len(raw)
                 if not raw.endswith(b"\n"):
                     if not self._in_flight(offset - len(raw)):

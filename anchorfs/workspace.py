@@ -272,10 +272,24 @@ class Workspace:
     # -- the ledger as state --------------------------------------------------------------
 
     def _memories(self) -> dict[str, Memory]:
-        """Latest snapshot of every memory, folded from the ledger (cached while it is unchanged)."""
-        size = self.ledger.size()
-        if self._fold is None or self._fold[0] != size:
-            self._fold = (size, fold(self.ledger.read()))
+        """Latest snapshot of every memory, folded from the ledger.
+
+        Kept per process and extended by the ledger's new lines only, so a long-lived process
+        (MCP server, watch) does not re-read the whole ledger after every write.
+        """
+        if self._fold is not None and self.ledger.size() == self._fold[0]:
+            return self._fold[1]
+        end = self.ledger.complete_size()  # never fold up to a line still being written
+        if self._fold is None or end < self._fold[0]:
+            # Whole read (it warns about a torn tail); lines finished meanwhile are read again
+            # by the next extension, which is harmless: snapshots replace by id.
+            self._fold = (end, fold(self.ledger.read(0)))
+        elif end > self._fold[0]:
+            state = dict(self._fold[1])  # callers may still iterate the old one
+            for entry in self.ledger.read(self._fold[0], end=end):
+                for memory in entry.memories:
+                    state[memory.id] = memory
+            self._fold = (end, state)
         return self._fold[1]
 
     def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,

@@ -540,3 +540,22 @@ def test_drift_flags_a_changed_anchor_and_query_demotes_it(ws: Workspace, repo: 
     assert hits[stale.id].score < hits[fresh.id].score
     assert "stale" in hits[stale.id].envelope.lower()
     assert "stale" not in hits[fresh.id].envelope.lower()
+
+
+def test_the_fold_grows_with_the_ledger_and_sees_other_writers(tmp_path: Path) -> None:
+    """A long-lived workspace extends its view by the ledger's new lines, from any process."""
+    root = tmp_path / "grow"
+    root.mkdir()
+    anchorfs.init(root)
+    with anchorfs.open(root) as mine, anchorfs.open(root) as other:
+        a = mine.record("first")
+        assert [m.id for m in mine.list()] == [a.id]
+        b = other.record("second, from another writer")
+        mine_view = mine.list()
+        assert [m.id for m in mine_view] == [b.id, a.id]
+        c = other.supersede(a.id, "first, corrected")
+        assert mine.get(a.id).status == "superseded"
+        assert mine.get(c.id).supersedes == a.id
+        with open(root / ".anchorfs" / "ledger.jsonl", "ab") as fh:
+            fh.write(b'{"v": 1, "tx": "half a line')  # a write still in flight
+        assert {m.id for m in mine.list(status="all")} == {a.id, b.id, c.id}
