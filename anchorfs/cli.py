@@ -95,8 +95,12 @@ def cli(ctx: click.Context, root: str | None, as_json: bool) -> None:
 
 # -- formatting helpers ---------------------------------------------------------------------
 
-def _memory_json(m: "Memory") -> dict[str, Any]:
-    return m.to_dict()
+def _emit(c: "_Ctx", data: Any, text: str) -> None:
+    """The command's result: JSON for programs, one line for people."""
+    if c.json:
+        _emit_json(data)
+    else:
+        click.echo(text)
 
 
 def _print_memory(m: "Memory") -> None:
@@ -182,10 +186,7 @@ def record(ctx: click.Context, root: str | None, as_json: bool, text: str, kind:
     """Record a memory, anchored to what it rests on."""
     with _session(ctx, root, as_json) as c:
         m = c.ws().record(text, kind=kind, tags=tags, anchors=anchors, author=author)
-        if c.json:
-            _emit_json(_memory_json(m))
-        else:
-            click.echo(f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})")
+        _emit(c, m.to_dict(), f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})")
 
 
 @cli.command()
@@ -223,7 +224,7 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
     with _session(ctx, root, as_json) as c:
         m = c.ws().get(memory_id)
         if c.json:
-            _emit_json(_memory_json(m))
+            _emit_json(m.to_dict())
         else:
             _print_memory(m)
 
@@ -243,7 +244,7 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
         mems = ws.list(limit=limit, status=status, drift=drift_filter)
         if c.json:
             known = ws.last_drift()
-            _emit_json({"memories": [{**_memory_json(m), "drift": known.get(m.id)} for m in mems]})
+            _emit_json({"memories": [{**m.to_dict(), "drift": known.get(m.id)} for m in mems]})
             return
         known = ws.last_drift()
         rows = [(m.id, m.kind, m.status, known.get(m.id, "-"), len(m.anchors), _short(m.content)) for m in mems]
@@ -304,10 +305,7 @@ def reanchor(ctx: click.Context, root: str | None, as_json: bool, memory_id: str
     """Anchor a re-verified memory to the content as it is now."""
     with _session(ctx, root, as_json) as c:
         m = c.ws().reanchor(memory_id, anchors=anchors or None, reason=reason)
-        if c.json:
-            _emit_json(_memory_json(m))
-        else:
-            click.echo(f"reanchored {m.id}: {', '.join(a.spec for a in m.anchors)}")
+        _emit(c, m.to_dict(), f"reanchored {m.id}: {', '.join(a.spec for a in m.anchors)}")
 
 
 @cli.command()
@@ -324,10 +322,7 @@ def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: st
     """Correct a memory: the new one wins, the old one keeps its validity bounds."""
     with _session(ctx, root, as_json) as c:
         m = c.ws().supersede(memory_id, text, reason=reason, anchors=anchors or None, kind=kind, tags=tags or None)
-        if c.json:
-            _emit_json(_memory_json(m))
-        else:
-            click.echo(f"{m.id} supersedes {m.supersedes}")
+        _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}")
 
 
 @cli.command()
@@ -339,10 +334,7 @@ def retract(ctx: click.Context, root: str | None, as_json: bool, memory_id: str,
     """Withdraw a belief with no successor."""
     with _session(ctx, root, as_json) as c:
         m = c.ws().retract(memory_id, reason=reason)
-        if c.json:
-            _emit_json(_memory_json(m))
-        else:
-            click.echo(f"retracted {m.id}")
+        _emit(c, m.to_dict(), f"retracted {m.id}")
 
 
 @cli.command()
@@ -354,10 +346,7 @@ def revert(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, 
     """Undo a supersede or a retract."""
     with _session(ctx, root, as_json) as c:
         m = c.ws().revert(memory_id, reason=reason)
-        if c.json:
-            _emit_json(_memory_json(m))
-        else:
-            click.echo(f"{m.id} is active again")
+        _emit(c, m.to_dict(), f"{m.id} is active again")
 
 
 @cli.command()
