@@ -204,13 +204,12 @@ def _anchor_bonus(refs: Sequence[tuple[str, str, str | None, tuple[int, int] | N
 class SearchRow:
     """One candidate from the store: the memory, raw cosine similarity and fused relevance."""
 
-    __slots__ = ("memory", "similarity", "relevance", "drift")
+    __slots__ = ("memory", "similarity", "relevance")
 
-    def __init__(self, memory: Memory, similarity: float, relevance: float, drift: str | None) -> None:
+    def __init__(self, memory: Memory, similarity: float, relevance: float) -> None:
         self.memory = memory
         self.similarity = similarity
         self.relevance = relevance
-        self.drift = drift
 
 
 class Store:
@@ -477,7 +476,7 @@ class Store:
 
         table = self.table()
         n = max(candidates, k)
-        cols = ["id", "doc", "vector", "drift"]
+        cols = ["id", "doc", "vector"]  # drift is not read: every hit is checked afresh
         use_text = text_weight > 0
         use_vector = vector_weight > 0 or not use_text
         vec_rows: list[dict[str, Any]] = []
@@ -512,11 +511,18 @@ class Store:
         matrix = np.asarray([rows[i]["vector"] for i in ids], dtype=np.float32).reshape(len(ids), -1)
         # The exact cosine of every candidate, also of those only full-text found.
         sims = [float(x) for x in matrix @ q]
+        docs: dict[str, dict[str, Any]] = {}  # each candidate's JSON parsed at most once
+
+        def doc(mid: str) -> dict[str, Any]:
+            if mid not in docs:
+                docs[mid] = orjson.loads(rows[mid]["doc"])
+            return docs[mid]
+
         refs = _anchor_refs(text)
         bonus = [0.0] * len(ids)
         if refs:
             for j, mid in enumerate(ids):
-                bonus[j] = _anchor_bonus(refs, orjson.loads(rows[mid]["doc"]).get("anchors") or ())
+                bonus[j] = _anchor_bonus(refs, doc(mid).get("anchors") or ())
         order = fuse(
             sims if use_vector else None,
             [bm25.get(i, 0.0) for i in ids] if use_text else None,
@@ -527,9 +533,8 @@ class Store:
         decay = max(float(rrf_k), 0.0)
         out = []
         for rank, j in enumerate(order[:k]):
-            r = rows[ids[j]]
-            memory = Memory.from_dict(orjson.loads(r["doc"]))
-            out.append(SearchRow(memory, sims[j], (decay + 1) / (decay + rank + 1), r.get("drift")))
+            memory = Memory.from_dict(doc(ids[j]))
+            out.append(SearchRow(memory, sims[j], (decay + 1) / (decay + rank + 1)))
         return out
 
     def drop(self) -> None:

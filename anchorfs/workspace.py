@@ -652,9 +652,9 @@ class Workspace:
             where = id_filter(ids)
         store = self.store
         qvec = self.embedder.embed_query(text)
-        want = k if stale == "include" else k * 3
+        want = k if stale == "include" else k * 3  # room left after filtering on drift
         rows = store.search(
-            text, qvec, k=max(want, k), where=where,
+            text, qvec, k=want, where=where,
             candidates=int(self.config["search.candidates"]), rrf_k=float(self.config["search.rrf_k"]),
             vector_weight=float(self.config["search.vector_weight"]),
             text_weight=float(self.config["search.text_weight"]),
