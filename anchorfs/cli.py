@@ -281,7 +281,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
         if c.json:
             _emit_json(report.to_dict())
         else:
-            bad = [m for m in report.memories if m.drift.value != "fresh"]
+            bad = report.flagged
             if bad:
                 rows = []
                 for md in bad:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain, repeat
+from operator import attrgetter, eq, is_, itemgetter
 from typing import Any, NamedTuple
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, resolve_path
@@ -39,25 +43,70 @@ class MemoryDrift(NamedTuple):
         }
 
 
-@dataclass(slots=True)
 class DriftReport:
-    memories: list[MemoryDrift] = field(default_factory=list)
+    """Every checked memory's drift, in the order given.
+
+    A memory whose anchors all still hash as recorded is kept as `None` until read and built
+    on demand: a whole-workspace pass over 10,000 unchanged memories should cost about its
+    stat loop, and most callers only count them or read the few that are not fresh.
+    """
+
+    __slots__ = ("checked", "_results", "_flagged", "_built")
+
+    def __init__(self, checked: Sequence[Memory] = (), results: Sequence[MemoryDrift | None] | None = None) -> None:
+        self.checked: list[Memory] = list(checked)
+        self._results: list[MemoryDrift | None] = [None] * len(self.checked) if results is None else list(results)
+        if len(self._results) != len(self.checked):
+            raise ValueError("one result per checked memory")
+        self._flagged = [r for r in self._results if r is not None and r.drift is not Drift.FRESH]
+        self._built: list[MemoryDrift] | None = None
+
+    @property
+    def memories(self) -> list[MemoryDrift]:
+        """One result per checked memory (fresh ones built on first read)."""
+        if self._built is None:
+            self._built = [r if r is not None else _all_fresh(m) for m, r in zip(self.checked, self._results)]
+        return self._built
+
+    @property
+    def flagged(self) -> list[MemoryDrift]:
+        """The memories that are not fresh (stale or unknown), without building the rest."""
+        return list(self._flagged)
 
     def count(self, drift: Drift) -> int:
-        return sum(1 for m in self.memories if m.drift is drift)
+        flagged = sum(1 for m in self._flagged if m.drift is drift)
+        return len(self.checked) - len(self._flagged) if drift is Drift.FRESH else flagged
 
     @property
     def stale(self) -> list[MemoryDrift]:
-        return [m for m in self.memories if m.drift is Drift.STALE]
+        return [m for m in self._flagged if m.drift is Drift.STALE]
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "checked": len(self.memories),
+            "checked": len(self.checked),
             "stale": self.count(Drift.STALE),
             "unknown": self.count(Drift.UNKNOWN),
             "fresh": self.count(Drift.FRESH),
             "memories": [m.to_dict() for m in self.memories],
         }
+
+
+_new = tuple.__new__  # skips a NamedTuple's Python-level __new__: same values, several times faster
+
+
+def _all_fresh(memory: Memory) -> MemoryDrift:
+    """The result of a memory whose every anchor still hashes as recorded."""
+    fresh = Verdict.FRESH
+    checks = tuple([_new(AnchorCheck, (ref, fresh, "unchanged", ref.lines)) for ref in memory.anchors])
+    return _new(MemoryDrift, (memory, Drift.FRESH, checks))
+
+
+_ANCHORS = attrgetter("anchors")
+_PATH = attrgetter("path")
+_SHA = attrgetter("sha256")
+_HEAD = itemgetter(0)
+_CHUNK = 4096
+"""Memories per batch of the whole-workspace pass: bounds the lists built, paces the progress bar."""
 
 
 _ERRNO_WORDS = {13: "permission denied", 21: "a directory where a file was", 40: "too many symlink levels"}
@@ -73,6 +122,8 @@ class DriftChecker:
         self._files: dict[str, tuple[str, os.stat_result] | AnchorCheck] = {}
         self._full: dict[str, str] = {}
         self._data: dict[str, bytes] = {}
+        self._plain_dirs: dict[str, bool] = {}
+        self._lstats: dict[str, os.stat_result] = {}  # from the batch pre-pass, used once by `_locate`
 
     def _dir_real(self, rel_dir: str) -> str | None:
         """The realpath of a workspace folder if it stays inside and is not `.anchorfs/`."""
@@ -103,7 +154,7 @@ class DriftChecker:
             if dir_real is None:
                 raise UnsafePathError(f"{path} now resolves outside the workspace")
         full = f"{dir_real}/{path[cut + 1:]}"
-        st = os.lstat(full)
+        st = self._lstats.pop(path, None) or os.lstat(full)
         if st.st_mode & 0o170000 == 0o120000:  # a symlink: the whole chain must stay inside
             _, full = resolve_path(self.root_real, path)
             st = os.stat(full)
@@ -174,28 +225,140 @@ class DriftChecker:
 
     def check_all(self, memories: Sequence[Memory],
                   progress: Callable[[int, int], None] | None = None) -> DriftReport:
-        """`check` over many memories, with the all-fresh case inlined: it is nearly every case."""
-        report = DriftReport()
-        out = report.memories
-        files, probe, check = self._files, self._probe, self.check
-        total = len(memories)
-        fresh, fresh_drift, new = Verdict.FRESH, Drift.FRESH, tuple.__new__
-        for memory in memories:
-            anchors = memory.anchors
-            if len(anchors) == 1:
-                ref = anchors[0]
-                found = files.get(ref.path) or probe(ref.path)
-                if type(found) is tuple and found[0] == ref.sha256:
-                    # tuple.__new__ skips the NamedTuples' Python-level __new__: same values, faster
-                    check_ = new(AnchorCheck, (ref, fresh, "unchanged", ref.lines))
-                    out.append(new(MemoryDrift, (memory, fresh_drift, (check_,))))
-                else:
-                    out.append(check(memory))
-            else:
-                out.append(check(memory))
+        """`check` over many memories: the batch form, for whole-workspace passes.
+
+        Nearly every anchor is unchanged, so each batch first asks the hash cache to vouch for
+        all its files at once (`_vouched`: one `lstat` each, compared in C-level maps, no
+        per-file Python); only memories with an anchor it cannot vouch for take `check`.
+        """
+        checked = list(memories)
+        results: list[MemoryDrift | None] = []
+        total = len(checked)
+        for start in range(0, total, _CHUNK):
+            batch = checked[start:start + _CHUNK]
+            plan = _plan_of(self.root_real, batch)
+            vouched = self._vouched(plan)
+            if vouched == plan.want and plan.hashed:
+                results += [None] * len(batch)
+            else:  # a Python step per memory, and per re-hashed one a tick of the progress bar
+                ok = list(map(eq, vouched, plan.want)) if plan.hashed else [False] * len(vouched)
+                at = 0
+                for m in batch:
+                    n = 1 if plan.single else len(m.anchors)
+                    if n and (ok[at] if n == 1 else all(ok[at:at + n])):
+                        results.append(None)
+                    else:
+                        results.append(self.check(m))
+                        if progress is not None:
+                            progress(len(results), total)
+                    at += n
             if progress is not None:
-                progress(len(out), total)
-        return report
+                progress(len(results), total)
+        return DriftReport(checked, results)
+
+    def _vouched(self, plan: _Plan) -> list[str | None]:
+        """Per anchor of the batch, the hash the cache vouches for after one `lstat`, or None.
+
+        Only plain paths qualify (see `_plan_of`), and only under folders that are still their
+        own realpath: that is checked here, on every pass, one `lstat` per folder. A symlinked
+        file is `lstat`-ed as the link, which never matches its cached target, so links always
+        take the careful route in `_locate`.
+        """
+        odd = {d for d in plan.dirs if not self._plain(d)}
+        fulls = plan.fulls
+        if odd:
+            fulls = [None if f is None or p.rpartition("/")[0] in odd else f for p, f in zip(plan.uniq, fulls)]
+        seen = self._lstats
+        hashes = self.cache.vouch(plan.uniq, fulls, seen=seen)
+        if seen:  # files the cache has no word on, stat in hand: hash them in one loop
+            todo = [i for i, (path, sha) in enumerate(zip(plan.uniq, hashes)) if sha is None and path in seen]
+            got = self.cache.hash_many([plan.uniq[i] for i in todo], [fulls[i] for i in todo],  # type: ignore[misc]
+                                       [seen[plan.uniq[i]] for i in todo])
+            for i, sha in zip(todo, got):
+                if sha is not None:
+                    path = plan.uniq[i]
+                    hashes[i] = sha
+                    self._files[path] = (sha, seen.pop(path))  # `check` of a changed one reads it from here
+                    self._full[path] = fulls[i]  # type: ignore[assignment]
+        if plan.uniq is plan.paths:
+            return hashes
+        return list(map(dict(zip(plan.uniq, hashes)).__getitem__, plan.paths))
+
+    def _plain(self, rel_dir: str) -> bool:
+        """Whether a workspace folder is its own realpath (no link on the way down from the root)
+        and not `.anchorfs/`: then a file's path under it needs no resolving. A folder that is
+        gone counts as plain: its files' `lstat` fails and they take the careful route."""
+        known = self._plain_dirs.get(rel_dir)
+        if known is not None:
+            return known
+        if not rel_dir:
+            plain = True
+        else:
+            parent, _, name = rel_dir.rpartition("/")
+            plain = self._plain(parent) and not (not parent and is_state_name(name))
+            if plain:
+                try:
+                    plain = not stat.S_ISLNK(os.lstat(f"{self.root_real}/{rel_dir}").st_mode)
+                except FileNotFoundError:
+                    pass
+                except (OSError, ValueError):
+                    plain = False
+        self._plain_dirs[rel_dir] = plain
+        return plain
+
+
+class _Plan(NamedTuple):
+    """What a batch of memories asks of the file system, derived from the memories alone."""
+
+    memories: list[Memory]
+    want: list[str | None]  # per anchor, the recorded hash
+    hashed: bool  # every anchor has one
+    single: bool  # one anchor per memory
+    paths: list[str]  # per anchor
+    uniq: list[str]  # distinct paths, in order (`paths` itself when none repeats)
+    fulls: list[str | None]  # per distinct path: the absolute path to `lstat`, None if suspicious
+    dirs: list[str]  # distinct folders of `uniq`, to be checked on each pass
+
+
+_PLANS: OrderedDict[tuple[str, int, int], _Plan] = OrderedDict()
+_PLANS_KEPT = 16
+_plans_lock = threading.Lock()
+
+
+def _plan_of(root_real: str, batch: list[Memory]) -> _Plan:
+    """The batch's plan, reused while the same memory objects come back (a long-lived process
+    checks the same memories pass after pass): only their files' stats can have changed."""
+    key = (root_real, len(batch), id(batch[0]) if batch else 0)
+    plan = _PLANS.get(key)
+    if plan is not None and all(map(is_, plan.memories, batch)):  # held: their ids are not reused
+        return plan
+    refs = list(chain.from_iterable(map(_ANCHORS, batch)))
+    want: list[str | None] = list(map(_SHA, refs))
+    paths: list[str] = list(map(_PATH, refs))
+    uniq = list(dict.fromkeys(paths))
+    if len(uniq) == len(paths):
+        uniq = paths
+    prefix = root_real + "/"
+    joined = "\n".join(uniq)
+    folded = (joined if joined.isascii() else unicodedata.normalize("NFKC", joined)).casefold()
+    fulls: list[str | None]
+    if "\0" in joined or ".." in joined or joined[:1] == "/" or "\n/" in joined or STATE_DIR in folded:
+        fulls = [None if _suspicious(p) else prefix + p for p in uniq]
+    else:
+        fulls = list(map(prefix.__add__, uniq))
+    plan = _Plan(batch, want, None not in want, len(refs) == len(batch) and all(map(len, map(_ANCHORS, batch))),
+                 paths, uniq, fulls, list(dict.fromkeys(map(_HEAD, map(str.rpartition, uniq, repeat("/"))))))
+    with _plans_lock:
+        _PLANS[key] = plan
+        _PLANS.move_to_end(key)
+        while len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return plan
+
+
+def _suspicious(path: str) -> bool:
+    folded = unicodedata.normalize("NFKC", path).casefold()
+    return "\0" in path or ".." in path or path[:1] == "/" or STATE_DIR in folded
 
 
 def _why(exc: OSError) -> str:

@@ -34,7 +34,8 @@ import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from operator import attrgetter, eq, itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,6 +63,11 @@ _stat = os.stat
 # mutated once published.
 _Entry = list[Any]
 _Sig = tuple[int, int, int]
+_ENTRY_KEY = itemgetter(0, 1, 2, 3)
+_STAT_KEY = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
+_ENTRY_SHA = itemgetter(4)
+_ONE_READ = 1 << 20
+"""Files up to this size are hashed from one `os.read` by `hash_many`; larger ones stream."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -193,6 +199,107 @@ class HashCache:
                 if self._lo <= now < self._hi or e[5] <= now < e[5] + self._ttl:
                     return sha
         return self._refresh(rel, path, st)
+
+    def vouch(self, rels: list[str], paths: Sequence[str | None], *,
+              seen: dict[str, os.stat_result] | None = None) -> list[str | None]:
+        """The batch form of `sha256`'s warm path: `lstat` each path (None: skip it) and return,
+        per file, the hash this cache vouches for, or None where it cannot (the caller takes
+        `sha256` for those; `seen` receives their stats when at hand, sparing a second one).
+
+        `lstat`, not `stat`: a symlink is seen as itself and never matches its target's entry.
+        A whole batch of unchanged files is compared in C-level maps that keep no stat alive,
+        so it costs about a bare stat loop; a batch with a file this cache has no entry for
+        goes one file at a time.
+        """
+        if not self._loaded:
+            self._load()
+        entries = list(map(self._entries.get, rels))
+        now = self._clock()
+        window = self._lo <= now < self._hi
+        if window:
+            try:
+                ok = list(map(eq, map(_ENTRY_KEY, entries), map(_STAT_KEY, map(os.lstat, paths))))  # type: ignore[arg-type]
+            except (OSError, TypeError, ValueError):  # no entry, no path, a file gone: one by one
+                pass
+            else:
+                shas = list(map(_ENTRY_SHA, entries))  # a poisoned entry gives None: not vouched for
+                return shas if False not in ok else [sha if fine else None for sha, fine in zip(shas, ok)]
+        ttl = self._ttl
+        out: list[str | None] = []
+        for rel, e, path in zip(rels, entries, paths):
+            if path is None:
+                out.append(None)
+                continue
+            try:
+                st = os.lstat(path)
+            except (OSError, ValueError):
+                out.append(None)
+                continue
+            if (e is not None and e[4] is not None and _ENTRY_KEY(e) == _STAT_KEY(st)
+                    and (window or e[5] <= now < e[5] + ttl)):
+                out.append(e[4])
+            else:
+                out.append(None)
+                if seen is not None:
+                    seen[rel] = st
+        return out
+
+    def hash_many(self, rels: Sequence[str], paths: Sequence[str], stats: Sequence[os.stat_result]) -> list[str | None]:
+        """Hash files the caller has just `lstat`-ed, in one tight loop: the cold pass's form of
+        `_refresh`, without its per-file calls (a cold check of 10,000 small files is mostly
+        that Python, not reading or hashing).
+
+        Each file is opened without following a link, read in one call and `fstat`-ed before
+        closing: unless the read got exactly the stat's size and the `fstat` equals the given
+        stat (the same file, untouched since), the result is None and the caller takes
+        `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others are None too.
+        """
+        if not self._loaded:
+            self._load()  # or the lazy load would later drop what is stored here
+        started = time.time_ns()  # before any read, so the racy rule errs towards poisoning
+        limit = started - self._gran
+        out: list[str | None] = []
+        fresh: dict[str, _Entry] = {}
+        sha256 = hashlib.sha256
+        for rel, path, st in zip(rels, paths, stats):
+            size = st.st_size
+            if size > _ONE_READ or not stat.S_ISREG(st.st_mode):
+                out.append(None)
+                continue
+            try:
+                fd = os.open(path, _OPEN_FLAGS)
+            except (OSError, ValueError):
+                out.append(None)
+                continue
+            try:
+                data = os.read(fd, size + 1)
+                after = os.fstat(fd)
+            except OSError:
+                out.append(None)
+                continue
+            finally:
+                os.close(fd)
+            self.hashes += 1
+            if len(data) != size or not _same(st, after):
+                out.append(None)
+                continue
+            digest = sha256(data).hexdigest()
+            out.append(digest)
+            fresh[rel] = [size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, None if st.st_mtime_ns >= limit else digest]
+        if fresh:
+            at = self._clock()
+            with self._lock:
+                for rel, new in fresh.items():
+                    new.append(at)
+                    old = self._entries.get(rel)
+                    self._entries[rel] = new
+                    if new[4] is None and old is not None and old[4] is None and old[:4] == new[:4]:
+                        continue  # no news: see `_store`
+                    self._touched.add(rel)
+                    self._dirty = True
+                self._lo = max(self._lo, at)
+                self._hi = min(self._hi, at + self._ttl)
+        return out
 
     def _miss(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
         if not self._loaded:

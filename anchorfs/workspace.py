@@ -570,7 +570,7 @@ class Workspace:
         """Drift as of the last check, without re-checking (`.anchorfs/drift.json`)."""
         return self._drift_state()[0]
 
-    def _write_back(self, results: Iterable[MemoryDrift]) -> int:
+    def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
         """Persist drift that changed since the last check; a read that changed nothing writes nothing.
 
         `drift.json` answers `list --drift` at once. The store's drift column is written in one
@@ -580,7 +580,17 @@ class Workspace:
         """
         known, pending = self._drift_state()
         # A memory is fresh when recorded (its anchors were just hashed): no entry means fresh.
-        changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id, "fresh") != r.drift.value}
+        if isinstance(results, DriftReport):  # a whole pass: build no result for a fresh memory
+            flagged = results.flagged
+            changes = {r.memory.id: r.drift.value for r in flagged if known.get(r.memory.id, "fresh") != r.drift.value}
+            was_flagged = {k for k, v in known.items() if v != "fresh"}
+            if was_flagged:
+                now_flagged = {r.memory.id for r in flagged}
+                for m in results.checked:
+                    if m.id in was_flagged and m.id not in now_flagged:
+                        changes[m.id] = "fresh"
+        else:
+            changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id, "fresh") != r.drift.value}
         if not changes and not self._drift_damaged:
             return 0
         merged = {**known, **changes}
@@ -618,7 +628,7 @@ class Workspace:
         checker = DriftChecker(self.root_real, self.cache)
         report = checker.check_all(targets, progress)
         self.cache.save()
-        self._write_back(report.memories)
+        self._write_back(report)
         return report
 
     def check(self, memory: Memory) -> MemoryDrift:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
-from anchorfs.hashing import HashCache
+from anchorfs.hashing import HashCache, sha256_bytes
 from anchorfs.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
 TOKEN = """import jwt
@@ -288,6 +289,12 @@ def test_write_back_only_on_change(ws: anchorfs.Workspace) -> None:
     ws.query("readme fact")
     assert (drift_file.stat().st_mtime_ns, drift_file.stat().st_ino) == stamp
     assert ws.store.table().version == version + 1
+    other = ws.record("another readme fact", anchors=["auth/token.py"])
+    (ws.root / "README.md").write_text("hello\n")  # back as recorded: a whole pass finds it fresh
+    report = ws.drift()
+    assert report.flagged == [] and report.count(Drift.FRESH) == 2
+    assert ws.last_drift() == {m.id: "fresh"} and other.id not in ws.last_drift()
+    assert ws.store.drift_map() == {m.id: "fresh", other.id: "fresh"}
 
 
 def test_reanchor_makes_stale_fresh_and_is_in_the_ledger(ws: anchorfs.Workspace) -> None:
@@ -393,9 +400,154 @@ def test_storeless_drift_change_waits_in_pending_then_reaches_the_store(ws: anch
 
 
 def test_drift_reports_progress_as_done_of_total(ws: anchorfs.Workspace) -> None:
+    old = time.time_ns() - 3600 * 10**9  # out of the racy window: the cache may vouch at once
     for i in range(3):
         (ws.root / f"p{i}.txt").write_text(f"{i}\n")
+        os.utime(ws.root / f"p{i}.txt", ns=(old, old))
     ws.record_many([{"content": f"p {i}", "anchors": [f"p{i}.txt"]} for i in range(3)])
     seen: list[tuple[int, int]] = []
     ws.drift(progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(1, 3), (2, 3), (3, 3)]
+    assert seen == [(3, 3)]  # cold: the batch's files hashed in one loop, one tick
+    seen.clear()
+    ws.drift(progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(3, 3)]  # all vouched for by the hash cache: one batch, one tick
+    (ws.root / "p1.txt").write_text("changed\n")
+    seen.clear()
+    ws.drift(progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(2, 3), (3, 3)]  # a re-checked memory ticks on its own, then the batch
+
+
+@pytest.mark.parametrize("chunk", [2, 4096])
+@pytest.mark.parametrize("warm", [True, False])
+def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, chunk: int, warm: bool) -> None:
+    """`check_all` vouches for unchanged files in C-level maps; every other case must land on
+    exactly the verdict `check` gives, and only changed files may be hashed again."""
+    import anchorfs.drift as drift_mod
+
+    monkeypatch.setattr(drift_mod, "_CHUNK", chunk)
+    root = ws.root
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for d in ("sub", "inner", "docs"):
+        (root / d).mkdir()
+    names = ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt", "f2.txt", "sub/g.txt", "inner/h.txt",
+             "docs/x.anchorfs.md", "m1.txt", "m2.txt"]
+    for name in names:
+        (root / name).write_text(f"{name} body\n")
+    for p in [*(root / n for n in names), root / "auth" / "token.py"]:
+        backdate(p)
+    (root / "f2.txt").write_text("f.txt body\n")  # same bytes as f.txt: f.txt may become a link to it
+    backdate(root / "f2.txt")
+    specs = [["a.txt"], ["a.txt"], ["b.txt"], ["c.txt"], ["d.txt"], ["e.txt"], ["f.txt"], ["sub/g.txt"],
+             ["inner/h.txt"], ["docs/x.anchorfs.md"], ["m1.txt", "m2.txt"], ["m1.txt", "a.txt"],
+             ["auth/token.py#TokenIssuer.revoke"], ["auth/token.py"]]
+    mems = ws.record_many([{"content": f"memory {i}", "anchors": s} for i, s in enumerate(specs)])
+    mems.append(ws.record("not anchored"))
+    ws.drift()  # warm the hash cache and save the manifest
+    assert DriftChecker(ws.root_real, HashCache(ws.cache.manifest_path)).check_all(mems).flagged == []
+
+    (root / "b.txt").write_text("b.txt BODY\n")  # same size, forced back to the old mtime
+    old = (root / "a.txt").stat().st_mtime_ns
+    os.utime(root / "b.txt", ns=(old, old))
+    (root / "c.txt").unlink()
+    (root / "d.txt").unlink()
+    (root / "d.txt").mkdir()
+    (outside / "e.txt").write_text("e.txt body\n")
+    (root / "e.txt").unlink()
+    (root / "e.txt").symlink_to(outside / "e.txt")
+    (root / "f.txt").unlink()
+    (root / "f.txt").symlink_to(root / "f2.txt")
+    (root / "sub").rename(outside / "sub")  # same inodes, now outside the workspace
+    (root / "sub").symlink_to(outside / "sub")
+    (root / "inner").rename(root / "inner2")  # a folder link that stays inside
+    (root / "inner").symlink_to(root / "inner2")
+    (root / "m2.txt").write_text("m2 changed\n")
+    token = root / "auth" / "token.py"
+    token.write_text("# a comment above\n" + TOKEN)
+
+    # the same memory objects again: the batch's plan is reused, the folders are checked anew
+    batch_cache = HashCache(ws.cache.manifest_path if warm else tmp_path / "cold-manifest.json")
+    report = DriftChecker(ws.root_real, batch_cache).check_all(mems)
+    single_cache = HashCache(ws.cache.manifest_path)
+    single = [DriftChecker(ws.root_real, single_cache).check(m) for m in mems]
+    assert report.memories == single
+    got = {m.content: md.checks[0].verdict if md.checks else None for m, md in zip(mems, report.memories)}
+    assert got == {
+        "memory 0": Verdict.FRESH, "memory 1": Verdict.FRESH, "memory 2": Verdict.CHANGED,
+        "memory 3": Verdict.DELETED, "memory 4": Verdict.UNREADABLE, "memory 5": Verdict.UNSAFE,
+        "memory 6": Verdict.FRESH, "memory 7": Verdict.UNSAFE, "memory 8": Verdict.FRESH,
+        "memory 9": Verdict.FRESH, "memory 10": Verdict.FRESH, "memory 11": Verdict.FRESH,
+        "memory 12": Verdict.MOVED, "memory 13": Verdict.CHANGED, "not anchored": None,
+    }
+    assert [c.verdict for c in report.memories[10].checks] == [Verdict.FRESH, Verdict.CHANGED]
+    assert report.count(Drift.STALE) == 4 and report.count(Drift.UNKNOWN) == 3
+    assert report.count(Drift.FRESH) == len(mems) - 7
+    assert [md.memory.content for md in report.stale] == ["memory 2", "memory 3", "memory 10", "memory 13"]
+    assert {md.memory.content for md in report.flagged} == {
+        "memory 2", "memory 3", "memory 4", "memory 5", "memory 7", "memory 10", "memory 13"}
+    if warm:  # only files whose stat moved were read again: b, m2, token.py, and f.txt through its link
+        assert batch_cache.hashes == 4
+    else:  # every regular file inside, once: a b f(->f2) h x m1 m2 token.py
+        assert batch_cache.hashes == 8
+        assert DriftChecker(ws.root_real, batch_cache).check_all(mems).memories == single
+        assert batch_cache.hashes == 10  # m2 and token.py were written just now: racy, hashed again
+
+
+def test_batch_pass_hashes_nothing_when_nothing_moved(ws: anchorfs.Workspace) -> None:
+    for i in range(50):
+        (ws.root / f"n{i}.txt").write_text(f"{i}\n")
+        backdate(ws.root / f"n{i}.txt")
+    mems = ws.record_many([{"content": f"n {i}", "anchors": [f"n{i}.txt"]} for i in range(50)])
+    ws.drift()
+    cache = HashCache(ws.cache.manifest_path)
+    checker = DriftChecker(ws.root_real, cache)
+    report = checker.check_all(mems)
+    assert cache.hashes == 0 and report.count(Drift.FRESH) == 50 and report.flagged == []
+    assert report.memories[7].checks[0] == (mems[7].anchors[0], Verdict.FRESH, "unchanged", None)
+    assert report.memories[7].memory is mems[7]
+
+
+def test_vouch_agrees_with_the_warm_path(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    cache = HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0])
+    files = []
+    for i in range(3):
+        p = tmp_path / f"v{i}.txt"
+        p.write_text(f"{i}\n")
+        backdate(p)
+        files.append(p)
+    shas = [cache.sha256(p.name, str(p)) for p in files]
+    paths = [str(p) for p in files]
+    names = [p.name for p in files]
+    assert cache.vouch(names, paths) == shas
+    seen: dict[str, os.stat_result] = {}
+    assert cache.vouch(["v0.txt", "nope", "v2.txt"], paths, seen=seen) == [shas[0], None, shas[2]]
+    assert list(seen) == ["nope"] and seen["nope"].st_ino == os.lstat(paths[1]).st_ino
+    assert cache.vouch(names, [paths[0], None, str(tmp_path / "gone")]) == [shas[0], None, None]
+    assert cache.vouch(["v0.txt", "v1.txt"], [paths[1], paths[0]]) == [None, None]  # stat of another file
+    link = tmp_path / "link"
+    link.symlink_to(files[0])
+    assert cache.vouch(["v0.txt"], [str(link)]) == [None]  # a link is seen as itself
+    clock[0] += 61  # past the TTL: nothing is vouched for, as `sha256` would re-hash
+    assert cache.vouch(names, paths) == [None, None, None]
+
+
+def test_hash_many_checks_each_file_is_the_one_stat_ed(tmp_path: Path) -> None:
+    cache = HashCache(tmp_path / "manifest.json")
+    names = ["a.txt", "b.txt", "c.txt", "new.txt"]
+    for name in names:
+        (tmp_path / name).write_text(f"{name}\n")
+    for name in names[:3]:
+        backdate(tmp_path / name)
+    paths = [str(tmp_path / n) for n in names]
+    stats = [os.lstat(p) for p in paths]
+    (tmp_path / "b.txt").write_text("b.txt moved on\n")  # changed after its stat was taken
+    os.mkfifo(tmp_path / "fifo")
+    got = cache.hash_many([*names, "fifo"], [*paths, str(tmp_path / "fifo")], [*stats, os.lstat(tmp_path / "fifo")])
+    want_a = sha256_bytes(b"a.txt\n")
+    assert got == [want_a, None, sha256_bytes(b"c.txt\n"), sha256_bytes(b"new.txt\n"), None]
+    assert cache.hashes == 4  # the FIFO is never opened
+    assert cache.vouch(["a.txt", "b.txt", "new.txt"], [paths[0], paths[1], paths[3]]) == [want_a, None, None]
+    assert cache._entries["new.txt"][4] is None  # hashed within the racy window: kept poisoned
+    assert cache.save() is True and HashCache(tmp_path / "manifest.json").vouch(["a.txt"], [paths[0]]) == [want_a]
