@@ -105,3 +105,32 @@ def test_drop_removes_the_table(tmp_path: Path) -> None:
     store.drop()
     assert not store.exists()
     assert store.count() == 0
+
+
+def test_anchored_code_words_reach_the_full_text_index_and_survive_reindex(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "retry.py").write_text(
+        "def next_attempt(state):\n    # exponential backoff with jitter\n    return state.delay * 2\n"
+    )
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        target = ws.record("retries wait longer each time", anchors=["src/retry.py#next_attempt"])
+        ws.record("an unrelated memory about invoices")
+        ws.config.values["search.vector_weight"] = 0.0  # full-text alone: only the code has "jitter"
+        assert [h.memory.id for h in ws.query("jitter")] == [target.id]
+        (root / "src" / "retry.py").unlink()  # a vanished file: reindex still works, adds nothing
+        assert ws.reindex() == 2
+        assert ws.query("jitter") == []
+
+
+def test_query_naming_a_file_finds_a_memory_naming_what_it_defines(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "ledger.py").write_text("class LedgerWriter:\n    def append_entry(self):\n        pass\n")
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        named = ws.record("LedgerWriter.append_entry fsyncs before it returns")  # no anchor
+        for i in range(5):
+            ws.record(f"src/ledger notes number {i} about something else")
+        assert ws.query("src/ledger.py", k=3)[0].memory.id == named.id
