@@ -8,7 +8,6 @@ whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -16,6 +15,7 @@ import unicodedata
 from dataclasses import replace
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
+from .hashing import sha256_bytes
 from .model import AnchorRef, Verdict
 
 __all__ = [
@@ -43,7 +43,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def text_hash(text: bytes) -> str:
-    return hashlib.sha256(text).hexdigest()
+    return sha256_bytes(text)
 
 
 def _parse_lines(text: str, where: str) -> tuple[int, int]:
@@ -228,7 +228,7 @@ def take(
         raise AnchorError(f"anchor path {ref.path!r} resolves to a name that is not valid UTF-8 "
                           f"({rel!r}); rename the file to anchor it") from None
     data = _read_file(real, ref.path)
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256_bytes(data)
     if ref.sha256 is not None and ref.sha256.lower() != sha:
         raise AnchorError(
             f"the given sha256 for {rel} does not match the file ({sha[:12]}...); "
@@ -267,7 +267,7 @@ def _find_block(lines: list[bytes], n: int, want: str, near: int) -> tuple[int, 
 
 def judge(ref: AnchorRef, data: bytes) -> tuple[Verdict, str, tuple[int, int] | None]:
     """Judge an anchor against the file's current bytes (already known to be readable)."""
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256_bytes(data)
     if sha == ref.sha256:
         return Verdict.FRESH, "unchanged", ref.lines
     if not ref.symbol and not ref.lines:

@@ -7,7 +7,6 @@ validation cannot drift apart. `.anchorfs.example.toml` documents each key.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +122,8 @@ def load_config(root: Path | None, environ: dict[str, str] | None = None) -> Con
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         if raw is not None:
+            import tomllib  # lazily: most workspaces have no config file, and hooks start often
+
             try:
                 data = tomllib.loads(raw.decode("utf-8"))
             except (ValueError, RecursionError) as exc:  # TOMLDecodeError, bad UTF-8, 4300+ digit ints, deep nesting

@@ -27,9 +27,7 @@ writes pass it, anything else is a cold cache.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import secrets
 import stat
 import threading
 import time
@@ -72,6 +70,8 @@ _ONE_READ = 1 << 20
 
 def sha256_bytes(data: bytes) -> str:
     """Hex SHA-256 of `data`: the anchor contract's hash."""
+    import hashlib  # lazily: OpenSSL's start-up is a tenth of a warm `anchorfs drift`, which hashes nothing
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -86,6 +86,8 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     callers pass real paths, so a link swapped in after the check fails instead of being
     followed out of the workspace; O_NONBLOCK: a FIFO swapped in cannot hang the read path.
     """
+    import hashlib
+
     fd = os.open(path, _OPEN_FLAGS)
     try:
         digest = hashlib.sha256()
@@ -254,6 +256,8 @@ class HashCache:
         stat (the same file, untouched since), the result is None and the caller takes
         `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others are None too.
         """
+        import hashlib
+
         if not self._loaded:
             self._load()  # or the lazy load would later drop what is stored here
         started = time.time_ns()  # before any read, so the racy rule errs towards poisoning
@@ -456,7 +460,7 @@ class HashCache:
         )
         payload = head[:-1] + b"," + _ENTRIES_KEY + body + b"}"
         folder = self.manifest_path.parent
-        tmp = folder / f".{self.manifest_path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+        tmp = folder / f".{self.manifest_path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
