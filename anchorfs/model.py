@@ -104,6 +104,11 @@ def from_iso(text: str | None) -> datetime | None:
     dt = datetime.fromisoformat(text)  # 3.11+ reads a trailing "Z"
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
+    elif not 1 < dt.year < 9999:  # year 1 at +01:00 has no UTC form: it would crash every later read
+        try:
+            dt.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError(f"time out of range: {text}") from None
     return dt
 
 
@@ -193,15 +198,9 @@ class AnchorRef:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "AnchorRef":
         lines = d.get("lines")
-        return cls(
-            path=d["path"],
-            sha256=d.get("sha256"),
-            symbol=d.get("symbol"),
-            lines=(int(lines[0]), int(lines[1])) if lines else None,
-            content_hash=d.get("content_hash"),
-            commit=d.get("commit"),
-            dirty=d.get("dirty"),
-        )
+        get = d.get  # positional, not keywords: a fold builds one per anchor of every memory
+        return cls(d["path"], get("sha256"), get("symbol"), (int(lines[0]), int(lines[1])) if lines else None,
+                   get("content_hash"), get("commit"), get("dirty"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,21 +253,13 @@ class Memory:
         recorded = from_iso(d["recorded_at"])
         if recorded is None:
             raise ValueError("a memory needs recorded_at")
+        get = d.get  # positional, in field order: a fold builds one per ledger snapshot
+        anchor = AnchorRef.from_dict
         return cls(
-            id=d["id"],
-            content=d["content"],
-            kind=d.get("kind", Kind.NOTE.value),
-            tags=tuple(d.get("tags") or ()),
-            anchors=tuple(AnchorRef.from_dict(a) for a in d.get("anchors") or ()),
-            author=d.get("author"),
-            recorded_at=recorded,
-            valid_from=from_iso(d.get("valid_from")) or recorded,
-            valid_until=from_iso(d.get("valid_until")),
-            status=d.get("status", Status.ACTIVE.value),
-            supersedes=d.get("supersedes"),
-            superseded_by=d.get("superseded_by"),
-            reason=d.get("reason"),
-            verified_at=from_iso(d.get("verified_at")),
+            d["id"], d["content"], get("kind", "note"), tuple(get("tags") or ()),
+            tuple([anchor(a) for a in get("anchors") or ()]), get("author"), recorded,
+            from_iso(get("valid_from")) or recorded, from_iso(get("valid_until")), get("status", "active"),
+            get("supersedes"), get("superseded_by"), get("reason"), from_iso(get("verified_at")),
         )
 
 
