@@ -3,7 +3,7 @@
 People and code name the same thing differently: a query says "sign in", the memory says
 "login", the code `authenticate`; "throws" vs "raises"; "remove" vs "delete". Without a model
 nothing bridges such words, so the full-text query is widened with each word's group here, as
-a second clause beside the words actually typed (see `Store.search`).
+words beside the ones actually typed, at the same weight (see `Store.search`).
 
 The groups were written from general knowledge of programming and web-service vocabulary, not
 from any evaluation set. Keep them modest and close: a group of loose associations would

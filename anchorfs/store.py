@@ -116,10 +116,6 @@ _BONUS_EXACT = 3.0
 # A candidate that names (without anchoring) something the queried file defines is about that
 # file as much as one anchored to it somewhere.
 _BONUS_NAMED = _BONUS_FILE
-# Full-text boosts, relative to the words typed (1.0): the synonyms of those words (see
-# `anchorfs.lexicon`), and for a query naming a file, the names that file defines.
-_SYNONYM_BOOST = 1.0
-_FILE_NAMES_BOOST = 1.0
 _REF_HINT = re.compile(r"[./\\#:_]|[a-z0-9][A-Z]")
 _LINES_RE = re.compile(r"^(.*?):(\d+)(?:-(\d+))?$")
 
@@ -217,23 +213,19 @@ def _anchor_bonus(refs: Sequence[tuple[str, str, str | None, tuple[int, int] | N
     return best
 
 
-def _fts_query(fts_text: str, file_names: Sequence[str] = ()) -> Any:
+def _fts_query(fts_text: str, file_names: Sequence[str] = ()) -> str:
     """The full-text query: the words typed, widened by their synonyms and, for a query naming
-    a file, by the names that file defines; a plain string when there is nothing to add."""
+    a file, by the names that file defines.
+
+    One plain query string (its terms' scores add up, as a boolean query's clauses would at
+    the same boost): LanceDB's boolean query made every query about 40% slower at 10,000
+    memories, for the same ranking.
+    """
     from .lexicon import expand_words
     from .textutil import words
 
     extra = expand_words(words(fts_text))
-    if not extra and not file_names:
-        return fts_text
-    from lancedb.query import BooleanQuery, MatchQuery, Occur
-
-    clauses = [(Occur.SHOULD, MatchQuery(fts_text, "text"))]
-    if extra:
-        clauses.append((Occur.SHOULD, MatchQuery(" ".join(extra), "text", boost=_SYNONYM_BOOST)))
-    if file_names:
-        clauses.append((Occur.SHOULD, MatchQuery(" ".join(file_names), "text", boost=_FILE_NAMES_BOOST)))
-    return BooleanQuery(clauses)
+    return " ".join([fts_text, *extra, *file_names]) if extra or file_names else fts_text
 
 
 class SearchRow:
