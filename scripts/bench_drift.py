@@ -48,12 +48,15 @@ Reading the figures:
   faster than that loop: the check's floor is the loop. Tried: two threads (slower: the GIL
   ping-pongs on each short syscall) and batched `statx` through io_uring (1.12x the loop:
   the kernel hands every statx to its worker threads).
-- Missed: the whole `anchorfs drift` process within 5x `python3 -c pass`. Importing the
-  libraries alone is most of the budget on this machine: the rows below time `python3 -c
-  "import orjson"` (which itself imports dataclasses, inspect, uuid, json) and `"import
-  click"` against `pass`. What was done: `drift` never imports LanceDB, hashlib, tomllib or
-  secrets; what is left is the ledger fold (about 12 µs per memory), which a persisted
-  snapshot of the fold would cut."""
+- Missed: the whole `anchorfs drift` process within 5x `python3 -c pass`. On this machine
+  importing the standard and third-party modules the CLI rests on (`re`, `enum`, `typing`,
+  `datetime`, `dataclasses`, `pathlib`, `orjson`, `click`; last row), before one line of
+  anchorfs runs, is already most of that budget; `orjson` alone pulls in `dataclasses`,
+  `inspect`, `uuid` and `json`. The rest is anchorfs's own modules (about 10 ms) and the
+  ledger fold (about 10 µs per memory). Meeting 5x would take a separate, click-free and
+  orjson-free program for hooks, or a resident server; neither was built. What was done:
+  `drift` never imports LanceDB, hashlib, tomllib or secrets, and the fold builds its objects
+  positionally."""
 
 
 def make_repo(root: Path, n: int) -> list[str]:
@@ -159,8 +162,8 @@ def main() -> None:
         subprocess.run(cmd, check=True, capture_output=True)
         t_proc = median_of(lambda: subprocess.run(cmd, check=True, capture_output=True), 11)
         t_pass_proc = median_of(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 11)
-        t_orjson = median_of(lambda: subprocess.run([sys.executable, "-c", "import orjson"], check=True), 11)
-        t_click = median_of(lambda: subprocess.run([sys.executable, "-c", "import click"], check=True), 11)
+        floor = "import re, enum, typing, datetime, dataclasses, pathlib, orjson, click"
+        t_floor = median_of(lambda: subprocess.run([sys.executable, "-c", floor], check=True), 11)
 
     rows = [
         ("warm drift check", f"{t_warm * 1000:.1f} ms", f"{t_warm / t_stat:.2f}x bare os.stat loop ({t_stat * 1000:.1f} ms)", "<= 1.5x"),
@@ -171,8 +174,8 @@ def main() -> None:
         ("drift pass in a query (k=10)", f"{t_pass * 1000:.2f} ms", f"{t_pass / t_query:.1%} of the query ({t_query * 1000:.1f} ms)", ""),
         (f"`anchorfs drift --json`, {args.proc_memories} memories, warm", f"{t_proc * 1000:.0f} ms",
          f"{t_proc / t_pass_proc:.2f}x `python3 -c pass` ({t_pass_proc * 1000:.0f} ms)", "<= 5x"),
-        ("for scale: `python3 -c \"import orjson\"`", f"{t_orjson * 1000:.0f} ms", f"{t_orjson / t_pass_proc:.2f}x `python3 -c pass`", ""),
-        ("for scale: `python3 -c \"import click\"`", f"{t_click * 1000:.0f} ms", f"{t_click / t_pass_proc:.2f}x `python3 -c pass`", ""),
+        ("for scale: importing the modules the CLI rests on, nothing of anchorfs", f"{t_floor * 1000:.0f} ms",
+         f"{t_floor / t_pass_proc:.2f}x `python3 -c pass`", ""),
     ]
     table = "| measure | time | ratio to baseline | target |\n|---|---|---|---|\n" + "\n".join(
         f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
