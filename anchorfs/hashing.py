@@ -64,6 +64,8 @@ _Sig = tuple[int, int, int]
 _ENTRY_KEY = itemgetter(0, 1, 2, 3)
 _STAT_KEY = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
 _ENTRY_SHA = itemgetter(4)
+_MEMO_KEPT = 16
+"""Batches whose entry keys `vouch` keeps between passes (one per batch of a workspace pass)."""
 _ONE_READ = 1 << 20
 """Files up to this size are hashed from one `os.read` by `hash_many`; larger ones stream."""
 
@@ -158,6 +160,9 @@ class HashCache:
         self._gran = int(granularity_ns)
         self._clock = clock
         self._entries: dict[str, _Entry] = {}  # empty until the lazy load: see `_miss`
+        self._version = 0  # bumped on every change to `_entries`: `vouch`'s memo is good while it holds
+        self._window_version = -1  # `_version` when the TTL window below was last made exact
+        self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None]]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
         self._dirty = False
         self._loaded = False
@@ -215,17 +220,33 @@ class HashCache:
         """
         if not self._loaded:
             self._load()
-        entries = list(map(self._entries.get, rels))
         now = self._clock()
         window = self._lo <= now < self._hi
-        if window:
+        if not window and self._window_version != self._version:
+            with self._lock:  # re-hashed entries may have closed the window: make it exact again
+                self._set_window()
+            window = self._lo <= now < self._hi
+        memo = self._memo.get(id(rels))
+        if memo is not None and memo[0] is rels and memo[1] == self._version:
+            entries, keys, shas = memo[2], memo[3], memo[4]  # no entry changed since: same lists
+        else:
+            entries = list(map(self._entries.get, rels))
             try:
-                ok = list(map(eq, map(_ENTRY_KEY, entries), map(_STAT_KEY, map(os.lstat, paths))))  # type: ignore[arg-type]
-            except (OSError, TypeError, ValueError):  # no entry, no path, a file gone: one by one
+                keys = list(map(_ENTRY_KEY, entries))
+            except TypeError:  # no entry for some file
+                keys = None
+            shas = list(map(_ENTRY_SHA, entries)) if keys is not None else []
+            if keys is not None:
+                if len(self._memo) >= _MEMO_KEPT:
+                    self._memo.clear()
+                self._memo[id(rels)] = (rels, self._version, entries, keys, shas)  # holds `rels`: no id reuse
+        if window and keys is not None:
+            try:
+                ok = list(map(eq, keys, map(_STAT_KEY, map(os.lstat, paths))))  # type: ignore[arg-type]
+            except (OSError, TypeError, ValueError):  # no path, a file gone: one by one
                 pass
-            else:
-                shas = list(map(_ENTRY_SHA, entries))  # a poisoned entry gives None: not vouched for
-                return shas if False not in ok else [sha if fine else None for sha, fine in zip(shas, ok)]
+            else:  # a poisoned entry's hash is None: not vouched for
+                return list(shas) if False not in ok else [sha if fine else None for sha, fine in zip(shas, ok)]
         ttl = self._ttl
         out: list[str | None] = []
         for rel, e, path in zip(rels, entries, paths):
@@ -297,6 +318,7 @@ class HashCache:
                     new.append(at)
                     old = self._entries.get(rel)
                     self._entries[rel] = new
+                    self._version += 1
                     if new[4] is None and old is not None and old[4] is None and old[:4] == new[:4]:
                         continue  # no news: see `_store`
                     self._touched.add(rel)
@@ -331,6 +353,7 @@ class HashCache:
                 return digest
         with self._lock:
             if self._entries.pop(rel, None) is not None:
+                self._version += 1
                 self._touched.add(rel)
                 self._dirty = True
         return digest
@@ -341,6 +364,7 @@ class HashCache:
         with self._lock:
             old = self._entries.get(rel)
             self._entries[rel] = new
+            self._version += 1
             if at > self._lo:
                 self._lo = at
             if at + self._ttl < self._hi:
@@ -358,6 +382,7 @@ class HashCache:
             self._load()
         with self._lock:
             if self._entries.pop(rel, None) is not None:
+                self._version += 1
                 self._dirty = True
             self._touched.add(rel)
 
@@ -368,11 +393,13 @@ class HashCache:
         with self._lock:
             if not self._loaded:
                 self._entries = entries
+                self._version += 1
                 self._disk_sig = sig
                 self._set_window()
                 self._loaded = True
 
     def _set_window(self) -> None:
+        self._window_version = self._version
         lo, hi = float("-inf"), float("inf")
         for e in self._entries.values():
             at = e[5]
@@ -485,6 +512,7 @@ class HashCache:
             raise
         _fsync_dir(folder)
         self._entries = entries
+        self._version += 1
         self._set_window()
         self._touched.clear()
         self._dirty = False

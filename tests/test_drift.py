@@ -13,7 +13,7 @@ import pytest
 
 import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
-from anchorfs.hashing import HashCache, sha256_bytes
+from anchorfs.hashing import HashCache
 from anchorfs.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
 TOKEN = """import jwt
@@ -506,48 +506,3 @@ def test_batch_pass_hashes_nothing_when_nothing_moved(ws: anchorfs.Workspace) ->
     assert cache.hashes == 0 and report.count(Drift.FRESH) == 50 and report.flagged == []
     assert report.memories[7].checks[0] == (mems[7].anchors[0], Verdict.FRESH, "unchanged", None)
     assert report.memories[7].memory is mems[7]
-
-
-def test_vouch_agrees_with_the_warm_path(tmp_path: Path) -> None:
-    clock = [1_000_000.0]
-    cache = HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0])
-    files = []
-    for i in range(3):
-        p = tmp_path / f"v{i}.txt"
-        p.write_text(f"{i}\n")
-        backdate(p)
-        files.append(p)
-    shas = [cache.sha256(p.name, str(p)) for p in files]
-    paths = [str(p) for p in files]
-    names = [p.name for p in files]
-    assert cache.vouch(names, paths) == shas
-    seen: dict[str, os.stat_result] = {}
-    assert cache.vouch(["v0.txt", "nope", "v2.txt"], paths, seen=seen) == [shas[0], None, shas[2]]
-    assert list(seen) == ["nope"] and seen["nope"].st_ino == os.lstat(paths[1]).st_ino
-    assert cache.vouch(names, [paths[0], None, str(tmp_path / "gone")]) == [shas[0], None, None]
-    assert cache.vouch(["v0.txt", "v1.txt"], [paths[1], paths[0]]) == [None, None]  # stat of another file
-    link = tmp_path / "link"
-    link.symlink_to(files[0])
-    assert cache.vouch(["v0.txt"], [str(link)]) == [None]  # a link is seen as itself
-    clock[0] += 61  # past the TTL: nothing is vouched for, as `sha256` would re-hash
-    assert cache.vouch(names, paths) == [None, None, None]
-
-
-def test_hash_many_checks_each_file_is_the_one_stat_ed(tmp_path: Path) -> None:
-    cache = HashCache(tmp_path / "manifest.json")
-    names = ["a.txt", "b.txt", "c.txt", "new.txt"]
-    for name in names:
-        (tmp_path / name).write_text(f"{name}\n")
-    for name in names[:3]:
-        backdate(tmp_path / name)
-    paths = [str(tmp_path / n) for n in names]
-    stats = [os.lstat(p) for p in paths]
-    (tmp_path / "b.txt").write_text("b.txt moved on\n")  # changed after its stat was taken
-    os.mkfifo(tmp_path / "fifo")
-    got = cache.hash_many([*names, "fifo"], [*paths, str(tmp_path / "fifo")], [*stats, os.lstat(tmp_path / "fifo")])
-    want_a = sha256_bytes(b"a.txt\n")
-    assert got == [want_a, None, sha256_bytes(b"c.txt\n"), sha256_bytes(b"new.txt\n"), None]
-    assert cache.hashes == 4  # the FIFO is never opened
-    assert cache.vouch(["a.txt", "b.txt", "new.txt"], [paths[0], paths[1], paths[3]]) == [want_a, None, None]
-    assert cache._entries["new.txt"][4] is None  # hashed within the racy window: kept poisoned
-    assert cache.save() is True and HashCache(tmp_path / "manifest.json").vouch(["a.txt"], [paths[0]]) == [want_a]

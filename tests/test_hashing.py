@@ -635,3 +635,90 @@ def test_a_stat_passed_by_the_caller_is_used_and_a_wrong_one_is_not_trusted(ws: 
     assert cache.sha256("a.py", p, st=os.stat(other)) == sha(b"a\n")
     assert cache.sha256("a.py", p) == sha(b"a\n")
     assert cache.hashes == 3  # hashed, saw the stat move, hashed again; then cached
+
+
+def backdate(path: Path, seconds: int = 3600) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 1_000_000_000))
+
+
+def test_vouch_agrees_with_the_warm_path(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    cache = HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0])
+    files = []
+    for i in range(3):
+        p = tmp_path / f"v{i}.txt"
+        p.write_text(f"{i}\n")
+        backdate(p)
+        files.append(p)
+    shas = [cache.sha256(p.name, str(p)) for p in files]
+    paths = [str(p) for p in files]
+    names = [p.name for p in files]
+    assert cache.vouch(names, paths) == shas
+    seen: dict[str, os.stat_result] = {}
+    assert cache.vouch(["v0.txt", "nope", "v2.txt"], paths, seen=seen) == [shas[0], None, shas[2]]
+    assert list(seen) == ["nope"] and seen["nope"].st_ino == os.lstat(paths[1]).st_ino
+    assert cache.vouch(names, [paths[0], None, str(tmp_path / "gone")]) == [shas[0], None, None]
+    assert cache.vouch(["v0.txt", "v1.txt"], [paths[1], paths[0]]) == [None, None]  # stat of another file
+    link = tmp_path / "link"
+    link.symlink_to(files[0])
+    assert cache.vouch(["v0.txt"], [str(link)]) == [None]  # a link is seen as itself
+    clock[0] += 61  # past the TTL: nothing is vouched for, as `sha256` would re-hash
+    assert cache.vouch(names, paths) == [None, None, None]
+
+
+def test_vouch_never_serves_keys_of_a_replaced_entry(tmp_path: Path) -> None:
+    """`vouch` keeps a batch's entry keys between passes; any change to the entries drops them."""
+    cache = HashCache(tmp_path / "manifest.json")
+    p = tmp_path / "a.txt"
+    p.write_text("one\n")
+    backdate(p)
+    rels, paths = ["a.txt"], [str(p)]
+    first = cache.sha256("a.txt", str(p))
+    assert cache.vouch(rels, paths) == [first]
+    assert cache.vouch(rels, paths) == [first]  # from the kept keys
+    p.write_text("two\n")
+    backdate(p)
+    assert cache.vouch(rels, paths) == [None]  # the stat moved: not vouched for
+    second = cache.sha256("a.txt", str(p))
+    assert second != first and cache.vouch(rels, paths) == [second]
+
+
+def test_vouch_batch_path_comes_back_after_the_ttl_refresh(tmp_path: Path) -> None:
+    """Entries past their TTL are re-hashed; then the whole-batch path must serve again (the
+    TTL window is made exact again), not fall back to one file at a time for good."""
+    clock = [1_000_000.0]
+    cache = HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0])
+    names = [f"f{i}.txt" for i in range(3)]
+    paths = []
+    for name in names:
+        (tmp_path / name).write_text(name)
+        backdate(tmp_path / name)
+        paths.append(str(tmp_path / name))
+    shas = [cache.sha256(n, p) for n, p in zip(names, paths)]
+    clock[0] += 61
+    assert cache.vouch(names, paths) == [None, None, None]  # expired
+    assert [cache.sha256(n, p) for n, p in zip(names, paths)] == shas and cache.hashes == 6
+    assert not cache._lo <= clock[0] < cache._hi  # closed: the oldest entry it knew expired
+    assert cache.vouch(names, paths) == shas
+    assert cache._lo <= clock[0] < cache._hi  # open again: the next pass compares in C
+
+
+def test_hash_many_checks_each_file_is_the_one_stat_ed(tmp_path: Path) -> None:
+    cache = HashCache(tmp_path / "manifest.json")
+    names = ["a.txt", "b.txt", "c.txt", "new.txt"]
+    for name in names:
+        (tmp_path / name).write_text(f"{name}\n")
+    for name in names[:3]:
+        backdate(tmp_path / name)
+    paths = [str(tmp_path / n) for n in names]
+    stats = [os.lstat(p) for p in paths]
+    (tmp_path / "b.txt").write_text("b.txt moved on\n")  # changed after its stat was taken
+    os.mkfifo(tmp_path / "fifo")
+    got = cache.hash_many([*names, "fifo"], [*paths, str(tmp_path / "fifo")], [*stats, os.lstat(tmp_path / "fifo")])
+    want_a = sha256_bytes(b"a.txt\n")
+    assert got == [want_a, None, sha256_bytes(b"c.txt\n"), sha256_bytes(b"new.txt\n"), None]
+    assert cache.hashes == 4  # the FIFO is never opened
+    assert cache.vouch(["a.txt", "b.txt", "new.txt"], [paths[0], paths[1], paths[3]]) == [want_a, None, None]
+    assert cache._entries["new.txt"][4] is None  # hashed within the racy window: kept poisoned
+    assert cache.save() is True and HashCache(tmp_path / "manifest.json").vouch(["a.txt"], [paths[0]]) == [want_a]
