@@ -226,8 +226,9 @@ class HashCache:
             with self._lock:  # re-hashed entries may have closed the window: make it exact again
                 self._set_window()
             window = self._lo <= now < self._hi
+        version = self._version  # read before the entries: a change meanwhile voids the memo
         memo = self._memo.get(id(rels))
-        if memo is not None and memo[0] is rels and memo[1] == self._version:
+        if memo is not None and memo[0] is rels and memo[1] == version:
             entries, keys, shas = memo[2], memo[3], memo[4]  # no entry changed since: same lists
         else:
             entries = list(map(self._entries.get, rels))
@@ -239,7 +240,7 @@ class HashCache:
             if keys is not None:
                 if len(self._memo) >= _MEMO_KEPT:
                     self._memo.clear()
-                self._memo[id(rels)] = (rels, self._version, entries, keys, shas)  # holds `rels`: no id reuse
+                self._memo[id(rels)] = (rels, version, entries, keys, shas)  # holds `rels`: no id reuse
         if window and keys is not None:
             try:
                 ok = list(map(eq, keys, map(_STAT_KEY, map(os.lstat, paths))))  # type: ignore[arg-type]
