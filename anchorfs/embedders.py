@@ -266,8 +266,9 @@ def _load_minilm() -> Any:
     except Exception as exc:  # torch / transformers raise many kinds; all mean "cannot load"
         raise EmbedderError(f"embedder 'minilm' could not load its bundled model: {exc}") from exc
     get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    if int(get_dim()) != _MODEL_DIM:
-        raise EmbedderError(f"embedder 'minilm' gives {get_dim()}-dim vectors, expected {_MODEL_DIM}")
+    dim = get_dim()
+    if dim is None or int(dim) != _MODEL_DIM:
+        raise EmbedderError(f"embedder 'minilm' gives {dim}-dim vectors, expected {_MODEL_DIM}")
     return model
 
 

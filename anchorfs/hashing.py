@@ -232,11 +232,12 @@ class HashCache:
             entries, keys, shas = memo[2], memo[3], memo[4]  # no entry changed since: same lists
         else:
             entries = list(map(self._entries.get, rels))
+            found: list[Any] = entries  # a None among them fails the key map: no entry for a file
             try:
-                keys = list(map(_ENTRY_KEY, entries))
-            except TypeError:  # no entry for some file
+                keys = list(map(_ENTRY_KEY, found))
+            except TypeError:
                 keys = None
-            shas = list(map(_ENTRY_SHA, entries)) if keys is not None else []
+            shas = list(map(_ENTRY_SHA, found)) if keys is not None else []
             if keys is not None:
                 if len(self._memo) >= _MEMO_KEPT:
                     self._memo.clear()

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -694,12 +694,13 @@ def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> It
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
                      "--no-color", "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
     assert proc.stdin is not None and proc.stdout is not None
+    stdin = proc.stdin
 
     def feed() -> None:
         try:
             for commit, prev in pairs:
-                proc.stdin.write(f"{commit} {prev}\n".encode())
-            proc.stdin.close()
+                stdin.write(f"{commit} {prev}\n".encode())
+            stdin.close()
         except (BrokenPipeError, OSError):  # git died; its stderr tells why
             pass
 
@@ -975,8 +976,8 @@ class _Tracker:
             judged = self._load_and_judge(load, before or self.ref.lines)
             if judged.verdict is Verdict.MOVED and before and judged.where != before:
                 judged = replace(judged, detail=f"lines {_span(before)} now at {_span(judged.where)}")
-            hit = tuple(h for h in hunks if before and h.hits(before))
-            return judged, hit if judged.verdict in _BREAKS else ()
+            touched = tuple(h for h in hunks if before and h.hits(before))
+            return judged, touched if judged.verdict in _BREAKS else ()
         hit = [h for h in hunks if h.hits(before)]
         if not hit:
             after = _shift(before, hunks)
@@ -1110,7 +1111,7 @@ def _walk_anchor(
                 entry, hunks, binary = mine
                 oid = entry[2]
                 steps.append(tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
-                                          lambda oid=oid: repo.blobs.get(oid), prev_commit=prevs[i]))
+                                          partial(repo.blobs.get, oid), prev_commit=prevs[i]))
             if tick is not None:
                 tick(i + 1)
     wt = tracker.working_tree()

@@ -179,7 +179,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
 
     if hasattr(ws, "bisect"):  # git history support (anchorfs.history), when the SDK offers it
         def bisect(id: Id) -> BisectOutput:  # noqa: A002
-            result = call(lambda: ws.bisect(id))  # type: ignore[attr-defined]
+            result: Any = call(lambda: ws.bisect(id))  # type: ignore[attr-defined]
             return {"result": result.to_dict() if hasattr(result, "to_dict") else result}
 
         server.add_tool(bisect, name="bisect", title="Find the commit that staled a memory", annotations=reading,

@@ -513,7 +513,8 @@ def _go_receiver(ctx: _Ctx, node: Node) -> str:
     typ = param.child_by_field_name("type") if param is not None else None
     while typ is not None and typ.type in _GO_TYPE_WRAPPERS:
         inner = typ.child_by_field_name("type")
-        typ = inner if inner is not None else (typ.named_children or [None])[0]
+        kids = typ.named_children
+        typ = inner if inner is not None else (kids[0] if kids else None)
     return _strip_generics(ctx.text(typ)) if typ is not None else ""
 
 
@@ -626,7 +627,8 @@ def _c_declarator_parts(ctx: _Ctx, decl: Node | None, *, want_function: bool) ->
             decl = decl.child_by_field_name("declarator")
         elif decl.type in _DECLARATOR_WRAPPERS:
             inner = decl.child_by_field_name("declarator")
-            decl = inner if inner is not None else (decl.named_children or [None])[-1]
+            kids = decl.named_children
+            decl = inner if inner is not None else (kids[-1] if kids else None)
         else:
             break
     if decl is None or (want_function and not seen_function):
@@ -779,7 +781,7 @@ _CPP = _Spec(
 def _cs_field(ctx: _Ctx, node: Node) -> _Def | None:
     var_decl = node.parent
     field = var_decl.parent if var_decl is not None else None
-    if field is None or field.type not in ("field_declaration", "event_field_declaration"):
+    if var_decl is None or field is None or field.type not in ("field_declaration", "event_field_declaration"):
         return None
     name = _name(ctx, node)
     if not name:

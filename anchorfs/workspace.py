@@ -22,6 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+_list = list  # `Workspace.list` shadows the builtin in annotations below it
+
 import orjson
 
 from . import anchors as anchors_mod
@@ -528,7 +530,7 @@ class Workspace:
     # -- reads -----------------------------------------------------------------------------
 
     def list(self, *, limit: int | None = None, status: str | None = "active",
-             drift: str | None = None) -> list[Memory]:
+             drift: str | None = None) -> _list[Memory]:
         """Memories newest first; `drift` filters on the last known drift (no re-check)."""
         mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
         if drift is not None:
@@ -634,12 +636,12 @@ class Workspace:
     def check(self, memory: Memory) -> MemoryDrift:
         return DriftChecker(self.root_real, self.cache).check(memory)
 
-    def _as_of_ids(self, when: datetime) -> list[str]:
+    def _as_of_ids(self, when: datetime) -> _list[str]:
         state = fold(self.ledger.read(until=when))
         return [m.id for m in state.values() if m.status == Status.ACTIVE and m.valid_from <= when]
 
     def query(self, text: str, *, k: int | None = None, include_superseded: bool = False,
-              as_of: str | datetime | None = None, stale: str = "include") -> list[Hit]:
+              as_of: str | datetime | None = None, stale: str = "include") -> _list[Hit]:
         """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden.
 
         `stale`: "include" (default), "exclude" (leave stale hits out) or "only".
@@ -673,8 +675,8 @@ class Workspace:
         now = utcnow()
         stale_factor = float(self.config["drift.stale_factor"])
         expired_factor = float(self.config["drift.expired_factor"])
-        hits: list[Hit] = []
-        results: list[MemoryDrift] = []
+        hits: _list[Hit] = []
+        results: _list[MemoryDrift] = []
         for row in rows:
             m = row.memory
             md = checker.check(m)  # retired memories too: their ground may have moved as well
@@ -699,7 +701,7 @@ class Workspace:
             hits = self._with_history(hits, now)
         return hits
 
-    def _with_history(self, hits: list[Hit], now: datetime) -> list[Hit]:
+    def _with_history(self, hits: _list[Hit], now: datetime) -> _list[Hit]:
         """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts)."""
         from .history import history_envelope
 
@@ -746,7 +748,7 @@ class Workspace:
 
     # -- history ---------------------------------------------------------------------------
 
-    def history(self, memory_id: str) -> list[HistoryEvent]:
+    def history(self, memory_id: str) -> _list[HistoryEvent]:
         """The whole supersede chain of a memory, oldest first, with times, actors and reasons."""
         target = self._resolve_id(memory_id)
         mems = self._memories()
@@ -765,14 +767,14 @@ class Workspace:
                 if other not in chain:
                     chain.add(other)
                     todo.append(other)
-        events: list[HistoryEvent] = []
+        events: _list[HistoryEvent] = []
         for entry in self.ledger.read():
             for m in entry.memories:
                 if m.id in chain:
                     events.append(HistoryEvent(entry.op, entry.at, entry.actor, entry.reason, m))
         return events
 
-    def ledger_entries(self, *, since: str | datetime | None = None, limit: int | None = None) -> list[Entry]:
+    def ledger_entries(self, *, since: str | datetime | None = None, limit: int | None = None) -> _list[Entry]:
         """The audit trail, newest first."""
         when = None if since is None else (since if isinstance(since, datetime) else parse_time(since))
         entries = [e for e in self.ledger.read() if when is None or e.at >= when]
@@ -804,7 +806,7 @@ class Workspace:
                 self.ledger.append(entries)  # snapshots unchanged: the store needs no write
         return report
 
-    def suggest(self, *, apply: bool = False) -> dict[str, list[str]]:
+    def suggest(self, *, apply: bool = False) -> dict[str, _list[str]]:
         """Anchors that unanchored memories' text names; `apply` anchors them (a reanchor entry)."""
         from .verify import suggest as suggest_anchors
 
@@ -872,9 +874,9 @@ class Workspace:
             self._write_back([md])
         return md, envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
 
-    def anchored_paths(self) -> dict[str, list[str]]:
+    def anchored_paths(self) -> dict[str, _list[str]]:
         """Anchored path -> ids of the active memories resting on it (what a watcher watches)."""
-        out: dict[str, list[str]] = {}
+        out: dict[str, _list[str]] = {}
         for m in self._memories().values():
             if m.status == Status.ACTIVE:
                 for a in m.anchors:
@@ -883,7 +885,7 @@ class Workspace:
                         ids.append(m.id)
         return out
 
-    def recheck(self, paths: Iterable[str] | None = None) -> list[tuple[str, MemoryDrift]]:
+    def recheck(self, paths: Iterable[str] | None = None) -> _list[tuple[str, MemoryDrift]]:
         """Re-check the active memories anchored to `paths` (a folder covers the files under it;
         None: every anchored memory) and return `(drift before, result)` for each whose drift
         changed since the last check. The change is persisted, so each one is returned once.
