@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
@@ -506,3 +508,92 @@ def test_batch_pass_hashes_nothing_when_nothing_moved(ws: anchorfs.Workspace) ->
     assert cache.hashes == 0 and report.count(Drift.FRESH) == 50 and report.flagged == []
     assert report.memories[7].checks[0] == (mems[7].anchors[0], Verdict.FRESH, "unchanged", None)
     assert report.memories[7].memory is mems[7]
+
+
+_FILES = ["a.txt", "b.txt", "d0/c.txt", "d0/e.txt", "d1/f.txt", "d1/sub/g.txt", "d1/sub/h.txt"]
+_MUTATIONS = ["same_size_old_mtime", "rewrite", "touch", "delete", "to_dir", "link_in", "link_out",
+              "dir_out", "dir_link_in", "chmod"]
+
+
+@given(
+    specs=st.lists(st.lists(st.sampled_from(_FILES + ["a.txt:1", "d1/sub/g.txt:1-2"]), min_size=1, max_size=3),
+                   min_size=1, max_size=8),
+    mutations=st.lists(st.tuples(st.sampled_from(_MUTATIONS), st.sampled_from(_FILES)), max_size=4),
+    chunk=st.integers(1, 5),
+)
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: list[list[str]],
+                                                          mutations: list[tuple[str, str]], chunk: int) -> None:
+    """Whatever happened to the files, the batch pass gives exactly the one-by-one verdicts,
+    warm or cold: the fast path may only ever skip work, never change an answer."""
+    import tempfile
+
+    import anchorfs.drift as drift_mod
+    from anchorfs.anchors import parse_spec, take
+
+    with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
+        base = Path(tmp)
+        root = base / "ws"
+        outside = base / "outside"
+        outside.mkdir()
+        for rel in _FILES:
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"{rel} one\n{rel} two\n")
+            backdate(p)
+        root_real = os.path.realpath(root)
+        mems = [Memory(id=f"m{i}", content=f"memory {i}", anchors=tuple(take(root_real, parse_spec(s)) for s in group))
+                for i, group in enumerate(specs)]
+        manifest = base / "manifest.json"
+        warm = HashCache(manifest)
+        DriftChecker(root_real, warm).check_all(mems)
+        warm.save()
+        for op, rel in mutations:
+            p = root / rel
+            if not p.is_file() or p.is_symlink():
+                continue  # an earlier mutation already took it (or its folder) away
+            if op == "same_size_old_mtime":
+                old = p.stat().st_mtime_ns
+                p.write_text(p.read_text().upper())
+                os.utime(p, ns=(old, old))
+            elif op == "rewrite":
+                p.write_text("something else entirely\n")
+            elif op == "touch":
+                os.utime(p, ns=(time.time_ns() - 7200 * 10**9,) * 2)
+            elif op == "delete":
+                p.unlink()
+            elif op == "to_dir":
+                p.unlink()
+                p.mkdir()
+            elif op == "link_in":
+                twin = p.with_name(p.name + ".twin")
+                twin.write_bytes(p.read_bytes())
+                p.unlink()
+                p.symlink_to(twin)
+            elif op == "link_out":
+                (outside / p.name).write_bytes(p.read_bytes())
+                p.unlink()
+                p.symlink_to(outside / p.name)
+            elif op in ("dir_out", "dir_link_in") and p.parent != root:
+                folder = p.parent
+                away = outside / f"{folder.name}-moved" if op == "dir_out" else folder.with_name(folder.name + "-moved")
+                if not away.exists():
+                    folder.rename(away)
+                    folder.symlink_to(away)
+            elif op == "chmod":
+                p.chmod(0)
+        try:
+            for cold in (False, True):
+                drift_mod._CHUNK = chunk
+                batch = DriftChecker(root_real, HashCache(base / "cold.json" if cold else manifest)).check_all(mems)
+                drift_mod._CHUNK = 4096
+                single = [DriftChecker(root_real, HashCache(base / "cold2.json" if cold else manifest)).check(m)
+                          for m in mems]
+                assert batch.memories == single
+                assert [md.memory.id for md in batch.flagged] == [md.memory.id for md in single if md.drift is not Drift.FRESH]
+        finally:
+            drift_mod._CHUNK = 4096
+            for p in root.rglob("*"):
+                if p.is_file() and not p.is_symlink():
+                    p.chmod(0o644)
