@@ -38,8 +38,12 @@ Reading the figures:
   folders on the way are checked once per pass (one `lstat` each: a folder that became a link
   sends its files the careful way), and what a batch asks of the file system (paths, hashes
   wanted) is derived from the memories once and reused while the same memory objects come
-  back. A fresh memory's result objects are built only when read (`DriftReport.memories`);
-  counts, `flagged` and `stale` never build them.
+  back, and the cache keeps a batch's entry keys until one of its entries changes (building
+  10,000 key tuples per pass, and collecting them, cost about 2 ms). A fresh memory's result
+  objects are built only when read (`DriftReport.memories`); counts, `flagged` and `stale`
+  never build them. Fixed on the way: after a TTL refresh the cache's window of valid
+  entries stayed closed until the next save, so a long-lived process fell back to one file
+  at a time for good.
 - Cold: files the cache has no entry for are hashed in one loop (`HashCache.hash_many`): open
   without following links, one `os.read` of the stat's size, `fstat` before closing (it must
   equal the `lstat`, or the file takes the careful route), SHA-256, stored under one lock.
