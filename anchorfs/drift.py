@@ -1,8 +1,9 @@
 """The drift pass: re-check anchors through the hash cache, judge memories, demote scores.
 
 This runs on every read, so the common case (nothing moved) costs one `lstat` per anchored
-file plus a dict lookup: directory realpaths are resolved once per pass, the whole-file hash
-comes from the racy-safe cache, and a file is only read again when its hash changed.
+file: the whole-file hash comes from the racy-safe cache, folders are checked once per pass,
+and a file is only read again when its stat moved. `check` does one memory (a query's hits);
+`check_all` does a whole workspace in batches whose files the cache vouches for at once.
 Staleness needs positive evidence: an anchor we cannot read is `unknown`, never `stale`.
 """
 
