@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from anchorfs.errors import AnchorError, SymbolNotFoundError
@@ -1114,6 +1115,22 @@ def _query(lang: str) -> Query:
 
 def list_symbols(path: str, source: bytes) -> list[Symbol]:
     """Every definition in `source` (parsed as `path`'s language), in source order."""
+    if len(source) <= _CACHED_SOURCE_BYTES:
+        return list(_cached_symbols(path, source))
+    return list(_parse_symbols(path, source))
+
+
+_CACHED_SOURCE_BYTES = 256 * 1024
+
+
+@lru_cache(maxsize=32)
+def _cached_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
+    """One parse per file version: recording many memories anchored in one file, judging many
+    anchors of one changed file, and indexing their code all ask for the same symbols."""
+    return _parse_symbols(path, source)
+
+
+def _parse_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
     lang = _check_source(path, source)
     spec = _SPECS[lang]
     query = _query(lang)
@@ -1169,7 +1186,7 @@ def list_symbols(path: str, source: bytes) -> list[Symbol]:
     strong = {s.name for s, weak in found if not weak}
     symbols = [s for s, weak in found if not weak or s.name not in strong]
     symbols.sort(key=lambda s: s.start_byte)  # stable: an outer symbol stays before its first child
-    return symbols
+    return tuple(symbols)
 
 
 def _namespace_region_end(

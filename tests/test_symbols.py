@@ -682,3 +682,22 @@ def test_importing_the_module_does_not_load_tree_sitter() -> None:
         "assert 'tree_sitter' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+
+
+def test_one_parse_per_file_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many anchors into one file (recording, judging a changed file) parse it once."""
+    import anchorfs.symbols as symbols_mod
+
+    calls: list[str] = []
+    real = symbols_mod._parse_symbols
+    monkeypatch.setattr(symbols_mod, "_parse_symbols", lambda path, source: calls.append(path) or real(path, source))
+    symbols_mod._cached_symbols.cache_clear()
+    source = b"def one():\n    pass\n\ndef two():\n    pass\n"
+    first = symbols_mod.list_symbols("m.py", source)
+    first.clear()  # a caller's list is its own
+    assert [s.name for s in symbols_mod.list_symbols("m.py", source)] == ["one", "two"]
+    assert symbols_mod.find_symbol("m.py", source, "two").start_line == 4
+    assert calls == ["m.py"]
+    symbols_mod.list_symbols("m.py", source + b"\ndef three():\n    pass\n")  # a new version: parsed
+    assert calls == ["m.py", "m.py"]
+    symbols_mod._cached_symbols.cache_clear()
