@@ -225,7 +225,11 @@ def _fts_query(fts_text: str, file_names: Sequence[str] = ()) -> str:
     from .textutil import words
 
     extra = expand_words(words(fts_text))
-    return " ".join([fts_text, *extra, *file_names]) if extra or file_names else fts_text
+    if not extra and not file_names:
+        return fts_text
+    added = " ".join([*extra, *file_names])
+    # as the typed words were: no punctuation reaches the full-text parser (`e-mail`)
+    return fts_text + " " + "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in added)
 
 
 class SearchRow:

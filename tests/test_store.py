@@ -134,3 +134,21 @@ def test_query_naming_a_file_finds_a_memory_naming_what_it_defines(tmp_path: Pat
         for i in range(5):
             ws.record(f"src/ledger notes number {i} about something else")
         assert ws.query("src/ledger.py", k=3)[0].memory.id == named.id
+
+
+def test_synonyms_widen_the_full_text_query(tmp_path: Path) -> None:
+    """`email` also asks for `mail`, `e-mail` and `inbox`, with punctuation kept out of the
+    full-text query as it is for the typed words."""
+    from anchorfs.store import _fts_query
+
+    assert _fts_query("email") == "email mail e mail inbox"
+    assert _fts_query("zzqx") == "zzqx"  # nothing to add: the typed words as they were
+    root = tmp_path / "ws"
+    root.mkdir()
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        target = ws.record("the nightly digest goes out through the mail relay")
+        for i in range(5):
+            ws.record(f"unrelated fact number {i} about caching")
+        ws.config.values["search.vector_weight"] = 0.0  # full-text alone: only a synonym can match
+        assert [h.memory.id for h in ws.query("email")] == [target.id]
