@@ -314,19 +314,7 @@ class HashCache:
             out.append(digest)
             fresh[rel] = [size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, None if st.st_mtime_ns >= limit else digest]
         if fresh:
-            at = self._clock()
-            with self._lock:
-                for rel, new in fresh.items():
-                    new.append(at)
-                    old = self._entries.get(rel)
-                    self._entries[rel] = new
-                    self._version += 1
-                    if new[4] is None and old is not None and old[4] is None and old[:4] == new[:4]:
-                        continue  # no news: see `_store`
-                    self._touched.add(rel)
-                    self._dirty = True
-                self._lo = max(self._lo, at)
-                self._hi = min(self._hi, at + self._ttl)
+            self._publish(fresh)
         return out
 
     def _miss(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
@@ -361,22 +349,27 @@ class HashCache:
         return digest
 
     def _store(self, rel: str, st: os.stat_result, sha: str | None) -> None:
+        self._publish({rel: [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha]})
+
+    def _publish(self, fresh: dict[str, _Entry]) -> None:
+        """Stamp new entries (size, mtime, ctime, inode, sha256) with the time and publish them."""
         at = self._clock()
-        new = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha, at]
         with self._lock:
-            old = self._entries.get(rel)
-            self._entries[rel] = new
-            self._version += 1
+            for rel, new in fresh.items():
+                new.append(at)
+                old = self._entries.get(rel)
+                self._entries[rel] = new
+                self._version += 1
+                # A poisoned entry seen again with the same stat carries no news: don't rewrite
+                # the manifest on every read of a file that is being edited.
+                if new[4] is None and old is not None and old[4] is None and old[:4] == new[:4]:
+                    continue
+                self._touched.add(rel)
+                self._dirty = True
             if at > self._lo:
                 self._lo = at
             if at + self._ttl < self._hi:
                 self._hi = at + self._ttl
-            # A poisoned entry seen again with the same stat carries no news: don't rewrite
-            # the manifest on every read of a file that is being edited.
-            if sha is None and old is not None and old[4] is None and old[:4] == new[:4]:
-                return
-            self._touched.add(rel)
-            self._dirty = True
 
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
