@@ -40,6 +40,11 @@ from typing import Any
 
 import orjson
 
+try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
+    from . import _statmatch
+except ImportError:  # the pure-Python loop gives the same answers (tests run both)
+    _statmatch = None  # type: ignore[assignment]
+
 __all__ = ["HashCache", "sha256_bytes", "sha256_file", "MANIFEST_VERSION"]
 
 MANIFEST_VERSION = 1
@@ -162,7 +167,8 @@ class HashCache:
         self._entries: dict[str, _Entry] = {}  # empty until the lazy load: see `_miss`
         self._version = 0  # bumped on every change to `_entries`: `vouch`'s memo is good while it holds
         self._window_version = -1  # `_version` when the TTL window below was last made exact
-        self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None]]] = {}
+        self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None],
+                                    bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
         self._dirty = False
         self._loaded = False
@@ -214,9 +220,10 @@ class HashCache:
         `sha256` for those; `seen` receives their stats when at hand, sparing a second one).
 
         `lstat`, not `stat`: a symlink is seen as itself and never matches its target's entry.
-        A whole batch of unchanged files is compared in C-level maps that keep no stat alive,
-        so it costs about a bare stat loop; a batch with a file this cache has no entry for
-        goes one file at a time.
+        A whole batch of unchanged files is compared in `_statmatch`'s C loop, off the GIL and
+        over a few threads for large batches (about half a bare stat loop), or where that is not
+        built, in C-level maps that keep no stat alive (about a bare stat loop); a batch with a
+        file this cache has no entry for goes one file at a time.
         """
         if not self._loaded:
             self._load()
@@ -229,8 +236,9 @@ class HashCache:
         version = self._version  # read before the entries: a change meanwhile voids the memo
         memo = self._memo.get(id(rels))
         if memo is not None and memo[0] is rels and memo[1] == version:
-            entries, keys, shas = memo[2], memo[3], memo[4]  # no entry changed since: same lists
+            entries, keys, shas, packed = memo[2], memo[3], memo[4], memo[5]  # no entry changed since
         else:
+            packed = None
             entries = list(map(self._entries.get, rels))
             found: list[Any] = entries  # a None among them fails the key map: no entry for a file
             try:
@@ -239,10 +247,15 @@ class HashCache:
                 keys = None
             shas = list(map(_ENTRY_SHA, found)) if keys is not None else []
             if keys is not None:
+                packed = _statmatch.pack(keys) if _statmatch is not None else None
                 if len(self._memo) >= _MEMO_KEPT:
                     self._memo.clear()
-                self._memo[id(rels)] = (rels, version, entries, keys, shas)  # holds `rels`: no id reuse
-        if window and keys is not None:
+                self._memo[id(rels)] = (rels, version, entries, keys, shas, packed)  # holds `rels`: no id reuse
+        if window and keys is not None and packed is not None and _statmatch is not None:
+            got = _statmatch.match(paths, packed)  # None: no path, a file gone, a name C cannot pass: one by one
+            if got is not None:
+                return list(shas) if 0 not in got else [sha if fine else None for sha, fine in zip(shas, got)]
+        elif window and keys is not None:
             try:
                 ok = list(map(eq, keys, map(_STAT_KEY, map(os.lstat, paths))))  # type: ignore[arg-type]
             except (OSError, TypeError, ValueError):  # no path, a file gone: one by one

@@ -16,9 +16,9 @@ fi
 extras="${1:-}"
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
-# Re-install only when the project's requirements or the extras changed.
+# Re-install only when the requirements, the C source or the extras changed.
 stamp=".venv/.anchorfs-installed"
-want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$extras"
+want="$(cat pyproject.toml anchorfs/*.c | sha256sum | cut -c1-16)-$extras"
 if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   echo "installing anchorfs${extras:+ [$extras]} ..." >&2
   if [[ ",$extras," == *",minilm,"* ]]; then

@@ -421,13 +421,18 @@ def test_drift_reports_progress_as_done_of_total(ws: anchorfs.Workspace) -> None
 
 @pytest.mark.parametrize("chunk", [2, 4096])
 @pytest.mark.parametrize("warm", [True, False])
-def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch, chunk: int, warm: bool) -> None:
-    """`check_all` vouches for unchanged files in C-level maps; every other case must land on
-    exactly the verdict `check` gives, and only changed files may be hashed again."""
+@pytest.mark.parametrize("c_loop", [True, False])
+def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   chunk: int, warm: bool, c_loop: bool) -> None:
+    """`check_all` vouches for unchanged files in one C loop (or Python's C-level maps where it
+    is not built); every other case must land on exactly the verdict `check` gives, and only
+    changed files may be hashed again."""
     import anchorfs.drift as drift_mod
+    import anchorfs.hashing as hashing_mod
 
     monkeypatch.setattr(drift_mod, "_CHUNK", chunk)
+    if not c_loop:
+        monkeypatch.setattr(hashing_mod, "_statmatch", None)
     root = ws.root
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -533,6 +538,7 @@ def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: 
     import tempfile
 
     import anchorfs.drift as drift_mod
+    import anchorfs.hashing as hashing_mod
     from anchorfs.anchors import parse_spec, take
 
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
@@ -586,10 +592,13 @@ def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: 
                     folder.symlink_to(away)
             elif op == "chmod":
                 p.chmod(0)
+        c_loop = hashing_mod._statmatch
         try:
-            for cold in (False, True):
+            for cold, loop in ((False, c_loop), (False, None), (True, c_loop)):  # None: the Python loop
                 drift_mod._CHUNK = chunk
+                hashing_mod._statmatch = loop
                 batch = DriftChecker(root_real, HashCache(base / "cold.json" if cold else manifest)).check_all(mems)
+                hashing_mod._statmatch = c_loop
                 drift_mod._CHUNK = 4096
                 single = [DriftChecker(root_real, HashCache(base / "cold2.json" if cold else manifest)).check(m)
                           for m in mems]
@@ -597,6 +606,7 @@ def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: 
                 assert [md.memory.id for md in batch.flagged] == [md.memory.id for md in single if md.drift is not Drift.FRESH]
         finally:
             drift_mod._CHUNK = 4096
+            hashing_mod._statmatch = c_loop
             for p in root.rglob("*"):
                 if p.is_file() and not p.is_symlink():
                     p.chmod(0o644)

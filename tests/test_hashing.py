@@ -642,7 +642,67 @@ def backdate(path: Path, seconds: int = 3600) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 1_000_000_000))
 
 
-def test_vouch_agrees_with_the_warm_path(tmp_path: Path) -> None:
+@pytest.fixture(params=["c", "python"])
+def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`vouch` compares a batch in `_statmatch`'s C loop, or in Python where it is not built:
+    both must give the same answers."""
+    if request.param == "python":
+        monkeypatch.setattr(hashing, "_statmatch", None)
+    return str(request.param)
+
+
+def test_the_c_loop_is_built() -> None:
+    """The install builds `_statmatch` wherever a C compiler is at hand (CI has one): without
+    this, every other test here would only exercise the Python fallback."""
+    assert hashing._statmatch is not None, "anchorfs._statmatch is not built: reinstall with a C compiler"
+
+
+def test_statmatch_compares_every_field_and_refuses_what_it_cannot_judge(tmp_path: Path) -> None:
+    from anchorfs import _statmatch
+
+    files = [write(tmp_path / f"s{i}.txt", b"x" * i) for i in range(4)]
+    paths = [str(p) for p in files]
+    keys = [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for st in map(os.lstat, paths)]
+    packed = _statmatch.pack(keys)
+    assert packed is not None and _statmatch.match(paths, packed) == b"\x01" * 4
+    for field in range(4):  # each field alone decides
+        off = [list(k) for k in keys]
+        off[field][field] += 1
+        got = _statmatch.match(paths, _statmatch.pack([tuple(k) for k in off]))
+        assert got is not None and list(got) == [int(i != field) for i in range(4)]
+    assert _statmatch.match([*paths[:3], str(tmp_path / "gone")], packed) is None  # lstat failed
+    assert _statmatch.match([*paths[:3], None], packed) is None
+    assert _statmatch.match([*paths[:3], paths[3] + "\0x"], packed) is None  # embedded NUL
+    assert _statmatch.match([*paths[:3], str(tmp_path) + "/\udcff"], packed) is None  # not UTF-8
+    with pytest.raises(ValueError):
+        _statmatch.match(paths[:3], packed)
+    assert _statmatch.pack([(1, 2, 3)]) is None
+    assert _statmatch.pack([(1, 2, 3, -1)]) is None  # an inode is never negative
+    assert _statmatch.pack([(1, 2, 3, 2**64)]) is None
+    assert _statmatch.pack([(1, 2, "3", 4)]) is None
+    assert _statmatch.pack([]) == b"" and _statmatch.match([], b"") == b""
+
+
+def test_statmatch_threads_split_a_large_batch_and_agree(tmp_path: Path) -> None:
+    """Batches of 4,096+ files are split over threads: every share must land in its place."""
+    from anchorfs import _statmatch
+
+    paths = []
+    for i in range(5000):
+        p = tmp_path / f"t{i}"
+        p.write_bytes(b"")
+        paths.append(str(p))
+    keys = [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for st in map(os.lstat, paths)]
+    wrong = {0, 2047, 2048, 2500, 4095, 4999}
+    for i in wrong:
+        keys[i] = (keys[i][0] + 1, *keys[i][1:])
+    got = _statmatch.match(paths, _statmatch.pack(keys))
+    assert got is not None and [i for i, ok in enumerate(got) if not ok] == sorted(wrong)
+    os.unlink(paths[4900])  # a file gone in the last share: the whole answer is refused
+    assert _statmatch.match(paths, _statmatch.pack(keys)) is None
+
+
+def test_vouch_agrees_with_the_warm_path(tmp_path: Path, loop: str) -> None:
     clock = [1_000_000.0]
     cache = HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0])
     files = []
@@ -667,7 +727,7 @@ def test_vouch_agrees_with_the_warm_path(tmp_path: Path) -> None:
     assert cache.vouch(names, paths) == [None, None, None]
 
 
-def test_vouch_never_serves_keys_of_a_replaced_entry(tmp_path: Path) -> None:
+def test_vouch_never_serves_keys_of_a_replaced_entry(tmp_path: Path, loop: str) -> None:
     """`vouch` keeps a batch's entry keys between passes; any change to the entries drops them."""
     cache = HashCache(tmp_path / "manifest.json")
     p = tmp_path / "a.txt"
@@ -684,7 +744,7 @@ def test_vouch_never_serves_keys_of_a_replaced_entry(tmp_path: Path) -> None:
     assert second != first and cache.vouch(rels, paths) == [second]
 
 
-def test_vouch_batch_path_comes_back_after_the_ttl_refresh(tmp_path: Path) -> None:
+def test_vouch_batch_path_comes_back_after_the_ttl_refresh(tmp_path: Path, loop: str) -> None:
     """Entries past their TTL are re-hashed; then the whole-batch path must serve again (the
     TTL window is made exact again), not fall back to one file at a time for good."""
     clock = [1_000_000.0]
