@@ -636,15 +636,18 @@ class Workspace:
     def check(self, memory: Memory) -> MemoryDrift:
         return DriftChecker(self.root_real, self.cache).check(memory)
 
-    def _as_of_ids(self, when: datetime) -> _list[str]:
+    def _as_of(self, when: datetime) -> dict[str, Memory]:
+        """The memories active at `when`, each as it stood then (status, bounds, anchors)."""
         state = fold(self.ledger.read(until=when))
-        return [m.id for m in state.values() if m.status == Status.ACTIVE and m.valid_from <= when]
+        return {m.id: m for m in state.values() if m.status == Status.ACTIVE and m.valid_from <= when}
 
     def query(self, text: str, *, k: int | None = None, include_superseded: bool = False,
               as_of: str | datetime | None = None, stale: str = "include") -> _list[Hit]:
         """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden.
 
-        `stale`: "include" (default), "exclude" (leave stale hits out) or "only".
+        `stale`: "include" (default), "exclude" (leave stale hits out) or "only". `as_of`: the
+        memories active at that instant, each as it stood then, its anchors of then checked
+        against the files now; such a read writes no drift back.
         """
         if not isinstance(text, str) or not text.strip():
             raise InputError("a query needs text")
@@ -656,12 +659,13 @@ class Workspace:
         from .store import id_filter
 
         where: str | None = None if include_superseded else "status = 'active'"
+        then: dict[str, Memory] | None = None
         if as_of is not None:
             when = as_of if isinstance(as_of, datetime) else parse_time(as_of)
-            ids = self._as_of_ids(when)
-            if not ids:
+            then = self._as_of(when)
+            if not then:
                 return []
-            where = id_filter(ids)
+            where = id_filter(then)
         store = self.store
         qvec = self.embedder.embed_query(text)
         want = k if stale == "include" else k * 3  # room left after filtering on drift
@@ -678,7 +682,9 @@ class Workspace:
         hits: _list[Hit] = []
         results: _list[MemoryDrift] = []
         for row in rows:
-            m = row.memory
+            # as of an instant: the memory as it stood then (later retired or re-anchored, it
+            # showed neither), its anchors of then checked against the files now
+            m = row.memory if then is None else then.get(row.memory.id, row.memory)
             md = checker.check(m)  # retired memories too: their ground may have moved as well
             results.append(md)
             days = self.config.expiry_days(m.kind)
@@ -690,7 +696,8 @@ class Workspace:
             hits.append(Hit(m, row.similarity, score, md.drift, md.checks,
                             envelope(m, md.drift, md.checks, expiry_days=days, now=now)))
         self.cache.save()
-        self._write_back(results)
+        if then is None:  # the drift of anchors as they stood then is not the memory's drift now
+            self._write_back(results)
         if stale == "exclude":
             hits = [h for h in hits if h.drift is not Drift.STALE]
         elif stale == "only":

@@ -329,6 +329,35 @@ def test_as_of_two_interleaved_chains(ws: Workspace, root: Path) -> None:
         assert {h["content"] for h in out["hits"]} == expected[when]
 
 
+def test_as_of_hit_is_the_memory_as_it_stood_then(ws: Workspace, root: Path) -> None:
+    """Asked what it believed at an instant, the store answers with the memory as it was then:
+    active, unbounded, anchored as then; and an as-of read writes no drift back."""
+    a = ws.record("the pool size is 10", anchors=["db.py"])
+    t1 = instant()
+    b = ws.supersede(a.id, "the pool size is 20")
+    (root / "db.py").write_text("POOL_SIZE = 20\nTIMEOUT = 30\n")
+    b2 = ws.reanchor(b.id)
+    t2 = instant()
+
+    [then] = ws.query("pool size", as_of=t1)
+    assert then.memory.id == a.id and then.memory.status == "active"
+    assert then.memory.valid_until is None and then.memory.superseded_by is None
+    assert then.drift.value == "stale" and "[STALE" in then.envelope  # its ground moved since
+    assert then.to_dict()["status"] == "active"
+    [now] = ws.query("pool size")
+    assert now.memory.id == b.id and now.drift.value == "fresh"
+    assert ws.get(a.id).status == "superseded"  # the ledger is untouched by the as-of read
+
+    (root / "db.py").write_text("POOL_SIZE = 30\nTIMEOUT = 30\n")
+    c = ws.reanchor(b.id)  # re-anchored after t2: t2's anchors (POOL_SIZE = 20) are stale now
+    assert c.anchors != b2.anchors
+    [old] = ws.query("pool size", as_of=t2)
+    assert old.memory.id == b.id and old.memory.anchors == b2.anchors
+    assert old.drift.value == "stale"
+    assert b.id not in {m.id for m in ws.list(drift="stale")}  # not written back: it is fresh now
+    assert run(root, "query", "pool size", "--as-of", t2.isoformat())["hits"][0]["status"] == "active"
+
+
 def test_as_of_respects_revert(ws: Workspace) -> None:
     a = ws.record("the linter is flake8")
     t1 = instant()
