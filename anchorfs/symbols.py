@@ -83,6 +83,7 @@ _EXTENSIONS: dict[str, str] = {
     ".swift": "swift",
     ".scala": "scala",
     ".sc": "scala",
+    ".sql": "sql",
 }
 
 
@@ -1040,6 +1041,62 @@ _SCALA = _Spec(
 )
 
 
+# --------------------------------------------------------------------------- SQL
+
+
+def _sql_ident(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] + text[-1] in ('""', "``", "[]"):
+        return text[1:-1]
+    return text
+
+
+def _sql_object(kind: str, *, weak: bool = False) -> _Handler:
+    """`CREATE TABLE billing.invoices`: the object reference names it, schema first."""
+
+    def handler(ctx: _Ctx, node: Node) -> _Def | None:
+        ref = _child_of_type(node, ("object_reference",))
+        if ref is None:
+            return None
+        parts = tuple(_sql_ident(ctx.text(c)) for c in ref.named_children if c.type == "identifier")
+        if not parts or not all(parts):
+            return None
+        return _Def(parts, kind, node, weak=weak, opens=kind == "table")
+
+    return handler
+
+
+def _sql_index(ctx: _Ctx, node: Node) -> _Def | None:
+    name = _sql_ident(ctx.text(node.child_by_field_name("column")))
+    return _Def((name,), "index", node, opens=False) if name else None
+
+
+def _sql_column(ctx: _Ctx, node: Node) -> _Def | None:
+    if ctx.pkind != "table":  # a column of CREATE TABLE or ALTER TABLE ... ADD COLUMN
+        return None
+    name = _sql_ident(_name(ctx, node))
+    return _Def((name,), "field", node, opens=False) if name else None
+
+
+_SQL = _Spec(
+    handlers={
+        "create_table": _sql_object("table"),
+        # What a migration does to a table it did not create: `invoices` names the ALTER (and
+        # `invoices.paid_at` an added column) unless the file also creates `invoices`.
+        "alter_table": _sql_object("table", weak=True),
+        "column_definition": _sql_column,
+        "create_view": _sql_object("view"),
+        "create_materialized_view": _sql_object("view"),
+        "create_function": _sql_object("function"),
+        "create_type": _sql_object("type"),
+        "create_sequence": _sql_object("sequence"),
+        "create_trigger": _sql_object("trigger"),
+        "create_index": _sql_index,
+    },
+    setters={},
+)
+
+
 _SPECS: dict[str, _Spec] = {
     "python": _PYTHON,
     "javascript": _JAVASCRIPT,
@@ -1056,6 +1113,7 @@ _SPECS: dict[str, _Spec] = {
     "kotlin": _KOTLIN,
     "swift": _SWIFT,
     "scala": _SCALA,
+    "sql": _SQL,
 }
 
 

@@ -99,6 +99,18 @@ def test_symbol_edited_elsewhere_is_moved_inside_is_changed_and_gone_is_missing(
     assert md.drift is Drift.STALE
 
 
+def test_sql_column_anchor_is_judged_by_its_own_text(ws: anchorfs.Workspace) -> None:
+    sql = "CREATE TABLE invoices (\n    id BIGINT PRIMARY KEY,\n    status TEXT NOT NULL DEFAULT 'draft'\n);\n"
+    path = ws.root / "0001_invoices.sql"
+    path.write_text(sql)
+    m = ws.record("an invoice starts as a draft", anchors=["0001_invoices.sql#invoices.status"])
+    assert m.anchors[0].symbol == "invoices.status" and verdicts(ws, m) == [Verdict.FRESH]
+    path.write_text(sql.replace("id BIGINT", "id BIGSERIAL"))  # another column: the table moved on
+    assert verdicts(ws, m) == [Verdict.MOVED]
+    path.write_text(sql.replace("'draft'", "'open'"))
+    assert ws.check(m).checks[0].detail == "0001_invoices.sql#invoices.status changed"
+
+
 def test_deleted(ws: anchorfs.Workspace) -> None:
     m = ws.record("readme", anchors=["README.md"])
     (ws.root / "README.md").unlink()

@@ -218,6 +218,24 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
         ("Algorithm.HS256", "object"),
         ("topLevel", "function"),
     ],
+    "sql_sample.sql": [
+        ("auth.users", "table"),
+        ("auth.users.id", "field"),
+        ("auth.users.email", "field"),
+        ("auth.users.Display", "field"),
+        ("refresh_tokens", "table"),
+        ("refresh_tokens.id", "field"),
+        ("refresh_tokens.user_id", "field"),
+        ("refresh_tokens.expires_at", "field"),
+        ("refresh_tokens_user_idx", "index"),
+        ("token_kind", "type"),
+        ("token_serial", "sequence"),
+        ("live_tokens", "view"),
+        ("revoke_all", "function"),
+        ("refresh_tokens.kind", "field"),  # added by ALTER TABLE: a column of the table it names
+        ("sessions", "table"),  # only altered here: the ALTER stands for it
+        ("sessions.revoked_at", "field"),
+    ],
     "swift_sample.swift": [
         ("defaultTTL", "property"),
         ("TokenStore", "protocol"),
@@ -282,7 +300,7 @@ def test_every_language_has_a_fixture() -> None:
     languages = {language_for(name) for name in EXPECTED}
     assert languages >= {
         "python", "typescript", "tsx", "javascript", "rust", "go", "java", "c", "cpp",
-        "csharp", "ruby", "php", "kotlin", "swift", "scala",
+        "csharp", "ruby", "php", "kotlin", "swift", "scala", "sql",
     }  # fmt: skip
     assert sorted(p.name for p in FIXTURES.iterdir()) == sorted(EXPECTED)
 
@@ -339,6 +357,9 @@ SPANS = [
     ("swift_sample.swift", "TokenIssuer.revoke", "method", 49, 49, "func revoke("),
     ("swift_sample.swift", "TokenIssuer", "class", 30, 46, "class TokenIssuer {"),
     ("scala_sample.scala", "TokenIssuer", "class", 13, 19, "class TokenIssuer(secret"),
+    ("sql_sample.sql", "refresh_tokens", "table", 10, 14, "CREATE TABLE refresh_tokens ("),
+    ("sql_sample.sql", "refresh_tokens.user_id", "field", 12, 12, "user_id     BIGINT"),
+    ("sql_sample.sql", "revoke_all", "function", 25, 29, "CREATE OR REPLACE FUNCTION revoke_all"),
     ("scala_sample.scala", "TokenIssuer.fromEnv", "method", 24, 24, "def fromEnv()"),
 ]
 
@@ -642,6 +663,7 @@ def test_too_large_files_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         ("build.gradle.kts", "kotlin"),
         ("X.swift", "swift"),
         ("X.scala", "scala"),
+        ("migrations/0001_init.SQL", "sql"),
         ("UPPER.PY", "python"),
         ("notes.xyz", None),
         ("README.md", None),
