@@ -24,10 +24,35 @@ from .errors import (
     UnsafePathError,
     WorkspaceError,
 )
-from .model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict
-from .workspace import Workspace, init, open
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs the fast `drift` path ~2 ms
+if TYPE_CHECKING:
+    from .model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict
+    from .workspace import Workspace, init, open
 
 __version__ = "0.1.0"
+
+# Imported on first use (PEP 562): `anchorfs drift`'s replay path imports this package and
+# must not pay for the model, the workspace and their dependencies (about 20 ms).
+_LAZY = {
+    "AnchorCheck": "model", "AnchorRef": "model", "Drift": "model", "Hit": "model", "Memory": "model",
+    "Verdict": "model", "Workspace": "workspace", "init": "workspace", "open": "workspace",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'anchorfs' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 __all__ = [
     "open",

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
 from .hashing import sha256_bytes
+from .locate import STATE_DIR
 from .model import AnchorRef, Verdict
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "text_hash",
 ]
 
-STATE_DIR = ".anchorfs"
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Files above this are refused at write time. At check time a whole-file anchor is still judged
 by its (streamed) hash; a narrowed one on a file grown past it is `unreadable`."""

@@ -40,6 +40,7 @@ from .errors import (
 )
 from .hashing import HashCache
 from .ledger import Entry, Ledger, armed, current_actor, fault, fold
+from .locate import ROOT_ENV, locate
 from .model import (
     KINDS,
     AnchorRef,
@@ -97,19 +98,7 @@ def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
 
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
     """`root`, else $ANCHORFS_ROOT, else the nearest parent of the cwd holding `.anchorfs/`."""
-    if root is not None:
-        path = Path(root).expanduser()
-        if not (path / STATE_DIR).is_dir():
-            raise WorkspaceError(f"{path} is not an anchorfs workspace (no {STATE_DIR}/); run `anchorfs init`")
-        return path.resolve()
-    env = os.environ.get(ROOT_ENV)
-    if env:
-        return find_root(env)
-    here = Path.cwd().resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / STATE_DIR).is_dir():
-            return candidate
-    raise WorkspaceError(f"no anchorfs workspace in {here} or its parents; run `anchorfs init`")
+    return Path(locate(root))
 
 
 def init(root: str | os.PathLike[str] | None = None) -> Path:
