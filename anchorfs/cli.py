@@ -20,6 +20,7 @@ import orjson
 from .errors import AnchorfsError
 
 if TYPE_CHECKING:
+    from .drift import DriftReport
     from .model import Memory
     from .workspace import Workspace
 
@@ -28,8 +29,12 @@ __all__ = ["cli", "main", "EXIT_STALE"]
 EXIT_STALE = 90
 
 
+def _json_text(data: Any) -> str:
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.write(_json_text(data))
 
 
 def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -271,27 +276,43 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
 @click.pass_context
 def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Check every active anchored memory now; exit 90 when any is stale."""
+    import time
+
+    from .memo import replay, save
+
     with _session(ctx, root, as_json) as c:
-        ws = c.ws()
-        advance, finish = _progress("checking anchors")
-        try:
-            report = ws.drift(progress=advance)
-        finally:
-            finish()
-        if c.json:
-            _emit_json(report.to_dict())
+        replayed = replay(c.root, c.json)  # the last pass's output, while nothing it rested on moved
+        if replayed is not None:
+            out, code = replayed
         else:
-            bad = report.flagged
-            if bad:
-                rows = []
-                for md in bad:
-                    detail = "; ".join(ch.detail for ch in md.checks if ch.verdict.value not in ("fresh", "moved"))
-                    rows.append((md.memory.id, md.drift.value, _short(md.memory.content, 40), detail))
-                click.echo(_table(rows, ["id", "drift", "memory", "why"]))
+            started = time.time_ns()  # before the workspace reads its config
+            ws = c.ws()
+            advance, finish = _progress("checking anchors")
+            try:
+                report = ws.drift(progress=advance)
+            finally:
+                finish()
             d = report.to_dict()
-            click.echo(f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
-        if report.stale:
-            ctx.exit(EXIT_STALE)
+            outputs = {"json": _json_text(d), "text": _drift_text(report, d)}
+            code = EXIT_STALE if report.stale else 0
+            save(ws, report, outputs, code, started)
+            out = outputs["json" if c.json else "text"]
+        sys.stdout.write(out)
+        if code:
+            ctx.exit(code)
+
+
+def _drift_text(report: "DriftReport", d: dict[str, Any]) -> str:
+    """`drift`'s output for people: the memories that are not fresh, then the counts."""
+    text = ""
+    bad = report.flagged
+    if bad:
+        rows = []
+        for md in bad:
+            detail = "; ".join(ch.detail for ch in md.checks if ch.verdict.value not in ("fresh", "moved"))
+            rows.append((md.memory.id, md.drift.value, _short(md.memory.content, 40), detail))
+        text = _table(rows, ["id", "drift", "memory", "why"]) + "\n"
+    return text + f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh\n"
 
 
 @cli.command()

@@ -282,6 +282,25 @@ class HashCache:
                     seen[rel] = st
         return out
 
+    def trusted_until(self, rels: Sequence[str]) -> float | None:
+        """When the first of these files' cached hashes reaches its TTL, by this cache's clock;
+        None when one has no trusted hash (none cached, or poisoned as racy).
+
+        What a result resting on these hashes may be reused until (`anchorfs.memo`): a later
+        check would re-hash them from then on.
+        """
+        if not self._loaded:
+            self._load()
+        first = self._clock()
+        with self._lock:
+            for rel in rels:
+                e = self._entries.get(rel)
+                if e is None or e[4] is None:
+                    return None
+                if e[5] < first:
+                    first = e[5]
+        return first + self._ttl
+
     def hash_many(self, rels: Sequence[str], paths: Sequence[str], stats: Sequence[os.stat_result]) -> list[str | None]:
         """Hash files the caller has just `lstat`-ed, in one tight loop: the cold pass's form of
         `_refresh`, without its per-file calls (a cold check of 10,000 small files is mostly

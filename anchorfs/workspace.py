@@ -64,9 +64,8 @@ if TYPE_CHECKING:
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
 
 STATE_DIR = anchors_mod.STATE_DIR
-ROOT_ENV = "ANCHORFS_ROOT"
 _DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
-_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\napplied\nlock\n*.tmp\nevents.jsonl\n"
+_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\n"
 
 
 def _replace_atomic(path: Path, payload: bytes, point: str) -> None:

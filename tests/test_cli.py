@@ -60,7 +60,7 @@ def proc(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None)
     full = dict(os.environ)
     full.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "anchorfs.cli", *args],
+        [sys.executable, "-m", "anchorfs", *args],
         cwd=cwd, env=full, capture_output=True, text=True, timeout=120,
     )
 

@@ -269,7 +269,7 @@ def test_writes_to_a_damaged_store_say_reindex_not_a_traceback(ws_root: Path, id
 
 
 def _proc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "anchorfs.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "anchorfs", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "RUST_LOG": "error"})
 
 

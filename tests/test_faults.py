@@ -323,7 +323,7 @@ def test_a_real_short_write_to_the_ledger_is_cut_back(ws: Workspace, root: Path)
 def test_a_full_disk_for_every_cache_never_fails_a_check(ws: Workspace, root: Path) -> None:
     before = state_bytes(root)
     (root / "lib.py").write_text("def helper():\n    return 45\n")
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "--root", str(root), "--json", "drift"],
+    proc = subprocess.run([sys.executable, "-m", "anchorfs", "--root", str(root), "--json", "drift"],
                           env=child_env(), capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: _limited(16))  # no state file fits in 16 bytes
     assert proc.returncode == 90, proc.stderr  # the stale memory is still reported

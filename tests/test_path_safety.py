@@ -576,7 +576,7 @@ def test_check_time_matrix_through_the_sdk_and_the_cli(lay: Layout) -> None:
                 with pytest.raises(AnchorError, match="cannot re-anchor"):
                     ws.reanchor(m.id)
         unsafe = by_name["folder-swapped-for-link-out"].id
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "--root", str(lay.root), "--json", "drift"],
+    proc = subprocess.run([sys.executable, "-m", "anchorfs", "--root", str(lay.root), "--json", "drift"],
                           capture_output=True, text=True, timeout=120,
                           env={k: v for k, v in os.environ.items() if not k.startswith("ANCHORFS_")})
     assert proc.returncode == 90, proc.stderr  # stale ones exist (deleted), and no crash
@@ -589,7 +589,7 @@ def test_check_time_matrix_through_the_sdk_and_the_cli(lay: Layout) -> None:
 def test_cli_refuses_a_name_that_is_not_utf8_in_one_line(lay: Layout) -> None:
     (Path(os.fsdecode(os.fsencode(lay.root) + b"/caf\xe9.py"))).write_bytes(APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHORFS_")}
-    proc = subprocess.run([sys.executable.encode(), b"-m", b"anchorfs.cli", b"--root", os.fsencode(lay.root),
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"anchorfs", b"--root", os.fsencode(lay.root),
                            b"record", b"about the cafe file", b"--anchor", b"caf\xe9.py"],
                           capture_output=True, timeout=120, env=env)
     err = proc.stderr.decode("utf-8", "replace")

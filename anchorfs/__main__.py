@@ -1,0 +1,81 @@
+"""The `anchorfs` command's entry point (also `python -m anchorfs`).
+
+A plain `anchorfs drift` (with `--root` and `--json` at most) whose last output still holds
+is replayed from the drift memo before anything heavy is imported: in a git hook or a cron
+job that is nearly all of its cost. Every other command line, and a memo that does not hold,
+goes to the full CLI (`anchorfs.cli`), which parses it again and does the work.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["main"]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def drift_args(argv: Sequence[str]) -> tuple[str | None, bool] | None:
+    """(root, as_json) when `argv` is `drift` with only `--root` and `--json` options, placed as
+    the CLI accepts them (before or after the command; the command's `--root` wins); None
+    for anything else, which the full CLI parses."""
+    roots: list[str | None] = [None, None]  # the group's, the command's
+    as_json = False
+    command = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "drift" and not command:
+            command = True
+        elif arg == "--json":
+            as_json = True
+        elif arg == "--root" or arg.startswith("--root="):
+            if arg == "--root":
+                i += 1
+                if i == len(argv):
+                    return None
+                value = argv[i]
+            else:
+                value = arg[len("--root="):]
+            if not value or value.startswith("-") or roots[command] is not None:
+                return None  # leave the odd and the repeated to the CLI's parser and its errors
+            roots[command] = value
+        else:
+            return None
+        i += 1
+    if not command:
+        return None
+    return roots[1] or roots[0], as_json
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    parsed = drift_args(args)
+    if parsed is not None:
+        from .memo import replay
+
+        replayed = replay(*parsed)
+        if replayed is not None:
+            out, code = replayed
+            try:
+                sys.stdout.write(out)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                os._exit(0)
+            sys.exit(code)
+    from .cli import main as cli_main
+
+    try:
+        cli_main(args)
+    finally:
+        if argv is None:  # the process ends here: spare its exit a collection over all it built
+            import gc
+
+            gc.freeze()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The drift memo: the last `anchorfs drift` output, replayed while nothing it rested on changed.
+
+`anchorfs drift` runs in git hooks and cron, so a warm run must cost about a Python start-up,
+and a full pass cannot: importing its dependencies and folding the ledger alone take several
+times that (`docs/benchmarks.md`). So after a full pass the CLI saves, in `.anchorfs/drift.memo`,
+what it printed (both forms) and its exit code, with the `lstat` of everything the pass rested
+on: the ledger, the config file, every anchored file and each folder on its way, the code that
+ran (anchorfs and every other non-standard module loaded). The next `anchorfs drift` replays
+that output only when every one of those stats is unchanged, the environment is the same
+(`ANCHORFS_*` variables, user and groups, Python) and the hash cache's TTL has not run out for
+any of the files; anything else runs the full pass, the only thing that ever judges an anchor.
+
+Why an unchanged stat proves the pass saw what is there now: a memo is saved only when every
+recorded path's mtime and ctime are older than the start of the pass by more than the
+timestamp granularity (the racy-git rule of `anchorfs.hashing`). No change can set a ctime in
+the past, so nothing moved while the pass read; from then on, an equal stat is the trust the
+hash cache puts in every warm check. What a stat cannot vouch for is never memoized: a
+symlink on an anchor's way (its target can change behind an unchanged link), anything that is
+neither a regular file nor a folder, an anchor path that is not plainly inside the root.
+
+`replay` imports nothing heavy (`anchorfs.__main__` calls it before importing the CLI). The
+file is `marshal` data only this module writes: marshal never runs code, and a damaged,
+foreign or other-version file fails to load or to validate, which means a full pass.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+import sys
+import time
+
+from .errors import AnchorfsError
+from .locate import STATE_DIR, locate
+
+try:  # the same C stat loop the hash cache uses
+    from . import _statmatch
+except ImportError:  # pragma: no cover - exercised where no C compiler built it
+    _statmatch = None  # type: ignore[assignment]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .drift import DriftReport
+    from .workspace import Workspace
+
+__all__ = ["MEMO_FILE", "replay", "save"]
+
+MEMO_FILE = "drift.memo"
+_FORMAT = 1
+_Key = tuple[int, int, int, int]  # (size, mtime_ns, ctime_ns, inode): the hash cache's entry key
+
+
+def _key(st: os.stat_result) -> _Key:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _environment() -> tuple[Any, ...]:
+    """Everything outside the files that a pass's output could depend on."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("ANCHORFS_")))
+    ids = (os.getuid(), os.geteuid(), os.getgid(), os.getegid(), tuple(sorted(os.getgroups())))
+    return (sys.hexversion, sys.implementation.cache_tag, marshal.version, ids, env)
+
+
+def _unchanged(paths: list[str], keys: list[_Key]) -> bool:
+    if _statmatch is not None:
+        packed = _statmatch.pack(keys)
+        if packed is not None:
+            got = _statmatch.match(paths, packed)  # None: a path is gone (or cannot be passed to C)
+            return got is not None and 0 not in got
+    try:
+        return all(_key(os.lstat(p)) == k for p, k in zip(paths, keys, strict=True))
+    except (OSError, ValueError):
+        return False
+
+
+def replay(root: str | os.PathLike[str] | None, as_json: bool) -> tuple[str, int] | None:
+    """(output, exit code) of the last full pass if nothing it rested on has changed, else None.
+
+    Never raises: whatever goes wrong here (no workspace, no memo, a damaged one) is for the
+    full pass to report or to mend.
+    """
+    try:
+        root_real = locate(root)
+        with open(os.path.join(root_real, STATE_DIR, MEMO_FILE), "rb") as fh:
+            memo = marshal.loads(fh.read())
+        fmt, environment, memo_root, written, until, paths, keys, absent, outputs, code = memo
+        if fmt != _FORMAT or memo_root != root_real or environment != _environment():
+            return None
+        if not written <= time.time() < until:  # the TTL, and a clock that went backwards
+            return None
+        if type(paths) is not list or type(keys) is not list or type(absent) is not list:
+            return None
+        if not _unchanged(paths, keys) or any(os.path.lexists(p) for p in absent):
+            return None
+        out = outputs["json" if as_json else "text"]
+        if type(out) is not str or type(code) is not int:
+            return None
+        return out, code
+    except (OSError, ValueError, TypeError, EOFError, KeyError, AnchorfsError):
+        return None
+
+
+class _Unvouched(Exception):
+    """A path whose stat cannot prove what the pass saw: no memo this time."""
+
+
+def _record(path: str, limit_ns: int, paths: list[str], keys: list[_Key], *, folder: bool) -> bool:
+    """Add `path`'s stat; False when it does not exist. Raises `_Unvouched` for anything else
+    a stat cannot vouch for."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError):
+        raise _Unvouched(path) from None
+    kind = stat.S_IFMT(st.st_mode)
+    if kind != (stat.S_IFDIR if folder else stat.S_IFREG) or st.st_mtime_ns >= limit_ns or st.st_ctime_ns >= limit_ns:
+        raise _Unvouched(path)
+    paths.append(path)
+    keys.append(_key(st))
+    return True
+
+
+def _code_files() -> list[str]:
+    """The files of the code that ran: anchorfs and every non-standard module loaded (tree-sitter
+    grammars judge symbols, orjson writes the JSON); the standard library goes with the
+    Python version."""
+    stdlib = os.path.dirname(os.__file__) + os.sep
+    site = ("site-packages", "dist-packages")
+    files = set()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and (not file.startswith(stdlib) or any(s in file for s in site)):
+            files.add(os.path.abspath(file))
+    return sorted(files)
+
+
+def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: int, started_ns: int,
+         *, granularity_ns: int | None = None) -> bool:
+    """Memoize a full pass's `outputs` ({"json": ..., "text": ...}) and exit `code`.
+
+    `started_ns` is `time.time_ns()` taken before the pass read anything (the workspace's
+    config included). Returns whether a memo was written; it is not when something the pass
+    rested on cannot be vouched for by its stat, and never fails the command.
+    """
+    from .config import CONFIG_FILE
+    from .hashing import DEFAULT_GRANULARITY_NS
+    from .workspace import _replace_atomic
+
+    limit = started_ns - (DEFAULT_GRANULARITY_NS if granularity_ns is None else granularity_ns)
+    root = ws.root_real
+    memo_path = os.path.join(root, STATE_DIR, MEMO_FILE)
+    paths: list[str] = []
+    keys: list[_Key] = []
+    absent: list[str] = []
+    try:
+        if not _record(os.fspath(ws.ledger.path), limit, paths, keys, folder=False):
+            return False  # no ledger: nothing to memoize
+        config = os.path.join(root, CONFIG_FILE)
+        if not _record(config, limit, paths, keys, folder=False):
+            absent.append(config)
+        for file in _code_files():
+            if not _record(file, limit, paths, keys, folder=False):
+                absent.append(file)  # loaded from no file (a zip, a folder since removed): it must stay so
+        _record(root, limit, paths, keys, folder=True)
+        seen: set[str] = set()
+        present: list[str] = []
+        for memory in report.checked:
+            for anchor in memory.anchors:
+                rel = anchor.path
+                if rel in seen:
+                    continue
+                seen.add(rel)
+                parts = rel.split("/")
+                if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
+                    return False  # `unsafe` and its kin: for the full pass to judge each time
+                path = root
+                for i, part in enumerate(parts):
+                    path = os.path.join(path, part)
+                    last = i == len(parts) - 1
+                    if (path in seen and not last) or path in absent:
+                        continue
+                    if not _record(path, limit, paths, keys, folder=not last):
+                        absent.append(path)  # its parent is recorded: a file created there changes it
+                        break
+                    seen.add(path)
+                    if last:
+                        present.append(rel)
+        until = ws.cache.trusted_until(present)
+        if until is None:
+            return False  # a file whose hash the cache does not hold: no TTL to bound the memo by
+        memo = (_FORMAT, _environment(), root, time.time(), until, paths, keys, absent,
+                {"json": outputs["json"], "text": outputs["text"]}, code)
+        _replace_atomic(ws.state / MEMO_FILE, marshal.dumps(memo), "memo-write")
+    except _Unvouched:
+        _forget(memo_path)
+        return False
+    except OSError:
+        _forget(memo_path)
+        return False
+    return True
+
+
+def _forget(path: str) -> None:
+    """Drop a memo that no longer matches (it would fail validation anyway: this saves the read)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
