@@ -68,8 +68,9 @@ def _unchanged(paths: list[str], keys: list[_Key]) -> bool:
     if _statmatch is not None:
         packed = _statmatch.pack(keys)
         if packed is not None:
-            got = _statmatch.match(paths, packed)  # None: a path is gone (or cannot be passed to C)
-            return got is not None and 0 not in got
+            got = _statmatch.match(paths, packed)  # None: a path is gone, or a name C cannot pass
+            if got is not None:
+                return 0 not in got
     try:
         return all(_key(os.lstat(p)) == k for p, k in zip(paths, keys, strict=True))
     except (OSError, ValueError):
@@ -143,65 +144,79 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
     """Memoize a full pass's `outputs` ({"json": ..., "text": ...}) and exit `code`.
 
     `started_ns` is `time.time_ns()` taken before the pass read anything (the workspace's
-    config included). Returns whether a memo was written; it is not when something the pass
-    rested on cannot be vouched for by its stat, and never fails the command.
+    config included). Returns whether a memo was written. It is not when something the pass
+    rested on cannot be vouched for by its stat; the last memo is then removed (it could not
+    hold either). Never fails the command.
     """
-    from .config import CONFIG_FILE
     from .hashing import DEFAULT_GRANULARITY_NS
     from .workspace import _replace_atomic
 
     limit = started_ns - (DEFAULT_GRANULARITY_NS if granularity_ns is None else granularity_ns)
+    try:
+        grounds = _grounds(ws, report, limit)
+        if grounds is not None:
+            paths, keys, absent, until = grounds
+            memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, paths, keys, absent,
+                    {"json": outputs["json"], "text": outputs["text"]}, code)
+            _replace_atomic(ws.state / MEMO_FILE, marshal.dumps(memo), "memo-write")
+            return True
+    except OSError:
+        pass
+    _forget(os.path.join(ws.root_real, STATE_DIR, MEMO_FILE))
+    return False
+
+
+def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[list[str], list[_Key], list[str], float] | None:
+    """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
+    on, or None when a stat cannot vouch for one of them."""
+    from .config import CONFIG_FILE
+
     root = ws.root_real
-    memo_path = os.path.join(root, STATE_DIR, MEMO_FILE)
     paths: list[str] = []
     keys: list[_Key] = []
     absent: list[str] = []
     try:
-        if not _record(os.fspath(ws.ledger.path), limit, paths, keys, folder=False):
-            return False  # no ledger: nothing to memoize
+        if not _record(os.fspath(ws.ledger.path), limit_ns, paths, keys, folder=False):
+            return None  # no ledger yet: nothing worth replaying
         config = os.path.join(root, CONFIG_FILE)
-        if not _record(config, limit, paths, keys, folder=False):
+        if not _record(config, limit_ns, paths, keys, folder=False):
             absent.append(config)
         for file in _code_files():
-            if not _record(file, limit, paths, keys, folder=False):
+            if not _record(file, limit_ns, paths, keys, folder=False):
                 absent.append(file)  # loaded from no file (a zip, a folder since removed): it must stay so
-        _record(root, limit, paths, keys, folder=True)
-        seen: set[str] = set()
+        _record(root, limit_ns, paths, keys, folder=True)
+        rels: set[str] = set()
+        walked: set[str] = set()  # folders recorded, and paths found absent
         present: list[str] = []
         for memory in report.checked:
             for anchor in memory.anchors:
                 rel = anchor.path
-                if rel in seen:
+                if rel in rels:
                     continue
-                seen.add(rel)
+                rels.add(rel)
                 parts = rel.split("/")
                 if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
-                    return False  # `unsafe` and its kin: for the full pass to judge each time
+                    return None  # `unsafe` and its kin: for the full pass to judge each time
                 path = root
                 for i, part in enumerate(parts):
                     path = os.path.join(path, part)
                     last = i == len(parts) - 1
-                    if (path in seen and not last) or path in absent:
+                    if path in walked:
+                        if last or path in absent:
+                            break  # a file where a folder was, or gone: what it is was recorded
                         continue
-                    if not _record(path, limit, paths, keys, folder=not last):
+                    walked.add(path)
+                    if not _record(path, limit_ns, paths, keys, folder=not last):
                         absent.append(path)  # its parent is recorded: a file created there changes it
                         break
-                    seen.add(path)
                     if last:
                         present.append(rel)
-        until = ws.cache.trusted_until(present)
-        if until is None:
-            return False  # a file whose hash the cache does not hold: no TTL to bound the memo by
-        memo = (_FORMAT, _environment(), root, time.time(), until, paths, keys, absent,
-                {"json": outputs["json"], "text": outputs["text"]}, code)
-        _replace_atomic(ws.state / MEMO_FILE, marshal.dumps(memo), "memo-write")
     except _Unvouched:
-        _forget(memo_path)
-        return False
-    except OSError:
-        _forget(memo_path)
-        return False
-    return True
+        return None
+    until = ws.cache.trusted_until(present)
+    if until is None:
+        return None  # a file whose hash the cache does not hold: no TTL to bound the memo by
+    return paths, keys, absent, until
 
 
 def _forget(path: str) -> None:
