@@ -149,7 +149,7 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
     hold either). Never fails the command.
     """
     from .hashing import DEFAULT_GRANULARITY_NS
-    from .workspace import _replace_atomic
+    from .workspace import _replace_atomic, upgrade_gitignore
 
     limit = started_ns - (DEFAULT_GRANULARITY_NS if granularity_ns is None else granularity_ns)
     try:
@@ -158,6 +158,7 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
             paths, keys, absent, until = grounds
             memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, paths, keys, absent,
                     {"json": outputs["json"], "text": outputs["text"]}, code)
+            upgrade_gitignore(ws.state)  # a workspace made before the memo must not offer it for commit
             _replace_atomic(ws.state / MEMO_FILE, marshal.dumps(memo), "memo-write")
             return True
     except OSError:

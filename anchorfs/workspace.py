@@ -66,6 +66,11 @@ __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"
 STATE_DIR = anchors_mod.STATE_DIR
 _DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
 _GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\n"
+_GITIGNORE_BEFORE = (
+    "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
+    "applied\nlock\n*.tmp\nevents.jsonl\n",
+)
+"""Earlier anchorfs's `.gitignore`, upgraded in place when found untouched (`upgrade_gitignore`)."""
 
 
 def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
@@ -95,6 +100,17 @@ def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
         raise
 
 
+def upgrade_gitignore(state: Path) -> None:
+    """Give an untouched `.gitignore` from an earlier anchorfs the state files added since, so a
+    new derived file never shows up for commit; one a person edited is left alone."""
+    ignore = state / ".gitignore"
+    try:
+        if ignore.read_text(encoding="utf-8") in _GITIGNORE_BEFORE:
+            _replace_atomic(ignore, _GITIGNORE.encode(), "gitignore-write")
+    except (OSError, UnicodeDecodeError):
+        pass
+
+
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
     """`root`, else $ANCHORFS_ROOT, else the nearest parent of the cwd holding `.anchorfs/`."""
     return Path(locate(root))
@@ -111,6 +127,8 @@ def init(root: str | os.PathLike[str] | None = None) -> Path:
         ignore = state / ".gitignore"
         if not ignore.exists():
             ignore.write_text(_GITIGNORE)
+        else:
+            upgrade_gitignore(state)
     except OSError as exc:
         raise WorkspaceError(f"cannot create {state}: {exc.strerror}") from None
     return path.resolve()

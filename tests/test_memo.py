@@ -372,3 +372,22 @@ def test_whatever_changes_a_replay_equals_a_full_pass(
         assert memo.replay(str(root), as_json) is not None, step  # that pass could vouch for all it read
     if (root / "README.md").exists():
         (root / "README.md").chmod(0o644)
+
+
+def test_an_earlier_gitignore_learns_of_the_memo_and_an_edited_one_is_left_alone(
+        ws_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from anchorfs.workspace import _GITIGNORE_BEFORE
+
+    ignore = ws_root / STATE_DIR / ".gitignore"
+    ignore.write_text(_GITIGNORE_BEFORE[0])
+    settle()
+    run(ws_root, "--json", capsys=capsys)
+    assert saved(ws_root)
+    assert memo.MEMO_FILE in ignore.read_text().splitlines()
+    edited = _GITIGNORE_BEFORE[0] + "my-notes.txt\n"
+    ignore.write_text(edited)
+    (ws_root / STATE_DIR / memo.MEMO_FILE).unlink()
+    settle()
+    run(ws_root, "--json", capsys=capsys)
+    assert saved(ws_root)
+    assert ignore.read_text() == edited
