@@ -57,9 +57,8 @@ def backdate(*paths: Path) -> None:
         os.utime(p, ns=(old, old))
 
 
-@pytest.fixture
-def ws_root(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
+def make_workspace(root: Path) -> Path:
+    """A symbol, a line range and a whole file anchored, every file out of the racy window."""
     (root / "src" / "auth").mkdir(parents=True)
     (root / "src" / "auth" / "token.py").write_text(PY)
     (root / "README.md").write_text("one\ntwo\nthree\n")
@@ -71,6 +70,11 @@ def ws_root(tmp_path: Path) -> Path:
         ws.record("the token module", anchors=["src/auth/token.py"])
     settle()
     return root
+
+
+@pytest.fixture
+def ws_root(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path / "ws")
 
 
 def run(root: Path, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -349,16 +353,7 @@ def _mutations(root: Path) -> dict[str, Any]:
 def test_whatever_changes_a_replay_equals_a_full_pass(
         tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch, steps: list[str], as_json: bool) -> None:
-    root = tmp_path_factory.mktemp("prop") / "ws"
-    (root / "src" / "auth").mkdir(parents=True)
-    (root / "src" / "auth" / "token.py").write_text(PY)
-    (root / "README.md").write_text("one\ntwo\nthree\n")
-    backdate(root / "src" / "auth" / "token.py", root / "README.md")
-    anchorfs.init(root)
-    with anchorfs.open(root) as ws:
-        ws.record("helper adds one", anchors=["src/auth/token.py#helper"])
-        ws.record("the readme", anchors=["README.md:1-3"])
-    settle()
+    root = make_workspace(tmp_path_factory.mktemp("prop") / "ws")
     args = ("--json",) if as_json else ()
     mutate = _mutations(root)
     run(root, *args, capsys=capsys)  # a full pass that saves a memo
