@@ -63,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             try:
                 sys.stdout.write(out)
                 sys.stdout.flush()
-            except BrokenPipeError:
-                os._exit(0)
+            except BrokenPipeError:  # as the full CLI ends (click): 1, and nothing more written
+                os._exit(1)
             sys.exit(code)
     from .cli import main as cli_main
 

@@ -286,16 +286,20 @@ def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
             out, code = replayed
         else:
             started = time.time_ns()  # before the workspace reads its config
-            ws = c.ws()
-            advance, finish = _progress("checking anchors")
-            try:
-                report = ws.drift(progress=advance)
-            finally:
-                finish()
+            with warnings.catch_warnings(record=True) as warned:
+                ws = c.ws()
+                advance, finish = _progress("checking anchors")
+                try:
+                    report = ws.drift(progress=advance)
+                finally:
+                    finish()
+            for w in warned:  # said on stderr as ever; a replay could not say them again
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
             d = report.to_dict()
             outputs = {"json": _json_text(d), "text": _drift_text(report, d)}
             code = EXIT_STALE if report.stale else 0
-            save(ws, report, outputs, code, started)
+            if not warned:  # a damaged ledger line must be reported on every run
+                save(ws, report, outputs, code, started)
             out = outputs["json" if c.json else "text"]
         sys.stdout.write(out)
         if code:

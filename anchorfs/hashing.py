@@ -282,9 +282,10 @@ class HashCache:
                     seen[rel] = st
         return out
 
-    def trusted_until(self, rels: Sequence[str]) -> float | None:
+    def trusted_until(self, files: dict[str, tuple[int, int, int, int]]) -> float | None:
         """When the first of these files' cached hashes reaches its TTL, by this cache's clock;
-        None when one has no trusted hash (none cached, or poisoned as racy).
+        None when one has no trusted hash for the file as it stands: none cached, poisoned as
+        racy, or cached for other stat fields than the (size, mtime_ns, ctime_ns, inode) given.
 
         What a result resting on these hashes may be reused until (`anchorfs.memo`): a later
         check would re-hash them from then on.
@@ -293,9 +294,9 @@ class HashCache:
             self._load()
         first = self._clock()
         with self._lock:
-            for rel in rels:
+            for rel, key in files.items():
                 e = self._entries.get(rel)
-                if e is None or e[4] is None:
+                if e is None or e[4] is None or _ENTRY_KEY(e) != key:
                     return None
                 if e[5] < first:
                     first = e[5]

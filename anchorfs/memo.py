@@ -58,10 +58,14 @@ def _key(st: os.stat_result) -> _Key:
 
 
 def _environment() -> tuple[Any, ...]:
-    """Everything outside the files that a pass's output could depend on."""
+    """Everything outside the files that a pass's output could depend on: the `ANCHORFS_*`
+    variables, who runs it, which Python, and which code. The last is this copy of anchorfs
+    and the import path after the script's own folder: the files the writing pass loaded are
+    recorded, but another install or a path that shadows a module would load others."""
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("ANCHORFS_")))
     ids = (os.getuid(), os.geteuid(), os.getgid(), os.getegid(), tuple(sorted(os.getgroups())))
-    return (sys.hexversion, sys.implementation.cache_tag, marshal.version, ids, env)
+    code = (os.path.realpath(__file__), tuple(sys.path[1:]))
+    return (sys.hexversion, sys.implementation.cache_tag, marshal.version, ids, env, code)
 
 
 def _unchanged(paths: list[str], keys: list[_Key]) -> bool:
@@ -171,6 +175,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
     """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
     on, or None when a stat cannot vouch for one of them."""
     from .config import CONFIG_FILE
+    from .model import Verdict
 
     root = ws.root_real
     paths: list[str] = []
@@ -186,9 +191,11 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
             if not _record(file, limit_ns, paths, keys, folder=False):
                 absent.append(file)  # loaded from no file (a zip, a folder since removed): it must stay so
         _record(root, limit_ns, paths, keys, folder=True)
+        if any(check.verdict is Verdict.UNREADABLE for result in report.flagged for check in result.checks):
+            return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
         rels: set[str] = set()
         walked: set[str] = set()  # folders recorded, and paths found absent
-        present: list[str] = []
+        present: dict[str, _Key] = {}
         for memory in report.checked:
             for anchor in memory.anchors:
                 rel = anchor.path
@@ -211,12 +218,12 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
                         absent.append(path)  # its parent is recorded: a file created there changes it
                         break
                     if last:
-                        present.append(rel)
+                        present[rel] = keys[-1]
     except _Unvouched:
         return None
     until = ws.cache.trusted_until(present)
     if until is None:
-        return None  # a file whose hash the cache does not hold: no TTL to bound the memo by
+        return None  # a file the cache holds no hash for, as it stands now: no TTL to bound the memo by
     return paths, keys, absent, until
 
 

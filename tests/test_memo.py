@@ -218,13 +218,60 @@ def test_it_lives_no_longer_than_the_hash_cache_trusts_the_files(
     run(ws_root, "--json", capsys=capsys)
     with anchorfs.open(ws_root) as ws:
         ttl = float(ws.config["drift.cache_ttl"])
-        until = ws.cache.trusted_until(["src/auth/token.py", "README.md"])
+        until = ws.cache.trusted_until({rel: memo._key(os.lstat(ws_root / rel)) for rel in ("src/auth/token.py", "README.md")})
     assert until is not None and until <= time.time() + ttl
     now = time.time()
     monkeypatch.setattr(memo.time, "time", lambda: until + 0.001)
     assert memo.replay(str(ws_root), True) is None
     monkeypatch.setattr(memo.time, "time", lambda: now - 3600)  # a clock set back before the memo
     assert memo.replay(str(ws_root), True) is None
+
+
+def test_another_copy_of_anchorfs_or_another_import_path_does_not_replay_it(
+        ws_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    run(ws_root, "--json", capsys=capsys)
+    assert memo.replay(str(ws_root), True) is not None
+    with monkeypatch.context() as m:
+        m.setattr(memo, "__file__", "/opt/other-install/anchorfs/memo.py")  # a pipx copy, a second checkout
+        assert memo.replay(str(ws_root), True) is None
+    with monkeypatch.context() as m:
+        m.setattr(sys, "path", [*sys.path, "/opt/shadowing-modules"])
+        assert memo.replay(str(ws_root), True) is None
+    assert memo.replay(str(ws_root), True) is not None
+
+
+def test_a_read_error_is_never_memoized(
+        ws_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    token = ws_root / "src" / "auth" / "token.py"
+    token.write_text(PY.replace("x + 1", "x + 7"))  # stale; the cache cannot vouch for it
+    backdate(token)
+    settle()
+
+    def eio(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as m:  # a passing EIO: the stat will not change when it clears
+        m.setattr(hashing.HashCache, "sha256", eio)
+        m.setattr(hashing.HashCache, "hash_many", lambda self, rels, paths, stats: [None] * len(rels))
+        code, out = run(ws_root, "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["unknown"] == 3  # no file could be read
+    assert not saved(ws_root)
+    code, out = run(ws_root, "--json", capsys=capsys)
+    assert code == EXIT_STALE and json.loads(out)["stale"] == 2
+
+
+def test_a_pass_that_warned_is_not_memoized_so_every_run_warns(
+        ws_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with (ws_root / STATE_DIR / "ledger.jsonl").open("a") as fh:
+        fh.write('{"bad": 1}\n')
+    settle()
+    for _ in range(2):
+        with pytest.raises(SystemExit):
+            entry(["--root", str(ws_root), "drift", "--json"])
+        out, err = capsys.readouterr()
+        assert json.loads(out)["fresh"] == 3
+        assert "skipping a bad line" in err
+        assert not saved(ws_root)
 
 
 def test_a_change_to_code_that_ran_voids_it(
