@@ -276,30 +276,24 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
 @click.pass_context
 def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Check every active anchored memory now; exit 90 when any is stale."""
-    import time
-
-    from .memo import replay, save
+    from .memo import Witness, replay
 
     with _session(ctx, root, as_json) as c:
         replayed = replay(c.root, c.json)  # the last pass's output, while nothing it rested on moved
         if replayed is not None:
             out, code = replayed
         else:
-            started = time.time_ns()  # before the workspace reads its config
-            with warnings.catch_warnings(record=True) as warned:
+            with Witness() as witness:
                 ws = c.ws()
                 advance, finish = _progress("checking anchors")
                 try:
                     report = ws.drift(progress=advance)
                 finally:
                     finish()
-            for w in warned:  # said on stderr as ever; a replay could not say them again
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
             d = report.to_dict()
             outputs = {"json": _json_text(d), "text": _drift_text(report, d)}
             code = EXIT_STALE if report.stale else 0
-            if not warned:  # a damaged ledger line must be reported on every run
-                save(ws, report, outputs, code, started)
+            witness.save(ws, report, outputs, code)
             out = outputs["json" if c.json else "text"]
         sys.stdout.write(out)
         if code:

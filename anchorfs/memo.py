@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .drift import DriftReport
     from .workspace import Workspace
 
-__all__ = ["MEMO_FILE", "replay", "save"]
+__all__ = ["MEMO_FILE", "Witness", "replay", "save"]
 
 MEMO_FILE = "drift.memo"
 _FORMAT = 1
@@ -143,6 +143,38 @@ def _code_files() -> list[str]:
     return sorted(files)
 
 
+class Witness:
+    """Watches a full pass for what a memo of it needs: when it started (before the workspace
+    reads its config), and whether anchorfs warned (a damaged ledger line must be said on
+    every run, or raise under `-W error`, so such a pass is not memoized).
+
+    Warnings are caught whatever the filters, then issued again through the filters in force
+    on the way out, as if never caught.
+    """
+
+    def __enter__(self) -> "Witness":
+        import warnings
+
+        self.started_ns = time.time_ns()
+        self._catching = warnings.catch_warnings(record=True)
+        self.warned = self._catching.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import warnings
+
+        self._catching.__exit__(None, None, None)
+        for w in self.warned or ():
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    def save(self, ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: int) -> bool:
+        if any(issubclass(w.category, UserWarning) for w in self.warned or ()):
+            _forget(os.path.join(ws.root_real, STATE_DIR, MEMO_FILE))
+            return False
+        return save(ws, report, outputs, code, self.started_ns)
+
+
 def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: int, started_ns: int,
          *, granularity_ns: int | None = None) -> bool:
     """Memoize a full pass's `outputs` ({"json": ..., "text": ...}) and exit `code`.
@@ -180,16 +212,19 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
     root = ws.root_real
     paths: list[str] = []
     keys: list[_Key] = []
-    absent: list[str] = []
+    absent: dict[str, None] = {}  # ordered, and a set: thousands of deleted anchors stay linear
     try:
-        if not _record(os.fspath(ws.ledger.path), limit_ns, paths, keys, folder=False):
+        ledger = os.fspath(ws.ledger.path)
+        if not _record(ledger, limit_ns, paths, keys, folder=False):
             return None  # no ledger yet: nothing worth replaying
+        if keys[-1][0] and not _ends_a_line(ledger):
+            return None  # a torn tail is not reported while a writer holds the lock: let a pass look again
         config = os.path.join(root, CONFIG_FILE)
         if not _record(config, limit_ns, paths, keys, folder=False):
-            absent.append(config)
+            absent[config] = None
         for file in _code_files():
             if not _record(file, limit_ns, paths, keys, folder=False):
-                absent.append(file)  # loaded from no file (a zip, a folder since removed): it must stay so
+                absent[file] = None  # loaded from no file (a zip, a folder since removed): it must stay so
         _record(root, limit_ns, paths, keys, folder=True)
         if any(check.verdict is Verdict.UNREADABLE for result in report.flagged for check in result.checks):
             return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
@@ -215,7 +250,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
                         continue
                     walked.add(path)
                     if not _record(path, limit_ns, paths, keys, folder=not last):
-                        absent.append(path)  # its parent is recorded: a file created there changes it
+                        absent[path] = None  # its parent is recorded: a file created there changes it
                         break
                     if last:
                         present[rel] = keys[-1]
@@ -224,7 +259,13 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
     until = ws.cache.trusted_until(present)
     if until is None:
         return None  # a file the cache holds no hash for, as it stands now: no TTL to bound the memo by
-    return paths, keys, absent, until
+    return paths, keys, list(absent), until
+
+
+def _ends_a_line(path: str) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def _forget(path: str) -> None:

@@ -274,6 +274,40 @@ def test_a_pass_that_warned_is_not_memoized_so_every_run_warns(
         assert not saved(ws_root)
 
 
+def test_a_torn_ledger_tail_seen_while_a_writer_held_the_lock_is_not_memoized(
+        ws_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with (ws_root / STATE_DIR / "ledger.jsonl").open("a") as fh:
+        fh.write('{"op": "rec')  # a torn last line
+    settle()
+    with anchorfs.open(ws_root).ledger.lock():  # `reindex` holds it: the tail looks like an append under way
+        with pytest.raises(SystemExit):
+            entry(["--root", str(ws_root), "drift", "--json"])
+        assert "torn" not in capsys.readouterr().err
+    assert not saved(ws_root)
+    with pytest.raises(SystemExit):
+        entry(["--root", str(ws_root), "drift", "--json"])
+    assert "skipping a torn last line" in capsys.readouterr().err  # the lock gone, it is reported
+
+
+def test_a_warning_filtered_out_still_keeps_the_pass_from_being_memoized(
+        ws_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import warnings
+
+    with (ws_root / STATE_DIR / "ledger.jsonl").open("a") as fh:
+        fh.write("this is not json\n")
+    settle()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PYTHONWARNINGS=ignore
+        with pytest.raises(SystemExit):
+            entry(["--root", str(ws_root), "drift", "--json"])
+        assert capsys.readouterr().err == ""
+    assert not saved(ws_root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PYTHONWARNINGS=error: the full pass raises, as before the memo
+        with pytest.raises(UserWarning, match="skipping a bad line"):
+            entry(["--root", str(ws_root), "drift", "--json"])
+
+
 def test_a_change_to_code_that_ran_voids_it(
         ws_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     plugin = tmp_path / "plugin_mod.py"
