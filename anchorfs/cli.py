@@ -654,7 +654,10 @@ def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: user errors are one line on stderr and exit 1, never a traceback."""
+    from .__main__ import usable_stdout
+
     warnings.showwarning = _warning
+    usable_stdout()
     try:
         # Without standalone mode click returns a `ctx.exit(code)` (drift's 90) instead of raising.
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="anchorfs", standalone_mode=False)
