@@ -284,10 +284,16 @@ class Store:
 
     def _connect(self) -> Any:
         if self._db is None:
+            folder = str(self.path.parent)
+            try:
+                folder.encode("utf-8")
+            except UnicodeEncodeError:  # LanceDB takes UTF-8 paths only; it would fail with a traceback
+                raise StoreError(f"LanceDB cannot open {folder!r}: the path is not valid UTF-8; "
+                                 "rename the folder to use search") from None
             import lancedb
 
             # Always read the latest version: other processes write the same table.
-            self._db = lancedb.connect(str(self.path.parent), read_consistency_interval=timedelta(0))
+            self._db = lancedb.connect(folder, read_consistency_interval=timedelta(0))
         return self._db
 
     def exists(self) -> bool:

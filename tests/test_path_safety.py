@@ -597,3 +597,19 @@ def test_cli_refuses_a_name_that_is_not_utf8_in_one_line(lay: Layout) -> None:
     assert "Traceback" not in err and err.count("\n") == 1
     assert "not valid UTF-8" in err
     assert (lay.state / "ledger.jsonl").read_bytes() == b""
+
+
+def test_a_workspace_in_a_folder_not_named_in_utf8_refuses_a_write_in_one_line(tmp_path: Path) -> None:
+    root = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    root.mkdir()
+    (root / "app.py").write_bytes(APP)
+    anchorfs.init(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANCHORFS_")}
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"anchorfs", b"--root", os.fsencode(root),
+                           b"record", b"about the app", b"--anchor", b"app.py"],
+                          capture_output=True, timeout=120, env=env)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert "LanceDB cannot open" in err and "not valid UTF-8" in err
+    assert not (root / ".anchorfs" / "ledger.jsonl").exists() or (root / ".anchorfs" / "ledger.jsonl").read_bytes() == b""
