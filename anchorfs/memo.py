@@ -7,8 +7,9 @@ what it printed (both forms) and its exit code, with the `lstat` of everything t
 on: the ledger, the config file, every anchored file and each folder on its way, the code that
 ran (anchorfs and every other non-standard module loaded). The next `anchorfs drift` replays
 that output only when every one of those stats is unchanged, the environment is the same
-(`ANCHORFS_*` variables, user and groups, Python) and the hash cache's TTL has not run out for
-any of the files; anything else runs the full pass, the only thing that ever judges an anchor.
+(`ANCHORFS_*` variables, user and groups, Python, this copy of anchorfs and its import path)
+and the hash cache's TTL has not run out for any of the files; anything else runs the full
+pass, the only thing that ever judges an anchor.
 
 Why an unchanged stat proves the pass saw what is there now: a memo is saved only when every
 recorded path's mtime and ctime are older than the start of the pass by more than the
@@ -16,7 +17,10 @@ timestamp granularity (the racy-git rule of `anchorfs.hashing`). No change can s
 the past, so nothing moved while the pass read; from then on, an equal stat is the trust the
 hash cache puts in every warm check. What a stat cannot vouch for is never memoized: a
 symlink on an anchor's way (its target can change behind an unchanged link), anything that is
-neither a regular file nor a folder, an anchor path that is not plainly inside the root.
+neither a regular file nor a folder, an anchor path that is not plainly inside the root, an
+anchor that could not be read (a read error can clear while the stat stays). Nor is a pass
+that must say something on every run: one that warned (a damaged ledger line), or that found
+the ledger ending in a torn line (not reported while another process holds the writer lock).
 
 `replay` imports nothing heavy (`anchorfs.__main__` calls it before importing the CLI). The
 file is `marshal` data only this module writes: marshal never runs code, and a damaged,

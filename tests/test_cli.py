@@ -238,6 +238,23 @@ def test_exit_2_on_usage_errors(repo: Path) -> None:
         assert "anchorfs: error:" not in p.stderr
 
 
+def test_an_ascii_or_a_closed_stdout_never_ends_in_a_traceback(repo: Path) -> None:
+    r = str(repo)
+    content = "naïve … \U0001f680 helper"
+    with anchorfs.open(repo) as ws:
+        ws.record(content, anchors=["src/users.py"])
+    (repo / "src" / "users.py").write_text(USERS_PY.replace("return 1", "return 2"))
+    p = proc("--json", "drift", "--root", r, env={"PYTHONIOENCODING": "ascii"})
+    assert (p.returncode, p.stderr) == (EXIT_STALE, "")
+    assert p.stdout.isascii() and json.loads(p.stdout)["memories"][0]["content"] == content
+    p = proc("drift", "--root", r, env={"PYTHONIOENCODING": "ascii"})
+    assert (p.returncode, p.stderr) == (EXIT_STALE, "")
+    assert "na\\u00efve \\u2026" in p.stdout
+    closed = subprocess.run([sys.executable, "-m", "anchorfs", "drift", "--root", r], stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: os.close(1), timeout=120)  # `anchorfs drift >&-`
+    assert (closed.returncode, closed.stderr) == (EXIT_STALE, "")
+
+
 def test_exit_0_ok_and_90_when_drift_finds_a_stale_memory(repo: Path) -> None:
     r = str(repo)
     with anchorfs.open(repo) as ws:  # recorded and checked here: the first process stays cheap
