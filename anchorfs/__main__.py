@@ -80,6 +80,7 @@ def usable_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Replay a plain `drift` if its memo holds, else run the full CLI; exits with its code."""
     args = sys.argv[1:] if argv is None else list(argv)
     usable_stdout()
     parsed = drift_args(args)

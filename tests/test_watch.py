@@ -180,6 +180,9 @@ def test_cli_watch_stops_cleanly_on_ctrl_c(ws: anchorfs.Workspace) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "anchorfs.cli", "watch", "--root", str(ws.root)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A suite started in the background (`.ci/run &`) ignores SIGINT, and a child inherits
+        # that: Python then installs no Ctrl-C handler and the signal below would do nothing.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     guard = threading.Timer(2 * WAIT, proc.kill)  # a hung watcher fails the test instead of hanging it
     guard.start()
