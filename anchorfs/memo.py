@@ -57,6 +57,10 @@ _FORMAT = 1
 _Key = tuple[int, int, int, int]  # (size, mtime_ns, ctime_ns, inode): the hash cache's entry key
 
 
+def _memo_path(root_real: str) -> str:
+    return os.path.join(root_real, STATE_DIR, MEMO_FILE)
+
+
 def _key(st: os.stat_result) -> _Key:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
@@ -93,7 +97,7 @@ def replay(root: str | os.PathLike[str] | None, as_json: bool) -> tuple[str, int
     """
     try:
         root_real = locate(root)
-        with open(os.path.join(root_real, STATE_DIR, MEMO_FILE), "rb") as fh:
+        with open(_memo_path(root_real), "rb") as fh:
             memo = marshal.loads(fh.read())
         fmt, environment, memo_root, written, until, paths, keys, absent, outputs, code = memo
         if fmt != _FORMAT or memo_root != root_real or environment != _environment():
@@ -174,13 +178,12 @@ class Witness:
 
     def save(self, ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: int) -> bool:
         if any(issubclass(w.category, UserWarning) for w in self.warned or ()):
-            _forget(os.path.join(ws.root_real, STATE_DIR, MEMO_FILE))
+            _forget(ws.root_real)
             return False
         return save(ws, report, outputs, code, self.started_ns)
 
 
-def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: int, started_ns: int,
-         *, granularity_ns: int | None = None) -> bool:
+def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: int, started_ns: int) -> bool:
     """Memoize a full pass's `outputs` ({"json": ..., "text": ...}) and exit `code`.
 
     `started_ns` is `time.time_ns()` taken before the pass read anything (the workspace's
@@ -188,10 +191,12 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
     rested on cannot be vouched for by its stat; the last memo is then removed (it could not
     hold either). Never fails the command.
     """
+    from pathlib import Path
+
     from .hashing import DEFAULT_GRANULARITY_NS
     from .workspace import _replace_atomic, upgrade_gitignore
 
-    limit = started_ns - (DEFAULT_GRANULARITY_NS if granularity_ns is None else granularity_ns)
+    limit = started_ns - DEFAULT_GRANULARITY_NS  # read at call time: tests shorten it
     try:
         grounds = _grounds(ws, report, limit)
         if grounds is not None:
@@ -199,11 +204,11 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
             memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, paths, keys, absent,
                     {"json": outputs["json"], "text": outputs["text"]}, code)
             upgrade_gitignore(ws.state)  # a workspace made before the memo must not offer it for commit
-            _replace_atomic(ws.state / MEMO_FILE, marshal.dumps(memo), "memo-write")
+            _replace_atomic(Path(_memo_path(ws.root_real)), marshal.dumps(memo), "memo-write")
             return True
     except OSError:
         pass
-    _forget(os.path.join(ws.root_real, STATE_DIR, MEMO_FILE))
+    _forget(ws.root_real)
     return False
 
 
@@ -272,9 +277,9 @@ def _ends_a_line(path: str) -> bool:
         return fh.read(1) == b"\n"
 
 
-def _forget(path: str) -> None:
+def _forget(root_real: str) -> None:
     """Drop a memo that no longer matches (it would fail validation anyway: this saves the read)."""
     try:
-        os.unlink(path)
+        os.unlink(_memo_path(root_real))
     except OSError:
         pass
