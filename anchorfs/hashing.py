@@ -82,27 +82,19 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+def sha256_file(
+    path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None
+) -> str:
+    """Hex SHA-256 of a whole workspace file, streamed so a big file never sits in memory.
 
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a whole file, streamed so a big file never sits in memory.
-
-    Raw `os.read` rather than `hashlib.file_digest`, which allocates a 256 KiB buffer per call
-    (most anchored files are a few KiB: that allocation was most of a cold check). O_NOFOLLOW:
-    callers pass real paths, so a link swapped in after the check fails instead of being
-    followed out of the workspace; O_NONBLOCK: a FIFO swapped in cannot hang the read path.
+    Through the one guarded open (`anchorfs.guard`): callers pass real paths, so a link
+    swapped in after the check is refused instead of followed out of the workspace, a FIFO
+    cannot hang the read path, and on Linux the open fd must sit at the path asked for (under
+    `root` when given). A violation raises `anchorfs.guard.GuardError`; other OSErrors pass.
     """
-    import hashlib
+    from .guard import hash_guarded
 
-    fd = os.open(path, _OPEN_FLAGS)
-    try:
-        digest = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-        return digest.hexdigest()
-    finally:
-        os.close(fd)
+    return hash_guarded(path, root=root, expect=expect)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
@@ -112,6 +104,17 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
         and a.st_size == b.st_size
         and a.st_ino == b.st_ino
     )
+
+
+def _changed_ns(st: os.stat_result) -> int:
+    """When the file last changed, for the racy rule: the later of mtime and ctime.
+
+    mtime alone can be set back (`touch -d`, `cp -p`, `rsync -t`, `tar -x`): an in-place edit of
+    the same size that restores the mtime, within one timestamp tick of the hash, keeps every
+    stat field an entry holds. Its ctime cannot be set back, so the later of the two is judged.
+    """
+    m, c = st.st_mtime_ns, st.st_ctime_ns
+    return m if m > c else c
 
 
 def _sig(st: os.stat_result) -> _Sig:
@@ -302,17 +305,22 @@ class HashCache:
                     first = e[5]
         return first + self._ttl
 
-    def hash_many(self, rels: Sequence[str], paths: Sequence[str], stats: Sequence[os.stat_result]) -> list[str | None]:
+    def hash_many(self, rels: Sequence[str], paths: Sequence[str], stats: Sequence[os.stat_result], *,
+                  root: str | None = None) -> list[str | None]:
         """Hash files the caller has just `lstat`-ed, in one tight loop: the cold pass's form of
         `_refresh`, without its per-file calls (a cold check of 10,000 small files is mostly
         that Python, not reading or hashing).
 
-        Each file is opened without following a link, read in one call and `fstat`-ed before
-        closing: unless the read got exactly the stat's size and the `fstat` equals the given
-        stat (the same file, untouched since), the result is None and the caller takes
-        `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others are None too.
+        Each file is opened through the guarded open (`anchorfs.guard`: no link followed, the
+        same inode as the given stat, on Linux its place confirmed under `root`), read in one
+        call and `fstat`-ed before closing: unless the read got exactly the stat's size and the
+        `fstat` equals the given stat (the same file, untouched since), the result is None and
+        the caller takes `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others
+        are None too.
         """
         import hashlib
+
+        from .guard import GuardError, open_guarded
 
         if not self._loaded:
             self._load()  # or the lazy load would later drop what is stored here
@@ -327,8 +335,8 @@ class HashCache:
                 out.append(None)
                 continue
             try:
-                fd = os.open(path, _OPEN_FLAGS)
-            except (OSError, ValueError):
+                fd, _ = open_guarded(path, root=root, expect=st)
+            except (OSError, ValueError, GuardError):
                 out.append(None)
                 continue
             try:
@@ -345,7 +353,7 @@ class HashCache:
                 continue
             digest = sha256(data).hexdigest()
             out.append(digest)
-            fresh[rel] = [size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, None if st.st_mtime_ns >= limit else digest]
+            fresh[rel] = [size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, None if _changed_ns(st) >= limit else digest]
         if fresh:
             self._publish(fresh)
         return out
@@ -371,7 +379,7 @@ class HashCache:
             digest = sha256_file(path)
             self.hashes += 1
             if _same(st, _stat(path)):
-                racy = st.st_mtime_ns >= started - self._gran
+                racy = _changed_ns(st) >= started - self._gran
                 self._store(rel, st, None if racy else digest)
                 return digest
         with self._lock:
@@ -439,8 +447,10 @@ class HashCache:
 
     def _read_disk(self) -> tuple[dict[str, _Entry], _Sig | None]:
         """Entries from the manifest with racy ones poisoned; anything unexpected is cold."""
+        from .statefs import open_state  # a link here is refused (`WorkspaceError`), never read through
+
         try:
-            with open(self.manifest_path, "rb") as f:
+            with os.fdopen(open_state(self.manifest_path, os.O_RDONLY), "rb") as f:
                 st = os.fstat(f.fileno())
                 data = f.read()
         except OSError:
@@ -468,8 +478,8 @@ class HashCache:
         limit = st.st_mtime_ns - self._gran
         try:
             for e in entries.values():
-                if e[1] >= limit:
-                    e[4] = None  # racy against this manifest: it cannot vouch for the hash
+                if e[1] >= limit or e[2] >= limit:
+                    e[4] = None  # racy against this manifest (mtime or ctime): it cannot vouch for the hash
                 if not e[5] >= 0.0:  # a number, or this is not our shape after all
                     raise TypeError
         except (TypeError, IndexError, KeyError):
@@ -497,9 +507,12 @@ class HashCache:
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
+        from .statefs import create_temp, refuse_link  # never written through a link, nor over one
+
         entries = self._entries
+        refuse_link(self.manifest_path)
         try:
-            cur: _Sig | None = _sig(_stat(self.manifest_path))
+            cur: _Sig | None = _sig(os.lstat(self.manifest_path))
         except FileNotFoundError:
             cur = None
         if cur is not None and cur != self._disk_sig:
@@ -515,8 +528,7 @@ class HashCache:
         )
         payload = head[:-1] + b"," + _ENTRIES_KEY + body + b"}"
         folder = self.manifest_path.parent
-        tmp = folder / f".{self.manifest_path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd, tmp = create_temp(self.manifest_path)
         try:
             try:
                 view = memoryview(payload)

@@ -43,3 +43,19 @@ def git_repo(tmp_path: Path) -> Path:
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     return root
+
+
+@pytest.fixture
+def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trust hashes of files written before the check began (granularity 0), in this process.
+
+    The racy rule judges the later of mtime and ctime, and a test can backdate an mtime but never
+    a ctime: without this, every file a test has just written stays racy for the default two
+    seconds and is re-hashed. Tests of the racy rule itself pass `granularity_ns` explicitly.
+    """
+    import anchorfs.hashing as hashing
+
+    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", 0)
+    kwdefaults = hashing.HashCache.__init__.__kwdefaults__
+    assert kwdefaults is not None
+    monkeypatch.setitem(kwdefaults, "granularity_ns", 0)

@@ -18,6 +18,8 @@ from anchorfs.drift import DriftChecker, envelope, expired
 from anchorfs.hashing import HashCache
 from anchorfs.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
+pytestmark = pytest.mark.usefixtures("no_racy_window")
+
 TOKEN = """import jwt
 
 class TokenIssuer:
@@ -347,7 +349,8 @@ def test_warm_start_across_processes_does_not_rehash(ws: anchorfs.Workspace) -> 
     first = ws.drift()
     ws.close()
     script = (
-        "import anchorfs, sys\n"
+        "import anchorfs, sys, anchorfs.hashing as h\n"
+        "h.HashCache.__init__.__kwdefaults__['granularity_ns'] = 0\n"  # as `no_racy_window` here
         f"ws = anchorfs.open({str(ws.root)!r})\n"
         "r = ws.drift()\n"
         "print(ws.cache.hashes, ','.join(m.drift.value for m in r.memories))\n"

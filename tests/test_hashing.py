@@ -15,17 +15,28 @@ import pytest
 import anchorfs.hashing as hashing
 from anchorfs.hashing import MANIFEST_VERSION, HashCache, sha256_bytes, sha256_file
 
+pytestmark = pytest.mark.usefixtures("no_racy_window")
+
 DAY_NS = 86_400 * 1_000_000_000
+TICK_S = 0.012
+"""Longer than a coarse kernel clock tick (4 ms at HZ=250, 10 ms at HZ=100)."""
+WINDOW_NS = 150_000_000
+"""A racy window for tests of the rule itself: files older than it are trusted, newer ones not."""
 REPO_ROOT = Path(hashing.__file__).resolve().parents[1]
 
 
 def write(path: Path, data: bytes, *, age_ns: int | None = DAY_NS) -> Path:
-    """Write `data`; by default backdate it a day so it is far outside any racy window."""
+    """Write `data`; by default backdate it a day so it is far outside any racy window.
+
+    The racy rule also judges the ctime, which cannot be backdated: the module runs with a racy
+    window of 0 (`no_racy_window`) and an aged file waits out one coarse kernel clock tick, so
+    that a manifest saved after it is stamped later than its ctime."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     if age_ns is not None:
         old = time.time_ns() - age_ns
         os.utime(path, ns=(old, old))
+        time.sleep(TICK_S)
     return path
 
 
@@ -129,7 +140,7 @@ def test_warm_start_across_a_real_process(ws: Path) -> None:
         from pathlib import Path
         from anchorfs.hashing import HashCache
         ws = Path(sys.argv[1])
-        cache = HashCache(ws / ".anchorfs" / "manifest.json")
+        cache = HashCache(ws / ".anchorfs" / "manifest.json", granularity_ns=0)  # as `no_racy_window`
         got = {f"m{i}.py": cache.sha256(f"m{i}.py", ws / f"m{i}.py") for i in range(5)}
         print(json.dumps({"hashes": cache.hashes, "got": got}))
         """
@@ -171,10 +182,10 @@ def test_racy_rewrite_is_seen_after_save_and_reload(ws: Path) -> None:
 
 
 def test_racy_entry_is_never_trusted_in_process(ws: Path) -> None:
-    hour = 3_600 * 1_000_000_000
+    old = write(ws / "old.py", b"o\n")
+    time.sleep(WINDOW_NS / 1e9 * 1.5)  # the old file leaves the window (its ctime cannot be backdated)
     fresh = write(ws / "fresh.py", b"f\n", age_ns=None)
-    old = write(ws / "old.py", b"o\n", age_ns=2 * hour)
-    cache = HashCache(manifest(ws), granularity_ns=hour)
+    cache = HashCache(manifest(ws), granularity_ns=WINDOW_NS)
     for _ in range(3):
         assert cache.sha256("fresh.py", fresh) == sha(b"f\n")
         assert cache.sha256("old.py", old) == sha(b"o\n")
@@ -182,10 +193,10 @@ def test_racy_entry_is_never_trusted_in_process(ws: Path) -> None:
 
 
 def test_racy_entries_are_poisoned_on_save(ws: Path) -> None:
-    hour = 3_600 * 1_000_000_000
-    fresh = write(ws / "fresh.py", b"f\n", age_ns=None)  # not older than the save by `hour`
-    old = write(ws / "old.py", b"o\n", age_ns=2 * hour)
-    first = HashCache(manifest(ws), granularity_ns=hour)
+    old = write(ws / "old.py", b"o\n")
+    time.sleep(WINDOW_NS / 1e9 * 1.5)
+    fresh = write(ws / "fresh.py", b"f\n", age_ns=None)  # not older than the save by the window
+    first = HashCache(manifest(ws), granularity_ns=WINDOW_NS)
     first.sha256("fresh.py", fresh)
     first.sha256("old.py", old)
     assert first.save() is True
@@ -209,7 +220,7 @@ def test_manifest_mtime_bounds_trust_in_loaded_entries(ws: Path) -> None:
     mtime by more than the granularity. A planted (wrong) hash shows which side trusted it."""
     gran = 5_000_000_000
     man = manifest(ws)
-    base = time.time_ns() - DAY_NS
+    base = time.time_ns() + 2 * gran  # the manifest stamped after every file's ctime (now) by over `gran`
     planted = "0" * 64
 
     def served(file_mtime_ns: int) -> tuple[str, int]:
@@ -549,7 +560,7 @@ def test_concurrent_saves_never_corrupt_the_manifest(ws: Path) -> None:
         ws, me = Path(sys.argv[1]), sys.argv[2]
         man = ws / ".anchorfs" / "manifest.json"
         for _ in range(15):
-            cache = HashCache(man)
+            cache = HashCache(man, granularity_ns=0)  # as `no_racy_window` in this process
             for rel in [f"shared{i}.py" for i in range(5)] + [f"own{me}.py"]:
                 cache.forget(rel)
                 cache.sha256(rel, ws / rel)
@@ -784,3 +795,50 @@ def test_hash_many_checks_each_file_is_the_one_stat_ed(tmp_path: Path) -> None:
     assert cache.vouch(["a.txt", "b.txt", "new.txt"], [paths[0], paths[1], paths[3]]) == [want_a, None, None]
     assert cache._entries["new.txt"][4] is None  # racy (mtime not yet past): kept poisoned
     assert cache.save() is True and HashCache(tmp_path / "manifest.json").vouch(["a.txt"], [paths[0]]) == [want_a]
+
+
+def _coarse(st: os.stat_result) -> os.stat_result:
+    """`st` as a filesystem with 1-second timestamps reports it (ext3, HFS+, some network mounts)."""
+    sec = 1_000_000_000
+    fields = list(st[:10]) + [None] * (os.stat_result.n_fields - 10)
+    names = ["st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns", "st_ctime_ns"]
+    at, mt, ct = (st.st_atime_ns // sec * sec, st.st_mtime_ns // sec * sec, st.st_ctime_ns // sec * sec)
+    for name, value in zip(names, [at / sec, mt / sec, ct / sec, at, mt, ct]):
+        fields[10 + names.index(name)] = value
+    return os.stat_result(fields)
+
+
+def test_racy_rule_judges_ctime_when_mtime_was_set_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit of the same size that restores the mtime (`touch -d`, `cp -p`, `tar -x`) within the
+    second of the last hash keeps every stat field on a 1-second filesystem; only a ctime that is
+    recent at hash time shows the window is open (issue 15, item 5)."""
+    f = write(tmp_path / "a.py", b"TTL = 24\n")  # mtime a day back, ctime now: as `tar -x` leaves it
+    frozen = _coarse(os.stat(f))
+    monkeypatch.setattr(hashing, "_stat", lambda path: frozen)  # the filesystem shows one second throughout
+    cache = HashCache(tmp_path / "manifest.json", granularity_ns=2_000_000_000)  # the real default
+    assert cache.sha256("a.py", f) == sha(b"TTL = 24\n")
+    f.write_bytes(b"TTL = 48\n")  # same size, in place, same inode, mtime restored below
+    os.utime(f, ns=(frozen.st_mtime_ns, frozen.st_mtime_ns))
+    assert cache.sha256("a.py", f) == sha(b"TTL = 48\n")
+
+
+def test_hash_many_poisons_a_recent_ctime(tmp_path: Path) -> None:
+    f = write(tmp_path / "a.py", b"TTL = 24\n")  # mtime a day back, ctime now
+    st = os.lstat(f)
+    cache = HashCache(tmp_path / "manifest.json", granularity_ns=WINDOW_NS)
+    assert cache.hash_many(["a.py"], [str(f)], [st]) == [sha(b"TTL = 24\n")]
+    # Hashed, but not trusted: its ctime is inside the racy window.
+    assert cache.trusted_until({"a.py": (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)}) is None
+
+
+def test_manifest_entry_with_a_recent_ctime_is_not_trusted(tmp_path: Path) -> None:
+    """A loaded entry is judged against the manifest's own mtime on ctime too, not mtime alone."""
+    f = write(tmp_path / "a.py", b"TTL = 24\n")  # mtime a day back, ctime now
+    st = os.stat(f)
+    manifest = tmp_path / "manifest.json"
+    write_manifest(manifest, {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"TTL = 24\n"),
+                                       time.time()]})
+    f.write_bytes(b"TTL = 48\n")
+    os.utime(f, ns=(st.st_mtime_ns, st.st_mtime_ns))
+    # A 1-second filesystem shows the stat the entry holds, ctime included: pass exactly that.
+    assert HashCache(manifest, granularity_ns=WINDOW_NS).sha256("a.py", f, st=st) == sha(b"TTL = 48\n")
