@@ -1,0 +1,198 @@
+"""Every file in `.anchorfs/` is opened here, never through a link.
+
+The state folder travels with the repository (the ledger is meant to be committed), so a clone
+someone else wrote can hold a symlink at any state path: `ledger.jsonl -> ../../victim.txt`.
+Following it would append to, truncate or replace a file outside the workspace, or read one.
+So the state folder itself is checked with `lstat` (`check_state`, when a workspace is opened
+or made), every open carries `O_NOFOLLOW` and `O_NONBLOCK` and is confirmed a regular file by
+`fstat` of the open fd, temp files are created with `O_EXCL` under a random name, and a link
+found anywhere is refused with one line naming it (`WorkspaceError`), before anything is
+written. Hard links stay out of reach: a hard link is the file itself, indistinguishable here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from .errors import WorkspaceError
+
+__all__ = [
+    "STATE_FILES",
+    "STORE_DIR",
+    "check_state",
+    "check_state_dir",
+    "check_store_dir",
+    "create_temp",
+    "open_state",
+    "read_state",
+    "refuse_link",
+    "replace_state",
+]
+
+STORE_DIR = "memories.lance"
+STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "drift.memo", "applied", "events.jsonl",
+               ".gitignore", STORE_DIR)
+"""Every name anchorfs keeps in `.anchorfs/`; none of them may be a link."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # O_NOFOLLOW on a link: Linux says ELOOP, FreeBSD EMLINK
+_STORE_WALK_LIMIT = 100_000
+"""Entries `check_store_dir` looks at before giving up on a store too odd to be ours."""
+
+
+def _refusal(path: Path | str, what: str) -> WorkspaceError:
+    return WorkspaceError(f"refusing {path}: the {what} is a symbolic link (anchorfs never follows links in its state)")
+
+
+def refuse_link(path: Path | str, what: str = "state file") -> None:
+    """Raise `WorkspaceError` if `path` is a symbolic link; a missing path is fine."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise WorkspaceError(f"cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refusal(path, what)
+
+
+def check_state_dir(state: Path | str) -> None:
+    """The state folder must be a real folder, not a link to one elsewhere (missing is fine)."""
+    try:
+        st = os.lstat(state)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise WorkspaceError(f"cannot read {state}: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refusal(state, "state folder")
+    if not stat.S_ISDIR(st.st_mode):
+        raise WorkspaceError(f"refusing {state}: the state folder is not a folder")
+
+
+def check_state(state: Path | str) -> None:
+    """The whole state folder, as a workspace is opened or made: the folder and every state
+    name in it (`STATE_FILES`) are checked with `lstat`, so a cloned repository holding a link
+    anywhere there fails every command at once, before any file is read or written."""
+    check_state_dir(state)
+    for name in STATE_FILES:
+        what = "store folder" if name == STORE_DIR else "state file"
+        refuse_link(os.path.join(state, name), what)
+
+
+def check_store_dir(path: Path | str) -> None:
+    """The LanceDB folder and everything under it must be real files and folders, checked
+    before LanceDB (which follows links) opens any of it. Missing is fine."""
+    refuse_link(path, "store folder")
+    seen = 0
+    todo = [os.fspath(path)]
+    while todo:
+        folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # a stray file where the table belongs: the store reports it
+        except OSError as exc:
+            raise WorkspaceError(f"cannot read {folder}: {exc.strerror}") from None
+        for entry in entries:
+            seen += 1
+            if entry.is_symlink():
+                raise _refusal(entry.path, "store file")
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(entry.path)
+        if seen > _STORE_WALK_LIMIT:
+            raise WorkspaceError(f"refusing {path}: more than {_STORE_WALK_LIMIT} entries; run `anchorfs reindex`")
+
+
+def open_state(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """`os.open` for a state file: never follows a link, never blocks on a FIFO, and refuses
+    anything but a regular file. A link raises `WorkspaceError`; anything else that is not a
+    regular file (a folder, a FIFO) `OSError`, as a failed open would, so callers that treat a
+    damaged state file as cold (the hash cache, the drift cache) go on doing so."""
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS:
+            raise _refusal(path, "state file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a folder or a FIFO there: an I/O error, as each caller handles one
+            code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+            raise OSError(code, "not a regular file" if code == errno.EINVAL else os.strerror(code), os.fspath(path))
+        if not flags & _NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_state(path: Path | str) -> bytes | None:
+    """A state file's bytes, or None when it does not exist. A link raises `WorkspaceError`."""
+    try:
+        fd = open_state(path, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def create_temp(path: Path | str) -> tuple[int, str]:
+    """(fd, name) of a new temp file beside `path`, for a write that ends in `os.replace`.
+
+    The name is random and the create exclusive and no-follow, so neither a stale temp nor a
+    link planted at a guessable name can redirect the write. Names end in `.tmp` (ignored).
+    """
+    folder, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS:
+            raise _refusal(tmp, "temp file") from None
+        raise
+    return fd, tmp
+
+
+def replace_state(path: Path | str, payload: bytes, *, fsync: bool = False, fault_point: str | None = None) -> None:
+    """Write a state file whole or not at all: a `create_temp` file, then `os.replace`.
+
+    A link at `path` is refused before anything is written (`os.replace` would only swap the
+    link, but a clone that plants one is not a workspace to write in). `fault_point` names the
+    test-only fault switch (`anchorfs.ledger.fault`): half the temp file lands, then ENOSPC.
+    """
+    refuse_link(path)
+    fd, tmp = create_temp(path)
+    try:
+        try:
+            view = memoryview(payload)
+            if fault_point is not None:
+                from .ledger import armed, fault
+
+                if armed(fault_point):
+                    view = view[os.write(fd, view[: len(view) // 2]):]
+                    fault(fault_point)
+            while view:
+                view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
