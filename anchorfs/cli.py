@@ -8,6 +8,7 @@ aligned text (no heavy imports: `drift` runs in git hooks and cron); `--json` fo
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +28,23 @@ if TYPE_CHECKING:
 __all__ = ["cli", "main", "EXIT_STALE"]
 
 EXIT_STALE = 90
+
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    """Text for a terminal: control characters shown as escapes, never sent raw.
+
+    Memory text comes from agents and cloned ledgers: `\\033]0;...\\007` would retitle the
+    terminal, `\\033[2J` clear it, a bidi override reorder what the reader sees. Newlines and
+    tabs stay; JSON output needs none of this (orjson escapes every control character).
+    """
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _echo(text: str = "", *, err: bool = False) -> None:
+    click.echo(_printable(text), err=err)
 
 
 def _json_text(data: Any) -> str:
@@ -105,26 +123,26 @@ def _emit(c: "_Ctx", data: Any, text: str) -> None:
     if c.json:
         _emit_json(data)
     else:
-        click.echo(text)
+        _echo(text)
 
 
 def _print_memory(m: "Memory") -> None:
-    click.echo(f"{m.id}  [{m.kind}] {m.status}")
-    click.echo(f"  {m.content}")
+    _echo(f"{m.id}  [{m.kind}] {m.status}")
+    _echo(f"  {m.content}")
     if m.tags:
-        click.echo(f"  tags: {', '.join(m.tags)}")
+        _echo(f"  tags: {', '.join(m.tags)}")
     for a in m.anchors:
         commit = f" @ {a.commit[:7]}" if a.commit else ""
-        click.echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}")
-    click.echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
+        _echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}")
+    _echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
     if m.valid_until:
-        click.echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
+        _echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
     if m.supersedes:
-        click.echo(f"  supersedes {m.supersedes}")
+        _echo(f"  supersedes {m.supersedes}")
     if m.superseded_by:
-        click.echo(f"  superseded by {m.superseded_by}")
+        _echo(f"  superseded by {m.superseded_by}")
     if m.reason:
-        click.echo(f"  reason: {m.reason}")
+        _echo(f"  reason: {m.reason}")
 
 
 def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
@@ -173,9 +191,9 @@ def init(ctx: click.Context, root: str | None, as_json: bool, write_mcp: bool) -
         if c.json:
             _emit_json({"root": str(path), "mcp": str(mcp_path) if mcp_path else None})
         else:
-            click.echo(f"anchorfs workspace at {path}")
+            _echo(f"anchorfs workspace at {path}")
             if mcp_path:
-                click.echo(f"wrote {mcp_path}")
+                _echo(f"wrote {mcp_path}")
 
 
 @cli.command()
@@ -212,12 +230,12 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
             _emit_json({"hits": [h.to_dict() for h in hits]})
             return
         if not hits:
-            click.echo("no memories found")
+            _echo("no memories found")
             return
         for h in hits:
             mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
-            click.echo(f"{h.score:.3f}  {h.memory.id}{mark}  {h.envelope}")
-            click.echo(f"       {h.memory.content}")
+            _echo(f"{h.score:.3f}  {h.memory.id}{mark}  {h.envelope}")
+            _echo(f"       {h.memory.content}")
 
 
 @cli.command()
@@ -253,7 +271,7 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
             return
         known = ws.last_drift()
         rows = [(m.id, m.kind, m.status, known.get(m.id, "-"), len(m.anchors), _short(m.content)) for m in mems]
-        click.echo(_table(rows, ["id", "kind", "status", "drift", "anchors", "content"]))
+        _echo(_table(rows, ["id", "kind", "status", "drift", "anchors", "content"]))
 
 
 @cli.command()
@@ -268,7 +286,7 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
         if c.json:
             _emit_json({"memories": n, "embedder": ws.embedder.name})
         else:
-            click.echo(f"reindexed {n} memories with the {ws.embedder.name} embedder")
+            _echo(f"reindexed {n} memories with the {ws.embedder.name} embedder")
 
 
 @cli.command()
@@ -291,7 +309,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
                 finally:
                     finish()
             d = report.to_dict()
-            outputs = {"json": _json_text(d), "text": _drift_text(report, d)}
+            outputs = {"json": _json_text(d), "text": _printable(_drift_text(report, d))}
             code = EXIT_STALE if report.stale else 0
             witness.save(ws, report, outputs, code)
             out = outputs["json" if c.json else "text"]
@@ -381,7 +399,7 @@ def history(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
             return
         rows = [(e.at.isoformat(timespec="seconds"), e.op, e.memory.id, e.memory.status, e.actor,
                  e.reason or "", _short(e.memory.content, 40)) for e in events]
-        click.echo(_table(rows, ["at", "op", "id", "status", "actor", "reason", "content"]))
+        _echo(_table(rows, ["at", "op", "id", "status", "actor", "reason", "content"]))
 
 
 @cli.command()
@@ -398,7 +416,7 @@ def ledger(ctx: click.Context, root: str | None, as_json: bool, since: str | Non
             return
         rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, ", ".join(m.id for m in e.memories),
                  e.reason or "") for e in entries]
-        click.echo(_table(rows, ["at", "op", "actor", "memories", "reason"]))
+        _echo(_table(rows, ["at", "op", "actor", "memories", "reason"]))
 
 
 @cli.command()
@@ -433,9 +451,9 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
                 _emit_json({"suggestions": [{"id": k, "anchors": v} for k, v in proposals.items()], "applied": apply_})
             else:
                 for mid, specs in proposals.items():
-                    click.echo(f"{mid}: {', '.join(specs)}")
+                    _echo(f"{mid}: {', '.join(specs)}")
                 verb = "anchored" if apply_ else "could anchor"
-                click.echo(f"{verb} {len(proposals)} memor{'y' if len(proposals) == 1 else 'ies'}")
+                _echo(f"{verb} {len(proposals)} memor{'y' if len(proposals) == 1 else 'ies'}")
             return
         report = ws.verify(net=net, mark=mark)
         if c.json:
@@ -446,9 +464,9 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
                 for cl in r.claims:
                     rows.append((r.id, cl.claim.kind, _short(cl.claim.value, 40), cl.verdict.value, cl.detail))
             if rows:
-                click.echo(_table(rows, ["id", "kind", "claim", "verdict", "detail"]))
+                _echo(_table(rows, ["id", "kind", "claim", "verdict", "detail"]))
             d = report.to_dict()
-            click.echo(f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh"
+            _echo(f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh"
                        f" ({d['no_claims']} without claims)")
         if report.has_stale:
             ctx.exit(EXIT_STALE)
@@ -466,17 +484,20 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
         if c.json:
             _emit_json(block.to_dict())
         else:
-            click.echo(block.markdown)
+            _echo(block.markdown)
 
 
 @cli.command()
 @_common
-@click.option("--read-only", is_flag=True, help="Leave out the tools that write (remember, supersede, retract, reanchor).")
+@click.option("--read-only", is_flag=True,
+              help="Leave out the tools that write (remember, supersede, retract, reanchor, revert); write nothing.")
 @click.pass_context
 def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool) -> None:
     """Run the MCP server on stdio (for agent hosts; see `anchorfs init --mcp`)."""
     from .mcp import serve
 
+    if as_json:  # taken by every command (`_common`), but here it could only be ignored
+        raise click.UsageError("--json does not apply to mcp: the server always speaks JSON-RPC on stdio")
     with _session(ctx, root, as_json) as c:
         serve(c.root, read_only=read_only)
 
@@ -504,12 +525,12 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
                 sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
                 sys.stdout.flush()
             else:
-                click.echo(_event_line(event))
+                _echo(_event_line(event))
 
         def on_ready(memories: int, files: int) -> None:
             if not c.json:
                 mems = f"{memories} memor{'y' if memories == 1 else 'ies'}"
-                click.echo(f"watching {mems} anchored to {files} file{'' if files == 1 else 's'} in {ws.root}"
+                _echo(f"watching {mems} anchored to {files} file{'' if files == 1 else 's'} in {ws.root}"
                            " (Ctrl-C to stop)", err=True)
 
         try:
@@ -517,7 +538,7 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
         except KeyboardInterrupt:
             pass
         if not c.json:
-            click.echo("stopped", err=True)
+            _echo("stopped", err=True)
 
 
 @cli.group()
@@ -537,7 +558,7 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
         if c.json:
             _emit_json({"hook": str(path), "changed": changed})
         else:
-            click.echo(f"{'installed' if changed else 'already installed'}: {path}")
+            _echo(f"{'installed' if changed else 'already installed'}: {path}")
 
 
 @hook.command("uninstall")
@@ -552,7 +573,7 @@ def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
         if c.json:
             _emit_json({"hook": str(path), "changed": changed})
         else:
-            click.echo(f"{'removed from' if changed else 'not installed in'} {path}")
+            _echo(f"{'removed from' if changed else 'not installed in'} {path}")
 
 
 @hook.command("run")
@@ -576,12 +597,12 @@ def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> N
         other = [e for e in events if e.after != "stale"]
         if stale:
             n = len(stale)
-            click.echo(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
+            _echo(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
             for e in stale:
-                click.echo(f"  {e.id}  {e.detail}  · {_short(e.content, 50)}")
-            click.echo("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
+                _echo(f"  {e.id}  {e.detail}  · {_short(e.content, 50)}")
+            _echo("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
         for e in other:
-            click.echo(f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}")
+            _echo(f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}")
 
 
 @cli.command()
@@ -598,7 +619,7 @@ def bisect(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) 
         if c.json:
             _emit_json(result.to_dict())
         else:
-            click.echo(result.describe())
+            _echo(result.describe())
 
 
 @cli.command(name="log")
@@ -617,10 +638,10 @@ def log_cmd(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
             return
         d = result.to_dict()
         for anchor in d["anchors"]:
-            click.echo(f"{anchor.get('spec') or anchor.get('path')}:")
+            _echo(f"{anchor.get('spec') or anchor.get('path')}:")
             rows = [(s.get("short"), (s.get("date") or "")[:10], s.get("verdict"), _lines(s.get("lines_before")),
                      _lines(s.get("lines_after")), _short(s.get("subject") or "", 40)) for s in anchor.get("steps", [])]
-            click.echo(_table(rows, ["commit", "date", "verdict", "lines before", "lines after", "subject"]))
+            _echo(_table(rows, ["commit", "date", "verdict", "lines before", "lines after", "subject"]))
 
 
 def _lines(span: Any) -> str:
@@ -643,13 +664,13 @@ def at(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
             _emit_json(d)
             return
         rows = [(m["id"], m["drift"], _short(m["content"], 50)) for m in d["memories"]]
-        click.echo(_table(rows, ["id", "drift", "memory"]))
-        click.echo(f"at {d['short']} ({(d.get('date') or '')[:10]}): checked {d['checked']}: "
+        _echo(_table(rows, ["id", "drift", "memory"]))
+        _echo(f"at {d['short']} ({(d.get('date') or '')[:10]}): checked {d['checked']}: "
                    f"{d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
 
 
 def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    sys.stderr.write(f"anchorfs: warning: {message}\n")
+    sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -670,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stderr.write("anchorfs: aborted\n")
         sys.exit(130)
     except AnchorfsError as exc:
-        sys.stderr.write(f"anchorfs: error: {exc}\n")
+        sys.stderr.write(_printable(f"anchorfs: error: {exc}") + "\n")
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

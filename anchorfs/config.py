@@ -6,6 +6,7 @@ validation cannot drift apart. `.anchorfs.example.toml` documents each key.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,10 @@ KEYS: dict[str, tuple[type, Any]] = {
     "search.rrf_k": (float, 60.0),
     "search.vector_weight": (float, 1.0),
     "search.text_weight": (float, 0.5),
+    "search.relevance_floor": (float, 0.3),
     "store.compact_fragments": (int, 64),
     "history.envelope": (bool, True),
+    "limits.content_chars": (int, 32768),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
 }
 
@@ -92,11 +95,34 @@ def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
             value = raw
     except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit TOML int as a float
         raise ConfigError(f"{where}: {key} must be {typ.__name__}, got {raw!r}") from None
-    if typ in (int, float) and (value != value or value < 0):
-        raise ConfigError(f"{where}: {key} must be a number >= 0, got {raw!r}")
-    if key.endswith("_factor") and value > 1:
-        raise ConfigError(f"{where}: {key} must be between 0 and 1, got {raw!r}")
+    if typ in (int, float):
+        if (typ is float and not math.isfinite(value)) or value < 0:  # NaN and inf would turn every score into NaN
+            raise ConfigError(f"{where}: {key} must be a finite number >= 0, got {raw!r}")
+        low, high = _bounds(key)
+        if not low <= value <= high:
+            raise ConfigError(f"{where}: {key} must be between {low:g} and {high:g}, got {raw!r}")
     return value
+
+
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "search.k": (1, 1000),
+    "search.candidates": (1, 100_000),
+    "search.rrf_k": (1, 1_000_000),
+    "store.compact_fragments": (1, 1_000_000),
+    "drift.cache_ttl": (0, 31 * 86_400),
+}
+"""Ranges past which a value can only be a mistake (`search.k = 1e18` asks LanceDB for a
+quintillion rows); keys not named take any finite value up to `_LARGEST`."""
+
+_LARGEST = 1e12
+
+
+def _bounds(key: str) -> tuple[float, float]:
+    if key in _BOUNDS:
+        return _BOUNDS[key]
+    if key.endswith("_factor") or key.endswith("_floor"):
+        return (0.0, 1.0)
+    return (0.0, _LARGEST)
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

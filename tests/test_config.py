@@ -129,8 +129,13 @@ def test_unknown_keys_are_errors(tmp_path: Path, text: str, fragment: str) -> No
         ("[drift]\nstale_factor = 'half'\n", "drift.stale_factor must be float"),
         ("[drift]\nstale_factor = false\n", "drift.stale_factor must be float"),
         ("[drift]\nstale_factor = 1.5\n", "between 0 and 1"),
-        ("[drift]\ncache_ttl = -1\n", "must be a number >= 0"),
-        ("[drift]\ncache_ttl = nan\n", "must be a number >= 0"),
+        ("[drift]\ncache_ttl = -1\n", "must be a finite number >= 0"),
+        ("[drift]\ncache_ttl = nan\n", "must be a finite number >= 0"),
+        ("[search]\nrrf_k = inf\n", "search.rrf_k must be a finite number"),
+        ("[search]\nk = 1e18\n", "search.k must be between 1 and 1000"),
+        ("[search]\nk = 0\n", "search.k must be between 1 and 1000"),
+        ("[search]\ncandidates = 1e300\n", "search.candidates must be"),
+        ("[expiry]\nnote = inf\n", "expiry.note must be a finite number"),
         ("embedder = 3\n", "embedder must be str"),
         ("author = ['a']\n", "author must be str"),
         ("[search]\nk = [1]\n", "search.k must be int"),
@@ -149,6 +154,8 @@ def test_wrong_types_are_errors(tmp_path: Path, text: str, fragment: str) -> Non
         ("ANCHORFS_SEARCH_K", "ten", "ANCHORFS_SEARCH_K: search.k must be int"),
         ("ANCHORFS_DRIFT_STALE_FACTOR", "2", "between 0 and 1"),
         ("ANCHORFS_DRIFT_CACHE_TTL", "-5", ">= 0"),
+        ("ANCHORFS_SEARCH_RRF_K", "inf", "finite"),
+        ("ANCHORFS_SEARCH_K", "1000000000000000000", "between 1 and 1000"),
     ],
 )
 def test_bad_environment_values_are_errors(tmp_path: Path, name: str, value: str, fragment: str) -> None:
@@ -220,3 +227,14 @@ def test_the_example_comments_every_key() -> None:
         while j >= 0 and lines[j].strip() and not lines[j].strip().startswith("#"):
             j -= 1  # a block of keys under one comment
         assert j >= 0 and lines[j].strip().startswith("#"), f"{key} has no comment"
+
+
+def test_a_non_finite_or_huge_value_never_reaches_a_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`search.rrf_k = inf` made every score NaN and `search.k = 1e18` failed inside LanceDB
+    with advice to reindex (issue 15, item 10): both are refused in one line at open."""
+    anchorfs.init(tmp_path)
+    for text in ("[search]\nrrf_k = inf\n", "[search]\nk = 1e18\n"):
+        write(tmp_path, text)
+        with pytest.raises(ConfigError) as info:
+            anchorfs.open(tmp_path)
+        assert "\n" not in str(info.value) and CONFIG_FILE in str(info.value)

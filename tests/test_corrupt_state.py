@@ -30,6 +30,8 @@ from anchorfs.ledger import Entry, Ledger
 from anchorfs.model import Drift, Memory, new_id, utcnow
 from anchorfs.workspace import Workspace
 
+pytestmark = pytest.mark.usefixtures("no_racy_window")
+
 NOTES = b"alpha\nbeta\ngamma\ndelta\n"
 CONTENTS = {
     "notes": ("beta and gamma sit in the middle of the notes", ["notes.txt:2-3"]),

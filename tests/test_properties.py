@@ -35,6 +35,8 @@ from anchorfs.ledger import Entry, Ledger
 from anchorfs.model import AnchorRef, Memory, Verdict, new_id, parse_time, to_iso
 from anchorfs.store import search_text
 
+pytestmark = pytest.mark.usefixtures("no_racy_window")
+
 EXAMPLES = 300
 """Examples per property: the whole file runs in about 15 s on two cores."""
 
