@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import unicodedata
 from dataclasses import replace
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
+from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
 from .hashing import sha256_bytes
 from .locate import STATE_DIR
 from .model import AnchorRef, Verdict
@@ -22,6 +22,7 @@ from .model import AnchorRef, Verdict
 __all__ = [
     "STATE_DIR",
     "MAX_FILE_BYTES",
+    "SCAN_BUDGET_BYTES",
     "parse_spec",
     "parse_markers",
     "resolve_path",
@@ -122,12 +123,6 @@ def parse_markers(text: str) -> list[AnchorRef]:
     return refs
 
 
-def is_state_name(name: str) -> bool:
-    """Whether a top-level name is `.anchorfs` on some filesystem: case-insensitive ones (macOS,
-    Windows) fold case and some normalize Unicode, so `.AnchorFS/ledger.jsonl` is the ledger."""
-    return name == STATE_DIR or (len(name) >= 4 and unicodedata.normalize("NFKC", name).casefold() == STATE_DIR)
-
-
 def resolve_path(root_real: str, path: str) -> tuple[str, str]:
     """Map a user path to (repo-relative POSIX path, real absolute path), refusing escapes.
 
@@ -155,22 +150,29 @@ def resolve_path(root_real: str, path: str) -> tuple[str, str]:
     return rel_posix, real
 
 
-def _read_file(real: str, shown: str) -> bytes:
+def _read_file(root_real: str, real: str, shown: str, *, again: bool = False) -> bytes:
+    """The bytes of an anchor's file at write time, through the one guarded open.
+
+    No stat before the open: the checks are made on the open fd (`anchorfs.guard`), so a file
+    swapped for a link, a FIFO or another file between `resolve_path` and here is refused.
+    With `again`, a swap raises `SwappedError` so the caller can resolve the path once more.
+    """
     try:
-        st = os.stat(real)
+        return read_guarded(real, root=root_real, max_bytes=MAX_FILE_BYTES)
     except FileNotFoundError:
         raise AnchorError(f"anchor file {shown!r} does not exist") from None
-    except OSError as exc:
-        raise AnchorError(f"anchor file {shown!r} cannot be read: {exc.strerror}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise AnchorError(f"anchor path {shown!r} is a directory, not a file")
-    if not stat.S_ISREG(st.st_mode):
-        raise AnchorError(f"anchor path {shown!r} is not a regular file")
-    if st.st_size > MAX_FILE_BYTES:
-        raise AnchorError(f"anchor file {shown!r} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
-    try:
-        with open(real, "rb") as fh:
-            return fh.read()
+    except EscapedError:
+        raise UnsafePathError(f"anchor path {shown!r} resolves outside the workspace") from None
+    except NotRegularError as exc:
+        if exc.is_dir:
+            raise AnchorError(f"anchor path {shown!r} is a directory, not a file") from None
+        raise AnchorError(f"anchor path {shown!r} is not a regular file") from None
+    except TooLargeError:
+        raise AnchorError(f"anchor file {shown!r} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB") from None
+    except SwappedError:
+        if again:
+            raise
+        raise AnchorError(f"anchor file {shown!r} changed while being read; try again") from None
     except OSError as exc:
         raise AnchorError(f"anchor file {shown!r} cannot be read: {exc.strerror}") from None
 
@@ -180,6 +182,8 @@ def _split_lines(data: bytes) -> list[bytes]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    if b"\r" not in data:  # the common case: no per-line Python for a big file
+        return lines
     return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
 
 
@@ -227,7 +231,11 @@ def take(
     except UnicodeEncodeError:
         raise AnchorError(f"anchor path {ref.path!r} resolves to a name that is not valid UTF-8 "
                           f"({rel!r}); rename the file to anchor it") from None
-    data = _read_file(real, ref.path)
+    try:
+        data = _read_file(root_real, real, ref.path, again=True)
+    except SwappedError:  # swapped between resolving and reading: resolve once more
+        rel, real = resolve_path(root_real, ref.path)
+        data = _read_file(root_real, real, ref.path)
     sha = sha256_bytes(data)
     if ref.sha256 is not None and ref.sha256.lower() != sha:
         raise AnchorError(
@@ -255,14 +263,63 @@ def take(
     )
 
 
-def _find_block(lines: list[bytes], n: int, want: str, near: int) -> tuple[int, int] | None:
-    """Where an n-line block with hash `want` now stands, nearest to its old start."""
-    best: tuple[int, int] | None = None
-    for i in range(0, len(lines) - n + 1):
-        if text_hash(_lines_text(lines, i + 1, i + n)) == want:
-            if best is None or abs(i + 1 - near) < abs(best[0] - near):
-                best = (i + 1, i + n)
-    return best
+SCAN_BUDGET_BYTES = 32 * 1024 * 1024
+"""What one relocation search may hash (window bytes, plus `_WINDOW_COST` per window tried).
+
+Only the anchored text's hash is known, not the text, so every candidate window must be hashed
+whole: a search of a whole file costs its size times the anchor's line count. It goes outward
+from the old place, so a block that moved nearby is found after a few windows; past this
+budget the rest of the file is not searched and the verdict is `changed`, saying so."""
+
+_WINDOW_COST = 256
+"""A window's fixed cost in budget bytes (slicing, hashing, comparing: about a microsecond)."""
+
+
+def _find_block(
+    lines: list[bytes], n: int, want: str, near: int, *, budget: int = SCAN_BUDGET_BYTES
+) -> tuple[tuple[int, int] | None, bool]:
+    """Where an n-line block with hash `want` now stands, nearest to its old start `near`
+    (ties: the earlier one), and whether the search was complete (False: budget spent first).
+
+    Windows are tried in order of distance from `near`, lower first on a tie, so the first hit
+    is the answer a whole scan would pick. Each window is a slice of one joined buffer, hashed
+    without building its text, and only the lines the budget can reach are joined: the cost is
+    bounded by the budget, whatever the file's size.
+    """
+    import hashlib
+    from itertools import accumulate
+
+    m = len(lines) - n + 1  # windows start at 0 .. m-1 (0-based)
+    if n < 1 or m < 1 or not _HEX64.match(want):
+        return None, True
+    target = bytes.fromhex(want)
+    center = near - 1
+    reach = budget // _WINDOW_COST + 1  # no search tries more windows than this, on either side
+    pivot = min(max(center, 0), m - 1)
+    first = max(0, pivot - reach)
+    region = lines[first:min(len(lines), pivot + reach + n)]
+    view = memoryview(b"\n".join(region))
+    # offsets[k]: where region line k starts; window i spans [offsets[i-first], offsets[i-first+n] - 1)
+    offsets = list(accumulate(map((1).__add__, map(len, region)), initial=0))
+    sha256 = hashlib.sha256
+    d = max(0, center - (m - 1), -center)
+    spent = 0
+    while True:
+        lo, hi = center - d, center + d
+        if lo < 0 and hi >= m:
+            return None, True
+        for i in (lo, hi) if d else (lo,):
+            if 0 <= i < m:
+                spent += _WINDOW_COST
+                if spent > budget or i < first or i - first + n >= len(offsets):
+                    return None, False
+                a, b = offsets[i - first], offsets[i - first + n] - 1
+                spent += b - a
+                if spent > budget:
+                    return None, False
+                if sha256(view[a:b]).digest() == target:
+                    return (i + 1, i + n), True
+        d += 1
 
 
 def judge(ref: AnchorRef, data: bytes) -> tuple[Verdict, str, tuple[int, int] | None]:
@@ -287,8 +344,12 @@ def judge(ref: AnchorRef, data: bytes) -> tuple[Verdict, str, tuple[int, int] | 
     lines = _split_lines(data)
     if end <= len(lines) and text_hash(_lines_text(lines, start, end)) == ref.content_hash:
         return Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", ref.lines
-    found = _find_block(lines, end - start + 1, ref.content_hash or "", start)
+    found, complete = _find_block(lines, end - start + 1, ref.content_hash or "", start)
     if found is not None:
         a, b = found
         return Verdict.MOVED, f"{ref.spec} now at lines {a}-{b}", found
+    if not complete:
+        return Verdict.CHANGED, (f"{ref.spec} changed (not found near its old place; the rest of this "
+                                 f"{len(lines)}-line file was not searched, past the "
+                                 f"{SCAN_BUDGET_BYTES >> 20} MiB relocation bound)"), None
     return Verdict.CHANGED, f"{ref.spec} changed", None

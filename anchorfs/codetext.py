@@ -14,9 +14,7 @@ memory is capped, so one huge symbol cannot bloat the index.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 
 from .errors import AnchorfsError
 from .model import AnchorRef, Memory
@@ -40,18 +38,17 @@ MAX_NAMES = 64
 def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
     """(repo-relative path, bytes) of a safe, regular, small enough text file, else None."""
     from .anchors import resolve_path
+    from .guard import read_guarded
 
     try:
         rel, real = resolve_path(root_real, path)
-        st = os.stat(real)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_READ_BYTES:
-            return None
-        with open(real, "rb") as fh:
-            data = fh.read(MAX_READ_BYTES + 1)
+        # The guarded open: a link, FIFO or other file swapped in since `resolve_path` is refused
+        # (a `GuardError`, an AnchorfsError), a file over the bound or grown past it too.
+        data = read_guarded(real, root=root_real, max_bytes=MAX_READ_BYTES)
     except (AnchorfsError, OSError, ValueError):
         return None
-    if len(data) > MAX_READ_BYTES or b"\0" in data[:8192]:
-        return None  # grew meanwhile, or binary
+    if b"\0" in data[:8192]:
+        return None  # binary
     return rel, data
 
 

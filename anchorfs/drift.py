@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, cast
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, resolve_path
 from .errors import AnchorError, UnsafePathError
+from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
 from .hashing import HashCache
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, utcnow
 
@@ -111,6 +112,10 @@ _CHUNK = 4096
 
 
 _ERRNO_WORDS = {13: "permission denied", 21: "a directory where a file was", 40: "too many symlink levels"}
+_RECHECKS = 2
+"""How often a file swapped between its check and its open is checked afresh before it is
+called unreadable ("kept changing"): the guarded open refuses the swap, the re-check judges
+what is there now (a link out is `unsafe`, a FIFO `unreadable`, another file its own bytes)."""
 
 
 class DriftChecker:
@@ -169,6 +174,18 @@ class DriftChecker:
         found = self._files.get(path)
         if found is not None:
             return found
+        result: tuple[str, os.stat_result] | AnchorCheck | None = None
+        for _ in range(_RECHECKS + 1):
+            result = self._probe_once(path)
+            if result is not None:
+                break
+        if result is None:
+            result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: it kept changing while being read")
+        self._files[path] = result
+        return result
+
+    def _probe_once(self, path: str) -> tuple[str, os.stat_result] | AnchorCheck | None:
+        """One try of `_probe`; None when the file was swapped between its stat and its open."""
         result: tuple[str, os.stat_result] | AnchorCheck
         try:
             full, st = self._locate(path)
@@ -179,6 +196,10 @@ class DriftChecker:
                 result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: a directory where a file was")
             else:
                 result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: not a regular file")
+        except SwappedError:
+            return None
+        except NotRegularError:  # swapped for a FIFO (or a socket) after the stat: never waited on
+            result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: not a regular file")
         except UnsafePathError:
             result = AnchorCheck(AnchorRef(path), Verdict.UNSAFE, f"{path} now resolves outside the workspace")
         except AnchorError as exc:  # e.g. a symlink to the workspace root itself: a folder, not a file
@@ -187,33 +208,53 @@ class DriftChecker:
             result = AnchorCheck(AnchorRef(path), Verdict.DELETED, f"{path} deleted")
         except OSError as exc:
             result = AnchorCheck(AnchorRef(path), Verdict.UNREADABLE, f"{path} unreadable: {_why(exc)}")
-        self._files[path] = result
         return result
 
-    def check_anchor(self, ref: AnchorRef) -> AnchorCheck:
+    def check_anchor(self, ref: AnchorRef, *, _rechecks: int = _RECHECKS) -> AnchorCheck:
         probe = self._probe(ref.path)
         if type(probe) is tuple:  # faster than isinstance: AnchorCheck is a tuple subclass
             sha, st = cast("tuple[str, os.stat_result]", probe)
             if sha == ref.sha256:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
-            return self._changed(ref, st)
+            changed = self._changed(ref, st)
+            if changed is not None:
+                return changed
+            # Swapped between the hash and the read: forget this pass's view of it, look again.
+            self._files.pop(ref.path, None)
+            self._full.pop(ref.path, None)
+            self._data.pop(ref.path, None)
+            if _rechecks > 0:
+                return self.check_anchor(ref, _rechecks=_rechecks - 1)
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: it kept changing while being read")
         assert isinstance(probe, AnchorCheck)
         detail = probe.detail
         if probe.verdict is Verdict.UNSAFE and ref.spec != ref.path:
             detail = f"{ref.spec} now resolves outside the workspace"
         return AnchorCheck(ref, probe.verdict, detail)
 
-    def _changed(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck:
-        """The file's hash moved: judge a narrowed anchor by its own text."""
+    def _changed(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
+        """The file's hash moved: judge a narrowed anchor by its own text.
+
+        The file is read through the guarded open, held to the stat its hash was taken with:
+        None when it was swapped or removed since (the caller checks it afresh).
+        """
         if not ref.symbol and not ref.lines:
             return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
+        too_large = AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: larger than {MAX_FILE_BYTES >> 20} MiB")
         if st.st_size > MAX_FILE_BYTES:
-            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: larger than {MAX_FILE_BYTES >> 20} MiB")
+            return too_large
         data = self._data.get(ref.path)
         if data is None:
             try:
-                with open(self._full[ref.path], "rb") as fh:
-                    data = fh.read(MAX_FILE_BYTES + 1)
+                data = read_guarded(self._full[ref.path], root=self.root_real, expect=st, max_bytes=MAX_FILE_BYTES)
+            except (SwappedError, FileNotFoundError):
+                return None
+            except EscapedError:
+                return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.spec} now resolves outside the workspace")
+            except NotRegularError:
+                return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: not a regular file")
+            except TooLargeError:
+                return too_large
             except OSError as exc:
                 return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
             self._data[ref.path] = data
@@ -274,7 +315,7 @@ class DriftChecker:
         if seen:  # files the cache has no word on, stat in hand: hash them in one loop
             todo = [i for i, (path, sha) in enumerate(zip(plan.uniq, hashes)) if sha is None and path in seen]
             got = self.cache.hash_many([plan.uniq[i] for i in todo], [fulls[i] for i in todo],  # type: ignore[misc]
-                                       [seen[plan.uniq[i]] for i in todo])
+                                       [seen[plan.uniq[i]] for i in todo], root=self.root_real)
             for i, sha in zip(todo, got):
                 if sha is not None:
                     path = plan.uniq[i]

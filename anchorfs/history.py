@@ -1041,13 +1041,20 @@ class _Tracker:
             _, real = resolve_path(self.repo.root_real, ref.path)
         except AnchorError:
             return None  # drift reports it unsafe; history has no evidence to add
-        try:
-            with open(real, "rb") as fh:
+        from .guard import GuardError, NotRegularError, open_guarded
+
+        try:  # the one guarded open: a link out or a FIFO swapped in is refused, never read
+            fd, st = open_guarded(real, root=self.repo.root_real)
+            with os.fdopen(fd, "rb") as fh:
                 data: bytes | None = fh.read(MAX_FILE_BYTES + 1)
-            mtime: str | None = to_iso(datetime.fromtimestamp(os.stat(real).st_mtime).astimezone())
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            mtime: str | None = to_iso(datetime.fromtimestamp(st.st_mtime).astimezone())
+        except NotRegularError as exc:
+            if not exc.is_dir:
+                return None
             data, mtime = None, None
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
+            data, mtime = None, None
+        except (OSError, GuardError):
             return None
         self.final_data = data
         meta = _Commit(WORKING_TREE, WORKING_TREE, mtime, None, "uncommitted changes")

@@ -403,6 +403,7 @@ class SymbolIndex:
         return list(self._by_name.get(name, ()))
 
     def _parse(self) -> None:
+        from .guard import read_guarded
         from .symbols import language_for, list_symbols
 
         entries: list[_SymbolEntry] = []
@@ -411,10 +412,11 @@ class SymbolIndex:
                 continue
             full = os.path.join(self.root_real, rel)
             try:
-                if os.lstat(full).st_size > self.max_file_bytes:
+                st = os.lstat(full)
+                if st.st_size > self.max_file_bytes:
                     continue
-                with open(full, "rb") as fh:
-                    data = fh.read(self.max_file_bytes + 1)
+                # Guarded: the walk's file may since be a link out, a FIFO or another file.
+                data = read_guarded(full, root=self.root_real, expect=st, max_bytes=self.max_file_bytes)
                 symbols = list_symbols(rel, data)
             except (OSError, AnchorfsError, ValueError, RuntimeError):
                 continue  # unreadable, binary, not UTF-8: no names from it
@@ -582,15 +584,21 @@ class _Checker:
         return self._in_file(where.rel, where.real, name)
 
     def _in_file(self, rel: str, real: str, name: str) -> tuple[_Where, str | None]:
+        from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
         from .symbols import find_symbol, language_for, list_symbols
 
         if language_for(rel) is None:
             return _Where(Drift.UNKNOWN, f"symbols in {rel} cannot be resolved (no grammar)"), None
-        try:
-            if os.stat(real).st_size > MAX_FILE_BYTES:
-                return _Where(Drift.UNKNOWN, f"{rel} is too large to read"), None
-            with open(real, "rb") as fh:
-                data = fh.read()
+        try:  # guarded: the file checked by `where` may since be a link out, a FIFO or another file
+            data = read_guarded(real, root=self.root_real, max_bytes=MAX_FILE_BYTES)
+        except TooLargeError:
+            return _Where(Drift.UNKNOWN, f"{rel} is too large to read"), None
+        except EscapedError:
+            return _Where(Drift.UNKNOWN, f"{rel} now resolves outside the workspace; not followed"), None
+        except NotRegularError:
+            return _Where(Drift.UNKNOWN, f"{rel} is not a regular file"), None
+        except SwappedError:
+            return _Where(Drift.UNKNOWN, f"{rel} changed while being read"), None
         except OSError as exc:
             return _Where(Drift.UNKNOWN, f"{rel} cannot be read: {exc.strerror or exc}"), None
         try:

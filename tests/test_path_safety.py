@@ -18,6 +18,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,9 +30,9 @@ import pytest
 
 import anchorfs
 from anchorfs.anchors import STATE_DIR, parse_markers, parse_spec, take
-from anchorfs.drift import DriftChecker
+from anchorfs.drift import DriftChecker, DriftReport
 from anchorfs.errors import AnchorError, AnchorfsError, UnsafePathError
-from anchorfs.hashing import HashCache
+from anchorfs.hashing import HashCache, sha256_bytes
 from anchorfs.model import AnchorRef, Drift, Memory, Verdict, new_id, utcnow
 
 APP = b"def handler(event):\n    return event['body']\n"
@@ -55,6 +56,15 @@ class Guard:
 GUARD = Guard()
 
 
+def _reaches(path: str, flags: int) -> str:
+    """What an open of `path` with `flags` would touch: with O_NOFOLLOW a link at the last name
+    is refused by the kernel, so only the folders on the way are followed."""
+    if flags & os.O_NOFOLLOW:
+        head, tail = os.path.split(os.path.abspath(path))
+        return os.path.join(os.path.realpath(head), tail)
+    return os.path.realpath(path)
+
+
 def _audit(event: str, args: tuple[object, ...]) -> None:
     if not GUARD.active or event != "open":
         return
@@ -62,10 +72,11 @@ def _audit(event: str, args: tuple[object, ...]) -> None:
     if target is None or isinstance(target, int):
         return  # an fd: its path was checked when it was opened
     path = os.fsdecode(target)  # type: ignore[arg-type]
-    real = os.path.realpath(path)  # realpath and stat fire no `open` event: no recursion
+    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    real = _reaches(path, flags)  # realpath and stat fire no `open` event: no recursion
     GUARD.opened.append(real)
     bad = any(real == z or real.startswith(z + os.sep) for z in GUARD.zones)
-    if not bad:
+    if not bad and not flags & os.O_NONBLOCK:  # a non-blocking open of a FIFO returns at once
         try:
             bad = stat.S_ISFIFO(os.stat(path).st_mode)
         except OSError:
@@ -613,3 +624,218 @@ def test_a_workspace_in_a_folder_not_named_in_utf8_refuses_a_write_in_one_line(t
     assert "Traceback" not in err and err.count("\n") == 1
     assert "LanceDB cannot open" in err and "not valid UTF-8" in err
     assert not (root / ".anchorfs" / "ledger.jsonl").exists() or (root / ".anchorfs" / "ledger.jsonl").read_bytes() == b""
+
+
+# --------------------------------------------------------------------------- swap after check
+#
+# The race the checks above cannot see: the path is checked, and between that check and the
+# open the file becomes a link out of the root or a FIFO. Driven deterministically: a second
+# audit hook swaps the file at the very instant of the `open` made from the named site (after
+# every stat and realpath the code did), records where each open lands, and the call runs in a
+# thread joined with a timeout, so a blocking read fails the test instead of hanging it.
+
+BAIT_DEFS = b"def secret_helper():\n    return 'exfiltrated'\n\n\ndef handler(event):\n    return 0\n"
+HANG_SECONDS = 60.0
+"""A hang detector, not a speed assertion: a guarded call returns in well under a second."""
+
+
+@dataclass
+class Swap:
+    active: bool = False
+    target: str = ""  # absolute path of the file to swap
+    site: tuple[str, str] = ("", "")  # (module file name, function) the open must come from
+    into: Callable[[str], None] | None = None
+    fired: bool = False
+    zone: str = ""  # where no open may land: the test's folder outside the workspace
+    root: str = ""
+    escaped: list[str] = field(default_factory=list)
+
+
+SWAP = Swap()
+
+
+def _from_site(site: tuple[str, str]) -> bool:
+    module, func = site
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_name == func and os.path.basename(f.f_code.co_filename) == module:
+            return True
+        f = f.f_back  # type: ignore[assignment]
+    return False
+
+
+def _swap_audit(event: str, args: tuple[object, ...]) -> None:
+    if not SWAP.active or event != "open":
+        return
+    target = args[0]
+    if target is None or isinstance(target, int):
+        return
+    path = os.path.abspath(os.fsdecode(target))  # type: ignore[arg-type]
+    if not SWAP.fired and path == SWAP.target and _from_site(SWAP.site):
+        SWAP.fired = True
+        assert SWAP.into is not None
+        SWAP.into(path)  # symlink/mkfifo/rename fire no `open` event: no recursion
+    flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+    real = _reaches(path, flags)
+    inside_root = real == SWAP.root or real.startswith(SWAP.root + os.sep)
+    if not inside_root and (real == SWAP.zone or real.startswith(SWAP.zone + os.sep)):
+        SWAP.escaped.append(real)
+
+
+sys.addaudithook(_swap_audit)  # inert while SWAP.active is False
+
+
+def _to_link(bait: Path) -> Callable[[str], None]:
+    def swap(path: str) -> None:
+        os.symlink(bait, path + ".swap")
+        os.replace(path + ".swap", path)
+    return swap
+
+
+def _to_fifo(path: str) -> None:
+    os.mkfifo(path + ".swap")
+    os.replace(path + ".swap", path)
+
+
+def _unblock(path: str) -> None:
+    """Give a reader stuck on the FIFO at `path` its EOF, so the thread can end."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    os.close(fd)
+
+
+def swapped_call(lay: Layout, rel: str, site: tuple[str, str], into: str, call: Callable[[], object]) -> object:
+    """Run `call` with `rel` swapped (`into`: "link" out, or "fifo") at the open made from `site`;
+    fail if it blocks, if the swap never happened there, or if any open landed outside the root."""
+    target = os.path.join(lay.root_real, rel)
+    bait = lay.outside / ("defs.py" if site[0] == "verify.py" else "secret.py")
+    SWAP.target, SWAP.site, SWAP.fired = target, site, False
+    SWAP.into = _to_fifo if into == "fifo" else _to_link(bait)
+    SWAP.zone, SWAP.root, SWAP.escaped = os.path.realpath(lay.outside.parent), lay.root_real, []
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    SWAP.active = True
+    try:
+        worker.start()
+        worker.join(HANG_SECONDS)
+    finally:
+        SWAP.active = False
+    if worker.is_alive():
+        _unblock(target)
+        worker.join(5)
+        pytest.fail(f"blocked for {HANG_SECONDS:.0f}s at {site[0]}:{site[1]} on a file swapped for a {into}")
+    assert SWAP.fired, f"the swap never happened at {site}: the test drives nothing"
+    assert SWAP.escaped == [], f"opened outside the workspace: {SWAP.escaped}"
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+@pytest.fixture
+def swap_lay(lay: Layout) -> Layout:
+    (lay.outside / "defs.py").write_bytes(BAIT_DEFS)
+    return lay
+
+
+SWAP_INTO = ["link", "fifo"]
+
+
+def _edited_elsewhere(lay: Layout) -> None:
+    """src/app.py changes after its first two lines: its hash moves, the anchored lines stay."""
+    with open(lay.root / "src" / "app.py", "ab") as fh:
+        fh.write(b"\n\ndef later():\n    return 1\n")
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_drift_read_of_a_changed_file(swap_lay: Layout, into: str) -> None:
+    with anchorfs.open(swap_lay.root) as ws:
+        m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
+        _edited_elsewhere(swap_lay)
+        report = swapped_call(swap_lay, "src/app.py", ("drift.py", "_changed"), into, ws.drift)
+        assert isinstance(report, DriftReport)
+        (result,) = [r for r in report.memories if r.memory.id == m.id]
+        (check,) = result.checks
+        assert check.verdict is (Verdict.UNSAFE if into == "link" else Verdict.UNREADABLE), check.detail
+        assert result.drift is Drift.UNKNOWN
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_query_read_of_a_changed_file(swap_lay: Layout, into: str) -> None:
+    with anchorfs.open(swap_lay.root) as ws:
+        m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
+        _edited_elsewhere(swap_lay)
+        hits = swapped_call(swap_lay, "src/app.py", ("drift.py", "_changed"), into,
+                            lambda: ws.query("handler body", k=3))
+        assert isinstance(hits, list)
+        (hit,) = [h for h in hits if h.memory.id == m.id]
+        assert [c.verdict for c in hit.checks] == [Verdict.UNSAFE if into == "link" else Verdict.UNREADABLE]
+        assert hit.drift is Drift.UNKNOWN
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_record_read_refuses_the_write(swap_lay: Layout, into: str) -> None:
+    ledger = swap_lay.state / "ledger.jsonl"
+    with anchorfs.open(swap_lay.root) as ws:
+        before = ledger.read_bytes()
+        with pytest.raises(AnchorError, match="outside the workspace" if into == "link" else "not a regular file"):
+            swapped_call(swap_lay, "src/app.py", ("anchors.py", "_read_file"), into,
+                         lambda: ws.record("the handler returns the body", anchors=["src/app.py:1-2"]))
+        assert ledger.read_bytes() == before  # nothing written on refusal
+        assert ws.list() == []
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_codetext_read_keeps_the_write_and_reads_nothing_outside(swap_lay: Layout, into: str) -> None:
+    with anchorfs.open(swap_lay.root) as ws:
+        m = swapped_call(swap_lay, "src/app.py", ("codetext.py", "_read"), into,
+                         lambda: ws.record("the handler returns the body", anchors=["src/app.py:1-2"]))
+        assert isinstance(m, Memory)
+        assert m.anchors[0].sha256 == sha256_bytes(APP)  # taken before the swap
+        assert [x.id for x in ws.list()] == [m.id]
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_verify_read_of_a_named_file(swap_lay: Layout, into: str) -> None:
+    with anchorfs.open(swap_lay.root) as ws:
+        m = ws.record("requests go through `src/app.py#handler` first")
+        report = swapped_call(swap_lay, "src/app.py", ("verify.py", "_in_file"), into, ws.verify)
+        (result,) = [r for r in report.results if r.id == m.id]  # type: ignore[attr-defined]
+        (claim,) = [c for c in result.claims if c.claim.value == "src/app.py#handler"]
+        assert claim.verdict is Drift.UNKNOWN, claim.detail
+        assert ("outside the workspace" if into == "link" else "not a regular file") in claim.detail
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_verify_symbol_parse(swap_lay: Layout, into: str) -> None:
+    with anchorfs.open(swap_lay.root) as ws:
+        m = ws.record("the `secret_helper` function wraps `helper`")
+        report = swapped_call(swap_lay, "src/app.py", ("verify.py", "_parse"), into, ws.verify)
+        claims = {c.claim.value: c for r in report.results if r.id == m.id for c in r.claims}  # type: ignore[attr-defined]
+        assert claims["helper"].verdict is Drift.FRESH  # the other files were still parsed
+        assert "lib/util.py" in claims["helper"].detail
+        # Defined only in the outside file the link points to: not a claim anchorfs can confirm.
+        assert "secret_helper" not in claims or claims["secret_helper"].verdict is not Drift.FRESH
+
+
+@pytest.mark.parametrize("into", SWAP_INTO)
+def test_swap_at_the_history_working_tree_read(swap_lay: Layout, into: str) -> None:
+    from conftest import git
+
+    git(swap_lay.root, "init", "-q", "-b", "main")
+    git(swap_lay.root, "add", "src", "lib")
+    git(swap_lay.root, "commit", "-q", "-m", "code")
+    with anchorfs.open(swap_lay.root) as ws:
+        m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
+        _edited_elsewhere(swap_lay)
+        result = swapped_call(swap_lay, "src/app.py", ("history.py", "working_tree"), into, lambda: ws.bisect(m.id))
+        assert result is not None
+        assert result.culprit is None  # type: ignore[attr-defined]  # no evidence from the swapped file
