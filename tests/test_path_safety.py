@@ -697,6 +697,13 @@ def _to_fifo(path: str) -> None:
     os.replace(path + ".swap", path)
 
 
+def _to_file(path: str) -> None:
+    """Another regular file at the same name: the anchored lines now two lines lower."""
+    with open(path + ".swap", "wb") as fh:
+        fh.write(b"# moved\n# down\n" + APP)
+    os.replace(path + ".swap", path)
+
+
 def _unblock(path: str) -> None:
     """Give a reader stuck on the FIFO at `path` its EOF, so the thread can end."""
     try:
@@ -712,7 +719,7 @@ def swapped_call(lay: Layout, rel: str, site: tuple[str, str], into: str, call: 
     target = os.path.join(lay.root_real, rel)
     bait = lay.outside / ("defs.py" if site[0] == "verify.py" else "secret.py")
     SWAP.target, SWAP.site, SWAP.fired = target, site, False
-    SWAP.into = _to_fifo if into == "fifo" else _to_link(bait)
+    SWAP.into = _to_fifo if into == "fifo" else _to_file if into == "file" else _to_link(bait)
     SWAP.zone, SWAP.root, SWAP.escaped = os.path.realpath(lay.outside.parent), lay.root_real, []
     box: dict[str, object] = {}
 
@@ -839,3 +846,17 @@ def test_swap_at_the_history_working_tree_read(swap_lay: Layout, into: str) -> N
         result = swapped_call(swap_lay, "src/app.py", ("history.py", "working_tree"), into, lambda: ws.bisect(m.id))
         assert result is not None
         assert result.culprit is None  # type: ignore[attr-defined]  # no evidence from the swapped file
+
+
+def test_another_file_swapped_in_at_the_drift_read_is_checked_afresh(swap_lay: Layout) -> None:
+    """The guarded open refuses the new inode (its hash was not the one taken); the re-check
+    hashes and judges the file that is there now."""
+    with anchorfs.open(swap_lay.root) as ws:
+        m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
+        _edited_elsewhere(swap_lay)
+        report = swapped_call(swap_lay, "src/app.py", ("drift.py", "_changed"), "file", ws.drift)
+        assert isinstance(report, DriftReport)
+        (result,) = [r for r in report.memories if r.memory.id == m.id]
+        (check,) = result.checks
+        assert (check.verdict, check.lines_now) == (Verdict.MOVED, (3, 4)), check.detail
+        assert result.drift is Drift.FRESH
