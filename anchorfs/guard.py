@@ -83,7 +83,9 @@ class TooLargeError(GuardError):
 def is_state_name(name: str) -> bool:
     """Whether a top-level name is `.anchorfs` on some filesystem: case-insensitive ones (macOS,
     Windows) fold case and some normalize Unicode, so `.AnchorFS/ledger.jsonl` is the ledger."""
-    return name == STATE_DIR or (len(name) >= 4 and unicodedata.normalize("NFKC", name).casefold() == STATE_DIR)
+    if name.isascii():  # NFKC leaves ASCII as it is, and its casefold is its lower case
+        return name.lower() == STATE_DIR
+    return len(name) >= 4 and unicodedata.normalize("NFKC", name).casefold() == STATE_DIR
 
 
 def _escapes(real: str, root: str) -> str | None:
