@@ -5,9 +5,11 @@ case and Unicode-normalization tricks, very long paths, names that are not UTF-8
 Each case must end in a clear error (write) or verdict (check), and none may read a byte
 outside the root. That is proven, not assumed: an audit hook (`sys.addaudithook`) sees every
 `open` Python makes (builtins.open, os.open, and so the hash functions that read through
-them), resolves the path at that instant and, when it lands in a forbidden zone (the folder
-outside the root holding the bait files; `.anchorfs/` for the anchor-reading layer) or on a
-FIFO, records it and refuses the open, so the bait is never read and a FIFO never blocks.
+them), resolves the path at that instant as the open would (with O_NOFOLLOW a link at the
+last name is not followed) and, when it lands in a forbidden zone (the folder outside the root
+holding the bait files; `.anchorfs/` for the anchor-reading layer) or, with a blocking open, on
+a FIFO, records it and refuses the open, so the bait is never read and a FIFO never blocks.
+The swap-after-check cases at the end swap the file at the instant of the open itself.
 """
 
 from __future__ import annotations
