@@ -166,15 +166,26 @@ class HistoryEvent:
 AnchorLike = str | AnchorRef
 
 
+class _ReadOnlyCache(HashCache):
+    """The hash cache of a read-only workspace: hashes are kept in memory, never saved."""
+
+    def save(self, *, strict: bool = False) -> bool:
+        return False
+
+
 class Workspace:
-    def __init__(self, root: Path, *, embedder: str | None = None) -> None:
+    def __init__(self, root: Path, *, embedder: str | None = None, read_only: bool = False) -> None:
+        # read_only: nothing in .anchorfs/ is written (no manifest, no drift write-back, no
+        # ledger); a write raises. The MCP server's --read-only opens it so.
+        self.read_only = read_only
         self.root = root
         self.root_real = os.path.realpath(root)
         self.state = root / STATE_DIR
         self.config: Config = load_config(root)
         self._embedder_name = embedder or self.config.embedder
         self.ledger = Ledger(self.state)
-        self.cache = HashCache(self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
+        self.cache = (_ReadOnlyCache if read_only else HashCache)(
+            self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
         self._embedder: Embedder | None = None
         self._store: Store | None = None
         self._fold: tuple[int, dict[str, Memory]] | None = None
@@ -303,6 +314,8 @@ class Workspace:
     def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
                 new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = ()) -> None:
         """Ledger first (fsynced), then the store, under the writer lock."""
+        if self.read_only:
+            raise WorkspaceError(f"the workspace at {self.root} is open read-only; the {op} was not written")
         store = self.store
         entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
             [Entry.new(op, memories, at=at, reason=reason)]
@@ -586,6 +599,8 @@ class Workspace:
         and lands when the store is next opened, so a git hook or cron `drift` never pays for
         importing LanceDB.
         """
+        if self.read_only:
+            return 0
         known, pending = self._drift_state()
         # A memory is fresh when recorded (its anchors were just hashed): no entry means fresh.
         if isinstance(results, DriftReport):  # a whole pass: build no result for a fresh memory
@@ -620,6 +635,8 @@ class Workspace:
     def _flush_pending_drift(self) -> None:
         """Mirror drift found by store-less checks (hooks, cron) into the store's column."""
         assert self._store is not None
+        if self.read_only:
+            return
         known, pending = self._drift_state()
         if not pending:
             return

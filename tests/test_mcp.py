@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -65,10 +69,9 @@ def test_record_edit_recall_stale_supersede_recall_fresh(root: Path) -> None:
             "content": "token expiry is 24 hours", "kind": "constraint", "tags": ["auth"],
             "anchors": ["auth/token.py#TokenIssuer.issue"],
         }))["memory"]
-        assert m["kind"] == "constraint" and m["tags"] == ["auth"]
-        [anchor] = m["anchors"]
-        assert anchor["path"] == "auth/token.py" and anchor["symbol"] == "TokenIssuer.issue"
-        assert len(anchor["sha256"]) == 64  # taken by anchorfs, never by the agent
+        assert m["kind"] == "constraint" and m["tags"] == ["auth"] and m["status"] == "active"
+        assert m["anchors"] == ["auth/token.py#TokenIssuer.issue"] and m["drift"] == "fresh"
+        assert "sha256" not in json.dumps(m)  # taken by anchorfs, and kept from the agent
 
         hits = (await ok(c, "recall", {"query": "token expiry"}))["hits"]
         assert hits[0]["id"] == m["id"] and hits[0]["drift"] == "fresh"
@@ -86,7 +89,8 @@ def test_record_edit_recall_stale_supersede_recall_fresh(root: Path) -> None:
         new = (await ok(c, "supersede", {"id": m["id"][:8], "content": "token expiry is 12 hours",
                                          "reason": "issue() now signs for 12h"}))["memory"]
         assert new["supersedes"] == m["id"] and new["status"] == "active"
-        assert new["anchors"][0]["symbol"] == "TokenIssuer.issue"  # inherited, re-taken on today's code
+        assert new["anchors"] == ["auth/token.py#TokenIssuer.issue"]  # inherited, re-taken on today's code
+        assert new["drift"] == "fresh"
 
         hits = (await ok(c, "recall", {"query": "token expiry"}))["hits"]
         assert [x["id"] for x in hits] == [new["id"]]
@@ -201,6 +205,10 @@ def test_read_only_removes_the_writing_tools(root: Path) -> None:
 
     async def flow(c: Client) -> set[str]:
         names = {t.name for t in (await c.list_tools()).tools}
+        # nothing sends the agent to a tool this server does not have
+        texts = [c.instructions or ""] + [t.description or "" for t in (await c.list_tools()).tools]
+        for absent in WRITE_TOOLS:
+            assert not any(f"`{absent}`" in text for text in texts), absent
         assert (await ok(c, "recall", {"query": "readme"}))["hits"][0]["id"] == m.id
         await fails(c, "remember", {"content": "x"})
         await fails(c, "retract", {"id": m.id})
@@ -320,3 +328,497 @@ def test_write_mcp_config_refuses_a_broken_file(root: Path) -> None:
     with pytest.raises(anchorfs.InputError):
         write_mcp_config(root)
     assert (root / ".mcp.json").read_text() == "{not json"
+
+
+# -- issue 16: every input honoured or refused --------------------------------------------------
+
+def _ledger(root: Path) -> bytes:
+    path = root / ".anchorfs" / "ledger.jsonl"
+    return path.read_bytes() if path.exists() else b""
+
+
+def _readable(msg: str) -> None:
+    """One sentence for an agent: no pydantic dump, no SDK prefix, one line."""
+    assert msg and "\n" not in msg, msg
+    for raw in ("validation error", "pydantic", "Arguments", "Error executing", "input_value", "type="):
+        assert raw not in msg, msg
+
+
+def test_every_schema_is_closed(root: Path) -> None:
+    async def flow(c: Client) -> list[Any]:
+        return (await c.list_tools()).tools
+
+    tools = session(root, flow)
+    assert {"show", "history", "revert"} <= {t.name for t in tools}
+    for t in tools:
+        assert t.input_schema["additionalProperties"] is False, t.name
+    assert "revert" in WRITE_TOOLS
+
+
+@pytest.mark.parametrize(("tool", "args", "meant"), [
+    ("remember", {"content": "x", "paths": ["README.md"]}, "anchors"),
+    ("remember", {"content": "x", "symbols": ["auth/token.py#TokenIssuer"]}, "anchors"),
+    ("remember", {"content": "x", "evidence": "README.md"}, "anchors"),
+    ("remember", {"content": "x", "anchor": "README.md"}, "anchors"),
+    ("remember", {"content": "x", "file": "README.md"}, "anchors"),
+    ("remember", {"text": "x"}, "content"),
+    ("recall", {"query": "x", "limit": 3}, "k"),
+    ("recall", {"query": "x", "top_k": 3}, "k"),
+    ("recall", {"query": "x", "topK": 3}, "k"),
+    ("recall", {"q": "x"}, "query"),
+    ("recall", {"query": "x", "includeSuperseded": True}, "include_superseded"),
+    ("context", {"task": "x", "max_tokens": 500}, "budget"),
+    ("context", {"query": "x"}, "task"),
+    ("check_drift", {"memory_id": "abcd"}, "id"),
+    ("check_drift", {"k": 5}, "limit"),
+])
+def test_unknown_argument_names_the_parameter_meant(root: Path, tool: str, args: dict[str, Any], meant: str) -> None:
+    before = _ledger(root)
+
+    async def flow(c: Client) -> str:
+        return await fails(c, tool, args)
+
+    msg = session(root, flow)
+    _readable(msg)
+    [unknown] = [k for k in args if k != meant and k not in ("content", "query", "task")] or list(args)
+    assert msg.startswith(f"unknown argument {unknown!r}; "), msg
+    assert f"given as `{meant}`: " in msg
+    assert _ledger(root) == before
+
+
+def test_unknown_argument_message_as_the_issue_asks(root: Path) -> None:
+    async def flow(c: Client) -> tuple[str, str]:
+        return (await fails(c, "remember", {"content": "x", "paths": ["README.md"]}),
+                await fails(c, "recall", {"query": "x", "wat": 1}))
+
+    paths, wat = session(root, flow)
+    assert paths == 'unknown argument \'paths\'; anchors are given as `anchors`: ["src/a.py#Cls.fn", "src/b.py:10-12"]'
+    assert wat == "unknown argument 'wat'; `recall` takes `query`, `k`, `include_superseded`, `as_of`"
+    with anchorfs.open(root) as ws:
+        assert ws.list() == []
+
+
+@pytest.mark.parametrize(("tool", "args", "expected"), [
+    ("recall", {"query": "x", "k": "ten"}, '`k` must be a whole number from 1 to 100; got "ten"'),
+    ("recall", {"query": "x", "k": True}, "`k` must be a whole number from 1 to 100; got true"),
+    ("recall", {"query": "x", "k": 0}, "`k` must be a whole number from 1 to 100; got 0"),
+    ("recall", {"query": "x", "k": 2.5}, "`k` must be a whole number from 1 to 100; got 2.5"),
+    ("recall", {"query": 5}, "`query` must be a string; got 5"),
+    ("recall", {"query": "x", "include_superseded": "yes"}, '`include_superseded` must be true or false; got "yes"'),
+    ("remember", {"content": "x", "anchors": "README.md"},
+     '`anchors` must be a list of strings such as ["src/a.py#Cls.fn", "src/b.py:10-12"]; got "README.md"'),
+    ("remember", {"content": "x", "anchors": [1]},
+     '`anchors` must be a list of strings such as ["src/a.py#Cls.fn", "src/b.py:10-12"]; got [1]'),
+    ("remember", {"content": "x", "tags": "auth"}, '`tags` must be a list of strings such as ["auth"]; got "auth"'),
+    ("remember", {"content": None}, "`content` must be a string; got null"),
+    ("remember", {"content": "x", "kind": 5},
+     "`kind` must be one of decision, constraint, goal, preference, reference, summary, note; got 5"),
+    ("remember", {}, '`remember` needs `content`; the memory\'s text is given as `content`: "token expiry is 24h"'),
+    ("supersede", {"id": "abcd", "content": "y", "anchors": {"path": "README.md"}},
+     '`anchors` must be a list of strings such as ["src/a.py#Cls.fn", "src/b.py:10-12"]; got {"path": "README.md"}'),
+    ("check_drift", {"offset": -1}, "`offset` must be a whole number of at least 0; got -1"),
+])
+def test_wrong_types_are_refused_in_one_sentence(root: Path, tool: str, args: dict[str, Any], expected: str) -> None:
+    async def flow(c: Client) -> str:
+        return await fails(c, tool, args)
+
+    msg = session(root, flow)
+    _readable(msg)
+    assert msg == expected
+    assert _ledger(root) == b""
+
+
+def test_whole_numbers_and_json_text_lists_are_honoured(root: Path) -> None:
+    """JSON Schema's integer 2.0 is 2; a host that sends a list as JSON text means that list."""
+    async def flow(c: Client) -> tuple[dict[str, Any], dict[str, Any]]:
+        m = await ok(c, "remember", {"content": "readme says hello", "anchors": '["README.md"]'})
+        r = await ok(c, "recall", {"query": "readme hello", "k": 2.0})
+        return m, r
+
+    m, r = session(root, flow)
+    assert m["memory"]["anchors"] == ["README.md"]
+    assert r["count"] == 1
+
+
+def test_results_are_compact_json_without_hashes(root: Path) -> None:
+    async def flow(c: Client) -> list[Any]:
+        out = []
+        m = await c.call_tool("remember", {"content": "token expiry is 24 hours", "tags": ["auth"],
+                                           "anchors": ["auth/token.py#TokenIssuer.issue"]})
+        mid = m.structured_content["memory"]["id"]
+        out.append(m)
+        out.append(await c.call_tool("recall", {"query": "token expiry"}))
+        out.append(await c.call_tool("check_drift", {"all": True}))
+        out.append(await c.call_tool("show", {"id": mid}))
+        out.append(await c.call_tool("history", {"id": mid}))
+        out.append(await c.call_tool("reanchor", {"id": mid}))
+        return out
+
+    for result in session(root, flow):
+        assert not result.is_error, result.content
+        [text] = result.content
+        assert text.text == json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
+        assert "sha256" not in text.text and "content_hash" not in text.text
+
+
+def test_check_drift_lists_the_flagged_only_and_pages_on_request(root: Path) -> None:
+    for n in range(6):
+        (root / f"f{n}.py").write_text(f"x = {n}\n")
+    with anchorfs.open(root) as ws:
+        ids = [ws.record(f"file {n} sets x to {n}", anchors=[f"f{n}.py"]).id for n in range(6)]
+        ws.record("an unanchored note")
+    (root / "f1.py").write_text("x = 100\n")
+    (root / "f4.py").unlink()
+
+    async def flow(c: Client) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        default = await ok(c, "check_drift", {})
+        pages = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await ok(c, "check_drift", {"all": True, "offset": offset, "limit": 4})
+            pages.append(page)
+            offset = page["next_offset"]
+        assert "not both" in await fails(c, "check_drift", {"id": ids[0], "all": True})
+        return default, pages
+
+    default, pages = session(root, flow)
+    assert (default["checked"], default["stale"], default["unknown"], default["fresh"]) == (6, 2, 0, 4)
+    assert {m["id"] for m in default["memories"]} == {ids[1], ids[4]}
+    assert default["listed"] == 2 and default["next_offset"] is None
+    by_id = {m["id"]: m for m in default["memories"]}
+    assert by_id[ids[1]] == {"id": ids[1], "drift": "stale", "content": "file 1 sets x to 1",
+                             "anchors": [{"anchor": "f1.py", "verdict": "changed", "detail": "f1.py changed"}]}
+    assert [len(p["memories"]) for p in pages] == [4, 2]
+    assert [p["offset"] for p in pages] == [0, 4]
+    assert sorted(m["id"] for p in pages for m in p["memories"]) == sorted(ids)
+    fresh = next(m for p in pages for m in p["memories"] if m["id"] == ids[0])
+    assert fresh["anchors"] == [{"anchor": "f0.py", "verdict": "fresh"}]
+
+
+def test_check_drift_answer_stays_small_on_many_memories(root: Path) -> None:
+    """The issue's 192k characters at 516 memories: a default answer now lists only the flagged."""
+    with anchorfs.open(root) as ws:
+        ws.record_many([{"content": f"readme fact {n} " + "words " * 40, "anchors": ["README.md"]} for n in range(300)])
+        ws.record("the token issuer signs", anchors=["auth/token.py#TokenIssuer.issue"])
+    (root / "auth" / "token.py").write_text(TOKEN.replace("sign(", "sig("))
+
+    async def flow(c: Client) -> Any:
+        return await c.call_tool("check_drift", {})
+
+    result = session(root, flow)
+    data = result.structured_content
+    assert (data["checked"], data["stale"], data["fresh"]) == (301, 1, 300)
+    assert len(result.content[0].text) < 600
+
+
+def test_hits_carry_a_bounded_text_and_show_gives_more(root: Path) -> None:
+    from anchorfs.mcp import HIT_CHARS
+
+    long = "the readme greets everyone. " + "x" * 9000
+    with anchorfs.open(root) as ws:
+        m = ws.record(long, anchors=["README.md"])
+
+    async def flow(c: Client) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await ok(c, "recall", {"query": "readme greets"}), await ok(c, "show", {"id": m.id})
+
+    recall, shown = session(root, flow)
+    [hit] = recall["hits"]
+    assert hit["content_cut"] is True and hit["content_chars"] == len(long)
+    assert hit["content"].startswith(long[:HIT_CHARS])
+    assert hit["content"].endswith(f"[... cut: {HIT_CHARS:,} of {len(long):,} characters; `show` the id for more]")
+    assert shown["memory"]["content"] == long and "content_cut" not in shown["memory"]
+    assert shown["memory"]["drift"] == "fresh" and shown["memory"]["envelope"].startswith("[fresh")
+
+
+def test_show_history_and_revert(root: Path) -> None:
+    async def flow(c: Client) -> None:
+        old = (await ok(c, "remember", {"content": "token expiry is 24 hours",
+                                        "anchors": ["auth/token.py#TokenIssuer.issue"]}))["memory"]
+        new = (await ok(c, "supersede", {"id": old["id"], "content": "token expiry is 12 hours"}))["memory"]
+        shown = (await ok(c, "show", {"id": old["id"]}))["memory"]
+        assert shown["status"] == "superseded" and shown["superseded_by"] == new["id"]
+        assert shown["anchors"] == [{"anchor": "auth/token.py#TokenIssuer.issue", "verdict": "fresh"}]
+        events = (await ok(c, "history", {"id": new["id"]}))["events"]
+        assert [(e["op"], e["id"], e["status"]) for e in events] == [
+            ("record", old["id"], "active"), ("supersede", new["id"], "active"), ("supersede", old["id"], "superseded")]
+        back = (await ok(c, "revert", {"id": old["id"], "reason": "12h was a misreading"}))["memory"]
+        assert back["id"] == old["id"] and back["status"] == "active" and back["drift"] == "fresh"
+        assert (await ok(c, "show", {"id": new["id"]}))["memory"]["status"] == "retracted"
+        assert [h["id"] for h in (await ok(c, "recall", {"query": "token expiry"}))["hits"]] == [old["id"]]
+        msg = await fails(c, "revert", {"id": old["id"]})
+        _readable(msg)
+        assert "nothing to revert" in msg
+
+    session(root, flow)
+
+
+def test_errors_name_this_servers_tools_not_cli_flags(root: Path) -> None:
+    with anchorfs.open(root) as ws:
+        bare = ws.record("an unanchored note")
+        gone = ws.record("a retracted one")
+        ws.retract(gone.id)
+
+    async def flow(c: Client) -> tuple[str, str, set[str]]:
+        names = {t.name for t in (await c.list_tools()).tools}
+        return await fails(c, "reanchor", {"id": bare.id}), await fails(c, "supersede", {"id": gone.id, "content": "y"}), names
+
+    no_anchors, retracted, names = session(root, flow)
+    assert "--" not in no_anchors and "`anchors`" in no_anchors
+    assert "`revert`" in retracted and "revert" in names
+
+
+def test_empty_anchors_leave_them_as_they_are_and_drop_anchors_drops(root: Path) -> None:
+    async def flow(c: Client) -> None:
+        m = (await ok(c, "remember", {"content": "issue signs for 24h", "anchors": ["auth/token.py#TokenIssuer.issue"]}))["memory"]
+        re = (await ok(c, "reanchor", {"id": m["id"], "anchors": []}))["memory"]
+        assert re["anchors"] == ["auth/token.py#TokenIssuer.issue"]
+        new = (await ok(c, "supersede", {"id": m["id"], "content": "issue signs for 12h", "anchors": []}))["memory"]
+        assert new["anchors"] == ["auth/token.py#TokenIssuer.issue"]
+        newer = (await ok(c, "supersede", {"id": new["id"], "content": "issue signs for 6h", "anchors": None}))["memory"]
+        assert newer["anchors"] == ["auth/token.py#TokenIssuer.issue"]
+        before = _ledger(root)
+        assert "not both" in await fails(c, "supersede", {"id": newer["id"], "content": "z", "anchors": ["README.md"],
+                                                           "drop_anchors": True})
+        assert _ledger(root) == before
+        bare = (await ok(c, "supersede", {"id": newer["id"], "content": "tokens last a while", "drop_anchors": True}))["memory"]
+        assert bare["anchors"] == [] and bare["drift"] == "unanchored"
+        later = (await ok(c, "supersede", {"id": bare["id"], "content": "tokens last 6h"}))["memory"]
+        assert later["anchors"] == []  # nothing to inherit
+
+    session(root, flow)
+
+
+def test_remembering_the_same_claim_twice_says_so(root: Path) -> None:
+    async def flow(c: Client) -> None:
+        args = {"content": "token expiry is 24 hours", "anchors": ["auth/token.py#TokenIssuer.issue"]}
+        first = await ok(c, "remember", args)
+        assert first["duplicate"] is False
+        before = _ledger(root)
+        again = await ok(c, "remember", args)
+        assert again["duplicate"] is True and again["memory"]["id"] == first["memory"]["id"]
+        assert again["note"] == f"already remembered as {first['memory']['id']}; nothing written"
+        assert _ledger(root) == before
+
+    session(root, flow)
+
+
+def _state_snapshot(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every path under .anchorfs/ with its mtime and, for files, its bytes."""
+    out: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted((root / ".anchorfs").rglob("*")):
+        st = path.lstat()
+        out[str(path.relative_to(root))] = (st.st_mtime_ns, path.read_bytes() if path.is_file() else None)
+    return out
+
+
+def test_read_only_server_writes_nothing(root: Path) -> None:
+    with anchorfs.open(root) as ws:
+        stale = ws.record("issue signs for 24h", anchors=["auth/token.py#TokenIssuer.issue"])
+        fresh = ws.record("readme greets", anchors=["README.md"])
+        ws.query("warm the store")
+    (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    before = _state_snapshot(root)
+    assert ".anchorfs/manifest.json" in before
+
+    async def flow(c: Client) -> None:
+        assert (await ok(c, "recall", {"query": "issue signs"}))["hits"][0]["drift"] == "stale"
+        assert (await ok(c, "check_drift", {}))["stale"] == 1
+        assert (await ok(c, "check_drift", {"id": stale.id}))["stale"] == 1
+        assert (await ok(c, "show", {"id": fresh.id}))["memory"]["drift"] == "fresh"
+        await ok(c, "history", {"id": stale.id})
+        await ok(c, "context", {"task": "token signing"})
+        msg = await fails(c, "remember", {"content": "x"})
+        assert msg == "Unknown tool: remember"
+
+    session(root, flow, read_only=True)
+    assert _state_snapshot(root) == before
+
+
+def test_read_only_workspace_refuses_a_write(root: Path) -> None:
+    ws = Workspace(root.resolve(), read_only=True)
+    with pytest.raises(anchorfs.WorkspaceError, match="read-only"):
+        ws.record("x")
+    assert _ledger(root) == b""
+
+
+def test_mcp_command_refuses_json(root: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "mcp", "--json", "--root", str(root)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "--json" in proc.stderr and "JSON-RPC" in proc.stderr
+
+
+# -- the property: every tool, driven with what an agent might guess ----------------------------
+
+class _LiveClient:
+    """One in-process MCP session kept open on its own event loop, for many hypothesis examples."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.client: Client | None = None
+
+    def __enter__(self) -> "_LiveClient":
+        self.thread.start()
+        self.stop = asyncio.run_coroutine_threadsafe(self._make_event(), self.loop).result()
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.main = asyncio.run_coroutine_threadsafe(self._main(ready), self.loop)
+        ready.result(timeout=120)
+        return self
+
+    async def _make_event(self) -> asyncio.Event:
+        return asyncio.Event()
+
+    async def _main(self, ready: "concurrent.futures.Future[None]") -> None:
+        async with Client(self.server) as client:
+            self.client = client
+            ready.set_result(None)
+            await self.stop.wait()
+
+    def call(self, tool: str, args: dict[str, Any]) -> Any:
+        assert self.client is not None
+        return asyncio.run_coroutine_threadsafe(self.client.call_tool(tool, args), self.loop).result(timeout=120)
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.main.result(timeout=120)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=120)
+        self.loop.close()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+_GUESSES = ["paths", "path", "file", "files", "symbols", "evidence", "anchor", "limit", "top_k", "n", "text",
+            "memory_id", "memory", "type", "tag", "why", "max_tokens", "question", "since", "page", "verbose"]
+
+
+def _as_json_list(schema: dict[str, Any], value: Any) -> Any:
+    """The host quirk the server honours: a list sent as JSON text is that list."""
+    admits_array = any(o.get("type") == "array" for o in schema.get("anyOf", [schema]))
+    if admits_array and isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, list) else value
+    return value
+
+
+def test_every_tool_honours_or_refuses_what_an_agent_guesses(git_repo: Path) -> None:
+    """Random extra keys, wrong types, nulls and empty lists into every tool: an error in one
+    readable sentence with the ledger byte-identical, or exactly the documented effect."""
+    import jsonschema
+    from conftest import git
+
+    (git_repo / "auth").mkdir()
+    (git_repo / "auth" / "token.py").write_text(TOKEN)
+    (git_repo / "README.md").write_text("hello\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "code")
+    anchorfs.init(git_repo)
+    counter = iter(range(10**6))
+
+    with _LiveClient(build_server(git_repo)) as live:
+        schemas = {t.name: t.input_schema for t in asyncio.run_coroutine_threadsafe(
+            live.client.list_tools(), live.loop).result().tools}  # type: ignore[union-attr]
+
+        def fresh_memory(*, retired: bool = False) -> dict[str, Any]:
+            out = live.call("remember", {"content": f"claim {next(counter)} about the token issuer",
+                                         "anchors": ["auth/token.py#TokenIssuer.issue"]})
+            assert not out.is_error, out.content
+            memory = out.structured_content["memory"]
+            if retired:
+                assert not live.call("retract", {"id": memory["id"]}).is_error
+            return memory
+
+        def base(tool: str) -> dict[str, Any]:
+            n = next(counter)
+            return {
+                "remember": lambda: {"content": f"fact {n} about the readme", "anchors": ["README.md"]},
+                "recall": lambda: {"query": "token issuer"},
+                "context": lambda: {"task": "token issuer"},
+                "check_drift": lambda: {},
+                "show": lambda: {"id": fresh_memory()["id"]},
+                "history": lambda: {"id": fresh_memory()["id"]},
+                "bisect": lambda: {"id": fresh_memory()["id"]},
+                "supersede": lambda: {"id": fresh_memory()["id"], "content": f"corrected claim {n}"},
+                "retract": lambda: {"id": fresh_memory()["id"]},
+                "reanchor": lambda: {"id": fresh_memory()["id"]},
+                "revert": lambda: {"id": fresh_memory(retired=True)["id"]},
+            }[tool]()
+
+        @settings(max_examples=70, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(tool=st.sampled_from(sorted(schemas)), how=st.sampled_from(["extra", "wrong", "null", "empty"]),
+               data=st.data())
+        def run(tool: str, how: str, data: st.DataObject) -> None:
+            props = schemas[tool]["properties"]
+            args = base(tool)
+            expect_error: str | None = None  # the parameter the error must name
+            param: str | None = None
+            if how == "extra":
+                key = data.draw(st.sampled_from(_GUESSES) | st.text(min_size=1, max_size=10), label="key")
+                assume(key not in props)
+                args[key] = data.draw(_JSON, label="value")
+                expect_error = key
+            else:
+                if not props:
+                    return
+                param = data.draw(st.sampled_from(sorted(props)), label="param")
+                value = {"null": None, "empty": []}.get(how)
+                if how == "wrong":
+                    value = data.draw(_JSON.filter(
+                        lambda v: not jsonschema.Draft202012Validator(props[param]).is_valid(_as_json_list(props[param], v))),
+                        label="value")
+                args[param] = value
+                if not jsonschema.Draft202012Validator(props[param]).is_valid(_as_json_list(props[param], value)):
+                    expect_error = param
+            before = _ledger(git_repo)
+            out = live.call(tool, args)
+            text = " ".join(getattr(c, "text", "") for c in out.content)
+            if out.is_error:
+                _readable(text)
+                assert _ledger(git_repo) == before, (tool, args, text)
+            if expect_error is not None:
+                assert out.is_error, (tool, args)
+                if how == "extra":
+                    assert text.startswith(f"unknown argument {expect_error!r}; "), text
+                else:
+                    assert f"`{expect_error}`" in text, text
+                return
+            # a valid call: exactly the documented effect
+            assert not out.is_error, (tool, args, text)
+            result = out.structured_content
+            if tool in ("recall", "context", "check_drift", "show", "history", "bisect"):
+                assert _ledger(git_repo) == before
+            if how == "empty" and param == "anchors":
+                if tool == "remember":
+                    assert result["memory"]["anchors"] == [] and result["memory"]["drift"] == "unanchored"
+                else:  # supersede, reanchor: [] leaves them as they are
+                    assert result["memory"]["anchors"] == ["auth/token.py#TokenIssuer.issue"]
+            if how == "empty" and param == "tags":
+                assert "tags" not in result["memory"]
+            if tool == "supersede":
+                assert result["memory"]["supersedes"] == args["id"]
+            if tool == "retract":
+                assert result["memory"]["status"] == "retracted"
+            if tool in ("revert", "reanchor", "remember", "supersede"):
+                assert result["memory"]["status"] == "active"
+
+        run()
+
+
+def test_content_over_the_cap_is_one_line_and_writes_nothing(root: Path) -> None:
+    async def flow(c: Client) -> str:
+        return await fails(c, "remember", {"content": "x" * 40_000})
+
+    msg = session(root, flow)
+    _readable(msg)
+    assert msg == "content is 40,000 characters, over the limit of 32,768 (limits.content_chars); nothing was written"
+    assert _ledger(root) == b""
