@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import HistoryError
 
-__all__ = ["run_git", "git_env", "popen_git", "toplevel", "head_commit", "dirty_paths", "is_ancestor"]
+__all__ = [
+    "run_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "head_and_dirty",
+    "dirty_paths", "is_ancestor",
+]
 
 
 def git_env() -> dict[str, str]:
@@ -78,40 +82,60 @@ def head_commit(root: Path) -> str | None:
     return out.decode() if out else None
 
 
-def dirty_paths(root: Path, paths: list[str]) -> set[str]:
-    """Which of `paths` (relative to `root`) differ from HEAD or are untracked."""
+def prefix_of(root: Path, top: Path) -> str:
+    """`root`'s place inside the repo at `top` as a git path prefix (`""` or `"sub/dir/"`)."""
+    rel = os.path.relpath(os.path.realpath(root), os.path.realpath(top))
+    return "" if rel == os.curdir else rel.replace(os.sep, "/") + "/"
+
+
+def head_and_dirty(root: Path, paths: Sequence[str], *, prefix: str | None = None) -> tuple[str | None, set[str]]:
+    """HEAD's hash (None before the first commit) and which of `paths` (relative to `root`)
+    differ from it or are untracked: one `git status --porcelain=v2 --branch` for both, so a
+    batch of writes pays one process whatever its size. `prefix` is `prefix_of(root, top)`,
+    looked up here (one more process) when the caller has not kept it.
+    """
     if not paths:
-        return set()
+        return head_commit(root), set()
     out = run_git(
-        root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *paths, check=False
+        root, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames",
+        "--", *(":(literal)" + p for p in paths), check=False,
     )
+    if prefix is None:
+        top = toplevel(root)
+        prefix = prefix_of(root, top) if top is not None else ""
+    head: str | None = None
     dirty: set[str] = set()
-    top = toplevel(root)
-    prefix = ""
-    if top is not None:
-        rel = os.path.relpath(os.path.realpath(root), os.path.realpath(top))
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-    entries = out.split(b"\0")
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        i += 1
-        if len(entry) < 4:
+    for entry in out.split(b"\0"):
+        if entry.startswith(b"# branch.oid "):
+            oid = entry[len(b"# branch.oid "):].strip().decode("ascii", "replace")
+            head = oid if oid and oid != "(initial)" else None
             continue
-        status, name = entry[:2], os.fsdecode(entry[3:])
-        if status[:1] in (b"R", b"C"):
-            i += 1  # the rename source follows
+        kind = entry[:1]
+        fields = {b"1": 8, b"2": 9, b"u": 10, b"?": 1}.get(kind)
+        if fields is None or entry[1:2] != b" ":
+            continue  # another header, an ignored entry, or a rename's source (none: --no-renames)
+        parts = entry.split(b" ", fields)
+        if len(parts) <= fields:
+            continue
+        name = os.fsdecode(parts[fields])
         if prefix and name.startswith(prefix):
             name = name[len(prefix):]
         dirty.add(name)
-    return dirty
+    return head, dirty
+
+
+def dirty_paths(root: Path, paths: list[str]) -> set[str]:
+    """Which of `paths` (relative to `root`) differ from HEAD or are untracked."""
+    return head_and_dirty(root, paths)[1] if paths else set()
 
 
 def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     """True when `ancestor` is reachable from `descendant` (a commit is its own ancestor)."""
-    env = git_env()
-    proc = subprocess.run(
-        ["git", "merge-base", "--is-ancestor", ancestor, descendant],
-        cwd=cwd, env=env, capture_output=True, check=False,
-    )
+    try:
+        proc = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", ancestor, descendant],
+            cwd=cwd, env=git_env(), capture_output=True, check=False,
+        )
+    except FileNotFoundError as exc:  # no git on this machine
+        raise HistoryError("git is not installed") from exc
     return proc.returncode == 0

@@ -217,12 +217,18 @@ class AnchorHistory:
 
     @property
     def holds(self) -> bool:
-        return self.verdict not in _BREAKS
+        """The anchor holds now; an unreadable last version is unknown, not holding."""
+        return self.verdict in _HOLDS
+
+    @property
+    def unknown(self) -> bool:
+        """Neither holds nor broken now (the last version was unreadable or unsafe)."""
+        return self.verdict not in _HOLDS and self.verdict not in _BREAKS
 
     @property
     def culprit(self) -> Step | None:
         """The step that began the current breakage (an earlier break later undone is a touch)."""
-        if self.holds:
+        if self.verdict not in _BREAKS:
             return None
         for step in reversed(self.steps):
             if step.invalidates:
@@ -245,6 +251,7 @@ class AnchorHistory:
             anchored_date=self.anchored.date,
             verdict=self.verdict.value,
             holds=self.holds,
+            unknown=self.unknown,
             lines_now=list(self.lines_now) if self.lines_now else None,
             walked=self.walked,
             culprit=_culprit_dict(self, culprit) if culprit else None,
@@ -289,7 +296,13 @@ class BisectResult:
 
     @property
     def holds(self) -> bool:
+        """Every anchor holds now (none broken, none unknown)."""
         return all(h.holds for h in self.anchors)
+
+    @property
+    def unknown(self) -> bool:
+        """No anchor is broken but history cannot vouch for one (an unreadable step last)."""
+        return self.culprit is None and any(h.unknown for h in self.anchors)
 
     @property
     def touches(self) -> tuple[Step, ...]:
@@ -308,6 +321,7 @@ class BisectResult:
         return {
             "id": self.memory_id,
             "holds": self.holds,
+            "unknown": self.unknown,
             "culprit": _culprit_dict(*pair) if pair else None,
             "touches": touches,
             "walked": max((h.walked for h in self.anchors), default=0),
@@ -322,10 +336,15 @@ class BisectResult:
         if pair is None:
             n = sum(len(h.steps) for h in self.anchors)
             walked = max((h.walked for h in self.anchors), default=0)
-            unknown = [h for h in self.anchors if h.verdict not in _HOLDS]
-            tail = f"; {unknown[0].anchor.spec} is {unknown[0].verdict.value}" if unknown else ""
-            return (f"the memory holds: no step broke its anchors "
-                    f"({walked} steps walked, {n} touched the anchored files){tail}")
+            counts = f"({walked} steps walked, {n} touched the anchored files)"
+            unknown = [h for h in self.anchors if h.unknown]
+            if unknown:
+                h = unknown[0]
+                last = next((s.detail for s in reversed(h.steps) if s.verdict is h.verdict), "")
+                why = f" ({last})" if last else ""
+                return (f"unknown: no step broke the memory's anchors {counts}, but "
+                        f"{h.anchor.spec} is {h.verdict.value}{why}: history cannot say it holds")
+            return f"the memory holds: no step broke its anchors {counts}"
         hist, step = pair
         head = step.short if step.commit == WORKING_TREE else f"{step.short} {(step.date or '')[:10]}"
         who = f" {step.author}" if step.author else ""
@@ -413,60 +432,121 @@ def _parse_commit(line: bytes) -> _Commit:
 
 
 class _Blobs:
-    """One `git cat-file --batch` for the walk: blobs on demand, no process per blob."""
+    """Objects on demand for a walk: one `git cat-file --batch-check` for names, types and
+    sizes, one `git cat-file --batch` for the contents, no process per blob.
+
+    A blob's size is known before a byte of it is read, so one over `MAX_FILE_BYTES` is never
+    read (nor held by git for us): it is `unreadable`, like a file that large on disk.
+    """
 
     def __init__(self, top: Path) -> None:
         self._top = top
-        self._proc: Any = None
-        self._cache: dict[str, tuple[str, str, bytes] | None] = {}
+        self._check: Any = None
+        self._batch: Any = None
+        self._info: dict[str, tuple[str, str, int] | None] = {}
+        self._data: dict[str, bytes] = {}
+        self.read_bytes = 0
+        """Blob bytes read so far (what the size bound keeps small)."""
 
-    def get(self, spec: str) -> bytes | None:
-        """The blob named by an oid or `rev:path`; None when missing or not a blob."""
-        found = self.lookup(spec)
+    def info(self, spec: str) -> tuple[str, str, int] | None:
+        """(oid, type, size) of any object name git understands; None when missing or bad."""
+        if spec in self._info:
+            return self._info[spec]
+        if "\n" in spec or "\0" in spec or not spec:
+            return None
+        if self._check is None:
+            self._check = popen_git(self._top, "cat-file", "--batch-check")
+        found = _header(self._ask(self._check, spec))
+        if len(self._info) >= 4096:
+            del self._info[next(iter(self._info))]
+        self._info[spec] = found
+        return found
+
+    def size(self, spec: str) -> int | None:
+        """A blob's size in bytes; None when missing or not a blob."""
+        found = self.info(spec)
         return found[2] if found is not None and found[1] == "blob" else None
 
-    def lookup(self, spec: str) -> tuple[str, str, bytes] | None:
-        """(oid, type, content) of any object name git understands; None when missing."""
-        if spec in self._cache:
-            return self._cache[spec]
-        if "\n" in spec or not spec:
+    def too_large(self, spec: str) -> bool:
+        size = self.size(spec)
+        return size is not None and size > MAX_FILE_BYTES
+
+    def why_missing(self, spec: str | None, path: str) -> str:
+        """The detail of an unreadable step whose blob `get` did not give."""
+        size = self.size(spec) if spec else None
+        if size is not None and size > MAX_FILE_BYTES:
+            return f"{path} is too large to judge ({size} bytes, over {MAX_FILE_BYTES})"
+        return f"{path}: the blob is missing"
+
+    def get(self, spec: str) -> bytes | None:
+        """The blob named by an oid or `rev:path`; None when missing, not a blob, or over the
+        size bound (checked first: such a blob is never read)."""
+        found = self.info(spec)
+        if found is None or found[1] != "blob" or found[2] > MAX_FILE_BYTES:
             return None
-        if self._proc is None:
-            self._proc = popen_git(self._top, "cat-file", "--batch")
-        stdin: IO[bytes] = self._proc.stdin
-        stdout: IO[bytes] = self._proc.stdout
-        stdin.write(spec.encode("utf-8", "surrogateescape") + b"\n")
-        stdin.flush()
+        oid, _, size = found
+        if oid in self._data:
+            return self._data[oid]
+        if self._batch is None:
+            self._batch = popen_git(self._top, "cat-file", "--batch")
+        got = _header(self._ask(self._batch, oid))
+        if got is None or got[2] != size:
+            raise HistoryError(f"git cat-file gave {oid} as {got!r}, not a {size}-byte blob")
+        body = self._batch.stdout.read(size + 1)[:size]
+        if len(body) != size:
+            raise HistoryError("git cat-file stopped unexpectedly")
+        self.read_bytes += size
+        if len(self._data) >= 16:
+            del self._data[next(iter(self._data))]
+        self._data[oid] = body
+        return body
+
+    @staticmethod
+    def _ask(proc: Any, spec: str) -> bytes:
+        stdin: IO[bytes] = proc.stdin
+        stdout: IO[bytes] = proc.stdout
+        try:
+            stdin.write(spec.encode("utf-8", "surrogateescape") + b"\n")
+            stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise HistoryError("git cat-file stopped unexpectedly") from None
         header = stdout.readline()
         if not header:
             raise HistoryError("git cat-file stopped unexpectedly")
-        parts = header.split()
-        found: tuple[str, str, bytes] | None = None
-        if len(parts) == 3 and parts[1] != b"missing":
-            size = int(parts[2])
-            body = stdout.read(size + 1)[:size]
-            found = (parts[0].decode(), parts[1].decode(), body)
-        if len(self._cache) >= 16:
-            del self._cache[next(iter(self._cache))]
-        self._cache[spec] = found
-        return found
+        return header
 
     def close(self) -> None:
-        if self._proc is not None:
+        for attr in ("_check", "_batch"):
+            proc = getattr(self, attr)
+            if proc is None:
+                continue
             try:
-                self._proc.stdin.close()
-                self._proc.wait(timeout=10)
+                proc.stdin.close()
+                proc.wait(timeout=10)
             except Exception:  # pragma: no cover - best effort cleanup
-                self._proc.kill()
-            self._proc = None
+                proc.kill()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            setattr(self, attr, None)
+
+
+def _header(line: bytes) -> tuple[str, str, int] | None:
+    """`<oid> <type> <size>` from cat-file; None for `<name> missing`, `<name> ambiguous` and
+    anything else (a name with spaces in it echoes back as more than three words)."""
+    parts = line.split()
+    if len(parts) != 3 or not _OID_RE.match(parts[0]) or not parts[2].isdigit():
+        return None
+    return parts[0].decode(), parts[1].decode("ascii", "replace"), int(parts[2])
 
 
 class _Repo:
     """The workspace seen from git: its top level, the workspace's place in it, HEAD."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, top: Path | None = None) -> None:
         root_real = os.path.realpath(root)
-        top = toplevel(Path(root_real))
+        if top is None:
+            top = toplevel(Path(root_real))
         if top is None:
             raise HistoryError(f"{root} is not in a git repository: history needs one")
         self.root_real = root_real
@@ -474,7 +554,7 @@ class _Repo:
         rel = os.path.relpath(root_real, self.top)
         self.prefix = "" if rel == os.curdir else rel.replace(os.sep, "/") + "/"
         self.blobs = _Blobs(self.top)
-        found = self.blobs.lookup("HEAD^{commit}")
+        found = self.blobs.info("HEAD^{commit}")
         if found is None:
             self.close()
             raise HistoryError("the repository has no commits yet")
@@ -498,8 +578,8 @@ class _Repo:
         return repo_path if not self.prefix else ":/" + repo_path  # outside: git's top-relative form
 
     def resolve(self, rev: str, *, what: str = "revision") -> str:
-        found = None if rev.startswith("-") else self.blobs.lookup(f"{rev}^{{commit}}")
-        if found is None:
+        found = None if rev.startswith("-") else self.blobs.info(f"{rev}^{{commit}}")
+        if found is None or found[1] != "commit":
             raise HistoryError(f"unknown {what} {rev!r}")
         return found[0]
 
@@ -688,9 +768,15 @@ class _PatchParser:
         return last
 
 
+def _big_files() -> str:
+    """git treats a file over the size bound as binary (no hunks): its diff is never computed
+    nor printed for us, and the step that holds it is judged unreadable without reading it."""
+    return f"core.bigFileThreshold={MAX_FILE_BYTES}"
+
+
 def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Iterator[_Record]:
     """Stream `diff-tree --stdin` over (commit, previous) pairs: one record per commit."""
-    proc = popen_git(top, "-c", "core.quotepath=false", "diff-tree", "--stdin", "--always", "-r",
+    proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-tree", "--stdin", "--always", "-r",
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
                      "--no-color", "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
     assert proc.stdin is not None and proc.stdout is not None
@@ -728,7 +814,7 @@ def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> It
 
 
 def _worktree_patch(top: Path, repo_path: str) -> _Record:
-    out = run_git(top, "-c", "core.quotepath=false", "diff-index", "--raw", "-p", "-U0",
+    out = run_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-index", "--raw", "-p", "-U0",
                   "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
                   "--full-index", "--abbrev=64", "HEAD", "--", ":(literal)" + repo_path)
     parser = _PatchParser(_Record(WORKING_TREE))
@@ -890,8 +976,13 @@ class _Tracker:
         load: Callable[[], bytes | None],
         *,
         prev_commit: str | None = None,
+        size: int | None = None,
     ) -> Step:
-        """Judge the version a step left behind (the step touched the anchored file)."""
+        """Judge the version a step left behind (the step touched the anchored file).
+
+        `size` is that version's size when known: one over `MAX_FILE_BYTES` is `unreadable`,
+        as `drift` says of such a file on disk, and is never loaded.
+        """
         status, _, oid = entry
         deleted = status == "D" or oid in _NULL_OIDS
         new_oid = None if deleted else oid
@@ -904,7 +995,10 @@ class _Tracker:
         renamed: str | None = None
         judged: _Judged
 
-        if deleted:
+        if not deleted and size is not None and size > MAX_FILE_BYTES:
+            judged = _Judged(Verdict.UNREADABLE,
+                             f"{self.ref.path} is too large to judge ({size} bytes, over {MAX_FILE_BYTES})")
+        elif deleted:
             judged = _Judged(Verdict.DELETED, f"{self.ref.path} deleted")
             if prev_commit is not None and self.state:
                 renamed = _renamed_to(self.repo, meta.commit, prev_commit, self.repo.repo_path(self.ref.path))
@@ -916,7 +1010,7 @@ class _Tracker:
                 judged = _Judged(Verdict.FRESH if same else Verdict.CHANGED,
                                  "identical to the anchored file" if same else f"{self.ref.path} changed")
             else:
-                judged = self._load_and_judge(load, None)
+                judged = self._load_and_judge(load, None, new_oid)
             relevant = tuple(plain[:_MAX_HUNKS])
         elif self.kind == "lines":
             judged, relevant = self._step_lines(before, plain, trusted, load, new_oid)
@@ -927,8 +1021,7 @@ class _Tracker:
         holds_now: bool | None = True if verdict in _HOLDS else False if verdict in _BREAKS else None
         invalidates = self.state is True and holds_now is False
         restores = self.state is False and holds_now is True
-        if holds_now is not None or self.state is None:
-            self.verdict = verdict
+        self.verdict = verdict  # what this version earns: an unreadable one is not carried over
         if holds_now is True:
             self.state = True
         elif holds_now is False and self.state is not None:
@@ -959,10 +1052,11 @@ class _Tracker:
             distance=distance,
         )
 
-    def _load_and_judge(self, load: Callable[[], bytes | None], near: tuple[int, int] | None) -> _Judged:
+    def _load_and_judge(self, load: Callable[[], bytes | None], near: tuple[int, int] | None,
+                        oid: str | None = None) -> _Judged:
         data = load()
         if data is None:
-            return _Judged(Verdict.UNREADABLE, f"{self.ref.path}: the blob is missing")
+            return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(oid, self.ref.path))
         if self.kind != "file" and self.text is not None and self.text not in _norm(data):
             if self.kind == "lines":  # not even a substring: no block can match
                 return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")
@@ -973,7 +1067,7 @@ class _Tracker:
         load: Callable[[], bytes | None], new_oid: str | None,
     ) -> tuple[_Judged, tuple[Hunk, ...]]:
         if before is None or not trusted:
-            judged = self._load_and_judge(load, before or self.ref.lines)
+            judged = self._load_and_judge(load, before or self.ref.lines, new_oid)
             if judged.verdict is Verdict.MOVED and before and judged.where != before:
                 judged = replace(judged, detail=f"lines {_span(before)} now at {_span(judged.where)}")
             touched = tuple(h for h in hunks if before and h.hits(before))
@@ -987,7 +1081,7 @@ class _Tracker:
             if verdict is Verdict.FRESH:
                 detail = "identical to the anchored file"
             return _Judged(verdict, detail, after), ()
-        judged = self._load_and_judge(load, before)
+        judged = self._load_and_judge(load, before, new_oid)
         if judged.verdict is Verdict.CHANGED:
             judged = replace(judged, detail=f"{hit[0].header} hits lines {_span(before)}")
         elif judged.verdict is Verdict.MOVED:
@@ -1018,7 +1112,7 @@ class _Tracker:
         carried, self.provisional = self.provisional, 0
         data = load()
         if data is None:
-            return _Judged(Verdict.UNREADABLE, f"{self.ref.path}: the blob is missing"), ()
+            return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(new_oid, self.ref.path)), ()
         judged = self._judge(data, None)
         if carried and (judged.verdict in _HOLDS) != (self.verdict in _HOLDS) and self.prev_oid:
             # A flip after carried steps: make sure this step flipped it, not a carried one.
@@ -1036,6 +1130,7 @@ class _Tracker:
         """The last step: the file on disk against HEAD's version."""
         ref = self.ref
         head_data = self.repo.blobs.get(self.prev_oid) if self.prev_oid else None
+        head_big = bool(self.prev_oid) and self.repo.blobs.too_large(self.prev_oid or "")
         self.final_data = head_data
         try:
             _, real = resolve_path(self.repo.root_real, ref.path)
@@ -1064,11 +1159,13 @@ class _Tracker:
             # taken, so the disk is where it holds or was lost.
             self.state = True
         if data is None:
-            if head_data is None and not pending:
+            if head_data is None and not head_big and not pending:
                 return None
             return self.step(meta, -1, ("D", "", ""), None, False, lambda: None)
         if data == head_data and not pending:
             return None
+        if head_big and len(data) > MAX_FILE_BYTES and not pending:
+            return None  # too large on disk as at HEAD: HEAD's unreadable step already says so
         hunks: list[_RawHunk] | None = []
         binary = False
         if head_data is not None and data != head_data:
@@ -1082,7 +1179,7 @@ class _Tracker:
         oid = self.anchored_oid if same and self.anchored_oid else "working-tree"
         if pending and self.kind == "symbol":
             self.geometry = False
-        step = self.step(meta, -1, ("M", self.prev_oid or "", oid), hunks, binary, lambda: data)
+        step = self.step(meta, -1, ("M", self.prev_oid or "", oid), hunks, binary, lambda: data, size=len(data))
         if pending and step.verdict in _HOLDS and data == head_data:
             return None  # an uncommitted anchor still on disk, unchanged since HEAD: no news
         return step
@@ -1103,7 +1200,7 @@ def _walk_anchor(
 ) -> tuple[AnchorHistory, bool]:
     """One anchor down the chain and into the working tree; (history, consistent?)."""
     rpath = repo.repo_path(ref.path)
-    found = repo.blobs.lookup(f"{base}:{rpath}")
+    found = repo.blobs.info(f"{base}:{rpath}")
     tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None, fast=fast)
     steps: list[Step] = []
     index = {c.commit: i for i, c in enumerate(chain)}
@@ -1118,7 +1215,8 @@ def _walk_anchor(
                 entry, hunks, binary = mine
                 oid = entry[2]
                 steps.append(tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
-                                          partial(repo.blobs.get, oid), prev_commit=prevs[i]))
+                                          partial(repo.blobs.get, oid), prev_commit=prevs[i],
+                                          size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None))
             if tick is not None:
                 tick(i + 1)
     wt = tracker.working_tree()
@@ -1174,12 +1272,14 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
 
 # -- public API -----------------------------------------------------------------------------
 
-def bisect(root: Path, memory: Memory, *, progress: Progress | None = None) -> BisectResult:
+def bisect(root: Path, memory: Memory, *, progress: Progress | None = None,
+           top: Path | None = None) -> BisectResult:
     """The step that broke each anchor of `memory`, the earliest one on top.
 
+    `top` is the repo's top level when the caller already knows it (one git process fewer).
     Raises HistoryError when `root` is not in a git repo or an anchor has no (known) commit.
     """
-    with _Repo(Path(root)) as repo:
+    with _Repo(Path(root), top=top) as repo:
         return BisectResult(memory.id, _walk(repo, memory, progress))
 
 
@@ -1236,11 +1336,16 @@ def drift_at(root: Path, memories: Iterable[Memory], rev: str) -> AtReport:
 def _check_at(repo: _Repo, ref: AnchorRef, commit: str, short: str) -> AnchorCheck:
     if not _safe_repo_path(ref.path):
         return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.path} is not a safe workspace path")
-    data = repo.blobs.get(f"{commit}:{repo.repo_path(ref.path)}")
-    if data is None:
+    spec = f"{commit}:{repo.repo_path(ref.path)}"
+    size = repo.blobs.size(spec)  # checked before a byte is read
+    if size is None:
         return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} does not exist at {short}")
-    if len(data) > MAX_FILE_BYTES:
-        return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} is too large at {short}")
+    if size > MAX_FILE_BYTES:
+        return AnchorCheck(ref, Verdict.UNREADABLE,
+                           f"{ref.path} is too large at {short} ({size} bytes, over {MAX_FILE_BYTES})")
+    data = repo.blobs.get(spec)
+    if data is None:  # pragma: no cover - gone between two questions to the same git process
+        return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} could not be read at {short}")
     verdict, detail, where = judge(ref, data)
     return AnchorCheck(ref, verdict, detail, where)
 
@@ -1251,12 +1356,15 @@ def history_envelope(
     drift: Drift,
     *,
     result: BisectResult | None = None,
+    top: Path | None = None,
+    head: str | None = None,
 ) -> str | None:
     """The freshness envelope with history; None when git cannot say (the caller falls back).
 
     `[fresh · anchored a1b2c3d 2026-08-23 · 40 commits since]`,
     `[STALE since 9f8e7d6 2026-09-02 "raise token expiry" — do not rely on this]`.
-    A stale memory costs a bisect unless `result` is given; never raises.
+    A stale memory costs a bisect unless `result` is given; never raises. A caller serving
+    many hits passes the repo's `top` and `head`, looked up once, instead of twice per hit.
     """
     commits = [a.commit for a in memory.anchors if a.commit]
     if not commits:
@@ -1264,7 +1372,7 @@ def history_envelope(
     try:
         drift = Drift(drift)
         if drift is Drift.STALE:
-            result = result or bisect(Path(root), memory)
+            result = result or bisect(Path(root), memory, top=top)
             step = result.culprit
             if step is None:
                 return "[STALE — do not rely on this]"
@@ -1272,12 +1380,14 @@ def history_envelope(
                 return "[STALE since uncommitted changes in the working tree — do not rely on this]"
             subject = step.subject.replace('"', "'")
             return f'[STALE since {step.short} {(step.date or "")[:10]} "{subject}" — do not rely on this]'
-        top = toplevel(Path(os.path.realpath(root)))
         if top is None:
-            return None
-        head = head_commit(top)
+            top = toplevel(Path(os.path.realpath(root)))
+            if top is None:
+                return None
         if head is None:
-            return None
+            head = head_commit(top)
+            if head is None:
+                return None
         best: tuple[int, _Commit] | None = None
         for c in dict.fromkeys(commits):
             assert c is not None

@@ -13,6 +13,7 @@ so git hooks and cron jobs stay fast.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 import warnings
@@ -32,6 +33,7 @@ from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired
 from .errors import (
     AnchorError,
     AnchorfsError,
+    HistoryError,
     InputError,
     NotFoundError,
     RevisionError,
@@ -190,6 +192,7 @@ class Workspace:
         self._store: Store | None = None
         self._fold: tuple[int, dict[str, Memory]] | None = None
         self._in_git: bool | None = None
+        self._git_top: tuple[Path, str] | None = None
         self._history_memo: dict[tuple[Any, ...], str | None] = {}
         self._drift_damaged = False
 
@@ -280,13 +283,54 @@ class Workspace:
         self._store.upsert(batch)
         self._set_applied(size)
 
-    def _git_head(self) -> tuple[bool, str | None]:
-        """(in a git repo, HEAD now); HEAD is read per write since commits happen meanwhile."""
-        from .git import head_commit, toplevel
+    def _git_place(self) -> tuple[Path, str] | None:
+        """The git repo's top level and the workspace's path prefix in it, looked up once;
+        None outside git.
 
+        Without a git binary the workspace counts as outside git: git only adds commit names
+        to anchors and envelopes, so reads and writes go on without them (said once in the
+        `anchorfs` logger, which plain output does not show).
+        """
         if self._in_git is None:
-            self._in_git = toplevel(self.root) is not None
-        return self._in_git, head_commit(self.root) if self._in_git else None
+            from .git import prefix_of, toplevel
+
+            try:
+                top = toplevel(self.root)
+            except HistoryError as exc:  # git is not installed
+                logging.getLogger("anchorfs").info("%s: anchors and envelopes go without commit names", exc)
+                top = None
+            self._in_git = top is not None
+            if top is not None:
+                self._git_top = (Path(os.path.realpath(top)), prefix_of(self.root, top))
+        return self._git_top
+
+    def _git_head(self) -> tuple[bool, str | None]:
+        """(in a git repo, HEAD now): one process, read per call since commits happen meanwhile."""
+        from .git import head_commit
+
+        if self._git_place() is None:
+            return False, None
+        try:
+            return True, head_commit(self.root)
+        except HistoryError:  # git went away since: do without, as when it was never there
+            return True, None
+
+    def _stamp_git(self, refs: Sequence[Sequence[AnchorRef]]) -> _list[tuple[AnchorRef, ...]]:
+        """Give taken anchors HEAD's commit and their dirty flag: one git process for the
+        whole batch (HEAD and every path's status together), none outside git."""
+        paths = sorted({r.path for group in refs for r in group})
+        place = self._git_place() if paths else None
+        if place is None:
+            return [tuple(group) for group in refs]
+        from .git import head_and_dirty
+
+        try:
+            head, dirty = head_and_dirty(Path(self.root_real), paths, prefix=place[1])
+        except HistoryError:
+            head, dirty = None, set()
+        if head is None:
+            return [tuple(group) for group in refs]
+        return [tuple(dataclasses.replace(r, commit=head, dirty=r.path in dirty) for r in group) for group in refs]
 
     # -- the ledger as state --------------------------------------------------------------
 
@@ -356,7 +400,10 @@ class Workspace:
 
     # -- anchoring -------------------------------------------------------------------------
 
-    def _take_anchors(self, content: str, anchors: Iterable[AnchorLike]) -> tuple[AnchorRef, ...]:
+    def _take_anchors(self, content: str, anchors: Iterable[AnchorLike], *,
+                      stamp: bool = True) -> tuple[AnchorRef, ...]:
+        """Parse, validate and hash the anchors; `stamp=False` leaves git's commit and dirty
+        flag to one `_stamp_git` over a whole batch."""
         wanted: list[AnchorRef] = []
         if isinstance(anchors, (str, AnchorRef)):
             anchors = [anchors]
@@ -368,26 +415,12 @@ class Workspace:
         wanted.extend(anchors_mod.parse_markers(content))
         if not wanted:
             return ()
-        in_git, head = self._git_head()
-        dirty: set[str] = set()
-        if in_git and head:
-            from .git import dirty_paths
-
-            rels = []
-            for w in wanted:
-                try:
-                    rels.append(anchors_mod.resolve_path(self.root_real, w.path)[0])
-                except AnchorError:
-                    pass  # take() reports it below
-            dirty = dirty_paths(Path(self.root_real), rels)
         taken: list[AnchorRef] = []
         for w in wanted:
-            ref = anchors_mod.take(self.root_real, w, commit=head)
-            if head:
-                ref = dataclasses.replace(ref, dirty=ref.path in dirty)
+            ref = anchors_mod.take(self.root_real, w)
             if ref not in taken:
                 taken.append(ref)
-        return tuple(taken)
+        return self._stamp_git([taken])[0] if stamp else tuple(taken)
 
     def _validate(self, content: str, kind: str, tags: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
         if not isinstance(content, str) or not content.strip():
@@ -424,7 +457,7 @@ class Workspace:
             if unknown:
                 raise InputError(f"unknown field(s) for a memory: {', '.join(sorted(unknown))}")
             content, kind, tags = self._validate(item["content"], item.get("kind", "note"), item.get("tags", ()))
-            anchors = self._take_anchors(content, item.get("anchors", ()))
+            anchors = self._take_anchors(content, item.get("anchors", ()), stamp=False)
             prepared.append((content, kind, tags, anchors, self._author(item.get("author"))))
         if not prepared:
             return []
@@ -433,6 +466,8 @@ class Workspace:
             Memory(id=new_id(), content=c, kind=k, tags=t, anchors=a, author=au, recorded_at=now, valid_from=now)
             for c, k, t, a, au in prepared
         ]
+        stamped = self._stamp_git([m.anchors for m in memories])  # one git process per batch
+        memories = [dataclasses.replace(m, anchors=a) for m, a in zip(memories, stamped)]
         self._commit("record", memories, new=True, at=now)
         return memories
 
@@ -732,13 +767,15 @@ class Workspace:
         return hits
 
     def _with_history(self, hits: _list[Hit], now: datetime) -> _list[Hit]:
-        """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts)."""
+        """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts); HEAD and
+        the top level are looked up once per query, not per hit."""
         from .history import history_envelope
 
         if not any(a.commit for h in hits for a in h.memory.anchors):
             return hits
         in_git, head = self._git_head()
-        if not in_git or head is None:
+        place = self._git_top
+        if not in_git or head is None or place is None:
             return hits
         out = []
         for h in hits:
@@ -749,7 +786,7 @@ class Workspace:
             key = (m.id, head, h.drift.value, tuple((c.verdict.value, c.lines_now) for c in h.checks))
             hist = self._history_memo.get(key, "")
             if hist == "":
-                hist = history_envelope(self.root, m, h.drift)
+                hist = history_envelope(self.root, m, h.drift, top=place[0], head=head)
                 self._history_memo[key] = hist
             env = envelope(m, h.drift, h.checks, expiry_days=self.config.expiry_days(m.kind), now=now, history=hist)
             out.append(dataclasses.replace(h, envelope=env))

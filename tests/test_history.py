@@ -610,3 +610,96 @@ def test_progress_bar_draws_only_on_long_walks_in_a_terminal(token_repo: dict) -
     with progress_bar(min_steps=1, console=Console(file=piped, force_terminal=False)) as cb:
         bisect(token_repo["repo"], token_repo["jwts"], progress=cb)
     assert quiet.getvalue() == "" and piped.getvalue() == ""
+
+
+# -- blobs over the size bound (issue 15 item 9) -----------------------------------------------
+
+SMALL_BOUND = 4096
+
+
+@pytest.fixture
+def bounded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size bound lowered to a few KiB; the sizes of every blob the walk read."""
+    import anchorfs.history as history_mod
+
+    monkeypatch.setattr(history_mod, "MAX_FILE_BYTES", SMALL_BOUND)
+    read: list[int] = []
+    real_get = history_mod._Blobs.get
+
+    def get(self: object, spec: str) -> bytes | None:
+        data = real_get(self, spec)  # type: ignore[arg-type]
+        if data is not None:
+            read.append(len(data))
+        return data
+
+    monkeypatch.setattr(history_mod._Blobs, "get", get)
+    return read
+
+
+def _lines_file(n: int) -> str:
+    return "".join(f"line {i}\n" for i in range(1, n + 1))
+
+
+@pytest.mark.parametrize("kind", ["lines", "symbol", "file"])
+def test_a_blob_over_the_bound_is_never_read_and_is_unknown(git_repo: Path, bounded: list[int], kind: str) -> None:
+    repo = git_repo
+    small = "def keep():\n    return 1\n\n" + _lines_file(20)
+    commit(repo, "small", {"data.py": small})
+    ref = {"lines": AnchorRef("data.py", lines=(1, 2)), "symbol": AnchorRef("data.py", symbol="keep"),
+           "file": AnchorRef("data.py")}[kind]
+    mem = remember(repo, "keep returns 1", ref)
+    big = small + "# " + "x" * (SMALL_BOUND * 16) + "\n"  # the anchored text untouched, far over the bound
+    grown = commit(repo, "grow the file past the bound", {"data.py": big})
+
+    result = bisect(repo, mem)
+    assert max(bounded, default=0) <= SMALL_BOUND  # the big blob was never read, only sized
+    hist = result.anchors[0]
+    assert hist.verdict is Verdict.UNREADABLE
+    assert not result.holds and result.unknown and result.culprit is None
+    assert result.to_dict()["holds"] is False and result.to_dict()["unknown"] is True
+    assert result.describe().startswith("unknown: ") and "too large" in result.describe()
+    steps = log(repo, mem).steps
+    assert [(s.commit, s.verdict) for s in steps] == [(grown, Verdict.UNREADABLE)]  # no working-tree step
+    assert "too large" in steps[0].detail and not steps[0].invalidates
+
+    report = drift_at(repo, [mem], "HEAD")
+    assert report.results[0].drift is Drift.UNKNOWN
+    assert report.results[0].checks[0].verdict is Verdict.UNREADABLE
+    assert "too large" in report.results[0].checks[0].detail
+    assert drift_at(repo, [mem], "HEAD~1").results[0].drift is Drift.FRESH
+    assert max(bounded, default=0) <= SMALL_BOUND
+
+
+def test_a_step_over_the_bound_then_back_under_it_holds(git_repo: Path, bounded: list[int]) -> None:
+    repo = git_repo
+    small = _lines_file(30)
+    commit(repo, "small", {"notes.txt": small})
+    mem = remember(repo, "line 5 is five", AnchorRef("notes.txt", lines=(5, 5)))
+    commit(repo, "vendor a huge blob", {"notes.txt": small + "z" * (SMALL_BOUND * 4) + "\n"})
+    commit(repo, "drop it again", {"notes.txt": "top\n" + small})
+    result = bisect(repo, mem)
+    assert result.holds and not result.unknown and result.culprit is None
+    steps = log(repo, mem).steps
+    assert [s.verdict for s in steps] == [Verdict.UNREADABLE, Verdict.MOVED]
+    assert result.anchors[0].lines_now == (6, 6)
+    assert max(bounded) <= SMALL_BOUND
+
+
+def test_a_working_tree_file_over_the_bound_is_unknown(git_repo: Path, bounded: list[int]) -> None:
+    repo = git_repo
+    commit(repo, "small", {"notes.txt": _lines_file(10)})
+    mem = remember(repo, "line 2 is two", AnchorRef("notes.txt", lines=(2, 2)))
+    (repo / "notes.txt").write_text(_lines_file(10) + "y" * (SMALL_BOUND * 4) + "\n")
+    result = bisect(repo, mem)
+    assert result.unknown and not result.holds and result.culprit is None
+    last = result.anchors[0].steps[-1]
+    assert last.commit == WORKING_TREE and last.verdict is Verdict.UNREADABLE
+
+
+def test_a_revision_with_spaces_is_an_unknown_revision(token_repo: dict) -> None:
+    repo = token_repo["repo"]
+    for rev in ("HEAD x", "HEAD  x", "HEAD:auth/token.py x", "HEAD\tx"):
+        with pytest.raises(HistoryError, match="unknown revision"):
+            drift_at(repo, [token_repo["expiry"]], rev)
+    with pytest.raises(HistoryError, match="unknown revision"):
+        drift_at(repo, [token_repo["expiry"]], "HEAD:auth/token.py")  # a blob, not a commit

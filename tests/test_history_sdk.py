@@ -69,3 +69,17 @@ def test_cli_bisect_log_at(git_repo: Path) -> None:
     assert {m["id"]: m["drift"] for m in json.loads(r.output)["memories"]} == {expiry: "stale", issue: "fresh"}
     r = runner.invoke(cli, ["--root", str(root), "at", "no-such-rev"])
     assert r.exit_code == 1
+
+
+def test_cli_at_a_revision_with_spaces_is_one_line(git_repo: Path, capsys: object) -> None:
+    import pytest
+
+    from anchorfs.cli import main
+
+    root, _, _ = build(git_repo)
+    for rev in ("HEAD x", "HEAD:token.py"):
+        with pytest.raises(SystemExit) as exited:
+            main(["--root", str(root), "at", rev])
+        assert exited.value.code == 1
+        err = capsys.readouterr().err  # type: ignore[attr-defined]
+        assert err == f"anchorfs: error: unknown revision {rev!r}\n"

@@ -1,0 +1,213 @@
+"""git plumbing: one process per write batch and per query, and no git on PATH is no failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import git
+
+import anchorfs
+from anchorfs import history
+from anchorfs.cli import cli
+from anchorfs.errors import HistoryError
+
+FILES = 40
+
+
+def _commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def many_files(git_repo: Path) -> tuple[Path, str]:
+    """A workspace in a git repo with FILES small committed modules; (root, HEAD)."""
+    for i in range(FILES):
+        (git_repo / "src").mkdir(exist_ok=True)
+        (git_repo / "src" / f"m{i:02d}.py").write_text(f"def fn{i}(x):\n    return x + {i}\n")
+    anchorfs.init(git_repo)
+    return git_repo, _commit_all(git_repo, "modules")
+
+
+class _GitCounter:
+    """Every git process this process starts, by argv (subprocess.run goes through Popen)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __enter__(self) -> "_GitCounter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[_GitCounter]:
+    counter = _GitCounter()
+    real = subprocess.Popen
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, args: Any, *rest: Any, **kw: Any) -> None:
+            if isinstance(args, (list, tuple)) and args and args[0] == "git":
+                counter.calls.append([str(a) for a in args])
+            super().__init__(args, *rest, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", Counting)
+    yield counter
+
+
+def _items(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [{"content": f"fn{i} adds {i}", "anchors": [f"src/m{i % FILES:02d}.py#fn{i % FILES}"]}
+            for i in range(start, start + n)]
+
+
+# -- issue 19: git processes per write batch and per query ----------------------------------
+
+def test_record_many_costs_one_git_process_per_batch(many_files: tuple[Path, str], git_calls: _GitCounter) -> None:
+    root, head = many_files
+    (root / "src" / "m03.py").write_text("def fn3(x):\n    return x + 3  # edited\n")  # dirty
+    with anchorfs.open(root) as ws:
+        git_calls.reset()
+        small = ws.record_many(_items(2))
+        first = git_calls.count  # the repo's top level (once per workspace) and one status
+        git_calls.reset()
+        big = ws.record_many(_items(FILES, start=2))
+        assert git_calls.count == 1, git_calls.calls  # HEAD and every path's status together
+        git_calls.reset()
+        one = ws.record("fn5 adds five", anchors=["src/m05.py"])
+        assert git_calls.count == 1
+    assert first == 2
+    assert all(a.commit == head for m in small + big + [one] for a in m.anchors)
+    dirty = {a.path: a.dirty for m in big for a in m.anchors}
+    assert dirty["src/m03.py"] is True and dirty["src/m04.py"] is False
+    assert [p for p, d in dirty.items() if d] == ["src/m03.py"]
+
+
+def test_record_without_anchors_starts_no_git(many_files: tuple[Path, str], git_calls: _GitCounter) -> None:
+    root, _ = many_files
+    with anchorfs.open(root) as ws:
+        git_calls.reset()
+        ws.record_many([{"content": "plain note"}, {"content": "another"}])
+    assert git_calls.count == 0
+
+
+def _query_git_processes(root: Path, k: int, git_calls: _GitCounter) -> tuple[int, int]:
+    history._commit_info.cache_clear()
+    history._count_since.cache_clear()
+    with anchorfs.open(root) as ws:
+        ws.query("adds", k=k)  # the store catches up, the embedder loads: not what is counted
+        ws._history_memo.clear()
+        history._commit_info.cache_clear()
+        history._count_since.cache_clear()
+        git_calls.reset()
+        hits = ws.query("adds", k=k)
+    assert all(h.envelope.startswith("[fresh · anchored ") and "1 commit since" in h.envelope for h in hits)
+    return len(hits), git_calls.count
+
+
+def test_query_git_processes_do_not_grow_with_hits(many_files: tuple[Path, str], git_calls: _GitCounter) -> None:
+    root, _ = many_files
+    with anchorfs.open(root) as ws:
+        ws.record_many(_items(FILES))
+    _commit_all(root, "later work")  # the anchors' commit is one behind HEAD: "1 commit since"
+    n_small, small = _query_git_processes(root, 3, git_calls)
+    n_big, big = _query_git_processes(root, 30, git_calls)
+    assert (n_small, n_big) == (3, 30)
+    # HEAD once per query; the anchors' commit (shared) named and counted once.
+    assert small == big == 3, git_calls.calls
+
+
+# -- issue 15 item 7: no git on PATH ----------------------------------------------------------
+
+@pytest.fixture
+def no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "no-git-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_reads_and_writes_without_git_on_path(many_files: tuple[Path, str], no_git: None) -> None:
+    root, _ = many_files
+    with anchorfs.open(root) as ws:
+        m = ws.record("fn1 adds one", anchors=["src/m01.py#fn1"])
+        assert m.anchors[0].commit is None and m.anchors[0].dirty is None
+        hits = ws.query("fn1 adds one", k=3)
+        assert hits and hits[0].memory.id == m.id and hits[0].drift.value == "fresh"
+        assert "commits since" not in hits[0].envelope
+        block = ws.context("change fn1")
+        assert "fn1 adds one" in block.markdown and m.id in block.fresh
+        with pytest.raises(HistoryError, match="git is not installed"):
+            ws.bisect(m.id)
+
+
+def test_cli_without_git_keeps_plain_output_clean(many_files: tuple[Path, str], no_git: None) -> None:
+    root, _ = many_files
+    runner = CliRunner()
+    r = runner.invoke(cli, ["--root", str(root), "record", "fn2 adds two", "--anchor", "src/m02.py:2", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["anchors"][0]["commit"] is None
+    for args in (["query", "fn2 adds two"], ["context", "change fn2"]):
+        r = runner.invoke(cli, ["--root", str(root), *args])
+        assert r.exit_code == 0, r.output
+        assert "fn2 adds two" in r.stdout
+        assert "git" not in r.stderr and "warning" not in r.stderr
+
+
+def test_anchors_recorded_with_git_still_read_without_it(many_files: tuple[Path, str],
+                                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root, head = many_files
+    with anchorfs.open(root) as ws:
+        m = ws.record("fn7 adds seven", anchors=["src/m07.py#fn7"])
+    assert m.anchors[0].commit == head
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with anchorfs.open(root) as ws:
+        hit = ws.query("fn7 adds seven", k=1)[0]
+        assert ws.drift().stale == []
+    assert hit.memory.id == m.id and hit.drift.value == "fresh"
+    assert hit.envelope.startswith("[fresh")
+
+
+# -- the batch status itself -------------------------------------------------------------------
+
+def test_head_and_dirty_in_a_subfolder_workspace(git_repo: Path) -> None:
+    from anchorfs.git import head_and_dirty
+
+    sub = git_repo / "pkg" / "sub"
+    sub.mkdir(parents=True)
+    for name in ("a b.py", "clean.py", "moved.py", "*.py"):
+        (sub / name).write_text(name + "\n")
+    head = _commit_all(git_repo, "files")
+    (sub / "a b.py").write_text("edited\n")
+    (sub / "new.py").write_text("untracked\n")
+    git(sub, "mv", "moved.py", "renamed.py")
+    found_head, dirty = head_and_dirty(sub, ["a b.py", "clean.py", "new.py", "renamed.py", "moved.py", "*.py"])
+    assert found_head == head
+    # a glob-like name is a literal path, not a pattern matching every file
+    assert dirty == {"a b.py", "new.py", "renamed.py", "moved.py"}
+    assert head_and_dirty(sub, []) == (head, set())
+
+
+def test_head_and_dirty_before_the_first_commit(git_repo: Path) -> None:
+    from anchorfs.git import head_and_dirty
+
+    (git_repo / "a.py").write_text("x = 1\n")
+    assert head_and_dirty(git_repo, ["a.py"]) == (None, {"a.py"})
+    assert os.path.isdir(git_repo / ".git")
