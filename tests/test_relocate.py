@@ -41,7 +41,7 @@ def searches(draw: st.DrawFn) -> tuple[list[bytes], int, str, int]:
     return lines, n, want, near
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(searches())
 def test_the_outward_search_answers_as_the_whole_scan_did(case: tuple[list[bytes], int, str, int]) -> None:
     lines, n, want, near = case
@@ -50,7 +50,7 @@ def test_the_outward_search_answers_as_the_whole_scan_did(case: tuple[list[bytes
     assert found == whole_scan(lines, n, want, near)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(searches(), st.integers(0, 600))
 def test_a_spent_budget_never_gives_another_answer(case: tuple[list[bytes], int, str, int], budget: int) -> None:
     """Within any budget the answer is the whole scan's or none: nearest-first means a block
