@@ -777,6 +777,9 @@ class Workspace:
         place = self._git_top
         if not in_git or head is None or place is None:
             return hits
+        memo = self._history_memo
+        if len(memo) >= 4096 or (memo and next(iter(memo))[1] != head):
+            memo.clear()  # HEAD moved (every entry names the old one), or a long-lived process grew it
         out = []
         for h in hits:
             m = h.memory

@@ -211,3 +211,14 @@ def test_head_and_dirty_before_the_first_commit(git_repo: Path) -> None:
     (git_repo / "a.py").write_text("x = 1\n")
     assert head_and_dirty(git_repo, ["a.py"]) == (None, {"a.py"})
     assert os.path.isdir(git_repo / ".git")
+
+
+def test_envelopes_follow_head_and_the_memo_keeps_only_its_entries(many_files: tuple[Path, str]) -> None:
+    root, first = many_files
+    with anchorfs.open(root) as ws:
+        ws.record_many(_items(6))
+        assert all("0 commits since" in h.envelope for h in ws.query("adds", k=6))
+        second = _commit_all(root, "later work")
+        hits = ws.query("adds", k=6)
+        assert len(hits) == 6 and all("1 commit since" in h.envelope for h in hits)
+        assert {key[1] for key in ws._history_memo} == {second} != {first}
