@@ -644,11 +644,8 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     ) -> Annotated[CallToolResult, WriteResult]:
         if drop_anchors and anchors:
             raise ToolError("give either `anchors` (the new memory's anchors) or `drop_anchors: true` (none), not both")
-        if drop_anchors:
-            m = call(lambda: _supersede_dropping(ws, id, content, reason))
-        else:
-            m = call(lambda: ws.supersede(id, content, reason=reason, anchors=anchors or None))
-        return written(m)
+        return written(call(lambda: ws.supersede(id, content, reason=reason, anchors=anchors or None,
+                                                 drop_anchors=drop_anchors)))
 
     add(supersede, "supersede", "Correct a memory", writing, (
         "Replace a memory whose claim no longer holds (typically a stale one, after reading "
@@ -674,14 +671,18 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         id: Id,  # noqa: A002
         anchors: Annotated[list[str] | None, Field(description=_ANCHOR_HELP + " Left out, null or []: re-take the same anchors on the code as it is now.")] = None,
         reason: Annotated[str | None, Field(description="What you checked.")] = None,
+        drop_anchors: Annotated[bool, Field(description="true: the memory rests on no anchors from now on, on purpose.")] = False,
     ) -> Annotated[CallToolResult, WriteResult]:
-        return written(call(lambda: ws.reanchor(id, anchors=anchors or None, reason=reason)))
+        if drop_anchors and anchors:
+            raise ToolError("give either `anchors` (the memory's new anchors) or `drop_anchors: true` (none), not both")
+        return written(call(lambda: ws.reanchor(id, anchors=anchors or None, reason=reason, drop_anchors=drop_anchors)))
 
     add(reanchor, "reanchor", "Confirm a memory still holds", writing, (
         "After re-reading the anchored code of a stale memory and confirming the claim still "
         "holds, anchor it to the code as it is now, so it reads fresh again; `anchors` moves it "
-        "to other anchors. Only after checking: if the claim changed, `supersede` it instead "
-        "(`supersede` with `drop_anchors: true` is how a memory loses its anchors)."
+        "to other anchors (`anchors: []` or leaving it out keeps its own); `drop_anchors: true` "
+        "leaves it unanchored on purpose. Only after checking: if the claim changed, `supersede` "
+        "it instead."
     ))
 
     def revert(
@@ -697,11 +698,6 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     ))
 
     return server
-
-
-def _supersede_dropping(ws: "Workspace", memory_id: str, content: str, reason: str | None) -> "Memory":
-    """Supersede with no anchors but the content's markers, through the SDK's explicit way."""
-    return ws.supersede(memory_id, content, reason=reason, drop_anchors=True)
 
 
 def serve(root: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:

@@ -587,6 +587,14 @@ def test_empty_anchors_leave_them_as_they_are_and_drop_anchors_drops(root: Path)
         assert bare["anchors"] == [] and bare["drift"] == "unanchored"
         later = (await ok(c, "supersede", {"id": bare["id"], "content": "tokens last 6h"}))["memory"]
         assert later["anchors"] == []  # nothing to inherit
+        other = (await ok(c, "remember", {"content": "revoke is a no-op", "anchors": ["auth/token.py#TokenIssuer.revoke"]}))["memory"]
+        assert "not both" in await fails(c, "reanchor", {"id": other["id"], "anchors": ["README.md"], "drop_anchors": True})
+        dropped = (await ok(c, "reanchor", {"id": other["id"], "drop_anchors": True}))["memory"]
+        assert dropped["anchors"] == [] and dropped["drift"] == "unanchored"
+        # a retired memory is refused, naming the head of its chain
+        msg = await fails(c, "reanchor", {"id": m["id"]})
+        _readable(msg)
+        assert later["id"] in msg
 
     session(root, flow)
 
