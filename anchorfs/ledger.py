@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from .errors import InputError, LedgerError
-from .model import Memory, from_iso, new_id, to_iso, utcnow
+from .model import Memory, SnapshotError, check_snapshot, from_iso, new_id, to_iso, utcnow
 
 __all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "current_actor"]
 
@@ -72,36 +72,12 @@ _ANCHOR_STRS = ("sha256", "symbol", "content_hash", "commit")
 
 
 def _check_snapshot(d: Any) -> None:
-    """Raise ValueError unless `d` has the types `Memory.from_dict` and its readers rely on.
-
-    A well-formed JSON line with a wrong-typed field (tags `[1]`, lines `[5]`, content `7`)
-    would otherwise pass the read and crash a later reindex, query or drift pass.
-    """
-    if not isinstance(d, dict):
-        raise ValueError("bad ledger line: a memory snapshot is not an object")
-    if not (isinstance(d.get("id"), str) and d["id"] and isinstance(d.get("content"), str)
-            and isinstance(d.get("recorded_at"), str)):
-        raise ValueError("bad ledger line: a memory needs id, content and recorded_at strings")
-    for k in _SNAPSHOT_STRS:
-        if d.get(k) is not None and type(d[k]) is not str:
-            raise ValueError(f"bad ledger line: a memory's {k} is not a string")
-    tags, anchors = d.get("tags") or [], d.get("anchors") or []
-    if type(tags) is not list or any(type(t) is not str for t in tags):
-        raise ValueError("bad ledger line: tags must be a list of strings")
-    if not isinstance(anchors, list):
-        raise ValueError("bad ledger line: anchors must be a list")
-    for a in anchors:
-        if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not a["path"]:
-            raise ValueError("bad ledger line: an anchor needs a path string")
-        for k in _ANCHOR_STRS:
-            if a.get(k) is not None and type(a[k]) is not str:
-                raise ValueError(f"bad ledger line: an anchor's {k} is not a string")
-        lines = a.get("lines")
-        if lines and not (isinstance(lines, list) and len(lines) == 2
-                          and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1]):
-            raise ValueError("bad ledger line: anchor lines must be [start, end] with 1 <= start <= end")
-        if not isinstance(a.get("dirty"), (bool, type(None))):
-            raise ValueError("bad ledger line: anchor dirty must be a boolean")
+    """Raise ValueError unless `d` has the types `Memory.from_dict` and its readers rely on:
+    `model.check_snapshot`, the same rules every SDK write passes before it is acknowledged."""
+    try:
+        check_snapshot(d)
+    except SnapshotError as exc:
+        raise ValueError(f"bad ledger line: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

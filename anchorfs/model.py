@@ -14,6 +14,10 @@ from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+import orjson
+
+from .errors import InputError
+
 __all__ = [
     "KINDS",
     "Kind",
@@ -30,6 +34,16 @@ __all__ = [
     "from_iso",
     "drift_of",
     "parse_time",
+    "SnapshotError",
+    "check_anchor_dict",
+    "check_snapshot",
+    "check_optional_str",
+    "validate_anchor",
+    "validate_memory",
+    "validate_query_args",
+    "MIN_ID_PREFIX",
+    "anchor_items",
+    "claim_key",
 ]
 
 
@@ -119,8 +133,6 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     """ISO 8601 (a date, or a date and time; naive means UTC) or relative to now: `7d`, `12h`."""
     from datetime import timedelta
-
-    from .errors import InputError
 
     if not isinstance(text, str) or not text.strip() or len(text) > 64:
         raise InputError(f"bad time {text!r}: use ISO 8601 (2026-08-23T10:00Z) or a span like 7d, 12h")
@@ -220,6 +232,9 @@ class Memory:
     reason: str | None = None
     verified_at: datetime | None = None
     """When someone last re-verified it (reanchor); ages are counted from here."""
+    duplicate: bool = field(default=False, compare=False)
+    """Set only on what `record` returns when the same memory was already there (nothing was
+    written); never stored, and outside equality, so it never differs from the ledger's copy."""
 
     def replace(self, **changes: Any) -> "Memory":
         return replace(self, **changes)
@@ -246,6 +261,7 @@ class Memory:
             "superseded_by": self.superseded_by,
             "reason": self.reason,
             "verified_at": to_iso(self.verified_at),
+            **({"duplicate": True} if self.duplicate else {}),
         }
 
     @classmethod
@@ -261,6 +277,135 @@ class Memory:
             from_iso(get("valid_from")) or recorded, from_iso(get("valid_until")), get("status", "active"),
             get("supersedes"), get("superseded_by"), get("reason"), from_iso(get("verified_at")),
         )
+
+
+# -- validation: the ledger reader's rules, applied at every door too -------------------------
+#
+# One set of rules decides what a ledger line may hold. The reader skips a snapshot that breaks
+# them; every SDK write runs the same rules on what it is about to append, so nothing it
+# acknowledges is dropped by a later read.
+
+MIN_ID_PREFIX = 2
+"""Shortest id prefix that resolves (`anchorfs show 01`); an ambiguous one lists the candidates."""
+
+_SNAPSHOT_STRS = ("kind", "author", "valid_from", "valid_until", "status", "supersedes", "superseded_by",
+                  "reason", "verified_at")
+_ANCHOR_STRS = ("sha256", "symbol", "content_hash", "commit")
+
+
+class SnapshotError(ValueError):
+    """A memory snapshot the ledger reader would skip; the message names the field."""
+
+
+def _type(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_anchor_dict(a: Any, where: str = "anchor") -> None:
+    """The reader's rules for one anchor's dict form; raises SnapshotError naming the field."""
+    if not isinstance(a, dict):
+        raise SnapshotError(f"{where} must be an object, got {_type(a)}")
+    path = a.get("path")
+    if not isinstance(path, str) or not path:
+        raise SnapshotError(f"{where} path must be a non-empty string, got {_type(path)}")
+    for k in _ANCHOR_STRS:
+        if a.get(k) is not None and type(a[k]) is not str:
+            raise SnapshotError(f"{where} {k} must be a string, got {_type(a[k])}")
+    lines = a.get("lines")
+    if lines and not (isinstance(lines, (list, tuple)) and len(lines) == 2
+                      and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1]):
+        raise SnapshotError(f"{where} lines must be [start, end] integers with 1 <= start <= end, got {lines!r}")
+    if not isinstance(a.get("dirty"), (bool, type(None))):
+        raise SnapshotError(f"{where} dirty must be a boolean, got {_type(a.get('dirty'))}")
+
+
+def check_snapshot(d: Any) -> None:
+    """The reader's rules for a memory's dict form (the types `Memory.from_dict` and every
+    reader rely on); raises SnapshotError naming the field.
+
+    A well-formed JSON line with a wrong-typed field (tags `[1]`, lines `[5]`, content `7`)
+    would otherwise pass the read and crash a later reindex, query or drift pass.
+    """
+    if not isinstance(d, dict):
+        raise SnapshotError(f"a memory snapshot must be an object, got {_type(d)}")
+    if not (isinstance(d.get("id"), str) and d["id"]):
+        raise SnapshotError(f"a memory's id must be a non-empty string, got {_type(d.get('id'))}")
+    for k in ("content", "recorded_at"):
+        if not isinstance(d.get(k), str):
+            raise SnapshotError(f"{k} must be a string, got {_type(d.get(k))}")
+    for k in _SNAPSHOT_STRS:
+        if d.get(k) is not None and type(d[k]) is not str:
+            raise SnapshotError(f"{k} must be a string, got {_type(d[k])}")
+    tags, anchors = d.get("tags") or [], d.get("anchors") or []
+    if type(tags) is not list or any(type(t) is not str for t in tags):
+        raise SnapshotError("tags must be a list of strings")
+    if not isinstance(anchors, list):
+        raise SnapshotError(f"anchors must be a list, got {_type(anchors)}")
+    for i, a in enumerate(anchors):
+        check_anchor_dict(a, f"anchors[{i}]")
+
+
+def check_optional_str(value: Any, name: str) -> None:
+    """`name` must be None or a string (reasons, authors): an InputError naming it otherwise."""
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{name} must be a string, got {_type(value)}")
+
+
+def validate_anchor(ref: AnchorRef, where: str = "anchor") -> AnchorRef:
+    """A caller-made AnchorRef's field types, before anything reads a file; returns it with
+    `lines` as a tuple. Value ranges (start after end, past the end) are the anchor taker's
+    to refuse, as an AnchorError."""
+    if not isinstance(ref.path, str):
+        raise InputError(f"{where} path must be a string, got {_type(ref.path)}")
+    for name in _ANCHOR_STRS:
+        value = getattr(ref, name)
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{where} {name} must be a string, got {_type(value)}")
+    lines = ref.lines
+    if lines is not None:
+        if not (isinstance(lines, (tuple, list)) and len(lines) == 2 and all(type(n) is int for n in lines)):
+            raise InputError(f"{where} lines must be (start, end) integers, got {lines!r}")
+        if not isinstance(lines, tuple):
+            ref = replace(ref, lines=(lines[0], lines[1]))
+    if ref.dirty is not None and not isinstance(ref.dirty, bool):
+        raise InputError(f"{where} dirty must be a boolean, got {_type(ref.dirty)}")
+    return ref
+
+
+def validate_memory(memory: Memory) -> Memory:
+    """What a later read of this memory's ledger line gives, or an InputError naming the field.
+
+    Runs the reader's own path (JSON bytes, `check_snapshot`, `Memory.from_dict`), so whatever
+    the SDK acknowledges reads back equal; the returned value is that read.
+    """
+    try:
+        raw = orjson.dumps(memory.to_dict())
+    except TypeError as exc:
+        if "surrogates" in str(exc):
+            raise InputError("a memory's text, tags, author or reason is not valid UTF-8; nothing was written") from None
+        raise InputError(f"a memory field cannot be stored: {exc}; nothing was written") from None
+    data = orjson.loads(raw)
+    try:
+        check_snapshot(data)
+        return Memory.from_dict(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{exc}; nothing was written") from None
+
+
+def validate_query_args(k: Any, include_superseded: Any, as_of: Any) -> tuple[int | None, datetime | None]:
+    """A query's k, include_superseded and as_of checked for type: (k or None, as_of as an aware
+    datetime or None). A naive datetime means UTC, as a naive ISO string does."""
+    if k is not None and (type(k) is not int):
+        raise InputError(f"k must be an integer, got {_type(k)}")
+    if type(include_superseded) is not bool:
+        raise InputError(f"include_superseded must be true or false, got {_type(include_superseded)}")
+    if as_of is None:
+        return k, None
+    if isinstance(as_of, datetime):
+        return k, as_of if as_of.tzinfo is not None else as_of.replace(tzinfo=timezone.utc)
+    if not isinstance(as_of, str):
+        raise InputError(f"as_of must be an ISO 8601 time, a span like 7d, or a datetime, got {_type(as_of)}")
+    return k, parse_time(as_of)
 
 
 class AnchorCheck(NamedTuple):
@@ -312,3 +457,23 @@ class Hit:
             "superseded_by": m.superseded_by,
             "anchors": [c.to_dict() for c in self.checks],
         }
+
+
+def anchor_items(anchors: Any, name: str = "anchors") -> list[Any]:
+    """The items of an `anchors` argument: None is none, one spec string or AnchorRef is one;
+    anything but a list of them (a number, bytes, a dict) is an InputError naming `name`."""
+    if anchors is None:
+        return []
+    if isinstance(anchors, (str, AnchorRef)):
+        return [anchors]
+    if isinstance(anchors, (bytes, bytearray, dict)) or not hasattr(anchors, "__iter__"):
+        raise InputError(f"{name} must be a list of anchor specs or AnchorRef values, got {_type(anchors)}")
+    return list(anchors)
+
+
+def claim_key(content: str, kind: str, anchors: "tuple[AnchorRef, ...]") -> tuple[Any, ...]:
+    """What makes two memories the same claim: the text (outer whitespace aside), the kind and
+    the anchored text (a narrowed anchor's content hash, else the whole file's sha256)."""
+    ground = frozenset((a.path, a.symbol, a.lines, a.content_hash if (a.symbol or a.lines) else a.sha256)
+                       for a in anchors)
+    return content.strip(), kind, ground

@@ -559,3 +559,137 @@ def test_the_fold_grows_with_the_ledger_and_sees_other_writers(tmp_path: Path) -
         with open(root / ".anchorfs" / "ledger.jsonl", "ab") as fh:
             fh.write(b'{"v": 1, "tx": "half a line')  # a write still in flight
         assert {m.id for m in mine.list(status="all")} == {a.id, b.id, c.id}
+
+
+# --------------------------------------------------------------------------- every input honoured or refused (issue 16)
+
+
+def test_an_empty_anchor_list_leaves_anchors_as_they_are(ws: Workspace, repo: Path) -> None:
+    """`anchors=[]` means "leave as is" in supersede and reanchor; `drop_anchors=True` drops."""
+    a = ws.record("helper returns one", anchors=["src/users.py#helper", "notes.txt:2"])
+    b = ws.supersede(a.id, "helper returns 1", anchors=[])
+    assert [(x.path, x.symbol, x.lines) for x in b.anchors] == [("src/users.py", "helper", None), ("notes.txt", None, (2, 2))]
+    (repo / "notes.txt").write_text("zero\n" + NOTES)  # line 2 moved to 3
+    again = ws.reanchor(b.id, anchors=[])
+    assert [(x.path, x.lines) for x in again.anchors] == [("src/users.py", None), ("notes.txt", (3, 3))]
+    c = ws.supersede(b.id, "helper returns one, documented")  # and a later supersede inherits them
+    assert [x.path for x in c.anchors] == ["src/users.py", "notes.txt"]
+
+    bare = ws.reanchor(c.id, drop_anchors=True)
+    assert bare.anchors == () and ws.get(c.id).anchors == ()
+    d = ws.record("pool size is 10", anchors=["notes.txt:1"])
+    e = ws.supersede(d.id, "pool size is 12", drop_anchors=True)
+    assert e.anchors == ()
+    before = snapshot(ws)
+    for refused in (lambda: ws.supersede(e.id, "x", anchors=["notes.txt"], drop_anchors=True),
+                    lambda: ws.reanchor(e.id, anchors=["notes.txt"], drop_anchors=True),
+                    lambda: ws.reanchor(e.id, drop_anchors="yes")):  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="drop_anchors"):
+            refused()
+    assert snapshot(ws) == before
+
+
+def test_reanchor_refuses_a_retired_memory_naming_the_head(ws: Workspace) -> None:
+    from anchorfs.errors import RevisionError
+
+    a = ws.record("retry 3 times", anchors=["notes.txt:1"])
+    b = ws.supersede(a.id, "retry 5 times")
+    c = ws.supersede(b.id, "retry 5 times with backoff")
+    gone = ws.record("deploys on fridays", anchors=["notes.txt:2"])
+    ws.retract(gone.id)
+    before = snapshot(ws)
+    with pytest.raises(RevisionError, match=f"{a.id} is superseded; re-anchor the head of its chain, {c.id}"):
+        ws.reanchor(a.id)
+    with pytest.raises(RevisionError, match=c.id):
+        ws.reanchor(b.id, anchors=["notes.txt:3"])
+    with pytest.raises(RevisionError, match=f"{gone.id} is retracted; only an active memory can be re-anchored"):
+        ws.reanchor(gone.id)
+    assert snapshot(ws) == before
+    assert ws.reanchor(c.id).verified_at is not None  # the head itself is fine
+
+
+def test_revert_of_a_successor_undoes_the_supersede_it_came_from(ws: Workspace) -> None:
+    from anchorfs.errors import RevisionError
+
+    a = ws.record("api version is v1")
+    b = ws.supersede(a.id, "api version is v2")
+    back = ws.revert(b.id, reason="v2 rolled back")
+    assert back.id == a.id and back.status == "active"
+    with anchorfs.open(ws.root) as fresh:
+        assert fresh.get(a.id).status == "active" and fresh.get(a.id).superseded_by is None
+        assert fresh.get(b.id).status == "retracted"
+        assert [h.memory.id for h in fresh.query("api version")] == [a.id]
+        last = fresh.ledger_entries(limit=1)[0]
+        assert (last.op, last.reason) == ("revert", "v2 rolled back")
+    lone = ws.record("a memory that replaced nothing")
+    before = snapshot(ws)
+    with pytest.raises(RevisionError, match="replaced nothing; nothing to revert"):
+        ws.revert(lone.id)
+    with pytest.raises(RevisionError, match="replaced nothing"):
+        ws.revert(a.id)  # active again, and it replaced nothing itself
+    assert snapshot(ws) == before
+
+
+def test_the_same_claim_twice_returns_the_existing_memory_flagged(ws: Workspace, repo: Path) -> None:
+    a = ws.record("token expiry is 24h", kind="constraint", anchors=["src/users.py#helper", "notes.txt:2"])
+    assert a.duplicate is False and "duplicate" not in a.to_dict()
+    before = snapshot(ws)
+    again = ws.record("  token expiry is 24h\n", kind="constraint", anchors=["notes.txt:2", "src/users.py#helper"])
+    assert again.id == a.id and again.duplicate is True and again == a
+    assert again.to_dict()["duplicate"] is True  # what the CLI's --json and MCP report
+    assert snapshot(ws) == before
+    # another kind, other anchors, no anchors: other claims, written
+    assert not ws.record("token expiry is 24h", anchors=["src/users.py#helper", "notes.txt:2"]).duplicate
+    assert not ws.record("token expiry is 24h", kind="constraint", anchors=["notes.txt:2"]).duplicate
+    # the anchored text changed since: a new claim on new ground
+    (repo / "notes.txt").write_text(NOTES.replace("two", "TWO"))
+    fresh = ws.record("token expiry is 24h", kind="constraint", anchors=["src/users.py#helper", "notes.txt:2"])
+    assert fresh.id != a.id and not fresh.duplicate
+    # a retired memory is no duplicate; a repeat inside one batch is written once
+    ws.retract(fresh.id)
+    batch = ws.record_many([{"content": "queue is sqs"}, {"content": "queue is sqs"}, {"content": "queue is kafka"}])
+    assert [m.duplicate for m in batch] == [False, True, False] and batch[0].id == batch[1].id
+    with anchorfs.open(ws.root) as other:
+        assert len([m for m in other.list() if m.content == "queue is sqs"]) == 1
+        assert other.record("queue is sqs").duplicate
+
+
+def test_content_over_the_cap_is_refused_in_one_line(repo: Path) -> None:
+    (repo / ".anchorfs.toml").write_text("[limits]\ncontent_chars = 100\n")
+    anchorfs.init(repo)
+    with anchorfs.open(repo) as ws:
+        ok = ws.record("x" * 100)
+        before = snapshot(ws)
+        for refused in (lambda: ws.record("y" * 101), lambda: ws.supersede(ok.id, "z" * 5000),
+                        lambda: ws.record_many([{"content": "fine"}, {"content": "w" * 101}])):
+            with pytest.raises(InputError) as info:
+                refused()
+            assert "over the limit of 100 (limits.content_chars); nothing was written" in str(info.value)
+            assert "\n" not in str(info.value)
+            assert snapshot(ws) == before
+    (repo / ".anchorfs.toml").unlink()
+    with anchorfs.open(repo) as ws:  # the default: 32 KiB
+        assert ws.config["limits.content_chars"] == 32768
+        ws.record("v" * 32768)
+        with pytest.raises(InputError, match="32,769 characters, over the limit of 32,768"):
+            ws.record("v" * 32769)
+
+
+def test_short_ids_resolve_from_two_characters_and_ambiguity_names_the_candidates(ws: Workspace) -> None:
+    from anchorfs.errors import NotFoundError
+
+    a = ws.record("the first memory")
+    assert ws.get(a.id[:2]) == a  # `show 01`: every id made now starts with 01
+    assert ws.get(a.id[:2].upper()) == a
+    b = ws.record("the second memory")
+    common = next(i for i in range(26) if a.id[i] != b.id[i])
+    with pytest.raises(NotFoundError) as info:
+        ws.get(a.id[:max(2, common)])
+    message = str(info.value)
+    assert "is ambiguous: 2 memories start with it" in message and a.id in message and b.id in message
+    assert "\n" not in message
+    assert ws.get(b.id[:common + 1]) == b
+    with pytest.raises(NotFoundError, match="needs 2\\+ characters"):
+        ws.get(a.id[:1])
+    with pytest.raises(NotFoundError, match="no memory 'zz'"):
+        ws.get("zz")
