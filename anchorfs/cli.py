@@ -1,8 +1,12 @@
 """The `anchorfs` command: each command parses, calls one Workspace method, formats.
 
-No logic lives here. An `AnchorfsError` becomes one line on stderr and exit 1; usage errors
-exit 2; `drift` and `verify` exit 90 when something is stale. Output for people is plain
-aligned text (no heavy imports: `drift` runs in git hooks and cron); `--json` for programs.
+No logic lives here. Exit codes follow one rule: 2 for a command line click can refuse by its
+shape alone (an unknown command or option, a missing argument, a value outside its choices or
+range, a time that does not parse, empty text); 1 for what anchorfs finds doing the work (an
+unknown id, a bad anchor, a refused change), as one line on stderr; 90 from `drift`, `verify`
+and `at` when something is stale. Anchor paths are taken from the current folder first, as git
+takes pathspecs. Output for people is plain aligned text (no heavy imports: `drift` runs in
+git hooks and cron); `--json` for programs.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from .errors import AnchorfsError
+from .errors import AnchorfsError, InputError
+from .model import KINDS, parse_time
 
 if TYPE_CHECKING:
-    from .drift import DriftReport
+    from .drift import DriftReport, MemoryDrift
     from .model import Memory
     from .workspace import Workspace
 
@@ -89,6 +94,88 @@ class _Ctx:
             self._ws.close()
 
 
+def _time_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A TIME option (`--since`, `--as-of`) that does not parse is a usage error (exit 2)."""
+    if value is not None:
+        try:
+            parse_time(value)
+        except InputError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _text_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Empty text where text is needed (`query ""`, `record ""`) is a usage error (exit 2)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty text given")
+    return value
+
+
+_KIND = click.Choice(KINDS)
+_LINES_SPEC = re.compile(r"^(?P<path>.+?):\d+(?:-\d+)?$")  # as anchors.parse_spec splits `PATH:START-END`
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    """(path, the rest) of an anchor spec: `a.py#Cls.fn` -> (`a.py`, `#Cls.fn`)."""
+    text = spec.strip()
+    if "#" in text:
+        path, _, symbol = text.partition("#")
+        return path.strip(), "#" + symbol
+    m = _LINES_SPEC.match(text)
+    if m:
+        return m.group("path"), text[m.end("path"):]
+    return text, ""
+
+
+def _from_cwd(ws: "Workspace", specs: Sequence[str]) -> list[str]:
+    """Anchor specs with their paths taken from the current folder first, as git pathspecs are:
+    in `src/flask/`, `app.py#Flask.run` is `src/flask/app.py#Flask.run`. A path that names
+    nothing there but does from the workspace root keeps its root-relative meaning; one that
+    names nothing either way is passed on resolved, so the error shows it as resolved."""
+    try:
+        rel = os.path.relpath(os.path.realpath(os.getcwd()), ws.root_real)
+    except (OSError, ValueError):
+        return list(specs)
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return list(specs)  # at the root, or outside the workspace: nothing to re-base
+    out = []
+    for spec in specs:
+        path, rest = _split_spec(spec)
+        if not path or os.path.isabs(path) or "\0" in path:
+            out.append(spec)
+            continue
+        here = os.path.normpath(os.path.join(rel, path))
+        if os.path.lexists(os.path.join(ws.root_real, here)) or not os.path.lexists(os.path.join(ws.root_real, path)):
+            out.append(here.replace(os.sep, "/") + rest)
+        else:
+            out.append(spec)
+    return out
+
+
+def _read_text(text: str | None, from_file: str | None) -> str:
+    """A memory's text: the argument, `-` for stdin, or `--file PATH` (long text, no argv
+    limit). Read as UTF-8; trailing newlines dropped (`echo ... | anchorfs record -`)."""
+    if from_file is not None and text is not None:
+        raise click.UsageError("give the text, - (stdin) or --file PATH, not two of them")
+    if from_file is None and text is None:
+        raise click.UsageError("Missing argument 'TEXT' (or - to read stdin, --file PATH to read a file)")
+    if text is not None and text != "-":
+        return text
+    where = "stdin" if from_file is None else from_file
+    try:
+        if from_file is None:
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(from_file, "rb") as fh:  # noqa: PTH123 - a user's file, named by the user
+                raw = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where} is not UTF-8 text (byte {exc.start})") from None
+
+
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Every command takes --root and --json (DESIGN.md), after the command name too."""
     fn = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
@@ -126,14 +213,19 @@ def _emit(c: "_Ctx", data: Any, text: str) -> None:
         _echo(text)
 
 
-def _print_memory(m: "Memory") -> None:
-    _echo(f"{m.id}  [{m.kind}] {m.status}")
+def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
+    drift = "" if md is None else f"  drift: {md.drift.value if m.anchors else 'unanchored'}"
+    _echo(f"{m.id}  [{m.kind}] {m.status}{drift}")
     _echo(f"  {m.content}")
     if m.tags:
         _echo(f"  tags: {', '.join(m.tags)}")
-    for a in m.anchors:
+    checks = md.checks if md is not None else ()
+    for n, a in enumerate(m.anchors):
         commit = f" @ {a.commit[:7]}" if a.commit else ""
-        _echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}")
+        dirty = " (taken on uncommitted changes)" if a.dirty else ""
+        ch = checks[n] if n < len(checks) else None  # one check per anchor, in order
+        now = f"  now {ch.verdict.value}: {ch.detail}" if ch is not None else ""
+        _echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}{dirty}{now}")
     _echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
     if m.valid_until:
         _echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
@@ -176,13 +268,14 @@ def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None
 @cli.command()
 @_common
 @click.option("--mcp", "write_mcp", is_flag=True, help="Also write a .mcp.json for agent hosts.")
+@click.option("--nested", is_flag=True, help="Inside another workspace: make a separate one anyway (it hides the parent's memories here).")
 @click.pass_context
-def init(ctx: click.Context, root: str | None, as_json: bool, write_mcp: bool) -> None:
+def init(ctx: click.Context, root: str | None, as_json: bool, write_mcp: bool, nested: bool) -> None:
     """Create the .anchorfs/ state folder here (or at --root)."""
     from .workspace import init as init_ws
 
     with _session(ctx, root, as_json) as c:
-        path = init_ws(c.root)
+        path = init_ws(c.root, nested=nested)
         mcp_path = None
         if write_mcp:
             from .mcp import write_mcp_config
@@ -198,26 +291,32 @@ def init(ctx: click.Context, root: str | None, as_json: bool, write_mcp: bool) -
 
 @cli.command()
 @_common
-@click.argument("text")
-@click.option("--kind", default="note", show_default=True, help="decision, constraint, goal, preference, reference, summary, note")
+@click.argument("text", required=False, callback=_text_value)
+@click.option("--file", "from_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Read the text from this file (UTF-8) instead of TEXT.")
+@click.option("--kind", type=_KIND, default="note", show_default=True)
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
-@click.option("--anchor", "anchors", multiple=True, metavar="SPEC", help="PATH, PATH#SYMBOL, PATH:START-END (repeatable).")
+@click.option("--anchor", "anchors", multiple=True, metavar="SPEC",
+              help="PATH, PATH#SYMBOL, PATH:START-END (repeatable; paths from the current folder first).")
 @click.option("--author", default=None)
 @click.pass_context
-def record(ctx: click.Context, root: str | None, as_json: bool, text: str, kind: str,
+def record(ctx: click.Context, root: str | None, as_json: bool, text: str | None, from_file: str | None, kind: str,
            tags: tuple[str, ...], anchors: tuple[str, ...], author: str | None) -> None:
-    """Record a memory, anchored to what it rests on."""
+    """Record a memory, anchored to what it rests on. TEXT `-` reads stdin."""
+    content = _read_text(text, from_file)
     with _session(ctx, root, as_json) as c:
-        m = c.ws().record(text, kind=kind, tags=tags, anchors=anchors, author=author)
+        ws = c.ws()
+        m = ws.record(content, kind=kind, tags=tags, anchors=_from_cwd(ws, anchors), author=author)
         _emit(c, m.to_dict(), f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})")
 
 
 @cli.command()
 @_common
-@click.argument("text")
+@click.argument("text", callback=_text_value)
 @click.option("-k", "k", type=click.IntRange(1, 1000), default=None, help="How many hits.")
 @click.option("--include-superseded", is_flag=True, help="Also superseded and retracted memories, marked.")
-@click.option("--as-of", "as_of", default=None, metavar="TIME", help="The store as it stood then: ISO 8601 or 7d, 12h.")
+@click.option("--as-of", "as_of", default=None, metavar="TIME", callback=_time_value,
+              help="The store as it stood then: ISO 8601 or 7d, 12h.")
 @click.option("--stale", type=click.Choice(["include", "exclude", "only"]), default="include", show_default=True,
               help="Keep stale hits (demoted), leave them out, or show them alone.")
 @click.pass_context
@@ -232,9 +331,11 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
         if not hits:
             _echo("no memories found")
             return
+        if all(h.weak for h in hits):  # the closest things are listed, and called what they are
+            _echo("no memory matches well; closest:")
         for h in hits:
             mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
-            _echo(f"{h.score:.3f}  {h.memory.id}{mark}  {h.envelope}")
+            _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {h.memory.id}{mark}  {h.envelope}")
             _echo(f"       {h.memory.content}")
 
 
@@ -243,34 +344,36 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
 @click.argument("memory_id", metavar="ID")
 @click.pass_context
 def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
-    """One memory, whole."""
+    """One memory, whole, with its drift checked now."""
     with _session(ctx, root, as_json) as c:
-        m = c.ws().get(memory_id)
+        ws = c.ws()
+        m = ws.get(memory_id)
+        md = ws.check(m)  # a fresh check of this one memory, not the last pass's
         if c.json:
-            _emit_json(m.to_dict())
+            _emit_json({**m.to_dict(), "drift": md.drift.value if m.anchors else "unanchored",
+                        "checks": [ch.to_dict() for ch in md.checks]})
         else:
-            _print_memory(m)
+            _print_memory(m, md)
 
 
 @cli.command(name="list")
 @_common
 @click.option("--limit", type=click.IntRange(1), default=None)
 @click.option("--status", type=click.Choice(["active", "superseded", "retracted", "all"]), default="active", show_default=True)
-@click.option("--drift", "drift_filter", type=click.Choice(["fresh", "stale", "unknown"]), default=None,
-              help="Filter on the drift found by the last check (no re-check).")
+@click.option("--drift", "drift_filter", type=click.Choice(["fresh", "stale", "unknown", "unanchored"]), default=None,
+              help="Filter on the drift found by the last check (no re-check); unanchored: no anchors.")
 @click.pass_context
 def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | None, status: str,
              drift_filter: str | None) -> None:
-    """Memories, newest first."""
+    """Memories, newest first, with the drift the last check found."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         mems = ws.list(limit=limit, status=status, drift=drift_filter)
-        if c.json:
-            known = ws.last_drift()
-            _emit_json({"memories": [{**m.to_dict(), "drift": known.get(m.id)} for m in mems]})
-            return
         known = ws.last_drift()
-        rows = [(m.id, m.kind, m.status, known.get(m.id, "-"), len(m.anchors), _short(m.content)) for m in mems]
+        if c.json:
+            _emit_json({"memories": [{**m.to_dict(), "drift": ws.last_drift_of(m, known)} for m in mems]})
+            return
+        rows = [(m.id, m.kind, m.status, ws.last_drift_of(m, known), len(m.anchors), _short(m.content)) for m in mems]
         _echo(_table(rows, ["id", "kind", "status", "drift", "anchors", "content"]))
 
 
@@ -280,13 +383,23 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
 @click.pass_context
 def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str | None) -> None:
     """Rebuild the LanceDB store from the ledger alone."""
+    from .workspace import Workspace
+
     with _session(ctx, root, as_json) as c:
         ws = c.ws(embedder=embedder)
         n = ws.reindex(embedder=embedder)
+        built = ws.embedder.name
+        # The next command picks its embedder as a fresh workspace does: the store's own, unless
+        # `embedder =` or ANCHORFS_EMBEDDER names another, which would refuse this store.
+        wanted = Workspace(ws.root).embedder.name
         if c.json:
-            _emit_json({"memories": n, "embedder": ws.embedder.name})
+            _emit_json({"memories": n, "embedder": built, "next_embedder": wanted})
         else:
-            _echo(f"reindexed {n} memories with the {ws.embedder.name} embedder")
+            _echo(f"reindexed {n} memories with the {built} embedder")
+        if wanted != built:
+            _echo(f"anchorfs: warning: `embedder =` in .anchorfs.toml or ANCHORFS_EMBEDDER asks for {wanted!r}, "
+                  f"so later commands will refuse this {built} store; set `embedder = \"{built}\"` "
+                  f"(or ANCHORFS_EMBEDDER={built})", err=True)
 
 
 @cli.command()
@@ -334,31 +447,36 @@ def _drift_text(report: "DriftReport", d: dict[str, Any]) -> str:
 @cli.command()
 @_common
 @click.argument("memory_id", metavar="ID")
-@click.option("--anchor", "anchors", multiple=True, metavar="SPEC", help="New anchors (default: the old ones, as they are now).")
+@click.option("--to", "--anchor", "anchors", multiple=True, metavar="SPEC",
+              help="New anchors (repeatable; paths from the current folder first; default: the old ones, as they are now).")
 @click.option("--reason", default=None)
 @click.pass_context
 def reanchor(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, anchors: tuple[str, ...],
              reason: str | None) -> None:
     """Anchor a re-verified memory to the content as it is now."""
     with _session(ctx, root, as_json) as c:
-        m = c.ws().reanchor(memory_id, anchors=anchors or None, reason=reason)
+        ws = c.ws()
+        m = ws.reanchor(memory_id, anchors=_from_cwd(ws, anchors) or None, reason=reason)
         _emit(c, m.to_dict(), f"reanchored {m.id}: {', '.join(a.spec for a in m.anchors)}")
 
 
 @cli.command()
 @_common
 @click.argument("memory_id", metavar="ID")
-@click.argument("text")
+@click.argument("text", callback=_text_value)
 @click.option("--reason", default=None)
-@click.option("--anchor", "anchors", multiple=True, metavar="SPEC", help="Anchors for the successor (default: inherited).")
-@click.option("--kind", default=None)
-@click.option("--tag", "tags", multiple=True)
+@click.option("--anchor", "anchors", multiple=True, metavar="SPEC",
+              help="Anchors for the successor (repeatable; paths from the current folder first; default: inherited).")
+@click.option("--kind", type=_KIND, default=None, help="Default: the old memory's.")
+@click.option("--tag", "tags", multiple=True, help="Default: the old memory's.")
 @click.pass_context
 def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, text: str,
               reason: str | None, anchors: tuple[str, ...], kind: str | None, tags: tuple[str, ...]) -> None:
     """Correct a memory: the new one wins, the old one keeps its validity bounds."""
     with _session(ctx, root, as_json) as c:
-        m = c.ws().supersede(memory_id, text, reason=reason, anchors=anchors or None, kind=kind, tags=tags or None)
+        ws = c.ws()
+        m = ws.supersede(memory_id, text, reason=reason, anchors=_from_cwd(ws, anchors) or None, kind=kind,
+                         tags=tags or None)
         _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}")
 
 
@@ -380,10 +498,15 @@ def retract(ctx: click.Context, root: str | None, as_json: bool, memory_id: str,
 @click.option("--reason", default=None)
 @click.pass_context
 def revert(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
-    """Undo a supersede or a retract."""
+    """Undo a supersede or a retract; ID may be the old memory or its successor."""
     with _session(ctx, root, as_json) as c:
-        m = c.ws().revert(memory_id, reason=reason)
-        _emit(c, m.to_dict(), f"{m.id} is active again")
+        ws = c.ws()
+        before = ws.get(memory_id)
+        successor = before.superseded_by if before.status == "superseded" else (
+            before.id if before.status == "active" and before.supersedes else None)
+        m = ws.revert(memory_id, reason=reason)
+        undone = f"; its successor {successor} is retracted" if successor and successor != m.id else ""
+        _emit(c, m.to_dict(), f"{m.id} is active again{undone}")
 
 
 @cli.command()
@@ -404,7 +527,7 @@ def history(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
 
 @cli.command()
 @_common
-@click.option("--since", default=None, metavar="TIME", help="ISO 8601 or 7d, 12h.")
+@click.option("--since", default=None, metavar="TIME", callback=_time_value, help="ISO 8601 or 7d, 12h.")
 @click.option("--limit", type=click.IntRange(1), default=None)
 @click.pass_context
 def ledger(ctx: click.Context, root: str | None, as_json: bool, since: str | None, limit: int | None) -> None:
@@ -414,21 +537,29 @@ def ledger(ctx: click.Context, root: str | None, as_json: bool, since: str | Non
         if c.json:
             _emit_json({"entries": [e.to_dict() for e in entries]})
             return
-        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, ", ".join(m.id for m in e.memories),
-                 e.reason or "") for e in entries]
-        _echo(_table(rows, ["at", "op", "actor", "memories", "reason"]))
+        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, m.id, m.status, _short(m.content, 50),
+                 e.reason or "") for e in entries for m in e.memories]
+        _echo(_table(rows, ["at", "op", "actor", "memory", "status", "content", "reason"]))
 
 
 @cli.command()
 @_common
-@click.option("--keep", type=click.Path(file_okay=False), default=None, help="Build the demo workspace here and keep it.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Build the demo workspace in this new or empty folder and keep it (same as --root).")
 @click.pass_context
 def demo(ctx: click.Context, root: str | None, as_json: bool, keep: str | None) -> None:
-    """Build a throwaway git workspace, record anchored memories, edit the code, query."""
+    """Build a throwaway git workspace, record anchored memories, edit the code, query.
+
+    `--root DIR` (like `--keep DIR`) is where the demo runs: a new or empty folder, kept.
+    """
     from .demo import run_demo
 
+    parent: _Ctx = ctx.obj
+    where = root or parent.root  # never ANCHORFS_ROOT or the cwd's workspace: the demo makes its own
+    if where and keep and os.path.abspath(where) != os.path.abspath(keep):
+        raise click.UsageError("--root and --keep both name where the demo runs; give one")
     with _session(ctx, root, as_json) as c:
-        run_demo(keep, as_json=c.json, echo=click.echo)
+        run_demo(keep or where, as_json=c.json, echo=click.echo)
 
 
 @cli.command()
@@ -542,8 +673,12 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
 
 
 @cli.group()
-def hook() -> None:
+@_common
+@click.pass_context
+def hook(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """The git post-commit hook that reports the memories each commit made stale."""
+    parent: _Ctx = ctx.obj
+    ctx.obj = _Ctx(root or parent.root, as_json or parent.json)  # `hook --root R install` as `hook install --root R`
 
 
 @hook.command("install")
@@ -656,17 +791,20 @@ def _lines(span: Any) -> str:
 @click.argument("rev", metavar="REV")
 @click.pass_context
 def at(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
-    """What `drift` would have said at a git revision, for the memories that existed then."""
+    """What `drift` would have said at a git revision, for the memories that existed then;
+    exit 90 when any was stale, as `drift` does."""
     with _session(ctx, root, as_json) as c:
         report = c.ws().at(rev)
         d = report.to_dict()
         if c.json:
             _emit_json(d)
-            return
-        rows = [(m["id"], m["drift"], _short(m["content"], 50)) for m in d["memories"]]
-        _echo(_table(rows, ["id", "drift", "memory"]))
-        _echo(f"at {d['short']} ({(d.get('date') or '')[:10]}): checked {d['checked']}: "
-                   f"{d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
+        else:
+            rows = [(m["id"], m["drift"], _short(m["content"], 50)) for m in d["memories"]]
+            _echo(_table(rows, ["id", "drift", "memory"]))
+            _echo(f"at {d['short']} ({(d.get('date') or '')[:10]}): checked {d['checked']}: "
+                  f"{d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
+        if d["stale"]:
+            ctx.exit(EXIT_STALE)
 
 
 def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:

@@ -46,12 +46,29 @@ def _git(root: Path, *args: str) -> None:
 
 
 def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Run the demo; returns what it saw (the CLI prints it, tests assert on it)."""
+    """Run the demo; returns what it saw (the CLI prints it, tests assert on it).
+
+    `keep` must be a new or empty folder: the demo writes files, makes a git repo and commits,
+    which in an existing project would overwrite its files and commit its uncommitted work.
+    """
     import anchorfs
+    from .errors import WorkspaceError
 
     tmp = None
     if keep:
         root = Path(keep)
+        try:
+            present: bool | None = None
+            if root.is_dir():
+                with os.scandir(root) as entries:
+                    present = next(entries, None) is not None
+        except OSError as exc:
+            raise WorkspaceError(f"cannot read {root}: {exc.strerror}") from None
+        if present:
+            raise WorkspaceError(f"{root} is not empty; the demo (--keep or --root) builds its workspace in a new "
+                                 "or empty folder, never in an existing project")
+        if present is None and os.path.lexists(root):
+            raise WorkspaceError(f"{root} is not a folder")
         root.mkdir(parents=True, exist_ok=True)
     else:
         tmp = tempfile.mkdtemp(prefix="anchorfs-demo-")
@@ -68,7 +85,7 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
             _git(root, "init", "-q", "-b", "main")
             _git(root, "add", ".")
             _git(root, "commit", "-q", "-m", "token issuing")
-        anchorfs.init(root)
+        anchorfs.init(root, nested=True)  # its own git repo and workspace, wherever it is built
         say(f"workspace: {root}{' (git repo)' if have_git else ''}\n")
         with anchorfs.open(root) as ws:
             say("1. record three anchored memories")

@@ -332,10 +332,12 @@ class Store:
         name = meta.get(b"anchorfs.embedder", b"").decode()
         dim = meta.get(b"anchorfs.dim", b"0").decode()
         if name != self.embedder.name or dim != str(self.embedder.dim):
+            use = (f"set `embedder = \"{name}\"` in .anchorfs.toml (or ANCHORFS_EMBEDDER={name}) to use it, or "
+                   if name else "")
             raise EmbedderError(
-                f"the store was built with embedder {name or '?'!r} (dim {dim}), not "
-                f"{self.embedder.name!r} (dim {self.embedder.dim}); run "
-                f"`anchorfs reindex --embedder {self.embedder.name}` to rebuild it"
+                f"the store was built with embedder {name or '?'!r} (dim {dim}), not the "
+                f"{self.embedder.name!r} (dim {self.embedder.dim}) asked for (`embedder =` in .anchorfs.toml, "
+                f"ANCHORFS_EMBEDDER or an argument); {use}run `anchorfs reindex --embedder {self.embedder.name}` to rebuild it"
             )
 
     def stored_embedder(self) -> str | None:

@@ -125,7 +125,7 @@ def test_hooks_path_and_two_workspaces_in_one_repo(repo: Path) -> None:
     sub = repo / "service"
     sub.mkdir()
     (sub / "app.py").write_text("PORT = 80\n")
-    anchorfs.init(sub)
+    anchorfs.init(sub, nested=True)
     path, _ = install(repo)
     assert path == repo / ".githooks" / "post-commit"
     assert install(sub) == (path, True)

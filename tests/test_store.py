@@ -43,8 +43,12 @@ def test_opening_with_another_embedder_points_at_reindex(tmp_path: Path) -> None
         assert ws.reindex(embedder="e5") == 1
         assert ws.store.stored_embedder() == "e5"
         assert [h.memory.content for h in ws.query("where is the cache kept", k=1)] == ["the cache lives in redis"]
-    with anchorfs.open(root) as ws:  # the default now disagrees with the table
-        with pytest.raises(EmbedderError, match="built with embedder 'e5'"):
+    with anchorfs.open(root) as ws:  # no embedder chosen: the one the table was built with (issue 16)
+        assert ws.embedder.name == "e5"
+        assert [h.memory.content for h in ws.query("cache", k=1)] == ["the cache lives in redis"]
+    (root / ".anchorfs.toml").write_text('embedder = "hashing"\n')
+    with anchorfs.open(root) as ws:  # a chosen embedder that disagrees with the table: the way out named
+        with pytest.raises(EmbedderError, match=r"built with embedder 'e5'.*`embedder =`.*ANCHORFS_EMBEDDER=e5"):
             ws.query("cache")
 
 

@@ -145,7 +145,7 @@ def test_find_root_nearest_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     anchorfs.init(outer)
     monkeypatch.chdir(outer / "pkg")
     assert find_root() == outer.resolve()
-    anchorfs.init(inner)
+    anchorfs.init(inner, nested=True)  # a workspace inside another: on purpose
     monkeypatch.chdir(deep)
     assert find_root() == inner.resolve()
     with anchorfs.open() as w:
