@@ -41,7 +41,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "search.rrf_k": (float, 60.0),
     "search.vector_weight": (float, 1.0),
     "search.text_weight": (float, 0.5),
-    "search.relevance_floor": (float, 0.3),
+    "search.relevance_floor": (float, 0.15),
     "store.compact_fragments": (int, 64),
     "history.envelope": (bool, True),
     "limits.content_chars": (int, 32768),
@@ -136,15 +136,26 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_MAX_CONFIG_BYTES = 1 << 20
+"""A configuration file larger than this is a mistake, not a setting."""
+
+
 def load_config(root: Path | None, environ: dict[str, str] | None = None) -> Config:
     """Defaults < `.anchorfs.toml` < environment. Unknown keys are errors, not silent typos."""
     values = {k: d for k, (_, d) in KEYS.items()}
     if root is not None:
         path = root / CONFIG_FILE
-        try:
-            raw = path.read_bytes()
+        from .guard import GuardError, read_guarded
+
+        try:  # guarded: a FIFO here hung every command; a link out would be read
+            # A link that stays inside the workspace is followed (a shared config kept elsewhere in
+            # the repo); the guard refuses one that leads out, and anything but a regular file.
+            raw: bytes | None = read_guarded(os.path.realpath(path), root=os.path.realpath(root),
+                                             max_bytes=_MAX_CONFIG_BYTES)
         except FileNotFoundError:
             raw = None
+        except GuardError as exc:
+            raise ConfigError(f"{CONFIG_FILE}: cannot read: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         if raw is not None:

@@ -238,3 +238,25 @@ def test_a_non_finite_or_huge_value_never_reaches_a_query(tmp_path: Path, monkey
         with pytest.raises(ConfigError) as info:
             anchorfs.open(tmp_path)
         assert "\n" not in str(info.value) and CONFIG_FILE in str(info.value)
+
+
+def test_a_fifo_or_a_link_out_as_the_config_file_is_one_error_not_a_hang(tmp_path: Path) -> None:
+    """A FIFO at `.anchorfs.toml` blocked every command for good; a link out was read."""
+    import os
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    os.mkfifo(root / CONFIG_FILE)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(root, environ={})  # non-blocking open: returns at once
+    (root / CONFIG_FILE).unlink()
+    outside = tmp_path / "outside.toml"
+    outside.write_text("embedder = 'e5'\n")
+    (root / CONFIG_FILE).symlink_to(outside)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(root, environ={})
+    (root / CONFIG_FILE).unlink()
+    (root / "conf").mkdir()
+    (root / "conf" / "shared.toml").write_text("embedder = 'e5'\n")
+    (root / CONFIG_FILE).symlink_to(root / "conf" / "shared.toml")  # a link that stays inside is read
+    assert load_config(root, environ={}).embedder == "e5"
