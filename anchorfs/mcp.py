@@ -447,7 +447,15 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
                               structured_content=dict(data))
 
     def written(m: "Memory", **extra: Any) -> CallToolResult:
-        md = call(lambda: ws.check(m))
+        """A write's result; the write happened, so a failing re-check must not turn it into
+        an error (an agent would retry it): its drift then reads unknown."""
+        from .drift import MemoryDrift
+
+        try:
+            with lock:
+                md = ws.check(m)
+        except AnchorfsError:
+            md = MemoryDrift(m, Drift.UNKNOWN, ())
         return result({"memory": _written(m, md), **extra})
 
     class _Server(MCPServer):
