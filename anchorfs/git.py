@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import HistoryError
 
 __all__ = [
-    "run_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "head_and_dirty",
-    "dirty_paths", "is_ancestor",
+    "run_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
+    "head_and_dirty",
+    "dirty_paths", "is_ancestor", "Renames", "renames_since",
 ]
 
 
@@ -82,6 +84,78 @@ def head_commit(root: Path) -> str | None:
     return out.decode() if out else None
 
 
+_RACY_NS = 2_000_000_000
+"""A ref file changed this recently may change again within its timestamp's granularity."""
+_git_dirs: dict[str, tuple[str, str] | None] = {}
+_heads: dict[str, tuple[tuple[object, ...], str | None]] = {}
+
+
+def _sig(path: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _head_key(top: str) -> tuple[object, ...] | None:
+    """What HEAD's hash rests on, read without a process: HEAD's text and the stat of the
+    branch's loose ref and of packed-refs. None when it cannot be trusted: an unusual layout
+    (reftable, a symbolic ref past the branch, refs outside refs/heads/, GIT_DIR set) or a
+    file changed within the last two seconds (racy: a second change could keep its stat)."""
+    if top not in _git_dirs:
+        try:
+            out = run_git(Path(top), "rev-parse", "--absolute-git-dir", "--git-common-dir", check=False)
+            lines = os.fsdecode(out).splitlines()
+            _git_dirs[top] = (lines[0], os.path.join(top, lines[1])) if len(lines) == 2 else None
+        except HistoryError:
+            _git_dirs[top] = None
+    dirs = _git_dirs[top]
+    if dirs is None or "GIT_DIR" in os.environ or "GIT_COMMON_DIR" in os.environ:
+        return None
+    gitdir, common = dirs
+    if os.path.lexists(os.path.join(common, "reftable")):
+        return None
+    try:
+        with open(os.path.join(gitdir, "HEAD"), "rb") as fh:
+            text = fh.read(4096)
+    except OSError:
+        return None
+    paths = [os.path.join(gitdir, "HEAD"), os.path.join(common, "packed-refs")]
+    if text.startswith(b"ref: "):
+        ref = text[5:].strip().decode("utf-8", "replace")
+        if not ref.startswith("refs/heads/") or ".." in ref.split("/"):
+            return None
+        loose = os.path.join(common, *ref.split("/"))
+        try:
+            with open(loose, "rb") as fh:
+                if fh.read(5) == b"ref: ":
+                    return None  # a branch that is itself a symbolic ref
+        except OSError:
+            pass  # packed only, or unborn
+        paths.append(loose)
+    sigs = [_sig(p) for p in paths]
+    now = time.time_ns()
+    if any(s is not None and now - max(s[2], s[3]) < _RACY_NS for s in sigs):
+        return None
+    return (text, *sigs)
+
+
+def current_head(top: Path) -> str | None:
+    """HEAD's full hash like `head_commit`, but a process only when HEAD may have moved since
+    the last call for this repo (see `_head_key`): a query pays no git process per call."""
+    key_top = os.fspath(top)
+    key = _head_key(key_top)
+    if key is not None:
+        known = _heads.get(key_top)
+        if known is not None and known[0] == key:
+            return known[1]
+    head = head_commit(top)
+    if key is not None and _head_key(key_top) == key:  # nothing moved while git answered
+        _heads[key_top] = (key, head)
+    return head
+
+
 def prefix_of(root: Path, top: Path) -> str:
     """`root`'s place inside the repo at `top` as a git path prefix (`""` or `"sub/dir/"`)."""
     rel = os.path.relpath(os.path.realpath(root), os.path.realpath(top))
@@ -139,3 +213,50 @@ def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     except FileNotFoundError as exc:  # no git on this machine
         raise HistoryError("git is not installed") from exc
     return proc.returncode == 0
+
+
+class Renames:
+    """What git says became of files since some commits, as paths relative to the workspace
+    root: `renamed` old -> new (rename detection, working tree and index included), `added`
+    the files that appeared (added, copied, renamed to, or untracked and not ignored)."""
+
+    __slots__ = ("renamed", "added")
+
+    def __init__(self) -> None:
+        self.renamed: dict[str, str] = {}
+        self.added: list[str] = []
+
+
+def renames_since(root: Path, commits: Sequence[str]) -> Renames:
+    """Renames and new files between each of `commits` and the working tree, under `root`.
+
+    One `git diff -M --name-status` per distinct commit (a pass's anchors share a few) and one
+    `git ls-files --others` for untracked files: the drift pass asks only when an anchor's file
+    is gone or its symbol is missing, never per anchor. A commit git does not know (shallow
+    clone, rewritten history) adds nothing; every answer is a candidate the caller verifies.
+    """
+    found = Renames()
+    added: dict[str, None] = {}
+    for commit in dict.fromkeys(commits):
+        out = run_git(root, "diff", "--name-status", "-z", "-M", "--relative", "--no-ext-diff",
+                      commit, "--", check=False)
+        fields = out.split(b"\0")
+        i = 0
+        while i < len(fields) - 1:
+            status = fields[i][:1]
+            if status in (b"R", b"C") and i + 2 < len(fields):
+                old, new = os.fsdecode(fields[i + 1]), os.fsdecode(fields[i + 2])
+                if status == b"R":
+                    found.renamed.setdefault(old, new)
+                added[new] = None
+                i += 3
+                continue
+            if status == b"A":
+                added[os.fsdecode(fields[i + 1])] = None
+            i += 2
+    out = run_git(root, "ls-files", "--others", "--exclude-standard", "-z", check=False)
+    for name in out.split(b"\0"):
+        if name:
+            added[os.fsdecode(name)] = None
+    found.added = list(added)
+    return found

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from conftest import git
 
 import anchorfs
+from anchorfs import git as git_mod
 from anchorfs import history
 from anchorfs.cli import cli
 from anchorfs.errors import HistoryError
@@ -121,8 +122,10 @@ def _query_git_processes(root: Path, k: int, git_calls: _GitCounter) -> tuple[in
     return len(hits), git_calls.count
 
 
-def test_query_git_processes_do_not_grow_with_hits(many_files: tuple[Path, str], git_calls: _GitCounter) -> None:
+def test_query_git_processes_do_not_grow_with_hits(many_files: tuple[Path, str], git_calls: _GitCounter,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     root, _ = many_files
+    monkeypatch.setattr(git_mod, "_RACY_NS", 10**18)  # HEAD's files never old enough: read HEAD each query
     with anchorfs.open(root) as ws:
         ws.record_many(_items(FILES))
     _commit_all(root, "later work")  # the anchors' commit is one behind HEAD: "1 commit since"
@@ -222,3 +225,62 @@ def test_envelopes_follow_head_and_the_memo_keeps_only_its_entries(many_files: t
         hits = ws.query("adds", k=6)
         assert len(hits) == 6 and all("1 commit since" in h.envelope for h in hits)
         assert {key[1] for key in ws._history_memo} == {second} != {first}
+
+
+def test_head_is_read_without_a_process_while_its_files_hold(git_repo: Path, git_calls: _GitCounter,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from anchorfs.git import current_head
+
+    monkeypatch.setattr(git_mod, "_RACY_NS", 0)  # the files count as old at once (no sleeping)
+    top = Path(os.path.realpath(git_repo))
+    assert current_head(top) is None  # unborn
+    (git_repo / "a.txt").write_text("a\n")
+    c1 = _commit_all(git_repo, "one")
+    assert current_head(top) == c1
+    git_calls.reset()
+    assert current_head(top) == c1 and current_head(top) == c1
+    assert git_calls.count == 0  # nothing HEAD rests on changed: no process
+    c2 = _commit_all(git_repo, "two")
+    assert current_head(top) == c2
+    git(git_repo, "checkout", "-q", "-b", "side")
+    c3 = _commit_all(git_repo, "three")
+    assert current_head(top) == c3
+    git(git_repo, "checkout", "-q", "--detach", c1)
+    assert current_head(top) == c1
+    git(git_repo, "checkout", "-q", "side")
+    git(git_repo, "pack-refs", "--all")  # the branch now lives in packed-refs only
+    assert current_head(top) == c3
+    git(git_repo, "update-ref", "refs/heads/side", c2)
+    assert current_head(top) == c2
+    c4 = _commit_all(git_repo, "four")
+    assert current_head(top) == c4
+    git_calls.reset()
+    assert current_head(top) == c4 and git_calls.count == 0
+
+
+def test_head_inside_the_racy_window_is_always_asked(git_repo: Path, git_calls: _GitCounter) -> None:
+    from anchorfs.git import current_head
+
+    (git_repo / "a.txt").write_text("a\n")
+    c1 = _commit_all(git_repo, "one")
+    ref = git_repo / ".git" / "refs" / "heads" / "main"
+    future = ref.stat().st_mtime_ns + 3600 * 10**9
+    os.utime(ref, ns=(future, future))  # "just written", however slow this machine is
+    top = Path(os.path.realpath(git_repo))
+    current_head(top)
+    git_calls.reset()
+    assert current_head(top) == c1
+    assert git_calls.count == 1  # a ref this fresh could change again without its stat changing
+
+
+def test_a_repeated_query_starts_no_git_process(many_files: tuple[Path, str], git_calls: _GitCounter,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ = many_files
+    monkeypatch.setattr(git_mod, "_RACY_NS", 0)
+    with anchorfs.open(root) as ws:
+        ws.record_many(_items(10))
+        first = ws.query("adds", k=10)
+        git_calls.reset()
+        again = ws.query("adds", k=10)
+    assert git_calls.count == 0
+    assert [h.envelope for h in again] == [h.envelope for h in first]
