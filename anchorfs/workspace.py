@@ -67,6 +67,8 @@ __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"
 
 STATE_DIR = anchors_mod.STATE_DIR
 _DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
+UNANCHORED = "unanchored"
+"""The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
 _GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\n"
 _GITIGNORE_BEFORE = (
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
@@ -118,11 +120,26 @@ def find_root(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(locate(root))
 
 
-def init(root: str | os.PathLike[str] | None = None) -> Path:
-    """Create `.anchorfs/` (idempotent). Returns the workspace root."""
+def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
+    """Create `.anchorfs/` (idempotent). Returns the workspace root.
+
+    A folder inside another workspace is refused unless `nested`: the new workspace would
+    hide the parent's memories from every command run below it (found like git).
+    """
     path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
     if not path.is_dir():
         raise WorkspaceError(f"{path} is not a folder")
+    if type(nested) is not bool:
+        raise InputError(f"nested must be true or false, got {type(nested).__name__}")
+    if not nested and not os.path.lexists(path / STATE_DIR):
+        here = below = os.path.realpath(path)
+        parent = os.path.dirname(below)
+        while parent != below:
+            if os.path.isdir(os.path.join(parent, STATE_DIR)):
+                raise WorkspaceError(
+                    f"{here} is inside the anchorfs workspace at {parent}, whose memories a workspace here "
+                    f"would hide; use that one, or pass --nested (SDK: nested=True) for a separate workspace")
+            below, parent = parent, os.path.dirname(parent)
     state = path / STATE_DIR
     try:
         state.mkdir(exist_ok=True)
@@ -211,10 +228,33 @@ class Workspace:
 
     @property
     def embedder(self) -> "Embedder":
+        """The embedder asked for (argument, `embedder =` in .anchorfs.toml, ANCHORFS_EMBEDDER);
+        when none was, the one the store was last built with, so `reindex --embedder e5` is
+        remembered by the store itself and the next command does not fail on the mismatch."""
         if self._embedder is None:
+            from .config import CONFIG_FILE, env_name
             from .embedders import get_embedder
 
-            self._embedder = get_embedder(self._embedder_name)
+            name = self._embedder_name
+            chosen = name != self.config.embedder or env_name("embedder") in os.environ
+            if not chosen:
+                try:
+                    raw = (self.root / CONFIG_FILE).read_bytes()
+                except OSError:
+                    raw = None
+                if raw is not None:
+                    import tomllib
+
+                    try:
+                        chosen = "embedder" in tomllib.loads(raw.decode("utf-8"))
+                    except (ValueError, RecursionError):
+                        chosen = True  # unreadable now, though it loaded: keep what the config said
+            if not chosen:
+                from .store import Store
+
+                name = Store(self.state, get_embedder(name)).stored_embedder() or name
+            self._embedder = get_embedder(name)
+            self._embedder_name = self._embedder.name
         return self._embedder
 
     @property
@@ -587,13 +627,14 @@ class Workspace:
 
     def list(self, *, limit: int | None = None, status: str | None = "active",
              drift: str | None = None) -> _list[Memory]:
-        """Memories newest first; `drift` filters on the last known drift (no re-check)."""
+        """Memories newest first; `drift` filters on the last known drift (no re-check,
+        `last_drift_of`): fresh, stale, unknown, or unanchored for a memory with no anchors."""
         mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
         if drift is not None:
-            if drift not in {d.value for d in Drift}:
-                raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown")
+            if drift not in (*_DRIFTS, UNANCHORED):
+                raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown, unanchored")
             known = self.last_drift()
-            mems = [m for m in mems if known.get(m.id, Drift.FRESH.value) == drift]
+            mems = [m for m in mems if self.last_drift_of(m, known) == drift]
         mems.sort(key=lambda m: m.id, reverse=True)
         return mems[:limit] if limit else mems
 
@@ -625,8 +666,17 @@ class Workspace:
             return {}, {}
 
     def last_drift(self) -> dict[str, str]:
-        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`)."""
+        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`); it records
+        only memories found not fresh (`last_drift_of` reads it per memory)."""
         return self._drift_state()[0]
+
+    @staticmethod
+    def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
+        """One memory's last known drift from `last_drift()`: `unanchored` without anchors,
+        else its recorded drift, else fresh (anchors are hashed when taken)."""
+        if not memory.anchors:
+            return UNANCHORED
+        return known.get(memory.id, Drift.FRESH.value)
 
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
         """Persist drift that changed since the last check; a read that changed nothing writes nothing.
