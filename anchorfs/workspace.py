@@ -50,10 +50,17 @@ from .model import (
     Hit,
     Memory,
     Status,
+    MIN_ID_PREFIX,
     Verdict,
+    anchor_items,
+    check_optional_str,
+    claim_key,
     new_id,
     parse_time,
     utcnow,
+    validate_anchor,
+    validate_memory,
+    validate_query_args,
 )
 
 if TYPE_CHECKING:
@@ -436,22 +443,21 @@ class Workspace:
                 continue
             if now is not None and now.status == Status.SUPERSEDED:
                 head = self._head_of(now)
-                raise RevisionError(f"memory {now.id} is already superseded; supersede the head of its chain, {head.id}")
+                raise RevisionError(f"memory {now.id} was superseded meanwhile; the head of its chain is {head.id}")
             raise RevisionError(f"memory {seen.id} was changed by another writer meanwhile "
                                 f"(now {now.status if now else 'missing'}); try again")
 
     # -- anchoring -------------------------------------------------------------------------
 
-    def _take_anchors(self, content: str, anchors: Iterable[AnchorLike], *,
+    def _take_anchors(self, content: str, anchors: Iterable[AnchorLike] | None, *,
                       stamp: bool = True) -> tuple[AnchorRef, ...]:
         """Parse, validate and hash the anchors; `stamp=False` leaves git's commit and dirty
-        flag to one `_stamp_git` over a whole batch."""
+        flag to one `_stamp_git` over a whole batch. Wrong types are an InputError naming the
+        item, before any file is read."""
         wanted: list[AnchorRef] = []
-        if isinstance(anchors, (str, AnchorRef)):
-            anchors = [anchors]
-        for a in anchors:
+        for i, a in enumerate(anchor_items(anchors)):
             if isinstance(a, AnchorRef):
-                wanted.append(a)
+                wanted.append(validate_anchor(a, f"anchors[{i}]"))
             else:
                 wanted.append(anchors_mod.parse_spec(a))
         wanted.extend(anchors_mod.parse_markers(content))
@@ -464,14 +470,31 @@ class Workspace:
                 taken.append(ref)
         return self._stamp_git([taken])[0] if stamp else tuple(taken)
 
-    def _validate(self, content: str, kind: str, tags: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
-        if not isinstance(content, str) or not content.strip():
+    def _validate(self, content: str, kind: str | None, tags: Sequence[str] | None) -> tuple[str, str, tuple[str, ...]]:
+        """Content, kind and tags checked for type and value before any file is read or any
+        byte written; content is capped (`limits.content_chars`) so one memory cannot bloat
+        every later recall."""
+        if not isinstance(content, str):
+            raise InputError(f"content must be a string, got {type(content).__name__}")
+        if not content.strip():
             raise InputError("a memory needs content: empty text given")
+        cap = int(self.config["limits.content_chars"])
+        if len(content) > cap:
+            raise InputError(f"content is {len(content):,} characters, over the limit of {cap:,} "
+                             "(limits.content_chars); nothing was written")
+        if kind is None:
+            kind = "note"
+        if not isinstance(kind, str):
+            raise InputError(f"kind must be a string, got {type(kind).__name__}")
         if kind not in KINDS:
             raise InputError(f"unknown kind {kind!r}; one of: {', '.join(KINDS)}")
-        if isinstance(tags, str):
+        if tags is None:
+            tags = ()
+        elif isinstance(tags, str):
             tags = [tags]
-        clean = []
+        elif isinstance(tags, (bytes, bytearray, dict)) or not hasattr(tags, "__iter__"):
+            raise InputError(f"tags must be a list of strings, got {type(tags).__name__}")
+        clean: list[str] = []
         for t in tags:
             if not isinstance(t, str) or not t.strip():
                 raise InputError(f"bad tag {t!r}: tags are non-empty strings")
@@ -480,56 +503,89 @@ class Workspace:
         return content, kind, tuple(clean)
 
     def _author(self, author: str | None) -> str:
+        check_optional_str(author, "author")
         return author or self.config["author"] or current_actor()
 
     # -- writes ----------------------------------------------------------------------------
 
     def record(self, content: str, *, kind: str = "note", tags: Sequence[str] = (),
                anchors: Iterable[AnchorLike] = (), author: str | None = None) -> Memory:
-        """Record one memory; its anchors (given and `@anchor` markers) are validated and hashed."""
+        """Record one memory; its anchors (given and `@anchor` markers) are validated and hashed.
+
+        The same claim again (an active memory of the same kind, text and anchored content)
+        writes nothing: the existing memory comes back with `duplicate` set.
+        """
         return self.record_many([dict(content=content, kind=kind, tags=tags, anchors=anchors, author=author)])[0]
 
     def record_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
-        """Record several memories in one ledger append and one store write (all or nothing)."""
+        """Record several memories in one ledger append and one store write (all or nothing).
+
+        Each is checked by the ledger reader's own rules before anything is written, so none
+        acknowledged is dropped by a later read. One that repeats an active memory (same kind,
+        text and anchored content) is not written again: the existing one is returned in its
+        place with `duplicate` set (as is a repeat within the batch).
+        """
+        if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
+            raise InputError(f"record_many takes a list of memories (dicts), got {type(items).__name__}")
         prepared = []
         for item in items:
             if not isinstance(item, dict) or "content" not in item:
                 raise InputError("each memory to record needs a 'content'")
             unknown = set(item) - {"content", "kind", "tags", "anchors", "author"}
             if unknown:
-                raise InputError(f"unknown field(s) for a memory: {', '.join(sorted(unknown))}")
+                raise InputError(f"unknown field(s) for a memory: {', '.join(sorted(map(str, unknown)))}")
             content, kind, tags = self._validate(item["content"], item.get("kind", "note"), item.get("tags", ()))
+            author = self._author(item.get("author"))
             anchors = self._take_anchors(content, item.get("anchors", ()), stamp=False)
-            prepared.append((content, kind, tags, anchors, self._author(item.get("author"))))
+            prepared.append((content, kind, tags, anchors, author))
         if not prepared:
             return []
+        texts = {c.strip() for c, *_ in prepared}
+        known = {claim_key(m.content, m.kind, m.anchors): m for m in self._memories().values()
+                 if m.status == Status.ACTIVE and m.content.strip() in texts}
         now = utcnow()
-        memories = [
-            Memory(id=new_id(), content=c, kind=k, tags=t, anchors=a, author=au, recorded_at=now, valid_from=now)
-            for c, k, t, a, au in prepared
-        ]
+        out: list[Memory] = []
+        memories: list[Memory] = []
+        for c, k, t, a, au in prepared:
+            key = claim_key(c, k, a)
+            if key in known:
+                out.append(dataclasses.replace(known[key], duplicate=True))
+                continue
+            known[key] = m = Memory(id=new_id(), content=c, kind=k, tags=t, anchors=a, author=au,
+                                    recorded_at=now, valid_from=now)
+            memories.append(m)
+            out.append(m)
+        if not memories:
+            return out
         stamped = self._stamp_git([m.anchors for m in memories])  # one git process per batch
-        memories = [dataclasses.replace(m, anchors=a) for m, a in zip(memories, stamped)]
-        self._commit("record", memories, new=True, at=now)
-        return memories
+        done = {m.id: validate_memory(dataclasses.replace(m, anchors=a)) for m, a in zip(memories, stamped)}
+        self._commit("record", list(done.values()), new=True, at=now)
+        return [dataclasses.replace(done[m.id], duplicate=m.duplicate) if m.id in done else m for m in out]
 
     def _resolve_id(self, memory_id: str) -> Memory:
-        if not isinstance(memory_id, str) or not memory_id.strip():
+        """A memory by id or by a unique prefix of MIN_ID_PREFIX+ characters (`show 01`); an
+        ambiguous prefix is refused naming its candidates."""
+        if not isinstance(memory_id, str):
+            raise InputError(f"a memory id must be a string, got {type(memory_id).__name__}")
+        if not memory_id.strip():
             raise NotFoundError("no memory id given")
         mems = self._memories()
         key = memory_id.strip().lower()
         if key in mems:
             return mems[key]
-        if len(key) >= 4:
-            matches = [m for mid, m in mems.items() if mid.startswith(key)]
-            if len(matches) == 1:
-                return matches[0]
-            if len(matches) > 1:
-                raise NotFoundError(f"memory id {memory_id!r} is ambiguous: {len(matches)} memories start with it")
+        if len(key) < MIN_ID_PREFIX:
+            raise NotFoundError(f"no memory {memory_id!r} (an id prefix needs {MIN_ID_PREFIX}+ characters)")
+        matches = sorted(mid for mid in mems if mid.startswith(key))
+        if len(matches) == 1:
+            return mems[matches[0]]
+        if matches:
+            shown = ", ".join(matches[:8]) + (f" and {len(matches) - 8} more" if len(matches) > 8 else "")
+            raise NotFoundError(f"memory id {memory_id!r} is ambiguous: {len(matches)} memories start with it "
+                                f"({shown}); give more of the id")
         raise NotFoundError(f"no memory {memory_id!r}")
 
     def get(self, memory_id: str) -> Memory:
-        """A memory by id or unique id prefix (4+ characters)."""
+        """A memory by id or unique id prefix (2+ characters; an ambiguous one names the candidates)."""
         return self._resolve_id(memory_id)
 
     def _head_of(self, memory: Memory) -> Memory:
@@ -542,8 +598,21 @@ class Workspace:
 
     def supersede(self, memory_id: str, content: str, *, reason: str | None = None,
                   anchors: Iterable[AnchorLike] | None = None, kind: str | None = None,
-                  tags: Sequence[str] | None = None, author: str | None = None) -> Memory:
-        """Correct a memory: the successor wins at recall, the old belief keeps its bounds."""
+                  tags: Sequence[str] | None = None, author: str | None = None,
+                  drop_anchors: bool = False) -> Memory:
+        """Correct a memory: the successor wins at recall, the old belief keeps its bounds.
+
+        Kind, tags and anchors are inherited unless given; `anchors=None` and `anchors=[]` both
+        mean "as they are" (the old anchors re-taken against the files now, moved lines
+        followed). `drop_anchors=True` leaves the successor unanchored on purpose (`@anchor`
+        markers in its text still count).
+        """
+        check_optional_str(reason, "reason")
+        if type(drop_anchors) is not bool:
+            raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
+        items = anchor_items(anchors)
+        if drop_anchors and items:
+            raise InputError("give anchors or drop_anchors=True, not both")
         old = self._resolve_id(memory_id)
         if old.status == Status.SUPERSEDED:
             head = self._head_of(old)
@@ -551,33 +620,47 @@ class Workspace:
         if old.status == Status.RETRACTED:
             raise RevisionError(f"memory {old.id} is retracted; `revert` it first")
         content, kind, tags_t = self._validate(content, kind or old.kind, old.tags if tags is None else tags)
-        if anchors is None:
+        author = self._author(author)
+        if drop_anchors:
+            new_anchors = self._take_anchors(content, ())
+        elif not items:
             # inherit the old anchors, re-taken against the files as they are now
             new_anchors = self._take_anchors(content, self._current_specs(old))
         else:
-            new_anchors = self._take_anchors(content, anchors)
+            new_anchors = self._take_anchors(content, items)
         now = utcnow()
-        new = Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
-                     author=self._author(author), recorded_at=now, valid_from=now, supersedes=old.id, reason=reason)
-        retired = old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id)
+        new = validate_memory(Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
+                                     author=author, recorded_at=now, valid_from=now, supersedes=old.id,
+                                     reason=reason))
+        retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
         self._commit("supersede", [new, retired], reason=reason, at=now, based_on=[old])
         return new
 
     def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Withdraw a belief with no successor."""
+        check_optional_str(reason, "reason")
         old = self._resolve_id(memory_id)
         if old.status != Status.ACTIVE:
             raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
         now = utcnow()
-        retired = old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason)
+        retired = validate_memory(old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
         self._commit("retract", [retired], reason=reason, at=now, based_on=[old])
         return retired
 
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
-        """Undo a supersede or a retract: the memory is active again, its successor retracted."""
+        """Undo a supersede or a retract: the memory is active again, its successor retracted.
+
+        Given the successor of a supersede (active, its predecessor superseded by it), the
+        supersede it came from is undone: the predecessor comes back, it is retracted, and the
+        predecessor is returned, as `revert OLD_ID` would.
+        """
+        check_optional_str(reason, "reason")
         old = self._resolve_id(memory_id)
         if old.status == Status.ACTIVE:
-            raise RevisionError(f"memory {old.id} is active; nothing to revert")
+            pred = self._memories().get(old.supersedes) if old.supersedes else None
+            if pred is None or pred.status != Status.SUPERSEDED or pred.superseded_by != old.id:
+                raise RevisionError(f"memory {old.id} is active and replaced nothing; nothing to revert")
+            old = pred
         now = utcnow()
         changed: list[Memory] = []
         based = [old]
@@ -590,24 +673,46 @@ class Workspace:
                         f"memory {successor.id} (the successor) was itself superseded; revert {self._head_of(successor).id} first"
                     )
                 if successor.status == Status.ACTIVE:
-                    changed.append(successor.replace(status=Status.RETRACTED.value, valid_until=now,
-                                                     reason=reason or f"reverted to {old.id}"))
-        restored = old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None)
+                    changed.append(validate_memory(successor.replace(
+                        status=Status.RETRACTED.value, valid_until=now, reason=reason or f"reverted to {old.id}")))
+        restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None))
         self._commit("revert", [restored, *changed], reason=reason, at=now, based_on=based)
         return restored
 
     def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
-                 reason: str | None = None) -> Memory:
-        """Someone re-verified the memory: anchor it to the content as it is now."""
+                 reason: str | None = None, drop_anchors: bool = False) -> Memory:
+        """Someone re-verified the memory: anchor it to the content as it is now.
+
+        `anchors` replaces its anchors; `anchors=None` and `anchors=[]` both mean "its own",
+        re-taken (moved lines followed). `drop_anchors=True` leaves it unanchored on purpose.
+        Only an active memory can be re-anchored: a superseded one is refused naming the head
+        of its chain.
+        """
+        check_optional_str(reason, "reason")
+        if type(drop_anchors) is not bool:
+            raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
+        items = anchor_items(anchors)
+        if drop_anchors and items:
+            raise InputError("give anchors or drop_anchors=True, not both")
         old = self._resolve_id(memory_id)
-        if anchors is None:
+        if old.status == Status.SUPERSEDED:
+            head = self._head_of(old)
+            raise RevisionError(f"memory {old.id} is superseded; re-anchor the head of its chain, {head.id}")
+        if old.status != Status.ACTIVE:
+            pred = self._memories().get(old.supersedes) if old.supersedes else None
+            where = (f"the active memory of its chain is {pred.id}" if pred is not None and pred.status == Status.ACTIVE
+                     else f"`revert {old.id}` makes it active again")
+            raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be re-anchored ({where})")
+        if drop_anchors:
+            taken: tuple[AnchorRef, ...] = ()
+        elif not items:
             if not old.anchors:
                 raise AnchorError(f"memory {old.id} has no anchors; give some with --anchor")
             taken = self._take_anchors("", self._current_specs(old))
         else:
-            taken = self._take_anchors("", anchors)
+            taken = self._take_anchors("", items)
         now = utcnow()
-        updated = old.replace(anchors=taken, verified_at=now)
+        updated = validate_memory(old.replace(anchors=taken, verified_at=now))
         self._commit("reanchor", [updated], reason=reason, at=now, based_on=[old])
         return updated
 
@@ -763,16 +868,16 @@ class Workspace:
             raise InputError("a query needs text")
         if stale not in ("include", "exclude", "only"):
             raise InputError(f"stale must be include, exclude or only, not {stale!r}")
-        k = int(k if k is not None else self.config["search.k"])
+        k_given, when_given = validate_query_args(k, include_superseded, as_of)
+        k = k_given if k_given is not None else int(self.config["search.k"])
         if k < 1:
             raise InputError("k must be at least 1")
         from .store import id_filter
 
         where: str | None = None if include_superseded else "status = 'active'"
         then: dict[str, Memory] | None = None
-        if as_of is not None:
-            when = as_of if isinstance(as_of, datetime) else parse_time(as_of)
-            then = self._as_of(when)
+        if when_given is not None:
+            then = self._as_of(when_given)
             if not then:
                 return []
             where = id_filter(then)
