@@ -244,18 +244,23 @@ class Workspace:
 
             name = self._embedder_name
             chosen = name != self.config.embedder or env_name("embedder") in os.environ
-            if not chosen:
+            if not chosen:  # did .anchorfs.toml name it? Read as load_config reads it (guarded: no FIFO hang)
+                from .guard import read_guarded
+
                 try:
-                    raw = (self.root / CONFIG_FILE).read_bytes()
-                except OSError:
+                    raw: bytes | None = read_guarded(os.path.realpath(self.root / CONFIG_FILE), root=self.root_real,
+                                                     max_bytes=1 << 20)
+                except FileNotFoundError:
                     raw = None
+                except (OSError, AnchorfsError):  # GuardError: unreadable now, though it loaded; keep the config's word
+                    raw, chosen = None, True
                 if raw is not None:
                     import tomllib
 
                     try:
                         chosen = "embedder" in tomllib.loads(raw.decode("utf-8"))
                     except (ValueError, RecursionError):
-                        chosen = True  # unreadable now, though it loaded: keep what the config said
+                        chosen = True
             if not chosen:
                 from .store import Store
 
