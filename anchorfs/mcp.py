@@ -297,6 +297,17 @@ def _capped_hit(hit: dict[str, Any], limit: int = HIT_CHARS) -> dict[str, Any]:
     return {**hit, "content": shown, "content_cut": True, "content_chars": len(text)}
 
 
+def _short_strings(obj: Any, limit: int = HIT_CHARS) -> Any:
+    """`obj` with every string past `limit` characters cut, saying so (bisect's hunks)."""
+    if isinstance(obj, str):
+        return obj if len(obj) <= limit else f"{obj[:limit]} [... cut: {limit:,} of {len(obj):,} characters]"
+    if isinstance(obj, dict):
+        return {k: _short_strings(v, limit) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_short_strings(v, limit) for v in obj]
+    return obj
+
+
 def _read_text(tool: str, data: Mapping[str, Any]) -> str:
     """The text an agent reads for a recall, context or check_drift result.
 
@@ -606,7 +617,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     if hasattr(ws, "bisect"):  # git history support (anchorfs.history), when the SDK offers it
         def bisect(id: Id) -> Annotated[CallToolResult, BisectOutput]:  # noqa: A002
             found: Any = call(lambda: ws.bisect(id))
-            return result({"result": found.to_dict() if hasattr(found, "to_dict") else found})
+            return result({"result": _short_strings(found.to_dict() if hasattr(found, "to_dict") else found)})
 
         add(bisect, "bisect", "Find the commit that staled a memory", reading, (
             "For a stale memory, walk git history to the commit that changed the anchored code "

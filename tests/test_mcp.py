@@ -833,3 +833,36 @@ def test_content_over_the_cap_is_one_line_and_writes_nothing(root: Path) -> None
     _readable(msg)
     assert msg == "content is 40,000 characters, over the limit of 32,768 (limits.content_chars); nothing was written"
     assert _ledger(root) == b""
+
+
+def test_bisect_cuts_a_long_hunk(git_repo: Path) -> None:
+    from conftest import git
+
+    from anchorfs.mcp import HIT_CHARS
+
+    (git_repo / "big.py").write_text("x = 0\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "small")
+    anchorfs.init(git_repo)
+    with anchorfs.open(git_repo) as ws:
+        m = ws.record("big.py sets x to zero", anchors=["big.py"])
+    (git_repo / "big.py").write_text("".join(f"value_{n} = {n} * 1000\n" for n in range(400)))
+    git(git_repo, "commit", "-qam", "a long rewrite")
+
+    async def flow(c: Client) -> dict[str, Any]:
+        return await ok(c, "bisect", {"id": m.id})
+
+    out = session(git_repo, flow)["result"]
+    assert out["culprit"]["subject"] == "a long rewrite"
+    texts = [v for v in _strings(out) if "value_1 = 1 * 1000" in v]
+    assert texts and all(len(t) < HIT_CHARS + 80 and t.endswith(" characters]") for t in texts)
+
+
+def _strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return []
