@@ -4,7 +4,9 @@ Each line is one mutation with full snapshots of the memories it touched, so the
 (the searchable index) can always be rebuilt from it, and the past can be replayed to any moment.
 Appends are flushed and fsynced before the store is touched; a write whose append fails does
 not happen. A torn last line (a crash mid-append) is skipped with a warning when read and cut
-off before the next append, so it can never glue onto a real record.
+off before the next append, so it can never glue onto a real record; where it cannot be cut (an
+append-only file, `chattr +a`), reads still skip it and every append is refused in one line.
+The ledger and the lock are opened through `anchorfs.statefs`: a link there is refused.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import sys
 import warnings
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ import orjson
 
 from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, check_snapshot, from_iso, new_id, to_iso, utcnow
+from .statefs import open_state, refuse_link
 
 __all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "current_actor"]
 
@@ -43,7 +47,8 @@ def armed(point: str) -> bool:
 def fault(point: str) -> None:
     """Crash or fail at a named point when tests ask for it through the environment.
 
-    Points: ledger-append, ledger-partial (half the record written, then ENOSPC),
+    Points: ledger-append, ledger-partial (half the record written, then ENOSPC), ledger-cut
+    (a torn tail cannot be cut: EPERM, as on an append-only file),
     kill-after-ledger, kill-after-store, store-write, applied-write, drift-write,
     manifest-write (the last three write half of their temp file first).
     """
@@ -51,6 +56,8 @@ def fault(point: str) -> None:
         return
     if point.startswith("kill"):
         os._exit(137)
+    if point == "ledger-cut":
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
     raise OSError(errno.ENOSPC, f"injected fault at {point}")
 
 
@@ -132,7 +139,7 @@ class Ledger:
     def lock(self) -> Iterator[None]:
         """The workspace's writer lock: ledger append + store write + checkpoint, as one."""
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_state(self.lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise LedgerError(f"cannot take the write lock {self.lock_path}: {exc.strerror}") from None
         try:
@@ -143,10 +150,16 @@ class Ledger:
             os.close(fd)
 
     def size(self) -> int:
+        """The ledger's size in bytes (`lstat`: a link is refused, never measured through)."""
         try:
-            return self.path.stat().st_size
+            st = os.lstat(self.path)
         except FileNotFoundError:
             return 0
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            refuse_link(self.path)
+        return st.st_size
 
     def append(self, entries: list[Entry]) -> int:
         """Append and fsync (caller holds the lock); returns the ledger's new size."""
@@ -160,11 +173,15 @@ class Ledger:
             raise InputError("a memory's text, tags, author or reason is not valid UTF-8; nothing was written") from None
         try:
             fault("ledger-append")
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = open_state(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         except OSError as exc:
             raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; nothing was written") from None
         try:
-            self._cut_torn_tail(fd)
+            try:
+                self._cut_torn_tail(fd)
+            except OSError as exc:  # EPERM on an append-only file: gluing onto the torn line would corrupt a record
+                raise LedgerError(f"cannot append to the ledger {self.path}: its last line is torn and cannot be cut "
+                                  f"({exc.strerror}; an append-only file?); nothing was written") from None
             start = os.lseek(fd, 0, os.SEEK_END)
             try:
                 view = memoryview(payload)
@@ -176,7 +193,11 @@ class Ledger:
                     view = view[n:]
                 os.fsync(fd)
             except OSError as exc:
-                os.ftruncate(fd, start)  # never leave half a record behind
+                try:
+                    os.ftruncate(fd, start)  # never leave half a record behind
+                except OSError:  # append-only: what landed stays a torn line, skipped by every read
+                    raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; a partial line "
+                                      "was left at its end (skipped when read); nothing was recorded") from None
                 raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; nothing was written") from None
             return start + len(payload)
         finally:
@@ -186,7 +207,7 @@ class Ledger:
         """Bytes up to the end of the last whole line: a checkpoint must never point into a torn
         tail, or the next append (which cuts it off) would leave it pointing mid-record."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_state(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -217,6 +238,7 @@ class Ledger:
     def _cut_torn_tail(cls, fd: int) -> None:
         keep = cls._records_end(fd)
         if keep != os.lseek(fd, 0, os.SEEK_END):
+            fault("ledger-cut")
             os.ftruncate(fd, keep)
 
     def _in_flight(self, at: int) -> bool:
@@ -224,11 +246,11 @@ class Ledger:
         has finished since, or a writer holds the lock), not a torn line to warn about. Readers
         take no lock, so they can see an append half-copied into the file."""
         try:
-            with open(self.path, "rb") as fh:
+            with os.fdopen(open_state(self.path, os.O_RDONLY), "rb") as fh:
                 fh.seek(at)
                 if b"\n" in fh.read():
                     return True
-            fd = os.open(self.lock_path, os.O_RDONLY)
+            fd = open_state(self.lock_path, os.O_RDONLY)
         except OSError:
             return False
         try:
@@ -244,7 +266,7 @@ class Ledger:
     def read(self, start: int = 0, *, until: datetime | None = None, end: int | None = None) -> Iterator[Entry]:
         """Entries from byte offset `start` (to `end`); a bad line is skipped with a warning, never a crash."""
         try:
-            fh = open(self.path, "rb")
+            fh = os.fdopen(open_state(self.path, os.O_RDONLY), "rb")
         except FileNotFoundError:
             return
         except OSError as exc:

@@ -760,20 +760,28 @@ def mcp_config(root: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def write_mcp_config(root: str | os.PathLike[str]) -> Path:
-    """Write (or update) `.mcp.json` at the workspace root; other servers in it are kept."""
+    """Write (or update) `.mcp.json` at the workspace root; other servers in it are kept.
+
+    It comes with the repository like the state folder, so it is read and replaced the same
+    way (`anchorfs.statefs`): a link there is refused in one line, never read or written through.
+    """
+    from .errors import WorkspaceError
+    from .statefs import read_state, replace_state
+
     root = Path(root)
     path = root / MCP_CONFIG_FILE
     data: dict[str, Any] = {}
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        pass
+        raw = read_state(path)
+        if raw is not None:
+            data = json.loads(raw)
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} exists but is not readable JSON ({exc}); fix or remove it first") from None
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
         raise InputError(f"{path} exists but has no `mcpServers` object; fix or remove it first")
     data.setdefault("mcpServers", {})[SERVER_NAME] = mcp_config(root)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        replace_state(path, (json.dumps(data, indent=2) + "\n").encode())
+    except OSError as exc:
+        raise WorkspaceError(f"cannot write {path}: {exc.strerror}") from None
     return path

@@ -24,7 +24,10 @@ the ledger ending in a torn line (not reported while another process holds the w
 
 `replay` imports nothing heavy (`anchorfs.__main__` calls it before importing the CLI). The
 file is `marshal` data only this module writes: marshal never runs code, and a damaged,
-foreign or other-version file fails to load or to validate, which means a full pass.
+foreign or other-version file fails to load or to validate, which means a full pass. It is
+opened without following a link (nor is a linked state folder entered): a link there is left
+to the full pass, which refuses it. A memo committed to a clone cannot be replayed either: the
+first path it rests on must be this ledger, whose ctime a checkout sets and no one can forge.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ __all__ = ["MEMO_FILE", "Witness", "replay", "save"]
 
 MEMO_FILE = "drift.memo"
 _FORMAT = 1
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _Key = tuple[int, int, int, int]  # (size, mtime_ns, ctime_ns, inode): the hash cache's entry key
 
 
@@ -97,7 +103,13 @@ def replay(root: str | os.PathLike[str] | None, as_json: bool) -> tuple[str, int
     """
     try:
         root_real = locate(root)
-        with open(_memo_path(root_real), "rb") as fh:
+        state = os.path.join(root_real, STATE_DIR)
+        if not stat.S_ISDIR(os.lstat(state).st_mode):
+            return None  # a link (or no folder): the full pass refuses it in one line
+        fd = os.open(_memo_path(root_real), os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             memo = marshal.loads(fh.read())
         fmt, environment, memo_root, written, until, paths, keys, absent, outputs, code = memo
         if fmt != _FORMAT or memo_root != root_real or environment != _environment():
@@ -106,6 +118,8 @@ def replay(root: str | os.PathLike[str] | None, as_json: bool) -> tuple[str, int
             return None
         if type(paths) is not list or type(keys) is not list or type(absent) is not list:
             return None
+        if not paths or paths[0] != os.path.join(state, "ledger.jsonl"):
+            return None  # every memo `save` writes rests on the ledger first: anything else is not ours
         if not _unchanged(paths, keys) or any(os.path.lexists(p) for p in absent):
             return None
         out = outputs["json" if as_json else "text"]
@@ -223,7 +237,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
     keys: list[_Key] = []
     absent: dict[str, None] = {}  # ordered, and a set: thousands of deleted anchors stay linear
     try:
-        ledger = os.fspath(ws.ledger.path)
+        ledger = os.path.join(root, STATE_DIR, ws.ledger.path.name)  # first: `replay` insists on it
         if not _record(ledger, limit_ns, paths, keys, folder=False):
             return None  # no ledger yet: nothing worth replaying
         if keys[-1][0] and not _ends_a_line(ledger):
@@ -272,9 +286,13 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
 
 
 def _ends_a_line(path: str) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
+    from .statefs import open_state
+
+    fd = open_state(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, 1, os.fstat(fd).st_size - 1) == b"\n"
+    finally:
+        os.close(fd)
 
 
 def _forget(root_real: str) -> None:

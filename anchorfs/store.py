@@ -283,7 +283,14 @@ class Store:
         )
 
     def _connect(self) -> Any:
+        """The LanceDB connection, made only once the folder is known to hold no link: LanceDB
+        follows links, so one planted in a cloned `.anchorfs/` would make it read (or write)
+        outside the workspace (`statefs.check_store_dir`)."""
         if self._db is None:
+            from .statefs import check_state_dir, check_store_dir
+
+            check_state_dir(self.path.parent)
+            check_store_dir(self.path)
             folder = str(self.path.parent)
             try:
                 folder.encode("utf-8")
@@ -297,13 +304,17 @@ class Store:
         return self._db
 
     def exists(self) -> bool:
-        return self.path.exists()
+        """Whether anything is at the store's path (a link there is refused, not followed)."""
+        from .statefs import refuse_link
+
+        refuse_link(self.path, "store folder")
+        return os.path.lexists(self.path)
 
     def table(self, *, create: bool = True) -> Any:
         if self._table is not None:
             return self._table
         db = self._connect()
-        if self.path.exists():
+        if self.exists():
             try:
                 table = db.open_table(TABLE)
             except Exception as exc:
@@ -607,9 +618,12 @@ class Store:
     def drop(self) -> None:
         import shutil
 
+        from .statefs import refuse_link
+
         self._table = None
         self._db = None
-        if self.path.is_dir() and not self.path.is_symlink():
+        refuse_link(self.path, "store folder")  # rmtree never follows a link inside, so a rebuild clears those
+        if self.path.is_dir():
             shutil.rmtree(self.path)
-        elif self.path.exists() or self.path.is_symlink():  # a stray file where the table belongs
+        elif os.path.lexists(self.path):  # a stray file where the table belongs
             self.path.unlink()

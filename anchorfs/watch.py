@@ -33,6 +33,7 @@ from .anchors import STATE_DIR
 from .errors import AnchorfsError, WorkspaceError
 from .hashing import DEFAULT_GRANULARITY_NS
 from .model import Drift, Verdict, to_iso, utcnow
+from .statefs import open_state, read_state
 
 if TYPE_CHECKING:
     from .drift import MemoryDrift
@@ -88,9 +89,10 @@ def _detail(md: "MemoryDrift") -> str:
 
 @contextmanager
 def _events_fd(state: Path) -> Iterator[int]:
-    """The events file, opened for appending and locked: transitions are judged under it."""
+    """The events file, opened for appending and locked: transitions are judged under it.
+    A link there is refused (`WorkspaceError`), never appended through."""
     try:
-        fd = os.open(state / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = open_state(state / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     except OSError as exc:
         raise WorkspaceError(f"cannot open {state / EVENTS_FILE}: {exc.strerror}") from None
     try:
@@ -115,9 +117,8 @@ def record_transitions(ws: "Workspace", paths: Iterable[str] | None = None, *, s
 
 def read_events(ws: "Workspace", *, limit: int | None = None) -> list[dict[str, Any]]:
     """Logged transitions, oldest first (the last `limit`); a torn or bad line is skipped."""
-    try:
-        raw = (ws.state / EVENTS_FILE).read_bytes()
-    except FileNotFoundError:
+    raw = read_state(ws.state / EVENTS_FILE)  # a link is refused, never read through
+    if raw is None:
         return []
     out = []
     for line in raw.splitlines():

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -41,8 +40,9 @@ from .errors import (
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, Ledger, armed, current_actor, fault, fold
+from .ledger import Entry, Ledger, current_actor, fault, fold
 from .locate import ROOT_ENV, locate
+from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
 from .model import (
     KINDS,
     AnchorRef,
@@ -89,34 +89,19 @@ def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
 
     Not fsynced: these files (checkpoint, drift cache) are rebuilt when torn or missing, so a
     crash costs a replay, never a wrong answer. `point` is the test-only fault switch's name.
+    A link at `path` is refused (`statefs.replace_state`), never written through or over.
     """
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(payload)
-            if armed(point):  # a full disk mid-temp-file: half lands, then ENOSPC
-                view = view[os.write(fd, view[: len(view) // 2]):]
-                fault(point)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_state(path, payload, fault_point=point)
 
 
 def upgrade_gitignore(state: Path) -> None:
     """Give an untouched `.gitignore` from an earlier anchorfs the state files added since, so a
-    new derived file never shows up for commit; one a person edited is left alone."""
+    new derived file never shows up for commit; one a person edited is left alone. A link
+    there is refused (`WorkspaceError`), never read through."""
     ignore = state / ".gitignore"
     try:
-        if ignore.read_text(encoding="utf-8") in _GITIGNORE_BEFORE:
+        text = read_state(ignore)
+        if text is not None and text.decode("utf-8") in _GITIGNORE_BEFORE:
             _replace_atomic(ignore, _GITIGNORE.encode(), "gitignore-write")
     except (OSError, UnicodeDecodeError):
         pass
@@ -132,6 +117,8 @@ def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) ->
 
     A folder inside another workspace is refused unless `nested`: the new workspace would
     hide the parent's memories from every command run below it (found like git).
+    A state folder that is a link, or holds one at a state path, is refused before anything
+    is written (`statefs.check_state`): `init` in a hostile clone must not write through it.
     """
     path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
     if not path.is_dir():
@@ -148,13 +135,22 @@ def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) ->
                     f"would hide; use that one, or pass --nested (SDK: nested=True) for a separate workspace")
             below, parent = parent, os.path.dirname(parent)
     state = path / STATE_DIR
+    check_state(state)
     try:
-        state.mkdir(exist_ok=True)
+        try:
+            os.mkdir(state)  # never through a link: mkdir does not follow one at its last component
+        except FileExistsError:
+            check_state_dir(state)  # raced with another init, or a link planted meanwhile
         ignore = state / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text(_GITIGNORE)
-        else:
+        try:
+            fd = open_state(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
             upgrade_gitignore(state)
+        else:
+            try:
+                os.write(fd, _GITIGNORE.encode())
+            finally:
+                os.close(fd)
     except OSError as exc:
         raise WorkspaceError(f"cannot create {state}: {exc.strerror}") from None
     return path.resolve()
@@ -207,6 +203,7 @@ class Workspace:
         self.root = root
         self.root_real = os.path.realpath(root)
         self.state = root / STATE_DIR
+        check_state(self.state)  # a link at any state path: refused before anything is read
         self.config: Config = load_config(root)
         self._embedder_name = embedder or self.config.embedder
         self.ledger = Ledger(self.state)
@@ -756,9 +753,10 @@ class Workspace:
         """
         self._drift_damaged = False
         try:
-            data = orjson.loads((self.state / "drift.json").read_bytes())
-        except FileNotFoundError:
-            return {}, {}
+            raw = read_state(self.state / "drift.json")
+            if raw is None:
+                return {}, {}
+            data = orjson.loads(raw)
         except (OSError, ValueError, orjson.JSONDecodeError):
             self._drift_damaged = True
             return {}, {}

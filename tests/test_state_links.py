@@ -1,0 +1,318 @@
+"""A cloned repository with a link in `.anchorfs/` (issue 15, items 1 and 10a).
+
+The ledger is meant to be committed, so `.anchorfs/` arrives with repositories other people
+wrote, and git stores symlinks. A link at any state path (or the state folder itself a link)
+must make every command fail in one line naming it, with nothing written anywhere: not the
+link's target outside the clone, not a new file outside, not the clone itself.
+
+One workspace is built once (one memory, real LanceDB) and copied into each case; every case
+fails before LanceDB is opened.
+"""
+
+from __future__ import annotations
+
+import errno
+import marshal
+import os
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import anchorfs
+from anchorfs import memo
+from anchorfs.__main__ import main as entry_main
+from anchorfs.cli import main
+from anchorfs.errors import WorkspaceError
+from anchorfs.ledger import FAULT_ENV, Ledger
+from anchorfs.mcp import write_mcp_config
+
+VICTIM = b'{"someone else\'s": "data"}\nan unfinished last line'
+APP = b"def handler(request):\n    return 'ok'\n"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A git workspace with one anchored memory and its store, built once."""
+    root = tmp_path_factory.mktemp("template") / "clone"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_bytes(APP)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    anchorfs.init(root)
+    with pytest.MonkeyPatch.context() as mp:  # conftest's isolation is per test; this runs before it
+        mp.setenv("HOME", str(root.parent))
+        mp.setenv("XDG_CACHE_HOME", str(root.parent / ".cache"))
+        for key in [k for k in os.environ if k.startswith("ANCHORFS_")]:
+            mp.delenv(key)
+        with anchorfs.open(root) as ws:
+            memory_id = ws.record("the handler answers ok", anchors=["src/app.py#handler"]).id
+    return root, memory_id
+
+
+def _snapshot(top: Path) -> dict[str, tuple[str, bytes]]:
+    """Every path under `top`, never following a link: its type and its bytes or link target."""
+    out: dict[str, tuple[str, bytes]] = {}
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[path] = ("link", os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                out[path] = ("dir", b"")
+            else:
+                with open(path, "rb") as fh:
+                    out[path] = ("file", fh.read())
+    return out
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str, entry: bool = False) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        (entry_main if entry else main)(list(args))
+    code = exc.value.code
+    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+
+
+def _plant(clone: Path, work: Path, case: str) -> str:
+    """Put the case's link in the clone; returns the path the error must name."""
+    state = clone / ".anchorfs"
+    (work / "victim.txt").write_bytes(VICTIM)
+    if case == "state folder":
+        shutil.copytree(state, work / "outside-state", symlinks=True)  # a plausible state folder, elsewhere
+        shutil.rmtree(state)
+        state.symlink_to(Path("..") / "outside-state", target_is_directory=True)
+        return str(state)
+    name, _, how = case.partition(" ")
+    target = state / name
+    if target.is_dir():
+        shutil.copytree(target, work / "outside-store", symlinks=True)  # a real table LanceDB would open
+        shutil.rmtree(target)
+        target.symlink_to(Path("..") / ".." / "outside-store", target_is_directory=True)
+    else:
+        target.unlink(missing_ok=True)
+        dest = "created-through-the-link" if how == "dangling" else "victim.txt"
+        target.symlink_to(Path("..") / ".." / dest)
+    return str(target)
+
+
+CASES = [
+    "ledger.jsonl", "ledger.jsonl dangling", "lock dangling", "lock", "manifest.json", "drift.json",
+    "drift.memo", "applied", "events.jsonl", "events.jsonl dangling", ".gitignore", "memories.lance",
+    "state folder",
+]
+
+
+def _commands(clone: Path, memory_id: str) -> list[list[str]]:
+    root = ["--root", str(clone)]
+    return [
+        ["record", "hello", *root], ["record", "anchored", "--anchor", "src/app.py", *root],
+        ["query", "handler", *root], ["list", *root], ["show", memory_id, *root], ["drift", *root],
+        ["drift", "--json", *root], ["reindex", *root], ["verify", *root], ["context", "the handler", *root],
+        ["retract", memory_id, *root], ["history", memory_id, *root], ["ledger", *root], ["init", *root],
+        ["init", "--mcp", *root],
+    ]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_link_in_the_state_folder_fails_every_command_in_one_line(
+        case: str, template: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    work = tmp_path / "work"
+    clone = work / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    named = _plant(clone, work, case)
+    before = _snapshot(tmp_path)
+    for args in _commands(clone, template[1]):
+        code, err = _cli(capsys, *args)
+        assert code == 1, (args, err)
+        assert err.count("\n") == 1 and err.startswith("anchorfs: error: refusing "), (args, err)
+        assert named in err and "symbolic link" in err, (args, err)
+        assert _snapshot(tmp_path) == before, args  # nothing written: not the victim, not outside, not the clone
+    # the fast `drift` path (the memo, before the CLI) leaves a link to the full pass, which refuses it
+    code, err = _cli(capsys, "drift", "--root", str(clone), entry=True)
+    assert code == 1 and named in err and err.count("\n") == 1
+    assert (work / "victim.txt").read_bytes() == VICTIM
+    assert not (work / "created-through-the-link").exists()
+    assert _snapshot(tmp_path) == before
+
+
+def test_the_sdk_refuses_the_same_before_reading(template: tuple[Path, str], tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    clone = work / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    named = _plant(clone, work, "ledger.jsonl")
+    before = _snapshot(tmp_path)
+    with pytest.raises(WorkspaceError, match="symbolic link") as exc:
+        anchorfs.open(clone)
+    assert named in str(exc.value)
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        anchorfs.init(clone)
+    # a Ledger used on its own (no Workspace check) still never opens through the link
+    ledger = Ledger(clone / ".anchorfs")
+    with pytest.raises(WorkspaceError):
+        list(ledger.read())
+    with pytest.raises(WorkspaceError):
+        ledger.size()
+    with pytest.raises(WorkspaceError):
+        ledger.complete_size()
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_link_inside_the_store_is_refused_before_lancedb_opens_it(
+        template: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    work = tmp_path / "work"
+    clone = work / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    data = clone / ".anchorfs" / "memories.lance" / "data"
+    shutil.copytree(data, work / "outside-data")
+    shutil.rmtree(data)
+    data.symlink_to(Path("..") / ".." / ".." / "outside-data", target_is_directory=True)
+    outside = _snapshot(work / "outside-data")
+    for args in (["query", "handler"], ["context", "the handler"], ["record", "hello"]):
+        before = _snapshot(tmp_path)
+        code, err = _cli(capsys, *args, "--root", str(clone))
+        assert code == 1 and err.count("\n") == 1 and str(data) in err and "symbolic link" in err, (args, err)
+        assert _snapshot(tmp_path) == before
+    # commands that never open the store still work; `reindex` rebuilds it without following the link
+    assert _cli(capsys, "list", "--root", str(clone))[0] == 0
+    code, err = _cli(capsys, "reindex", "--root", str(clone))
+    assert code == 0, err
+    assert not data.is_symlink()
+    assert _snapshot(work / "outside-data") == outside
+    assert _cli(capsys, "query", "handler", "--root", str(clone))[0] == 0
+
+
+def test_init_never_writes_through_a_linked_state_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / ".anchorfs").symlink_to(outside, target_is_directory=True)
+    code, err = _cli(capsys, "init", "--root", str(clone))
+    assert code == 1 and err.count("\n") == 1 and str(clone / ".anchorfs") in err
+    assert list(outside.iterdir()) == []
+    (clone / ".anchorfs").unlink()
+    (clone / ".anchorfs").symlink_to(tmp_path / "nowhere")  # dangling: mkdir must not create its target
+    code, err = _cli(capsys, "init", "--root", str(clone))
+    assert code == 1 and err.count("\n") == 1 and str(clone / ".anchorfs") in err
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_linked_mcp_config_is_refused(template: tuple[Path, str], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    clone = tmp_path / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    victim = tmp_path / "victim.json"
+    victim.write_bytes(b'{"mcpServers": {}}\n')
+    (clone / ".mcp.json").symlink_to(victim)
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        write_mcp_config(clone)
+    code, err = _cli(capsys, "init", "--mcp", "--root", str(clone))
+    assert code == 1 and err.count("\n") == 1 and ".mcp.json" in err
+    assert victim.read_bytes() == b'{"mcpServers": {}}\n'
+    assert (clone / ".mcp.json").is_symlink()
+    (clone / ".mcp.json").unlink()
+    assert write_mcp_config(clone) == clone / ".mcp.json"  # a real file is written as before
+    assert not (clone / ".mcp.json").is_symlink()
+
+
+def test_a_memo_planted_in_a_clone_is_never_replayed(template: tuple[Path, str], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A committed `drift.memo` resting on no path at all would replay anything (exit 0, "fresh")
+    once its writer guessed the environment; every memo anchorfs writes rests on the ledger first."""
+    clone = tmp_path / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    (clone / "src" / "app.py").write_bytes(b"def handler(request):\n    return 'changed'\n")
+    root_real = os.path.realpath(clone)
+    forged = (1, memo._environment(), root_real, time.time() - 1, time.time() + 3600, [], [], [],
+              {"json": '{"forged": true}\n', "text": "all fresh (forged)\n"}, 0)
+    (clone / ".anchorfs" / "drift.memo").write_bytes(marshal.dumps(forged))
+    assert memo.replay(clone, False) is None
+    code, _ = _cli(capsys, "drift", "--root", str(clone), entry=True)
+    assert code == 90  # the full pass ran and found the change
+    (clone / ".anchorfs" / "drift.memo").unlink(missing_ok=True)
+    (clone / ".anchorfs" / "drift.memo").symlink_to(tmp_path / "forged.memo")
+    (tmp_path / "forged.memo").write_bytes(marshal.dumps(forged))
+    assert memo.replay(clone, False) is None
+
+
+@pytest.fixture
+def append_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
+    """Makes files append-only: `chattr +a` where the system allows it (root, ext4/xfs), else
+    the fault switch that fails the torn tail's cut with the EPERM such a file gives."""
+    done: list[Path] = []
+    yield done
+    for path in done:
+        subprocess.run(["chattr", "-a", str(path)], capture_output=True)
+
+
+def _make_append_only(path: Path, done: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        ok = subprocess.run(["chattr", "+a", str(path)], capture_output=True).returncode == 0
+    except OSError:
+        ok = False
+    if ok:
+        done.append(path)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.ftruncate(fd, 0)
+                ok = False  # the filesystem ignored the flag
+            except PermissionError:
+                pass
+            finally:
+                os.close(fd)
+        except PermissionError:
+            pass
+    if not ok:
+        monkeypatch.setenv(FAULT_ENV, "ledger-cut")
+
+
+def test_a_torn_tail_that_cannot_be_cut_refuses_writes_and_reads_on(
+        template: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        append_only: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    clone = tmp_path / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    ledger = clone / ".anchorfs" / "ledger.jsonl"
+    with open(ledger, "ab") as fh:
+        fh.write(b'{"v": 1, "tx": "a crash mid-app')
+    saved = ledger.read_bytes()
+    _make_append_only(ledger, append_only, monkeypatch)
+    code, err = _cli(capsys, "record", "hello", "--root", str(clone))
+    assert code == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("anchorfs: error: ")]
+    assert len(errors) == 1 and err.endswith("\n") and all(line.startswith("anchorfs: ") for line in err.splitlines())
+    assert "torn" in errors[0] and "cannot be cut" in errors[0] and "nothing was written" in errors[0]
+    assert "Traceback" not in err and "PermissionError" not in err
+    assert ledger.read_bytes() == saved
+    # reads skip the torn line (with a warning) and serve what the ledger holds
+    code, err = _cli(capsys, "show", template[1], "--root", str(clone))
+    assert code == 0 and "Traceback" not in err
+    with pytest.warns(UserWarning, match="torn"):
+        with anchorfs.open(clone) as ws:
+            assert [m.id for m in ws.list()] == [template[1]]
+
+
+def test_open_state_never_blocks_on_a_fifo_and_refuses_links(tmp_path: Path) -> None:
+    from anchorfs import statefs
+
+    fifo = tmp_path / "ledger.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as exc:
+        statefs.open_state(fifo, os.O_RDONLY)
+    assert exc.value.errno == errno.EINVAL
+    assert statefs.read_state(tmp_path / "missing") is None
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    for flags in (os.O_RDONLY, os.O_WRONLY | os.O_CREAT, os.O_RDWR | os.O_CREAT | os.O_APPEND):
+        with pytest.raises(WorkspaceError, match="symbolic link"):
+            statefs.open_state(tmp_path / "link", flags)
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        statefs.replace_state(tmp_path / "link", b"x")
+    assert not (tmp_path / "target").exists()
+    statefs.replace_state(tmp_path / "plain", b"one")
+    statefs.replace_state(tmp_path / "plain", b"two")
+    assert (tmp_path / "plain").read_bytes() == b"two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.jsonl", "link", "plain"]  # no temp left
