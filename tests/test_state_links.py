@@ -112,8 +112,9 @@ def _commands(clone: Path, memory_id: str) -> list[list[str]]:
         ["record", "hello", *root], ["record", "anchored", "--anchor", "src/app.py", *root],
         ["query", "handler", *root], ["list", *root], ["show", memory_id, *root], ["drift", *root],
         ["drift", "--json", *root], ["reindex", *root], ["verify", *root], ["context", "the handler", *root],
-        ["retract", memory_id, *root], ["history", memory_id, *root], ["ledger", *root], ["init", *root],
-        ["init", "--mcp", *root],
+        ["retract", memory_id, *root], ["revert", memory_id, *root], ["reanchor", memory_id, *root],
+        ["history", memory_id, *root], ["ledger", *root], ["bisect", memory_id, *root], ["log", memory_id, *root],
+        ["at", "HEAD", *root], ["init", *root], ["init", "--mcp", *root],
     ]
 
 
@@ -131,6 +132,10 @@ def test_a_link_in_the_state_folder_fails_every_command_in_one_line(
         assert err.count("\n") == 1 and err.startswith("anchorfs: error: refusing "), (args, err)
         assert named in err and "symbolic link" in err, (args, err)
         assert _snapshot(tmp_path) == before, args  # nothing written: not the victim, not outside, not the clone
+    # the post-commit hook never fails the commit: exit 0, the same one line
+    code, err = _cli(capsys, "hook", "run", "--root", str(clone))
+    assert code == 0 and err.count("\n") == 1 and err.startswith("anchorfs: hook: refusing ") and named in err
+    assert _snapshot(tmp_path) == before
     # the fast `drift` path (the memo, before the CLI) leaves a link to the full pass, which refuses it
     code, err = _cli(capsys, "drift", "--root", str(clone), entry=True)
     assert code == 1 and named in err and err.count("\n") == 1
