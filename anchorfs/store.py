@@ -474,6 +474,33 @@ class Store:
 
             _retry(update, "drift update")
 
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete the rows of `ids`: the ledger no longer holds them (a checkout, reset or rewrite)."""
+        if not ids:
+            return
+        table = self.table()
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start:start + 500])
+
+            def go(chunk: list[str] = chunk) -> None:
+                fault("store-write")
+                table.delete(id_filter(chunk))
+
+            _retry(go, "delete")
+
+    def docs(self) -> dict[str, str | None]:
+        """Every row's id and `doc` (the memory's JSON), None for an id stored more than once,
+        to reconcile the store with the ledger's fold without re-reading vectors."""
+        if not self.path.exists():
+            return {}
+        table = self.table()
+        data = _read(lambda: table.search().select(["id", "doc"]).limit(max(1, table.count_rows())).to_arrow(),
+                     "read")
+        out: dict[str, str | None] = {}
+        for mid, doc in zip(data.column("id").to_pylist(), data.column("doc").to_pylist()):
+            out[mid] = None if mid in out else doc
+        return out
+
     def maybe_compact(self, *, force: bool = False) -> bool:
         """Compact when fragments pile up: many single-row appends slow filtered search ~10x."""
         table = self.table()

@@ -27,6 +27,7 @@ _list = list  # `Workspace.list` shadows the builtin in annotations below it
 import orjson
 
 from . import anchors as anchors_mod
+from . import catchup
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired
 from .errors import (
@@ -211,7 +212,8 @@ class Workspace:
             self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
         self._embedder: Embedder | None = None
         self._store: Store | None = None
-        self._fold: tuple[int, dict[str, Memory]] | None = None
+        self._fold: catchup.Folded | None = None  # the in-process fold and the ledger prefix it took in
+        self._applied_at: catchup.Prefix | None = None  # the prefix the store holds, as last verified
         self._in_git: bool | None = None
         self._git_top: tuple[Path, str] | None = None
         self._history_memo: dict[tuple[Any, ...], str | None] = {}
@@ -268,69 +270,92 @@ class Workspace:
 
     @property
     def store(self) -> "Store":
-        """The LanceDB store, caught up with the ledger (a crash between the two is repaired)."""
-        if self._store is None:
+        """The LanceDB store, exactly the fold of the ledger as it is now.
+
+        A crash between ledger and store is repaired, and a ledger that git (checkout, reset,
+        rebase, merge) or a hand rewrote is followed: rows it no longer holds are deleted
+        (`anchorfs.catchup`). Checked on every use, by one `lstat` while the ledger is unchanged.
+        """
+        if self._store is not None and catchup.settled(self.ledger, self._applied_at):
+            return self._store
+        opened = self._store is None
+        if opened:
             from .store import Store
 
             store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
-            applied = self._applied()  # before table(): a store created just now has taken in nothing
+            seen = self._checkpoint() if store.exists() else None  # a store created now has taken in nothing
             if store.exists():
                 store.table()
             else:
                 with self.ledger.lock():  # first writers racing to create it would conflict
                     store.table()
             self._store = store
-            if applied != self.ledger.size():
-                try:
-                    with self.ledger.lock():
-                        self._catch_up(from_start=applied == -1)
-                except BaseException:
-                    self._store = None  # never serve a store that lags: the next use replays again
-                    raise
+        else:
+            seen = self._checkpoint()  # another process may have moved store and checkpoint on
+        if catchup.settled(self.ledger, seen):
+            self._applied_at = seen
+        else:
+            try:
+                with self.ledger.lock():
+                    self._catch_up(from_start=seen is None)
+            except BaseException:
+                self._store = None  # never serve a store that lags: the next use catches up again
+                self._applied_at = None
+                raise
+        assert self._store is not None
+        if opened:
             self._flush_pending_drift()
         return self._store
 
+    def _checkpoint(self) -> "catchup.Prefix | None":
+        """The ledger prefix the store has taken in (`.anchorfs/applied`); None when unknown."""
+        return catchup.load(self.state / "applied")
+
     def _applied(self) -> int:
         """Ledger bytes the store has taken in; -1 when unknown (no store or no checkpoint)."""
-        try:
-            data = orjson.loads((self.state / "applied").read_bytes())
-            return int(data["offset"]) if (self.state / "memories.lance").exists() else -1
-        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
-            return -1
+        seen = self._checkpoint()
+        return seen.offset if seen is not None and (self.state / "memories.lance").exists() else -1
 
-    def _set_applied(self, offset: int) -> None:
-        """Advance the checkpoint. Never fails a write: a checkpoint left behind only makes the
-        next open replay a tail the store already holds (upserts by id, so nothing doubles)."""
+    def _set_applied(self, offset: int, prefix: "catchup.Prefix | None" = None) -> None:
+        """Advance the checkpoint to `offset` (caller holds the lock; the store holds the ledger
+        to there). The checksum is extended from the last prefix taken in, not re-read whole.
+        Never fails a write: a checkpoint left behind only makes the next use verify and replay
+        what the store already holds (upserts by id, so nothing doubles)."""
         try:
-            _replace_atomic(self.state / "applied", orjson.dumps({"offset": offset}), "applied-write")
+            if prefix is None:
+                prefix = catchup.extend(self.ledger, self._applied_at, offset)
+            self._applied_at = prefix
+            _replace_atomic(self.state / "applied", prefix.to_bytes(), "applied-write")
+            catchup.stamp(self.state / "applied", prefix)
         except OSError:
             pass
 
     def _catch_up(self, *, from_start: bool = False) -> None:
-        """Replay the ledger tail the store has not taken in (caller holds the lock)."""
+        """Bring the store to the ledger now (caller holds the lock): the lines past the
+        checkpoint while the prefix it took in still holds, else a row-by-row reconcile with
+        the fold (a checkout, reset, rebase or truncation rewrote the ledger)."""
         assert self._store is not None
-        start = 0 if from_start else max(0, self._applied())
-        size = self.ledger.complete_size()
-        if start == size:
+        seen: catchup.Prefix | None = None
+        if not from_start:
+            seen = self._applied_at if catchup.settled(self.ledger, self._applied_at) else self._checkpoint()
+            if catchup.settled(self.ledger, seen):
+                self._applied_at = seen
+                return
+        follow, state, inserted = catchup.catch_up(self._store, self.ledger, seen)
+        if inserted:  # back from another branch: its last known drift, as `reindex` gives it
+            known = self.last_drift()
+            self._store.set_drift({i: known[i] for i in inserted if known.get(i, "fresh") != "fresh"})
+        if state is not None and follow.prefix.stat is not None:
+            self._fold = catchup.Folded(follow.prefix, state)
+        if seen is None or follow.prefix.to_bytes() != seen.to_bytes():
+            self._set_applied(follow.prefix.offset, follow.prefix)
             return
-        if start > size:  # the ledger was replaced: rebuild from scratch
-            start = 0
-        elif start > 0:  # a checkpoint mid-record (a corrupt `applied`) would skip that record: replay all
+        self._applied_at = follow.prefix
+        if catchup.settled(self.ledger, follow.prefix):  # verified whole again: later readers may trust the stat
             try:
-                with self.ledger.path.open("rb") as fh:
-                    fh.seek(start - 1)
-                    if fh.read(1) != b"\n":
-                        start = 0
+                catchup.stamp(self.state / "applied", follow.prefix)
             except OSError:
-                start = 0
-        batch: list[Memory] = []
-        for entry in self.ledger.read(start):
-            batch.extend(entry.memories)
-            if len(batch) >= 5000:
-                self._store.upsert(batch)
-                batch = []
-        self._store.upsert(batch)
-        self._set_applied(size)
+                pass
 
     def _git_place(self) -> tuple[Path, str] | None:
         """The git repo's top level and the workspace's path prefix in it, looked up once;
@@ -386,25 +411,25 @@ class Workspace:
     # -- the ledger as state --------------------------------------------------------------
 
     def _memories(self) -> dict[str, Memory]:
-        """Latest snapshot of every memory, folded from the ledger.
+        """Latest snapshot of every memory, folded from the ledger as it is now.
 
         Kept per process and extended by the ledger's new lines only, so a long-lived process
-        (MCP server, watch) does not re-read the whole ledger after every write.
+        (MCP server, watch) does not re-read the whole ledger after every write; a ledger
+        rewritten under it (checkout, reset, rebase, even to the same size) is folded afresh:
+        the fold is keyed on a checksum of the prefix it took in (`anchorfs.catchup`).
         """
-        if self._fold is not None and self.ledger.size() == self._fold[0]:
-            return self._fold[1]
-        end = self.ledger.complete_size()  # never fold up to a line still being written
-        if self._fold is None or end < self._fold[0]:
-            # Whole read (it warns about a torn tail); lines finished meanwhile are read again
-            # by the next extension, which is harmless: snapshots replace by id.
-            self._fold = (end, fold(self.ledger.read(0)))
-        elif end > self._fold[0]:
-            state = dict(self._fold[1])  # callers may still iterate the old one
-            for entry in self.ledger.read(self._fold[0], end=end):
-                for memory in entry.memories:
-                    state[memory.id] = memory
-            self._fold = (end, state)
-        return self._fold[1]
+        cached = self._fold
+        if cached is not None and catchup.settled(self.ledger, cached.prefix):
+            return cached.state
+        follow = catchup.follow(self.ledger, cached.prefix if cached is not None else None)
+        if follow.kind == "same" and cached is not None:
+            state = cached.state
+        elif follow.kind == "grown" and cached is not None:
+            state = catchup.merged(cached.state, follow.entries)  # callers may still iterate the old one
+        else:
+            state = fold(follow.entries)
+        self._fold = catchup.Folded(follow.prefix, state)
+        return state
 
     def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
                 new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = ()) -> None:
@@ -1058,16 +1083,20 @@ class Workspace:
             self._embedder_name = embedder
             self._embedder = get_embedder(embedder)
         with self.ledger.lock():
-            mems = list(fold(self.ledger.read()).values())
-            size = self.ledger.complete_size()  # never into a torn tail: the next append cuts it
+            # the fold and the checkpoint's checksum from the same bytes, never into a torn tail
+            follow = catchup.follow(self.ledger, None)
+            state = fold(follow.entries)
+            mems = list(state.values())
             try:  # a rebuild cut short must be redone from the start, not trusted as caught up
                 (self.state / "applied").unlink(missing_ok=True)
             except OSError:
                 pass
+            self._applied_at = None
             if self._store is not None:
                 self._store.drop()
             else:
                 Store(self.state, self.embedder).drop()
+            self._store = None
             store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
             store.table()
             known = self.last_drift()
@@ -1077,7 +1106,9 @@ class Workspace:
             store.set_drift({mid: d for mid, d in known.items() if mid in ids})
             store.maybe_compact(force=True)
             self._store = store
-            self._set_applied(size)
+            if follow.prefix.stat is not None:
+                self._fold = catchup.Folded(follow.prefix, state)
+            self._set_applied(follow.prefix.offset, follow.prefix)
         return len(mems)
 
     # -- agents: prompt context, watch mode, git hook ----------------------------------------

@@ -1,0 +1,388 @@
+"""Following the ledger as it is now, not as it was when a reader last looked.
+
+The ledger changes under anchorfs in ways a byte offset cannot see: `git checkout` of a branch
+with a shorter committed ledger, `git reset --hard`, a rebase or merge that puts lines in the
+middle, a hand truncation. A reader that kept only an offset would keep serving memories the
+ledger no longer holds (ghosts) or skip lines inserted before it. So what a reader took in is
+a `Prefix`: its length, a checksum of those bytes, and the ledger's stat when it was verified.
+
+- A prefix is trusted on the stat alone when the stat is unchanged and settled (git's racy
+  rule: the ledger last changed, mtime or ctime, longer than the timestamp granularity before
+  the stat was taken; see `_granularity`). Otherwise its checksum is verified against the
+  bytes now, once.
+- Still matching, the reader takes in only the lines after it (`grown`); no longer matching
+  (replaced, truncated, rewritten), it starts over from the first byte (`rewritten`), and the
+  store is reconciled row by row with the fold (`reconcile`): rows whose ids are gone are
+  deleted, rows that differ upserted (vectors reused by content hash), so a checkout costs the
+  difference, not a re-embedding of everything.
+
+The checksum is blake3 chained over 1 MiB blocks: the writer extends it after its own append by
+re-reading at most one block, and a full verification reads the prefix once (about 20 ms for
+50 MB). Hashing and parsing read the same bytes through one descriptor, so a rename in the
+middle cannot pair one file's checksum with another's entries.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import blake3
+import orjson
+
+from .hashing import DEFAULT_GRANULARITY_NS
+from .errors import LedgerError
+from .ledger import Entry, Ledger, fold
+from .model import Memory
+from .statefs import open_state, read_state
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["Prefix", "Follow", "Folded", "Kind", "follow", "settled", "extend", "catch_up", "reconcile", "merged", "load", "stamp", "CHECKPOINT_VERSION"]
+
+BLOCK = 1 << 20
+"""Chain block: an append re-hashes at most this much of what came before it."""
+TAIL = 4096
+"""The prefix's last bytes, hashed apart: a truncation or rewrite is refused without a full read."""
+CHECKPOINT_VERSION = 2
+FINE_NS = 50_000_000
+"""The racy window on a filesystem with fine timestamps (see `_granularity`)."""
+BATCH = 5000
+_ZERO = bytes(32)
+
+Stat = tuple[int, int, int, int, int]
+"""(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)."""
+_MISSING: Stat = (0, 0, -1, 0, 0)
+"""The stat of a ledger that does not exist (yet)."""
+
+Kind = Literal["same", "grown", "rewritten"]
+
+
+def _sig(st: os.stat_result) -> Stat:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    """What a reader took in: the ledger's first `offset` bytes, by checksum.
+
+    `base` is the chain over the whole blocks before `offset` (so the checksum can be extended
+    from there); `digest` the checksum of all `offset` bytes; `tail` the hash of the last
+    `TAIL` of them. `stat` is the ledger's stat at a moment its whole lines ended at `offset`,
+    None when that could not be vouched for (the file moved while it was read); `seen_ns` the
+    wall clock just before that stat, for the racy rule. On disk `seen_ns` is the checkpoint
+    file's own mtime (`stamp`), as git judges racy entries by the index file's mtime: a
+    checkpoint found settled later is re-stamped, its bytes unchanged.
+    """
+
+    offset: int
+    base: bytes
+    digest: bytes
+    tail: bytes
+    stat: Stat | None
+    seen_ns: int
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps({
+            "v": CHECKPOINT_VERSION,
+            "offset": self.offset,  # the key earlier checkpoints had: tools reading it keep working
+            "base": self.base.hex(),
+            "digest": self.digest.hex(),
+            "tail": self.tail.hex(),
+            "stat": list(self.stat) if self.stat is not None else None,
+        })
+
+    @classmethod
+    def from_bytes(cls, data: bytes | None, seen_ns: int = 0) -> "Prefix | None":
+        """The checkpoint's prefix; None for anything else (missing, torn, older, forged): the
+        reader then starts over, which only ever costs a full read, never a wrong answer."""
+        if not data:
+            return None
+        try:
+            d = orjson.loads(data)
+            if not isinstance(d, dict) or d.get("v") != CHECKPOINT_VERSION:
+                return None
+            offset, st = d["offset"], d["stat"]
+            if type(offset) is not int or offset < 0:
+                return None
+            if st is not None and not (isinstance(st, list) and len(st) == 5 and all(type(x) is int for x in st)):
+                return None
+            base, digest, tail = (bytes.fromhex(d[k]) for k in ("base", "digest", "tail"))
+            if not (len(base) == len(digest) == len(tail) == 32):
+                return None
+        except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            return None
+        return cls(offset, base, digest, tail, tuple(st) if st is not None else None, seen_ns)  # type: ignore[arg-type]
+
+
+class _Chain:
+    """blake3 over `BLOCK`-sized blocks, each block's hash keyed by the one before it."""
+
+    __slots__ = ("base", "pos", "_h", "_n")
+
+    def __init__(self, base: bytes = _ZERO, pos: int = 0) -> None:
+        self.base, self.pos, self._n = base, pos, 0
+        self._h = blake3.blake3(base)
+
+    def update(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            take = min(BLOCK - self._n, len(view))
+            self._h.update(view[:take])
+            self._n += take
+            self.pos += take
+            view = view[take:]
+            if self._n == BLOCK:
+                self.base = self._h.digest()
+                self._h = blake3.blake3(self.base)
+                self._n = 0
+
+    def digest(self) -> bytes:
+        h = self._h.copy()
+        h.update(self.pos.to_bytes(8, "little"))
+        return h.digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """Where the ledger stands against what a reader took in.
+
+    `same`: nothing new; `grown`: the prefix holds, `entries` are the lines after it;
+    `rewritten` (also when nothing was taken in before): `entries` are every line now.
+    `prefix` is the ledger as read now, to its last whole line.
+    """
+
+    kind: Kind
+    prefix: Prefix
+    entries: list[Entry]
+
+
+def settled(ledger: Ledger, seen: Prefix | None) -> bool:
+    """Whether `seen` is still the whole ledger, judged on one `lstat` (the racy rule applied)."""
+    if seen is None or seen.stat is None:
+        return False
+    try:
+        st = os.lstat(ledger.path)
+    except FileNotFoundError:
+        return seen.stat == _MISSING
+    except OSError:
+        return False
+    changed = st.st_mtime_ns if st.st_mtime_ns > st.st_ctime_ns else st.st_ctime_ns
+    return _sig(st) == seen.stat and changed + _granularity(st) < seen.seen_ns
+
+
+def _granularity(st: os.stat_result) -> int:
+    """The racy window for this ledger's timestamps.
+
+    Times with digits below the millisecond come from a filesystem that keeps fine timestamps,
+    stamped from the kernel's coarse clock (a tick of 10 ms at most): `FINE_NS` covers it, so a
+    writer's next write does not re-hash the whole ledger. Anything coarser (whole seconds,
+    FAT's two) gets the hash cache's `DEFAULT_GRANULARITY_NS`.
+    """
+    if st.st_mtime_ns % 1_000_000 or st.st_ctime_ns % 1_000_000:
+        return FINE_NS
+    return DEFAULT_GRANULARITY_NS
+
+
+def _tail(fd: int, offset: int) -> bytes:
+    n = min(TAIL, offset)
+    return blake3.blake3(os.pread(fd, n, offset - n) if n else b"").digest()
+
+
+def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> None:
+    """One line, as `Ledger.read` takes it: a bad line is skipped with its warning."""
+    try:
+        out.append(Entry.from_dict(orjson.loads(raw)))
+    except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+        warnings.warn(f"{path}: skipping a bad line at byte {at}: {exc}", stacklevel=4)
+
+
+def _scan(fd: int, chain: _Chain, end: int, path: Path, entries: list[Entry] | None) -> None:
+    """Hash from `chain.pos` to `end` (and parse the lines there into `entries`)."""
+    pos, carry, line_at = chain.pos, b"", chain.pos
+    while pos < end:
+        block = os.pread(fd, min(BLOCK, end - pos), pos)
+        if not block:
+            raise _Moved
+        chain.update(block)
+        pos += len(block)
+        if entries is not None:
+            data = carry + block if carry else block
+            cut = 0
+            while (nl := data.find(b"\n", cut)) >= 0:
+                _parse(data[cut:nl + 1], line_at, path, entries)
+                line_at += nl + 1 - cut
+                cut = nl + 1
+            carry = data[cut:]
+
+
+class _Moved(Exception):
+    """The ledger shrank while it was read."""
+
+
+def _empty(started: int) -> Prefix:
+    chain = _Chain()
+    return Prefix(0, chain.base, chain.digest(), blake3.blake3(b"").digest(), _MISSING, started)
+
+
+def _prefix(fd: int, ledger: Ledger, chain: _Chain, end: int, before: os.stat_result, started: int) -> Prefix:
+    """The prefix read, vouched for by the stat only if nothing moved meanwhile."""
+    after = os.fstat(fd)
+    vouch: Stat | None = _sig(after)
+    try:
+        if (vouch != _sig(before) or Ledger._records_end(fd) != end
+                or _sig(os.lstat(ledger.path)) != vouch):  # renamed over meanwhile: not the file read
+            vouch = None
+    except OSError:
+        vouch = None
+    return Prefix(end, chain.base, chain.digest(), _tail(fd, end), vouch, started)
+
+
+def follow(ledger: Ledger, seen: Prefix | None) -> Follow:
+    """Compare `seen` with the ledger now, reading what is needed to catch up (no lock taken).
+
+    The prefix is verified by its tail's hash first (a truncation or rewrite usually shows
+    there) and then by the full checksum; a torn last line is left out, and warned about on
+    a full read as `Ledger.read` does.
+    """
+    try:
+        for _ in range(3):
+            try:
+                return _follow(ledger, seen)
+            except _Moved:
+                continue
+        return _follow(ledger, None)
+    except OSError as exc:  # a folder where the ledger belongs, an I/O error: one line, as `Ledger.read`
+        raise LedgerError(f"cannot read the ledger {ledger.path}: {exc.strerror}") from None
+
+
+def _follow(ledger: Ledger, seen: Prefix | None) -> Follow:
+    started = time.time_ns()
+    try:
+        fd = open_state(ledger.path, os.O_RDONLY)
+    except FileNotFoundError:
+        return Follow("same" if seen is not None and seen.offset == 0 else "rewritten", _empty(started), [])
+    try:
+        before = os.fstat(fd)
+        end = Ledger._records_end(fd)
+        kind: Kind = "rewritten"
+        chain = _Chain()
+        if seen is not None and seen.offset <= end and _tail(fd, seen.offset) == seen.tail:
+            _scan(fd, chain, seen.offset, ledger.path, None)
+            if chain.digest() == seen.digest:
+                kind = "same" if end == seen.offset else "grown"
+            else:
+                chain = _Chain()
+        entries: list[Entry] = []
+        if kind != "same":
+            _scan(fd, chain, end, ledger.path, entries)
+        if kind == "rewritten" and before.st_size > end and not ledger._in_flight(end):
+            warnings.warn(f"{ledger.path}: skipping a torn last line at byte {end}", stacklevel=3)
+        return Follow(kind, _prefix(fd, ledger, chain, end, before, started), entries)
+    finally:
+        os.close(fd)
+
+
+def extend(ledger: Ledger, seen: Prefix | None, end: int) -> Prefix:
+    """The prefix to `end` after the caller's own append (under the writer lock): re-read from
+    `seen`'s last block boundary, after checking that part still matches; else all of it."""
+    started = time.time_ns()
+    try:
+        fd = open_state(ledger.path, os.O_RDONLY)
+    except OSError as exc:
+        raise LedgerError(f"cannot read the ledger {ledger.path}: {exc.strerror}") from None
+    try:
+        before = os.fstat(fd)
+        chain: _Chain | None = None
+        if seen is not None and seen.offset <= end:
+            chain = _Chain(seen.base, seen.offset - seen.offset % BLOCK)
+            _scan(fd, chain, seen.offset, ledger.path, None)
+            if chain.digest() != seen.digest:
+                chain = None
+        if chain is None:
+            chain = _Chain()
+        _scan(fd, chain, end, ledger.path, None)
+        return _prefix(fd, ledger, chain, end, before, started)
+    except (_Moved, OSError):  # cut back meanwhile, or unreadable: a prefix nobody vouches for, verified next time
+        return Prefix(end, _ZERO, _ZERO, _ZERO, None, started)
+    finally:
+        os.close(fd)
+
+
+def _doc(memory: Memory) -> str:
+    """A memory as the store's `doc` column holds it (`Store._rows`)."""
+    return orjson.dumps(memory.to_dict()).decode()
+
+
+def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
+    """Make the store's rows exactly `state`: delete rows whose ids are gone (or stored twice),
+    upsert the rows that differ. Returns the ids inserted anew (their drift is unknown here)."""
+    docs = store.docs()
+    gone = [i for i, d in docs.items() if i not in state or d is None]
+    store.delete(gone)
+    todo = [m for i, m in state.items() if docs.get(i) is None or docs[i] != _doc(m)]
+    inserted = [m.id for m in todo if docs.get(m.id) is None]
+    for start in range(0, len(todo), BATCH):
+        batch = todo[start:start + BATCH]
+        if not docs:
+            store.add(batch)  # an empty store: plain appends, no merge
+        else:
+            store.upsert(batch)
+    return inserted
+
+
+def catch_up(store: "Store", ledger: Ledger, seen: Prefix | None) -> tuple[Follow, dict[str, Memory] | None, list[str]]:
+    """Bring `store` from `seen` to the ledger now (caller holds the writer lock).
+
+    Returns the follow, the whole fold when it was rebuilt (so the caller's fold cache can take
+    it) and the ids inserted anew by a rebuild.
+    """
+    f = follow(ledger, seen)
+    if f.kind == "grown":
+        mems = list(fold(f.entries).values())
+        for start in range(0, len(mems), BATCH):
+            store.upsert(mems[start:start + BATCH])
+        return f, None, []
+    if f.kind == "rewritten":
+        state = fold(f.entries)
+        return f, state, reconcile(store, state)
+    return f, None, []
+
+
+def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memory]:
+    """`state` with the snapshots of `entries` (lines appended after it) laid over it."""
+    out = dict(state)
+    out.update(fold(entries))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """A reader's fold of the ledger (`state`) and the prefix it was folded from."""
+
+    prefix: Prefix
+    state: dict[str, Memory]
+
+
+def load(path: Path) -> Prefix | None:
+    """The checkpoint at `path` (`.anchorfs/applied`); None when missing or unreadable. A link
+    there is refused (`statefs`), never read through. Its `seen_ns` is the file's mtime."""
+    try:
+        data = read_state(path)
+        if data is None:
+            return None
+        return Prefix.from_bytes(data, os.lstat(path).st_mtime_ns)
+    except OSError:
+        return None
+
+
+def stamp(path: Path, prefix: Prefix) -> None:
+    """Give the checkpoint file the time its prefix was verified (`prefix.seen_ns`), the moment
+    the racy rule measures from; a coarse filesystem rounds it down, which only errs safe."""
+    os.utime(path, ns=(prefix.seen_ns, prefix.seen_ns), follow_symlinks=False)
