@@ -150,7 +150,8 @@ def test_check_drift_all_and_one(root: Path) -> None:
 def test_retract_and_reanchor(root: Path) -> None:
     async def flow(c: Client) -> None:
         m = (await ok(c, "remember", {"content": "issue signs for 24h", "anchors": ["auth/token.py#TokenIssuer.issue"]}))["memory"]
-        (root / "auth" / "token.py").write_text(TOKEN.replace("sign(user", "sign( user"))
+        # a comment is a token: the anchored code changed, the claim still holds
+        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24)", "hours=24)  # 24h, see ADR-7"))
         assert (await ok(c, "check_drift", {"id": m["id"]}))["stale"] == 1
         re = (await ok(c, "reanchor", {"id": m["id"], "reason": "re-read issue(): still 24h"}))["memory"]
         assert re["id"] == m["id"] and re["verified_at"] is not None
