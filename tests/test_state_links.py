@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,7 +233,7 @@ def test_a_memo_planted_in_a_clone_is_never_replayed(template: tuple[Path, str],
     shutil.copytree(template[0], clone, symlinks=True)
     (clone / "src" / "app.py").write_bytes(b"def handler(request):\n    return 'changed'\n")
     root_real = os.path.realpath(clone)
-    forged = (1, memo._environment(), root_real, time.time() - 1, time.time() + 3600, [], [], [],
+    forged: tuple[Any, ...] = (1, memo._environment(), root_real, time.time() - 1, time.time() + 3600, [], [], [],
               {"json": '{"forged": true}\n', "text": "all fresh (forged)\n"}, 0)
     (clone / ".anchorfs" / "drift.memo").write_bytes(marshal.dumps(forged))
     assert memo.replay(clone, False) is None
