@@ -18,6 +18,7 @@ import shutil
 import stat
 import subprocess
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -322,3 +323,24 @@ def test_open_state_never_blocks_on_a_fifo_and_refuses_links(tmp_path: Path) -> 
     statefs.replace_state(tmp_path / "plain", b"two")
     assert (tmp_path / "plain").read_bytes() == b"two"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.jsonl", "link", "plain"]  # no temp left
+
+
+def test_a_failed_append_to_an_append_only_ledger_is_one_line_and_never_acknowledged(
+        template: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        append_only: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk mid-record on a file that cannot be cut back: the half record stays as a
+    torn line (every read skips it), and the write fails in one line, never a PermissionError."""
+    clone = tmp_path / "clone"
+    shutil.copytree(template[0], clone, symlinks=True)
+    ledger = clone / ".anchorfs" / "ledger.jsonl"
+    _make_append_only(ledger, append_only, monkeypatch)
+    monkeypatch.setenv(FAULT_ENV, ",".join(filter(None, [os.environ.get(FAULT_ENV), "ledger-partial"])))
+    code, err = _cli(capsys, "record", "hello", "--root", str(clone))
+    assert code == 1 and "Traceback" not in err and "PermissionError" not in err
+    errors = [line for line in err.splitlines() if line.startswith("anchorfs: error: ")]
+    assert len(errors) == 1 and "cannot append to the ledger" in errors[0], err
+    monkeypatch.delenv(FAULT_ENV)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the torn line, where it could not be cut back
+        with anchorfs.open(clone) as ws:
+            assert [m.id for m in ws.list()] == [template[1]]
