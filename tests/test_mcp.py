@@ -867,3 +867,35 @@ def _strings(obj: Any) -> list[str]:
     if isinstance(obj, list):
         return [s for v in obj for s in _strings(v)]
     return []
+
+
+def test_read_only_server_writes_nothing_whatever_it_is_sent(root: Path) -> None:
+    """Any call a read-only server takes, good or bad, leaves `.anchorfs/` as it was."""
+    with anchorfs.open(root) as ws:
+        stale = ws.record("issue signs for 24h", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("readme greets", anchors=["README.md"])
+        ws.supersede(ws.record("revoke is a stub", anchors=["auth/token.py#TokenIssuer.revoke"]).id,
+                     "revoke returns None")
+        ws.query("warm the store")
+    (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    before = _state_snapshot(root)
+
+    with _LiveClient(build_server(root, read_only=True)) as live:
+        schemas = {t.name: t.input_schema for t in asyncio.run_coroutine_threadsafe(
+            live.client.list_tools(), live.loop).result().tools}  # type: ignore[union-attr]
+        assert set(schemas).isdisjoint(WRITE_TOOLS)
+
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(tool=st.sampled_from(sorted(schemas)), data=st.data())
+        def run(tool: str, data: st.DataObject) -> None:
+            props = schemas[tool]["properties"]
+            args: dict[str, Any] = {k: v for k, v in {"query": "token issuer", "task": "token issuer",
+                                                     "id": stale.id}.items() if k in props}
+            for key in data.draw(st.lists(st.sampled_from(sorted(props) + _GUESSES), max_size=2), label="keys"):
+                args[key] = data.draw(_JSON | st.just([]), label=key)
+            out = live.call(tool, args)
+            if out.is_error:
+                _readable(" ".join(getattr(c, "text", "") for c in out.content))
+            assert _state_snapshot(root) == before, (tool, args)
+
+        run()
