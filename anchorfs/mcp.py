@@ -236,10 +236,11 @@ def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str
         if key in props:
             continue
         meant = _meant(str(key), params)
+        name = repr(str(key)) if len(str(key)) <= 40 else repr(str(key)[:37] + "...")
         if meant is not None:
-            raise InputError(f"unknown argument {str(key)!r}; {_given(meant)}")
+            raise InputError(f"unknown argument {name}; {_given(meant)}")
         takes = ", ".join(f"`{p}`" for p in params) or "no arguments"
-        raise InputError(f"unknown argument {str(key)!r}; `{tool}` takes {takes}")
+        raise InputError(f"unknown argument {name}; `{tool}` takes {takes}")
     for name in schema.get("required", ()):
         if name not in arguments:
             raise InputError(f"`{tool}` needs `{name}`; {_given(name)}")
