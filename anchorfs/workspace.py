@@ -325,6 +325,8 @@ class Workspace:
             if prefix is None:
                 prefix = catchup.extend(self.ledger, self._applied_at, offset)
             self._applied_at = prefix
+            if self.read_only:  # known in this process; a read-only workspace writes nothing
+                return
             _replace_atomic(self.state / "applied", prefix.to_bytes(), "applied-write")
             catchup.stamp(self.state / "applied", prefix)
         except OSError:
@@ -351,7 +353,7 @@ class Workspace:
             self._set_applied(follow.prefix.offset, follow.prefix)
             return
         self._applied_at = follow.prefix
-        if catchup.settled(self.ledger, follow.prefix):  # verified whole again: later readers may trust the stat
+        if catchup.settled(self.ledger, follow.prefix) and not self.read_only:  # verified whole again: later readers may trust the stat
             try:
                 catchup.stamp(self.state / "applied", follow.prefix)
             except OSError:
