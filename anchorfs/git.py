@@ -7,6 +7,7 @@ The binary rather than a library: it is on every developer machine, reads every 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import time
 from collections.abc import Sequence
@@ -98,6 +99,22 @@ def _sig(path: str) -> tuple[int, int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def _read_small(path: str) -> bytes | None:
+    """A small git file's start, never through a link nor blocking on a FIFO; None if odd."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _head_key(top: str) -> tuple[object, ...] | None:
     """What HEAD's hash rests on, read without a process: HEAD's text and the stat of the
     branch's loose ref and of packed-refs. None when it cannot be trusted: an unusual layout
@@ -116,10 +133,8 @@ def _head_key(top: str) -> tuple[object, ...] | None:
     gitdir, common = dirs
     if os.path.lexists(os.path.join(common, "reftable")):
         return None
-    try:
-        with open(os.path.join(gitdir, "HEAD"), "rb") as fh:
-            text = fh.read(4096)
-    except OSError:
+    text = _read_small(os.path.join(gitdir, "HEAD"))
+    if text is None:
         return None
     paths = [os.path.join(gitdir, "HEAD"), os.path.join(common, "packed-refs")]
     if text.startswith(b"ref: "):
@@ -127,12 +142,10 @@ def _head_key(top: str) -> tuple[object, ...] | None:
         if not ref.startswith("refs/heads/") or ".." in ref.split("/"):
             return None
         loose = os.path.join(common, *ref.split("/"))
-        try:
-            with open(loose, "rb") as fh:
-                if fh.read(5) == b"ref: ":
-                    return None  # a branch that is itself a symbolic ref
-        except OSError:
-            pass  # packed only, or unborn
+        if os.path.lexists(loose):  # else packed only, or unborn
+            body = _read_small(loose)
+            if body is None or body.startswith(b"ref: "):
+                return None  # a link, a FIFO, or a branch that is itself a symbolic ref
         paths.append(loose)
     sigs = [_sig(p) for p in paths]
     now = time.time_ns()

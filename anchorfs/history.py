@@ -42,7 +42,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import IO, Any
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path
+from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path, text_hash
 from .drift import MemoryDrift
 from .errors import AnchorError, AnchorfsError, HistoryError
 from .git import head_commit, is_ancestor, popen_git, run_git, toplevel
@@ -71,7 +71,7 @@ WORKING_TREE = "working tree"
 Progress = Callable[[int, int], None]
 """Called as (steps walked, steps in all) while a walk runs."""
 
-_HOLDS = frozenset({Verdict.FRESH, Verdict.MOVED})
+_HOLDS = frozenset(v for v in Verdict if v.value in ("fresh", "moved", "reformatted"))
 _BREAKS = frozenset({Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING})
 _OID_RE = re.compile(rb"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -850,6 +850,26 @@ def _renamed_to(repo: _Repo, commit: str, prev: str, repo_path: str) -> str | No
 _NULL_OIDS = {"0" * 40, "0" * 64}
 
 
+@lru_cache(maxsize=None)
+def _intact(kind: str) -> Verdict:
+    """The verdict `judge` gives a narrowed anchor (`kind` lines or symbol) whose text is
+    intact at its own place while the file changed elsewhere: `fresh` (DESIGN.md) or, from
+    an older judge, `moved`. Asked of `judge` itself, once, so a carried step (judged from
+    hunks, without loading the blob) never contradicts what `drift` says of that version."""
+    if kind == "lines":
+        before, after, ref = b"a = 1\nb = 2\n", b"a = 1\nb = 3\n", AnchorRef("probe.txt", lines=(1, 1))
+    else:
+        before, after = b"def f():\n    return 1\n", b"import os\n\n\ndef f():\n    return 1\n"
+        ref = AnchorRef("probe.py", symbol="f")
+    try:
+        text, _ = narrowed_text(ref, before)
+        probe = replace(ref, sha256=hashlib.sha256(before).hexdigest(), content_hash=text_hash(text))
+        verdict = judge(probe, after)[0]
+    except AnchorfsError:  # pragma: no cover - no grammar: the older rule
+        return Verdict.MOVED
+    return verdict if verdict in (Verdict.FRESH, Verdict.MOVED) else Verdict.MOVED
+
+
 def _norm(data: bytes) -> bytes:
     return data.replace(b"\r\n", b"\n")
 
@@ -962,7 +982,10 @@ class _Tracker:
             return _Judged(Verdict.FRESH, "unchanged", where, guard)
         text = data[sym.start_byte:sym.end_byte].replace(b"\r\n", b"\n")
         if hashlib.sha256(text).hexdigest() == ref.content_hash:
-            return _Judged(Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", where, guard)
+            return _Judged(_intact("symbol"), f"{ref.spec} unchanged; the file changed elsewhere", where, guard)
+        verdict, detail, _ = judge(ref, data)  # changed, or reformatted where the judge knows tokens
+        if verdict in _BREAKS or verdict in _HOLDS:
+            return _Judged(verdict, detail, where, guard)
         return _Judged(Verdict.CHANGED, f"{ref.spec} changed", where, guard)
 
     # one step ----------------------------------------------------------------------------
@@ -1058,8 +1081,8 @@ class _Tracker:
         if data is None:
             return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(oid, self.ref.path))
         if self.kind != "file" and self.text is not None and self.text not in _norm(data):
-            if self.kind == "lines":  # not even a substring: no block can match
-                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")
+            if self.kind == "lines" and not getattr(self.ref, "token_hash", None):
+                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")  # no block can match
         return self._judge(data, near)
 
     def _step_lines(
@@ -1075,11 +1098,13 @@ class _Tracker:
         hit = [h for h in hunks if h.hits(before)]
         if not hit:
             after = _shift(before, hunks)
-            verdict = Verdict.FRESH if new_oid == self.anchored_oid else Verdict.MOVED
+            if new_oid == self.anchored_oid:
+                return _Judged(Verdict.FRESH, "identical to the anchored file", after), ()
+            if self.verdict not in (Verdict.FRESH, Verdict.MOVED):  # reformatted: still so
+                return _Judged(self.verdict, f"{self.ref.spec} {self.verdict.value}", after), ()
+            verdict = _intact("lines") if after == self.ref.lines else Verdict.MOVED
             detail = (f"lines {_span(before)} now at {_span(after)}" if after != before
                       else "unchanged; the file changed elsewhere")
-            if verdict is Verdict.FRESH:
-                detail = "identical to the anchored file"
             return _Judged(verdict, detail, after), ()
         judged = self._load_and_judge(load, before, new_oid)
         if judged.verdict is Verdict.CHANGED:
@@ -1103,12 +1128,12 @@ class _Tracker:
                 return _Judged(Verdict.SYMBOL_MISSING, f"{self.ref.spec} no longer found"), ()
             assert before is not None and guard is not None
             after, guard_after = _shift(before, plain), _shift(guard, plain)
-            if self.verdict is Verdict.CHANGED:
-                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed", after, guard_after), ()
-            verdict = Verdict.FRESH if new_oid == self.anchored_oid else Verdict.MOVED
-            detail = ("identical to the anchored file" if verdict is Verdict.FRESH
-                      else f"{self.ref.spec} unchanged; the file changed elsewhere")
-            return _Judged(verdict, detail, after, guard_after), ()
+            if new_oid == self.anchored_oid:
+                return _Judged(Verdict.FRESH, "identical to the anchored file", after, guard_after), ()
+            if self.verdict not in (Verdict.FRESH, Verdict.MOVED):  # changed, reformatted: still so
+                return _Judged(self.verdict, f"{self.ref.spec} {self.verdict.value}", after, guard_after), ()
+            return _Judged(_intact("symbol"), f"{self.ref.spec} unchanged; the file changed elsewhere",
+                           after, guard_after), ()
         carried, self.provisional = self.provisional, 0
         data = load()
         if data is None:
