@@ -45,6 +45,7 @@ __all__ = [
     "check_urls",
     "check_memory",
     "verify",
+    "verify_texts",
     "suggest_anchors",
     "suggest",
 ]
@@ -786,6 +787,19 @@ def verify(
             continue
         results.append(_assemble(memory, claims, urls))
     return VerifyReport(tuple(results), no_claims)
+
+
+def verify_texts(
+    root: str | os.PathLike[str],
+    texts: Iterable[tuple[str, str]],
+    *,
+    net: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    index: SymbolIndex | None = None,
+) -> VerifyReport:
+    """The same claim checks on texts that are not memories: `(key, text)` pairs, each result's
+    `id` being its key (`verify --file CLAUDE.md` keys each claim by `FILE:LINE`)."""
+    return verify(root, (Memory(id=key, content=text) for key, text in texts), net=net, timeout=timeout, index=index)
 
 
 def check_memory(

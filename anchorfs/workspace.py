@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from .store import Store
     from .history import AtReport, BisectResult, LogResult
     from .verify import VerifyReport
+    from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
 
@@ -1176,3 +1177,30 @@ class Workspace:
                    if known.get(md.memory.id, Drift.FRESH.value) != md.drift.value]
         self._write_back([md for _, md in changed])
         return changed
+
+    # -- agent instruction files (CLAUDE.md, AGENTS.md) ---------------------------------------
+
+    def import_file(self, path: str | os.PathLike[str], *, apply: bool = False,
+                    kind: str = "note") -> "ImportResult":
+        """Import an instructions file's claims as memories tagged with their headings (and
+        `source:FILE`); again is idempotent, a changed text supersedes. Suggested anchors are
+        taken only with `apply` (`anchorfs.instructions`)."""
+        from .instructions import import_file
+
+        return import_file(self, path, apply=apply, kind=kind)
+
+    def export_to(self, path: str | os.PathLike[str]) -> "ExportResult":
+        """Write the active memories, with their freshness envelopes, into a managed block of
+        `path` (text outside it kept byte for byte)."""
+        from .instructions import export_to
+
+        return export_to(self, path)
+
+    def verify_file(self, path: str | os.PathLike[str], *, net: bool = False,
+                    timeout: float = 8.0) -> "VerifyReport":
+        """`verify`'s claim checks on an instructions file, without importing it: each result's
+        id is `FILE:LINE` of its claim."""
+        from .instructions import shown_path, verify_items
+        from .verify import verify_texts
+
+        return verify_texts(self.root_real, verify_items(path, shown_path(self, path)), net=net, timeout=timeout)
