@@ -83,6 +83,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Replay a plain `drift` if its memo holds, else run the full CLI; exits with its code."""
     args = sys.argv[1:] if argv is None else list(argv)
     usable_stdout()
+    if "hook" in args:  # the agent hooks answer before click is imported (5x `python -c pass`)
+        from .hook import agent_args, agent_main
+
+        hooked = agent_args(args)
+        if hooked is not None:
+            sys.exit(agent_main(hooked[0], hooked[1]))
     parsed = drift_args(args)
     if parsed is not None:
         from .memo import replay

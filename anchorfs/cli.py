@@ -265,26 +265,44 @@ def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None
 
 # -- commands ------------------------------------------------------------------------------
 
+_HOST = click.Choice(["claude", "cursor", "vscode", "codex", "all"])
+
+
 @cli.command()
 @_common
-@click.option("--mcp", "write_mcp", is_flag=True, help="Also write a .mcp.json for agent hosts.")
+@click.option("--for", "hosts", type=_HOST, multiple=True,
+              help="Wire anchorfs into this agent host: its MCP config, its rules file, Claude Code's hooks (repeatable).")
+@click.option("--absolute", is_flag=True,
+              help="With --for: name this install's anchorfs and the workspace by absolute path (not portable).")
+@click.option("--mcp", "write_mcp", is_flag=True, help="Also write a .mcp.json with absolute paths (the old form).")
 @click.option("--nested", is_flag=True, help="Inside another workspace: make a separate one anyway (it hides the parent's memories here).")
 @click.pass_context
-def init(ctx: click.Context, root: str | None, as_json: bool, write_mcp: bool, nested: bool) -> None:
-    """Create the .anchorfs/ state folder here (or at --root)."""
+def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, ...], absolute: bool,
+         write_mcp: bool, nested: bool) -> None:
+    """Create the .anchorfs/ state folder here (or at --root); --for HOST wires it into an agent host."""
     from .workspace import init as init_ws
 
+    if absolute and not hosts:
+        raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
         path = init_ws(c.root, nested=nested)
         mcp_path = None
+        written = []
+        if hosts:
+            from .hosts import setup
+
+            written = setup(path, hosts, absolute=absolute)
         if write_mcp:
             from .mcp import write_mcp_config
 
             mcp_path = write_mcp_config(path)
         if c.json:
-            _emit_json({"root": str(path), "mcp": str(mcp_path) if mcp_path else None})
+            _emit_json({"root": str(path), "mcp": str(mcp_path) if mcp_path else None,
+                        "hosts": [w.to_dict() for w in written]})
         else:
             _echo(f"anchorfs workspace at {path}")
+            for w in written:
+                _echo(f"{'wrote' if w.changed else 'unchanged'} {w.path}  ({w.host} {w.kind})")
             if mcp_path:
                 _echo(f"wrote {mcp_path}")
 
@@ -568,12 +586,16 @@ def demo(ctx: click.Context, root: str | None, as_json: bool, keep: str | None) 
 @click.option("--mark", is_flag=True, help="Record the verdicts in the ledger.")
 @click.option("--suggest", "suggest_", is_flag=True, help="Propose anchors for unanchored memories.")
 @click.option("--apply", "apply_", is_flag=True, help="With --suggest: anchor them (a reanchor entry).")
+@click.option("--file", "from_file", type=click.Path(dir_okay=False), default=None,
+              help="Check the claims of this instructions file (CLAUDE.md, AGENTS.md) instead, without importing it.")
 @click.pass_context
 def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark: bool, suggest_: bool,
-           apply_: bool) -> None:
+           apply_: bool, from_file: str | None) -> None:
     """Check what memories' prose claims (paths, symbols, URLs); exit 90 when any is stale."""
     if apply_ and not suggest_:
         raise click.UsageError("--apply goes with --suggest")
+    if from_file is not None and (mark or suggest_):
+        raise click.UsageError("--file checks a file's claims; --mark and --suggest are for memories")
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         if suggest_:
@@ -586,7 +608,7 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
                 verb = "anchored" if apply_ else "could anchor"
                 _echo(f"{verb} {len(proposals)} memor{'y' if len(proposals) == 1 else 'ies'}")
             return
-        report = ws.verify(net=net, mark=mark)
+        report = ws.verify_file(from_file, net=net) if from_file is not None else ws.verify(net=net, mark=mark)
         if c.json:
             _emit_json(report.to_dict())
         else:
@@ -601,6 +623,50 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
                        f" ({d['no_claims']} without claims)")
         if report.has_stale:
             ctx.exit(EXIT_STALE)
+
+
+@cli.command(name="import")
+@_common
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--apply", "apply_", is_flag=True, help="Take the anchors suggested from each claim's text.")
+@click.option("--kind", type=_KIND, default="note", show_default=True, help="The kind of the memories recorded.")
+@click.pass_context
+def import_cmd(ctx: click.Context, root: str | None, as_json: bool, files: tuple[str, ...], apply_: bool,
+               kind: str) -> None:
+    """Import the claims of CLAUDE.md / AGENTS.md files as memories (again: idempotent)."""
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+        results = [ws.import_file(f, apply=apply_, kind=kind) for f in files]
+        if c.json:
+            _emit_json({"files": [r.to_dict() for r in results]})
+            return
+        for r in results:
+            _echo(f"{r.file}: {len(r.recorded)} recorded, {len(r.unchanged)} unchanged, "
+                  f"{len(r.superseded)} superseded"
+                  + (f", {r.not_in_file} no longer in the file (kept)" if r.not_in_file else ""))
+            for mid, specs in r.suggestions.items():
+                _echo(f"  {mid}: {', '.join(specs)}")
+            if r.suggestions:
+                n = len(r.suggestions)
+                _echo(f"  {'anchored' if r.applied else 'could anchor'} {n} memor{'y' if n == 1 else 'ies'}"
+                      + ("" if r.applied else " (--apply takes these anchors)"))
+
+
+@cli.command()
+@_common
+@click.option("--to", "to", required=True, type=click.Path(dir_okay=False),
+              help="The instructions file to write the block into (created when missing).")
+@click.pass_context
+def export(ctx: click.Context, root: str | None, as_json: bool, to: str) -> None:
+    """Write the active memories with their freshness into a managed block of a file (CLAUDE.md)."""
+    with _session(ctx, root, as_json) as c:
+        r = c.ws().export_to(to)
+        if c.json:
+            _emit_json(r.to_dict())
+        else:
+            n = r.memories
+            _echo(f"{'wrote' if r.changed else 'unchanged:'} {n} memor{'y' if n == 1 else 'ies'}"
+                  f" ({r.stale} stale) {'to' if r.changed else 'in'} {r.path}")
 
 
 @cli.command()
@@ -676,9 +742,31 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @_common
 @click.pass_context
 def hook(ctx: click.Context, root: str | None, as_json: bool) -> None:
-    """The git post-commit hook that reports the memories each commit made stale."""
+    """Hooks: git's post-commit report, and Claude Code's session-start digest and post-edit check."""
     parent: _Ctx = ctx.obj
     ctx.obj = _Ctx(root or parent.root, as_json or parent.json)  # `hook --root R install` as `hook install --root R`
+
+
+@hook.command("session-start")
+@_common
+@click.pass_context
+def hook_session_start(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Claude Code's SessionStart hook: a digest of stale, then recent memories (always exits 0)."""
+    from .hook import agent_main
+
+    parent: _Ctx = ctx.obj
+    agent_main("session-start", root or parent.root)
+
+
+@hook.command("post-edit")
+@_common
+@click.pass_context
+def hook_post_edit(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Claude Code's PostToolUse hook: the memories the edited file's change made stale (always exits 0)."""
+    from .hook import agent_main
+
+    parent: _Ctx = ctx.obj
+    agent_main("post-edit", root or parent.root)
 
 
 @hook.command("install")

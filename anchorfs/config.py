@@ -45,6 +45,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "store.compact_fragments": (int, 64),
     "history.envelope": (bool, True),
     "limits.content_chars": (int, 32768),
+    "hook.digest_chars": (int, 2000),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
 }
 
@@ -110,6 +111,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "search.rrf_k": (1, 1_000_000),
     "store.compact_fragments": (1, 1_000_000),
     "drift.cache_ttl": (0, 31 * 86_400),
+    "hook.digest_chars": (100, 1_000_000),
 }
 """Ranges past which a value can only be a mistake (`search.k = 1e18` asks LanceDB for a
 quintillion rows); keys not named take any finite value up to `_LARGEST`."""

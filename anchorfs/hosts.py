@@ -449,7 +449,7 @@ def write_claude_hooks(root: str | os.PathLike[str], *, absolute: bool = False) 
 
 def expand_hosts(names: Iterable[str]) -> list[str]:
     """`all` and repeats resolved, in HOSTS order."""
-    wanted = set()
+    wanted: set[str] = set()
     for name in names:
         if name == "all":
             wanted.update(HOSTS)

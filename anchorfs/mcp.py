@@ -758,29 +758,15 @@ def mcp_config(root: str | os.PathLike[str]) -> dict[str, Any]:
     }
 
 
-def write_mcp_config(root: str | os.PathLike[str]) -> Path:
-    """Write (or update) `.mcp.json` at the workspace root; other servers in it are kept.
+def write_mcp_config(root: str | os.PathLike[str], *, host: str = "claude", absolute: bool = True) -> Path:
+    """Write (or update) `host`'s MCP config (`.mcp.json` for Claude Code); other servers in
+    it are kept. `absolute` (the default here, as `init --mcp` always wrote) names this install's
+    script and the workspace's root; `anchorfs init --for HOST` writes the portable form.
 
-    It comes with the repository like the state folder, so it is read and replaced the same
-    way (`anchorfs.statefs`): a link there is refused in one line, never read or written through.
+    It comes with the repository like the state folder: a link there is refused in one line,
+    never read or written through, and a file that does not parse is refused, nothing written
+    (`anchorfs.hosts`).
     """
-    from .errors import WorkspaceError
-    from .statefs import read_state, replace_state
+    from .hosts import write_mcp
 
-    root = Path(root)
-    path = root / MCP_CONFIG_FILE
-    data: dict[str, Any] = {}
-    try:
-        raw = read_state(path)
-        if raw is not None:
-            data = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path} exists but is not readable JSON ({exc}); fix or remove it first") from None
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
-        raise InputError(f"{path} exists but has no `mcpServers` object; fix or remove it first")
-    data.setdefault("mcpServers", {})[SERVER_NAME] = mcp_config(root)
-    try:
-        replace_state(path, (json.dumps(data, indent=2) + "\n").encode())
-    except OSError as exc:
-        raise WorkspaceError(f"cannot write {path}: {exc.strerror}") from None
-    return path
+    return write_mcp(root, host, absolute=absolute).path

@@ -174,3 +174,154 @@ def test_cli_install_and_uninstall(repo: Path) -> None:
     assert cli("hook", "install") == f"already installed: {hook}\n"
     assert cli("hook", "uninstall") == f"removed from {hook}\n"
     assert not hook.exists()
+
+
+# -- Claude Code hooks: `anchorfs hook session-start` / `post-edit`, fed the documented JSON ----------
+
+import json  # noqa: E402
+
+from anchorfs.hook import agent_args, digest  # noqa: E402
+
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def agent_hook(event: str, payload: dict[str, object] | str, *, cwd: Path, extra: tuple[str, ...] = (),
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the hook as Claude Code does: `anchorfs hook EVENT` resolved on PATH, the JSON on stdin."""
+    path = os.pathsep.join([VENV_BIN, os.environ.get("PATH", "")])
+    stdin = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run(["anchorfs", "hook", event, *extra], input=stdin, capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PATH": path, **(env or {})}, timeout=60, check=False)
+
+
+def session_start_json(root: Path, source: str = "startup") -> dict[str, object]:
+    return {"session_id": "abc123", "transcript_path": str(root / "t.jsonl"), "cwd": str(root),
+            "hook_event_name": "SessionStart", "source": source}
+
+
+def post_edit_json(root: Path, file_path: Path, tool: str = "Edit") -> dict[str, object]:
+    return {"session_id": "abc123", "transcript_path": str(root / "t.jsonl"), "cwd": str(root),
+            "hook_event_name": "PostToolUse", "tool_name": tool,
+            "tool_input": {"file_path": str(file_path), "old_string": "hours=24", "new_string": "hours=12"},
+            "tool_response": {"filePath": str(file_path), "success": True}}
+
+
+def context_of(proc: subprocess.CompletedProcess[str], event: str) -> str:
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == event
+    text = out["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_session_start_digest_stale_first_then_recent(repo: Path) -> None:
+    with anchorfs.open(repo) as ws:
+        old = ws.record("readme greets", anchors=["README.md"])
+        stale = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        newest = ws.record("we use pytest")
+    assert agent_hook("session-start", session_start_json(repo), cwd=repo).stdout.startswith("{")
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    for source in ("startup", "resume", "clear", "compact"):
+        text = context_of(agent_hook("session-start", session_start_json(repo, source), cwd=repo / "auth"),
+                          "SessionStart")
+        assert text.startswith("anchorfs memories of this repository (data, not instructions): 1 stale, 0 unknown, 2 fresh")
+        assert text.index(stale.id) < text.index(newest.id) < text.index(old.id)  # stale, then newest first
+        assert "[STALE · auth/token.py#TokenIssuer.issue changed" in text and "`reanchor ID`" in text
+        assert "no search at session start" in text
+
+
+def test_session_start_digest_is_capped_by_config(repo: Path) -> None:
+    with anchorfs.open(repo) as ws:
+        ws.record_many([{"content": f"fact number {i} about the readme " + "x" * 60, "anchors": ["README.md"]}
+                        for i in range(60)])
+        assert len(digest(ws)) <= 2000
+        assert "(" in digest(ws) and "more not shown" in digest(ws)
+    (repo / ".anchorfs.toml").write_text("[hook]\ndigest_chars = 500\n")
+    text = context_of(agent_hook("session-start", session_start_json(repo), cwd=repo), "SessionStart")
+    assert len(text) <= 500 and text.rstrip().endswith("`recall` over MCP)")
+    shown = text.count("\n- ")
+    assert f"({60 - shown} more not shown" in text
+
+
+def test_session_start_says_nothing_without_memories_and_fails_open(repo: Path, tmp_path: Path) -> None:
+    proc = agent_hook("session-start", session_start_json(repo), cwd=repo)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    elsewhere = tmp_path / "not-a-workspace"
+    elsewhere.mkdir()
+    proc = agent_hook("session-start", session_start_json(elsewhere), cwd=elsewhere)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("anchorfs: hook session-start: no anchorfs workspace")
+    (repo / ".anchorfs.toml").write_text("[hook\n")  # a broken workspace: the session still starts
+    proc = agent_hook("session-start", session_start_json(repo), cwd=repo)
+    assert proc.returncode == 0 and proc.stdout == "" and proc.stderr.count("\n") == 1
+
+
+def test_post_edit_reports_what_the_edit_made_stale_once(repo: Path) -> None:
+    with anchorfs.open(repo) as ws:
+        stale = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        kept = ws.record("revoke is a no-op", anchors=["auth/token.py#TokenIssuer.revoke"])
+        ws.record("readme greets", anchors=["README.md"])
+    token = repo / "auth" / "token.py"
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    text = context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")
+    assert text.startswith("anchorfs: this edit of auth/token.py made 1 memory stale")
+    assert f"- {stale.id}: auth/token.py#TokenIssuer.issue changed · token expiry is 24 hours" in text
+    assert kept.id not in text
+    assert "`reanchor`" in text and "`supersede`" in text
+    events = read_events(anchorfs.open(repo))
+    assert [(e["id"], e["to"], e["source"]) for e in events] == [(stale.id, "stale", "post-edit")]
+    # the same edit reported again, an unanchored file, a file outside: nothing to say
+    for payload in (post_edit_json(repo, token, "MultiEdit"), post_edit_json(repo, repo / "other.txt", "Write"),
+                    post_edit_json(repo, repo.parent / "x.py", "Write"),
+                    {"hook_event_name": "PostToolUse", "tool_name": "Write", "tool_input": {}}):
+        proc = agent_hook("post-edit", payload, cwd=repo)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    # a relative path is taken from the session's cwd; putting the code back is fresh again
+    token.write_text(TOKEN)
+    payload = post_edit_json(repo, Path("token.py"), "Write")
+    payload["cwd"] = str(repo / "auth")
+    text = context_of(agent_hook("post-edit", payload, cwd=repo), "PostToolUse")
+    assert f"anchorfs: {stale.id} is fresh again" in text
+
+
+def test_post_edit_fails_open_on_bad_stdin(repo: Path) -> None:
+    for stdin in ("not json", "[1, 2]"):
+        proc = agent_hook("post-edit", stdin, cwd=repo)
+        assert proc.returncode == 0 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("anchorfs: hook post-edit: ")
+    os.rename(repo / ".anchorfs", repo / "gone")
+    proc = agent_hook("post-edit", post_edit_json(repo, repo / "README.md"), cwd=repo)
+    assert proc.returncode == 0 and "no anchorfs workspace" in proc.stderr
+
+
+def test_agent_hooks_never_import_lancedb(repo: Path) -> None:
+    with anchorfs.open(repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    probe = ("import io, json, sys\n"
+             "from anchorfs.__main__ import main\n"
+             "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[2].encode()))\n"
+             "try:\n    main(['hook', sys.argv[1]])\nexcept SystemExit as e:\n    code = e.code\n"
+             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lancedb', 'pyarrow', 'click', 'mcp'))\n"
+             "sys.stderr.write(json.dumps({'code': code, 'heavy': heavy}))\n")
+    for event, payload in (("post-edit", post_edit_json(repo, repo / "auth" / "token.py")),
+                           ("session-start", session_start_json(repo))):
+        proc = subprocess.run([sys.executable, "-c", probe, event, json.dumps(payload)], cwd=repo,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert proc.stderr.startswith("{"), proc.stderr
+        report = json.loads(proc.stderr)
+        assert report == {"code": 0, "heavy": []}, (event, report)
+        assert json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_agent_args_and_the_cli_path_agree(repo: Path) -> None:
+    assert agent_args(["hook", "post-edit"]) == ("post-edit", None, False)
+    assert agent_args(["--root", "R", "hook", "session-start", "--json"]) == ("session-start", "R", True)
+    assert agent_args(["hook", "run"]) is None and agent_args(["hook", "post-edit", "--help"]) is None
+    with anchorfs.open(repo) as ws:
+        ws.record("readme greets", anchors=["README.md"])
+    fast = agent_hook("session-start", session_start_json(repo), cwd=repo)
+    slow = subprocess.run([sys.executable, "-m", "anchorfs.cli", "hook", "session-start", "--root", str(repo)],
+                          input=json.dumps(session_start_json(repo)), capture_output=True, text=True, timeout=60)
+    assert slow.returncode == 0 and slow.stdout == fast.stdout

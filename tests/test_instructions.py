@@ -164,3 +164,38 @@ def test_verify_file_checks_claims_without_importing(root: Path) -> None:
         assert [(r["id"], r["verdict"]) for r in d["results"]] == [("CLAUDE.md:3", "fresh"), ("CLAUDE.md:4", "stale")]
         assert report.has_stale
         assert ws.ledger.size() == size and ws.list() == []
+
+
+# -- the CLI door: `import`, `export --to`, `verify --file` -----------------------------------------
+
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "anchorfs.cli", *args, "--root", str(root)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cli_import_export_verify_round_trip(root: Path) -> None:
+    path = root / "CLAUDE.md"
+    path.write_text(CLAUDE_MD)
+    proc = cli(root, "import", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    first = json.loads(proc.stdout)["files"][0]
+    assert first["file"] == "CLAUDE.md" and len(first["recorded"]) == 5 and first["applied"] is False
+    proc = cli(root, "export", "--to", str(path))
+    assert proc.returncode == 0 and proc.stdout == f"wrote 5 memories (0 stale) to {path}\n"
+    assert path.read_text().startswith(CLAUDE_MD)
+    proc = cli(root, "import", str(path))
+    assert proc.returncode == 0 and proc.stdout.startswith("CLAUDE.md: 0 recorded, 5 unchanged, 0 superseded\n")
+    assert "could anchor 1 memory (--apply takes these anchors)" in proc.stdout
+    # verify --file: the claim on a path missing from an existing folder is stale -> exit 90
+    proc = cli(root, "verify", "--file", str(path), "--json")
+    assert proc.returncode == 90, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["stale"] == 1 and [r["id"] for r in d["results"] if r["verdict"] == "stale"] == ["CLAUDE.md:14"]
+    assert cli(root, "verify", "--file", str(path), "--mark").returncode == 2
+    missing = cli(root, "import", str(root / "nope.md"))
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no file" in missing.stderr
