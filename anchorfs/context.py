@@ -1,9 +1,11 @@
 """One markdown block of memories, ready to paste into a prompt.
 
-An agent given memories as a bare list trusts them all equally. The block is ordered by how
-far each memory can be trusted right now: fresh ones first, then the ones that could not be
-checked, then the stale ones under a banner that says what changed in the code, so the warning
-is read before the claims it qualifies. Every memory carries its one-line envelope.
+An agent given memories as a bare list trusts them all equally. What goes in is chosen by
+score (how well a memory matches the task, demoted when its code changed or it aged), best
+first, never a memory under the relevance floor; how it is laid out says how far each can be
+trusted right now: fresh ones first, then the ones that could not be checked, then the stale
+ones under a banner that says what changed in the code, so the warning is read with the
+claims it qualifies. Every memory carries its one-line envelope.
 
 The budget is in tokens, estimated at four characters each (no tokenizer is loaded): good
 enough to keep a prompt section from crowding out the task, and the same on every machine.
@@ -44,6 +46,8 @@ class ContextBlock:
     unknown: tuple[str, ...] = ()
     stale: tuple[str, ...] = ()
     omitted: tuple[str, ...] = field(default=())
+    weak: tuple[str, ...] = ()
+    """Hits under the relevance floor, never put in the block."""
 
     @property
     def tokens(self) -> int:
@@ -59,6 +63,7 @@ class ContextBlock:
             "unknown": list(self.unknown),
             "stale": list(self.stale),
             "omitted": list(self.omitted),
+            "weak": list(self.weak),
         }
 
 
@@ -85,10 +90,14 @@ def _what_changed(hits: Sequence[Hit]) -> list[str]:
 
 
 def render_context(hits: Sequence[Hit], *, task: str, budget: int = DEFAULT_BUDGET) -> ContextBlock:
-    """Lay out `hits` (already drift-checked, best first) as one markdown block within `budget`.
+    """Lay out `hits` (already drift-checked and scored) as one markdown block within `budget`.
 
-    Memories are taken greedily, fresh before unknown before stale and best first within each,
-    skipping any that would overflow the budget; the ids left out are returned in `omitted`.
+    Memories are taken best first by score (relevance x drift x age factors), as long as
+    they fit: a stale memory that matches well is taken before a fresh one that matches less,
+    and a memory under the relevance floor (`weak`) is never taken. When the best memory alone
+    does not fit, it is given anyway, its envelope whole and its text cut, rather than a worse
+    one that fits. The layout still groups them by trust: fresh, then could-not-be-checked,
+    then stale under a banner saying what changed, so the warning is read with the claims.
     Superseded or retracted hits are left out: a prompt should only carry current beliefs.
     """
     task_line = " ".join(task.split())
@@ -97,53 +106,86 @@ def render_context(hits: Sequence[Hit], *, task: str, budget: int = DEFAULT_BUDG
     head = (f"## Memories for: {task_line}\n\n"
             "Checked against the code just now; trust each memory only as far as its bracketed status says.")
     current = [h for h in hits if h.memory.status == "active"]
-    groups = {
-        Drift.FRESH: [h for h in current if h.drift is Drift.FRESH],
-        Drift.UNKNOWN: [h for h in current if h.drift is Drift.UNKNOWN],
-        Drift.STALE: [h for h in current if h.drift is Drift.STALE],
-    }
-    if not current:
-        markdown = f"{head}\n\nNo memories found for this task."
-        return ContextBlock(markdown, task, budget)
+    weak = tuple(h.memory.id for h in current if h.weak)
+    ranked = sorted((h for h in current if not h.weak), key=lambda h: (-h.score, h.memory.id))
+    if not ranked:
+        if current:
+            closest = min(current, key=lambda h: (-h.score, h.memory.id))
+            markdown = (f"{head}\n\nNo memory matches this task well; closest, left out: "
+                        f"`{closest.memory.id}` (relevance {closest.relevance:.2f}).")
+        else:
+            markdown = f"{head}\n\nNo memories found for this task."
+        return ContextBlock(markdown, task, budget, weak=weak)
+    stale_all = [h for h in ranked if h.drift is Drift.STALE]
 
-    # Greedy by priority, pricing each candidate by composing the block with it: exact, and
-    # cheap at the few dozen hits a query returns. The "left out" note is always reserved.
+    # Best first, pricing each candidate by composing the block with it: exact, and cheap at
+    # the few dozen hits a query returns. The "left out" note is always reserved.
     reserve = estimate_tokens("\n\n" + _omitted_note(999))
-    taken: dict[Drift, list[Hit]] = {d: [] for d in groups}
+    taken: list[Hit] = []
     omitted: list[str] = []
-    for drift in (Drift.FRESH, Drift.UNKNOWN, Drift.STALE):
-        for hit in groups[drift]:
-            taken[drift].append(hit)
-            if estimate_tokens(_compose(head, taken, groups[Drift.STALE], 0)) + reserve > budget:
-                taken[drift].pop()
-                omitted.append(hit.memory.id)
+    for hit in ranked:
+        if omitted:  # best first: nothing worse slips in after a better one was left out
+            omitted.append(hit.memory.id)
+            continue
+        taken.append(hit)
+        if estimate_tokens(_compose(head, taken, stale_all, 0)) + reserve > budget:
+            taken.pop()
+            if not taken:  # the best one alone is too big: its envelope whole, its text cut
+                taken.append(_cut_to_fit(hit, head, stale_all, budget - reserve))
+                continue
+            omitted.append(hit.memory.id)
     return ContextBlock(
-        _compose(head, taken, groups[Drift.STALE], len(omitted)),
+        _compose(head, taken, stale_all, len(omitted)),
         task,
         budget,
-        fresh=tuple(h.memory.id for h in taken[Drift.FRESH]),
-        unknown=tuple(h.memory.id for h in taken[Drift.UNKNOWN]),
-        stale=tuple(h.memory.id for h in taken[Drift.STALE]),
+        fresh=tuple(h.memory.id for h in taken if h.drift is Drift.FRESH),
+        unknown=tuple(h.memory.id for h in taken if h.drift is Drift.UNKNOWN),
+        stale=tuple(h.memory.id for h in taken if h.drift is Drift.STALE),
         omitted=tuple(omitted),
+        weak=weak,
     )
+
+
+def _cut_to_fit(hit: Hit, head: str, stale_all: Sequence[Hit], budget: int) -> Hit:
+    """`hit` with its content cut (ending in `…`) so the block fits `budget` if it can; the
+    envelope, the id and the stale banner are never cut, so at worst the text is `…` alone."""
+    text = " ".join(hit.memory.content.split())
+    lo, hi = 0, len(text)
+    while lo < hi:  # the longest prefix that fits
+        mid = (lo + hi + 1) // 2
+        trial = _with_content(hit, text[:mid].rstrip() + "…")
+        if estimate_tokens(_compose(head, [trial], stale_all, 0)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _with_content(hit, text[:lo].rstrip() + "…")
+
+
+def _with_content(hit: Hit, content: str) -> Hit:
+    from dataclasses import replace
+
+    return replace(hit, memory=hit.memory.replace(content=content))
 
 
 def _omitted_note(n: int) -> str:
     return f"({n} more {'memory' if n == 1 else 'memories'} left out to fit the budget.)"
 
 
-def _compose(head: str, taken: dict[Drift, list[Hit]], all_stale: Sequence[Hit], omitted: int) -> str:
+def _compose(head: str, taken: Sequence[Hit], all_stale: Sequence[Hit], omitted: int) -> str:
     parts = [head]
-    if taken[Drift.FRESH]:
-        parts.append("### Fresh\n" + "\n".join(_item(h) for h in taken[Drift.FRESH]))
-    if taken[Drift.UNKNOWN]:
+    fresh = [h for h in taken if h.drift is Drift.FRESH]
+    unknown = [h for h in taken if h.drift is Drift.UNKNOWN]
+    stale = [h for h in taken if h.drift is Drift.STALE]
+    if fresh:
+        parts.append("### Fresh\n" + "\n".join(_item(h) for h in fresh))
+    if unknown:
         parts.append("### Could not be checked\n> These anchors could not be read; re-verify before relying on them.\n"
-                     + "\n".join(_item(h) for h in taken[Drift.UNKNOWN]))
-    if taken[Drift.STALE]:
-        parts.append(_stale_header(all_stale) + "\n".join(_item(h) for h in taken[Drift.STALE]))
+                     + "\n".join(_item(h) for h in unknown))
+    if stale:
+        parts.append(_stale_header(all_stale) + "\n".join(_item(h) for h in stale))
     if omitted:
         parts.append(_omitted_note(omitted))
-        if not any(taken.values()):
+        if not taken:
             parts.append("No memory fits the budget; raise it to see them.")
     return "\n\n".join(parts)
 

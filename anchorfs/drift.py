@@ -26,7 +26,7 @@ from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, r
 from .hashing import HashCache
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, utcnow
 
-__all__ = ["DriftChecker", "MemoryDrift", "DriftReport", "envelope"]
+__all__ = ["DriftChecker", "MemoryDrift", "DriftReport", "envelope", "weak_envelope", "WEAK_MARK"]
 
 
 class MemoryDrift(NamedTuple):
@@ -418,22 +418,54 @@ def expired(memory: Memory, expiry_days: float, now: datetime) -> bool:
 
 
 def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
-             expiry_days: float, now: datetime | None = None, history: str | None = None) -> str:
-    """One line an agent can read before trusting the memory.
+             expiry_days: float, now: datetime | None = None, history: str | None = None,
+             weak: bool = False) -> str:
+    """One line an agent can read before trusting the memory, in one format everywhere:
+    `[STATE · what · when — advice]`.
 
-    `history` is git's version (`anchorfs.history.history_envelope`) when there is one: it
-    replaces the stale line, and the "anchored ..." part of a fresh one.
+    `[fresh · anchored 2026-08-23 at a1b2c3d · 40 commits since]`,
+    `[STALE · src/token.py#issue changed since 9f8e7d6 2026-09-02 "raise expiry" — re-verify before relying on this]`,
+    `[UNKNOWN · src/x.py unreadable: permission denied — re-verify before relying on this]`,
+    `[unanchored · recorded 2026-08-23]`, `[SUPERSEDED by ID on DATE · held from DATE — do not rely on this]`.
+    `history` is git's word (`anchorfs.history.history_envelope`) when there is one: it only
+    fills the "since" of a stale line (the commit that staled it) and the commit count of a
+    fresh one. `weak` adds `weak match` (see `weak_envelope`).
     """
-    if history is not None and memory.status == "active":
-        if drift is Drift.STALE and history.startswith("[STALE"):
-            return history
-        if drift is Drift.FRESH and history.startswith("[fresh · ") and checks:
-            base = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
-            anchored = history[len("[fresh · "):-1]
-            rest = base[base.find(" · ", len("[fresh · ")):-1] if base.count(" · ") > 1 else ""
-            return f"[fresh · {anchored}{rest}]"
+    line = _envelope(memory, drift, checks, expiry_days=expiry_days, now=now, history=history)
+    return weak_envelope(line) if weak else line
+
+
+WEAK_MARK = "weak match"
+
+
+def weak_envelope(line: str) -> str:
+    """`line` with `weak match` before its advice (or its closing bracket), once."""
+    if f" · {WEAK_MARK}" in line or not line.endswith("]"):
+        return line
+    cut = line.find(" — ")
+    cut = cut if cut >= 0 else len(line) - 1
+    return f"{line[:cut]} · {WEAK_MARK}{line[cut:]}"
+
+
+def _history_parts(history: str | None, drift: Drift) -> tuple[str | None, str | None, str | None]:
+    """(stale since, fresh commit and date, fresh count) read out of git's envelope line."""
+    if not history:
+        return None, None, None
+    if drift is Drift.STALE and history.startswith("[STALE since ") and " — " in history:
+        return history[len("[STALE since "):history.index(" — ")], None, None
+    if drift is Drift.FRESH and history.startswith("[fresh · anchored ") and history.endswith("]"):
+        body = history[len("[fresh · anchored "):-1]
+        head, _, count = body.partition(" · ")
+        commit, _, date = head.partition(" ")
+        return None, f"{date} at {commit}" if date else commit, count or None
+    return None, None, None
+
+
+def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
+              expiry_days: float, now: datetime | None, history: str | None) -> str:
     now = now or utcnow()
     since = (memory.verified_at or memory.recorded_at).date().isoformat()
+    stale_since, anchored, count = _history_parts(history if memory.status == "active" else None, drift)
     commits = {c.anchor.commit for c in checks if c.anchor.commit}
     at = f" at {sorted(commits)[0][:7]}" if len(commits) == 1 else ""
     tail = ""
@@ -445,7 +477,11 @@ def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
         return f"[{memory.status.upper()}{who} on {until} · held from {memory.valid_from.date().isoformat()} — do not rely on this]"
     if drift is Drift.STALE:
         bad = next(c for c in checks if c.verdict in (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING))
-        return f"[STALE · {bad.detail} since {since} — re-verify before relying on this]"
+        if stale_since and stale_since.startswith("uncommitted changes"):
+            when = " in uncommitted changes"
+        else:
+            when = f" since {stale_since or since}"
+        return f"[STALE · {bad.detail}{when} — re-verify before relying on this]"
     if drift is Drift.UNKNOWN:
         bad = next(c for c in checks if c.verdict in (Verdict.UNREADABLE, Verdict.UNSAFE))
         return f"[UNKNOWN · {bad.detail} — re-verify before relying on this]"
@@ -453,4 +489,6 @@ def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
         return f"[unanchored · recorded {since}{tail}]"
     moved = [c for c in checks if c.verdict is Verdict.MOVED]
     extra = f" · {moved[0].detail}" if moved else ""
-    return f"[fresh · anchored {since}{at}{extra}{tail}]"
+    where = anchored or f"{since}{at}"
+    counted = f" · {count}" if count else ""
+    return f"[fresh · anchored {where}{counted}{extra}{tail}]"

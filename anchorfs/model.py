@@ -433,12 +433,20 @@ class AnchorCheck(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """One query result. `relevance` in [0, 1] is how well the memory matches the query;
+    `score = relevance x drift factor x age factor` orders the results; `weak` marks a
+    relevance under the floor (`search.relevance_floor`): the closest thing, not an answer."""
+
     memory: Memory
     similarity: float
     score: float
     drift: Drift
     checks: tuple[AnchorCheck, ...]
     envelope: str
+    relevance: float = 1.0
+    weak: bool = False
+    conflict: tuple[str, ...] = ()
+    """The ids standing against this memory in a fork (`Workspace.conflicts`); empty when none."""
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
@@ -448,7 +456,9 @@ class Hit:
             "kind": m.kind,
             "tags": list(m.tags),
             "status": m.status,
+            "relevance": round(self.relevance, 6),
             "score": round(self.score, 6),
+            "weak": self.weak,
             "similarity": round(self.similarity, 6),
             "drift": self.drift.value,
             "envelope": self.envelope,
@@ -456,6 +466,7 @@ class Hit:
             "valid_until": to_iso(m.valid_until),
             "superseded_by": m.superseded_by,
             "anchors": [c.to_dict() for c in self.checks],
+            "conflict": list(self.conflict),
         }
 
 

@@ -10,13 +10,14 @@ LanceDB is imported lazily: it costs about a second, and drift checks never need
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from datetime import timedelta
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -109,6 +110,7 @@ def _read(fn: Callable[[], _T], what: str) -> _T:
 # candidates must not be spread out to +-1 just because there are few of them.
 _COSINE_FLOOR = 0.01
 _BM25_FLOOR = 0.05  # of the best BM25 score
+_BM25_REFS = 10
 # Added to the fused score (in standard deviations) when a candidate is anchored where the
 # query points: the file (`src/auth/token.py`), or exactly the lines or symbol it names.
 _BONUS_FILE = 0.8
@@ -128,6 +130,30 @@ def _standardize(values: Sequence[float], floor: float) -> list[float]:
     return [(v - mean) / scale for v in values]
 
 
+def _zscores(similarities: Sequence[float] | None, bm25: Sequence[float] | None,
+             count: int) -> tuple[list[float], list[float]]:
+    """Each side's standardized scores: how far a candidate stands out on it.
+
+    - vectors: every candidate's exact cosine, standardized over all candidates;
+    - full-text: BM25 (0 = no match) standardized over the matches plus one no-match
+      reference, and only ever positive (clipped at 0): a lone match stands out, a crowd of
+      weak matches on common words hardly counts, and no match costs nothing.
+    """
+    zv = _standardize(similarities, _COSINE_FLOOR) if similarities is not None and count else [0.0] * count
+    zt = [0.0] * count
+    if bm25 is not None and count:
+        matched = [v for v in bm25 if v > 0]
+        if matched:
+            # at least `_BM25_REFS` scores, padded with no-match zeros: a lone match stands out
+            # as far in a store of three memories as in one of thousands
+            ref = [*matched, *[0.0] * max(1, _BM25_REFS - len(matched))]
+            mean = sum(ref) / len(ref)
+            std = (sum((v - mean) ** 2 for v in ref) / len(ref)) ** 0.5
+            scale = max(std, _BM25_FLOOR * max(matched))
+            zt = [max(0.0, (v - mean) / scale) if v > 0 else 0.0 for v in bm25]
+    return zv, zt
+
+
 def fuse(
     similarities: Sequence[float] | None,
     bm25: Sequence[float] | None,
@@ -136,41 +162,100 @@ def fuse(
     vector_weight: float = 1.0,
     text_weight: float = 1.0,
 ) -> list[int]:
-    """Candidate indexes, best first: the weighted mean of each side's standardized scores.
+    """Candidate indexes, best first, by the weighted mean of each side's z-scores plus `bonus`.
 
-    Reciprocal rank fusion gives the top of a side the same weight however weak it is, so a
-    paraphrase the model finds loses to whatever the full-text half matched on stray common
-    words. Here each side counts by how far a candidate stands out on it (z-scores):
-    - vectors: every candidate's exact cosine, standardized over all candidates;
-    - full-text: BM25 (0 = no match) standardized over the matches plus one no-match
-      reference, and only ever added (clipped at 0): a lone match stands out, a crowd of
-      weak matches on common words hardly counts, and no match costs nothing.
-    `bonus` is added as is (anchor matches). `None` leaves a side out; ties go to the lower
-    index.
+    The relative half of the ranking (see `_zscores`): reciprocal rank fusion gives the top of
+    a side the same weight however weak it is, z-scores count how far a candidate stands
+    out. `Store.search` adds the absolute evidence (`calibrated_relevance`). `None` leaves a
+    side out; ties go to the lower index.
     """
     count = len(similarities) if similarities is not None else len(bm25 or bonus or ())
+    zv, zt = _zscores(similarities, bm25, count)
+    total = (vector_weight if similarities is not None else 0.0) + (text_weight if bm25 is not None else 0.0)
     fused = [0.0] * count
-    total = 0.0
-    if similarities is not None and count:
-        total += vector_weight
-        for j, z in enumerate(_standardize(similarities, _COSINE_FLOOR)):
-            fused[j] += vector_weight * z
-    if bm25 is not None and count:
-        total += text_weight
-        matched = [v for v in bm25 if v > 0]
-        if matched:
-            ref = [*matched, 0.0]
-            mean = sum(ref) / len(ref)
-            std = (sum((v - mean) ** 2 for v in ref) / len(ref)) ** 0.5
-            scale = max(std, _BM25_FLOOR * max(matched))
-            for j, v in enumerate(bm25):
-                if v > 0:
-                    fused[j] += text_weight * max(0.0, (v - mean) / scale)
     if total > 0:
-        fused = [f / total for f in fused]
+        fused = [(vector_weight * a * (similarities is not None) + text_weight * b * (bm25 is not None)) / total
+                 for a, b in zip(zv, zt)]
     if bonus:
         fused = [f + b for f, b in zip(fused, bonus)]
     return sorted(range(count), key=lambda j: (-fused[j], j))
+
+
+class Calibration(NamedTuple):
+    """Logistic weights turning one candidate's evidence into a probability of relevance.
+
+    Fitted per embedder on the labeled set (evals/retrieval, `scripts/bench_retrieval.py
+    --calibrate`) at the default fusion weights; a side's terms scale with its configured
+    weight over that default, so `vector_weight = 0` drops the vector evidence.
+    """
+
+    intercept: float
+    vec_z: float  # the cosine standardized over the candidates (stands out)
+    vec_cos: float  # the raw cosine (absolute: a query about nothing has low ones)
+    text_z: float  # BM25 standardized over the matches (stands out)
+    text_cover: float  # share of the query's terms the memory holds, rarer terms weighing more
+    anchor_file: float  # anchored to (or naming what is defined in) the file the query names
+    anchor_exact: float  # anchored to exactly the symbol or lines the query names
+    vector_weight: float = 1.0  # the fusion weights it was fitted at
+    text_weight: float = 0.5
+
+
+# Fitted on evals/retrieval (its fresh queries, the CJK ones and the queries about nothing
+# in the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights.
+CALIBRATIONS: dict[str, Calibration] = {
+    "hashing": Calibration(-7.226, 0.0, 1.472, 1.21, 3.26, 1.549, 1.83),
+    "e5": Calibration(-7.226, 0.0, 1.472, 1.21, 3.26, 1.549, 1.83),
+    "minilm": Calibration(-7.226, 0.0, 1.472, 1.21, 3.26, 1.549, 1.83),
+}
+RUNNER_UP_GAMMA = 1.0
+"""How hard a candidate is discounted for falling behind the query's best one (see `search`)."""
+_GENERIC = "hashing"
+
+
+_SYNONYM_CREDIT = 0.5  # a query term found only as a synonym counts half
+
+
+def _coverage(query: str, texts: Sequence[str]) -> list[float]:
+    """Per candidate, the share of the query's terms its full-text holds, each term weighted
+    by how rare it is among the candidates (a term none holds weighs most: the store knows
+    nothing of it); a term found only as a synonym counts half. Absolute where BM25 is not:
+    a query about nothing covers little of any memory, however they compare among themselves.
+    """
+    from .lexicon import synonyms
+    from .textutil import search_terms, term_key
+
+    terms = list(dict.fromkeys(search_terms(query)))
+    if not terms or not texts:
+        return [0.0] * len(texts)
+    docs = [frozenset(search_terms(t)) for t in texts]
+    syn = [frozenset(term_key(w) for w in synonyms(t)) - {t} for t in terms]
+    n = len(docs)
+    weights = [math.log(1.0 + (n + 1.0) / (sum(1 for d in docs if t in d) + 0.5)) for t in terms]
+    total = sum(weights)
+    out = []
+    for d in docs:
+        got = 0.0
+        for t, w, alt in zip(terms, weights, syn):
+            if t in d:
+                got += w
+            elif alt and not alt.isdisjoint(d):
+                got += _SYNONYM_CREDIT * w
+        out.append(got / total)
+    return out
+
+
+def calibrated_relevance(features: Sequence[float], cal: Calibration, *, vector_weight: float,
+                         text_weight: float) -> float:
+    """Relevance in [0, 1] from one candidate's `features` (zv, cos, zt, cover, file, exact)."""
+    zv, cos, zt, cover, file_hit, exact = features
+    vr = vector_weight / cal.vector_weight if cal.vector_weight else 0.0
+    tr = text_weight / cal.text_weight if cal.text_weight else 0.0
+    logit = (cal.intercept + vr * (cal.vec_z * zv + cal.vec_cos * cos) + tr * (cal.text_z * zt + cal.text_cover * cover)
+             + cal.anchor_file * file_hit + cal.anchor_exact * exact)
+    if logit >= 0:
+        return 1.0 / (1.0 + math.exp(-logit))
+    e = math.exp(logit)
+    return e / (1.0 + e)
 
 
 def _anchor_refs(text: str) -> list[tuple[str, str, str | None, tuple[int, int] | None]]:
@@ -233,14 +318,17 @@ def _fts_query(fts_text: str, file_names: Sequence[str] = ()) -> str:
 
 
 class SearchRow:
-    """One candidate from the store: the memory, raw cosine similarity and fused relevance."""
+    """One candidate from the store: the memory, raw cosine similarity, calibrated relevance
+    in [0, 1] and the evidence it was computed from (`calibrated_relevance`'s features)."""
 
-    __slots__ = ("memory", "similarity", "relevance")
+    __slots__ = ("memory", "similarity", "relevance", "features")
 
-    def __init__(self, memory: Memory, similarity: float, relevance: float) -> None:
+    def __init__(self, memory: Memory, similarity: float, relevance: float,
+                 features: tuple[float, ...] = ()) -> None:
         self.memory = memory
         self.similarity = similarity
         self.relevance = relevance
+        self.features = features
 
 
 class Store:
@@ -547,22 +635,26 @@ class Store:
         vector_weight: float,
         text_weight: float,
     ) -> list[SearchRow]:
-        """Hybrid search: full-text and vector candidates, fused by standardized scores.
+        """Hybrid search: full-text and vector candidates, each with a relevance in [0, 1].
 
         A side whose weight is 0 is not searched at all (full-text alone, vectors alone).
-        See `fuse` for the ranking; `relevance` is the fused rank mapped by `rrf_k`.
-        `text_weight` is scaled by the embedder's `text_weight_scale` (default 1): the hashing
-        embedder's vectors are lexical too and know no synonyms, so its full-text half, which
-        does, deserves more say than next to a model.
+        Relevance is a calibrated probability (`calibrated_relevance`, fitted per embedder)
+        from absolute evidence (the cosine, the share of the query's terms a memory holds) and
+        relative evidence (how far its BM25 stands out, anchor matches), discounted for
+        falling behind the query's best candidate. Returns up to `k` candidates, most relevant
+        first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
         """
         import numpy as np
 
         from .textutil import compound_keys, expand_for_search
 
-        text_weight *= float(getattr(self.embedder, "text_weight_scale", 1.0))
         table = self.table()
-        n = max(candidates, k)
-        cols = ["id", "doc", "vector"]  # drift is not read: every hit is checked afresh
+        n = max(1, candidates)
+        # LanceDB breaks ties at the cut as rows happen to lie on disk (which a drift write-back
+        # reshuffles): take more, order by score then id, keep n, so the same query always
+        # gets the same candidates.
+        fetch = 2 * n + 10
+        cols = ["id", "doc", "vector", "text"]  # drift is not read: every hit is checked afresh
         use_text = text_weight > 0
         use_vector = vector_weight > 0 or not use_text
         vec_rows: list[dict[str, Any]] = []
@@ -570,7 +662,8 @@ class Store:
             vq = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
             if where:
                 vq = vq.where(where, prefilter=True)
-            vec_rows = _read(vq.select([*cols, "_distance"]).limit(n).to_list, "search")
+            vec_rows = _read(vq.select([*cols, "_distance"]).limit(fetch).to_list, "search")
+            vec_rows = sorted(vec_rows, key=lambda r: (float(r["_distance"]), r["id"]))[:n]
         fts_rows: list[dict[str, Any]] = []
         refs = _anchor_refs(text)
         file_names = self._file_names(refs) if refs else []
@@ -581,7 +674,8 @@ class Store:
             if where:
                 fq = fq.where(where, prefilter=True)
             try:
-                fts_rows = fq.select([*cols, "_score"]).limit(n).to_list()
+                fts_rows = fq.select([*cols, "_score"]).limit(fetch).to_list()
+                fts_rows = sorted(fts_rows, key=lambda r: (-float(r["_score"]), r["id"]))[:n]
             except Exception:  # an odd query the FTS parser refuses still gets vector hits
                 fts_rows = []
         rows: dict[str, dict[str, Any]] = {}
@@ -615,19 +709,29 @@ class Store:
                 bonus[j] = _anchor_bonus(refs, doc(mid).get("anchors") or ())
                 if defined and bonus[j] < _BONUS_NAMED and name_keys(doc(mid).get("content") or "") & defined:
                     bonus[j] = _BONUS_NAMED
-        order = fuse(
-            sims if use_vector else None,
-            [bm25.get(i, 0.0) for i in ids] if use_text else None,
-            bonus,
-            vector_weight=vector_weight,
-            text_weight=text_weight,
-        )
-        decay = max(float(rrf_k), 0.0)
+        zv, zt = _zscores(sims if use_vector else None, [bm25.get(i, 0.0) for i in ids] if use_text else None, len(ids))
+        cover = _coverage(fts_text, [rows[i].get("text") or "" for i in ids]) if use_text else [0.0] * len(ids)
+        cal = CALIBRATIONS.get(self.embedder.name, CALIBRATIONS[_GENERIC])
         out = []
-        for rank, j in enumerate(order[:k]):
-            memory = Memory.from_dict(doc(ids[j]))
-            out.append(SearchRow(memory, sims[j], (decay + 1) / (decay + rank + 1)))
-        return out
+        for j, mid in enumerate(ids):
+            features = (zv[j], sims[j] if use_vector else 0.0, zt[j], cover[j],
+                        1.0 if 0 < bonus[j] < _BONUS_EXACT else 0.0, 1.0 if bonus[j] >= _BONUS_EXACT else 0.0)
+            rel = calibrated_relevance(features, cal, vector_weight=vector_weight if use_vector else 0.0,
+                                       text_weight=text_weight if use_text else 0.0)
+            out.append(SearchRow(Memory.from_dict(doc(mid)), sims[j], rel, features))
+        # The probability of each candidate, discounted by how far it falls behind the best one
+        # (p x (p / p_best) ** gamma): the best keeps its probability, a close second nearly
+        # all of it, a distant one little. So the gap between the answer and what merely
+        # resembles it survives a stale demotion (x 0.5): on the stale variant of the labeled
+        # set (hashing), stale MRR 0.84 x fresh with gamma 0, 0.93 x with 1, 0.97 x with 3; but
+        # a higher gamma also pushes a second relevant memory under the floor (of the relevant
+        # hits in the top 10, 80% clear it with gamma 0, 75% with 1, 71% with 3).
+        best = max((r.relevance for r in out), default=0.0)
+        if best > 0:
+            for r in out:
+                r.relevance = r.relevance * (r.relevance / best) ** RUNNER_UP_GAMMA
+        out.sort(key=lambda r: (-r.relevance, r.memory.id))
+        return out[:k]
 
     def _file_names(self, refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
         """Name keys of what the files a query names (`src/billing/dunning.py`) define."""

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["identifier_parts", "words", "expand_for_search", "compound_keys"]
+__all__ = ["identifier_parts", "words", "expand_for_search", "compound_keys", "cjk_bigrams", "search_terms", "term_key"]
 
 # Characters that join the pieces of one compound token: dotted names, paths, kebab-case,
 # `Foo::bar`, `file.py#Symbol`. They only join when a word character follows them, so the
@@ -185,13 +185,65 @@ def expand_for_search(text: str) -> str:
             plain.add(whole)
     added: list[str] = []
     seen = set(plain)
-    for part in extra:
+    for part in [*extra, *cjk_bigrams(text)]:
         if part not in seen:
             seen.add(part)
             added.append(part)
     if not added:
         return text
     return text + "\n" + " ".join(added)
+
+
+# Scripts written without spaces between words: Han, kana, Hangul syllables. One run of them
+# is one token to the full-text tokenizer, so "会话需要密钥" would never match "会话 密钥".
+_CJK_RUN_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{3,}")
+
+
+def cjk_bigrams(text: str) -> list[str]:
+    """The overlapping character pairs of every run of three or more CJK characters.
+
+    The usual answer of search engines to text without word breaks (no dictionary needed): a
+    two-character word, the commonest length in Chinese, is then a term of its own wherever
+    it sits in a run. Shorter runs are already whole tokens. Pairs come in order, each once.
+    """
+    if text.isascii():
+        return []
+    out: list[str] = []
+    seen: set[str] = set()
+    for run in _CJK_RUN_RE.findall(text):
+        for i in range(len(run) - 1):
+            pair = run[i:i + 2]
+            if pair not in seen:
+                seen.add(pair)
+                out.append(pair)
+    return out
+
+
+_TERM_RE = re.compile(r"[^\W_]+")
+_QUIET = frozenset(
+    """a an and are as at be been but by can do does did for from has have had if in into is it its
+    not of on or so than that the then there these this those to was we were what when where which
+    who whom whose why how will would should could with you your i he she they them our us me my
+    any some all""".split()
+)
+
+
+def term_key(word: str) -> str:
+    """A word as the relevance measure compares it: lowercased and crudely stemmed."""
+    from .embedders import _stem
+
+    return _stem(word.lower())
+
+
+def search_terms(text: str) -> list[str]:
+    """The terms of an already expanded text (`expand_for_search`), stemmed, without stopwords."""
+    low = text.lower()
+    if low.isascii():
+        return [term_key(t) for t in _TERM_RE.findall(low) if t not in _QUIET]
+    # a run of CJK characters counts by its pairs, not as one long word nobody types whole
+    out = [term_key(t) for t in _TERM_RE.findall(low) if t not in _QUIET and not _CJK_RUN_RE.fullmatch(t)]
+    out.extend(cjk_bigrams(low))
+    return out
 
 
 # `config/app.toml:23` or `:10-12`: a line reference, not part of the name.

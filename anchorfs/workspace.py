@@ -29,7 +29,7 @@ import orjson
 from . import anchors as anchors_mod
 from . import catchup
 from .config import Config, load_config
-from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired
+from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired, weak_envelope
 from .errors import (
     AnchorError,
     AnchorfsError,
@@ -914,44 +914,61 @@ class Workspace:
             where = id_filter(then)
         store = self.store
         qvec = self.embedder.embed_query(text)
-        want = k if stale == "include" else k * 3  # room left after filtering on drift
-        rows = store.search(
-            text, qvec, k=want, where=where,
-            candidates=int(self.config["search.candidates"]), rrf_k=float(self.config["search.rrf_k"]),
-            vector_weight=float(self.config["search.vector_weight"]),
-            text_weight=float(self.config["search.text_weight"]),
-        )
         checker = DriftChecker(self.root_real, self.cache)
         now = utcnow()
         stale_factor = float(self.config["drift.stale_factor"])
         expired_factor = float(self.config["drift.expired_factor"])
+        floor = float(self.config["search.relevance_floor"])
+        # Demote first, cut to k after. The candidates come in tiers of a size fixed by
+        # `search.candidates`, never by k (doubling only when a tier leaves fewer than k hits):
+        # each tier is checked, demoted and sorted on its own and follows the one before, so
+        # the first j hits of any k >= j are the hits of k = j.
+        size = max(1, int(self.config["search.candidates"]))
         hits: _list[Hit] = []
         results: _list[MemoryDrift] = []
-        for row in rows:
-            # as of an instant: the memory as it stood then (later retired or re-anchored, it
-            # showed neither), its anchors of then checked against the files now
-            m = row.memory if then is None else then.get(row.memory.id, row.memory)
-            md = checker.check(m)  # retired memories too: their ground may have moved as well
-            results.append(md)
-            days = self.config.expiry_days(m.kind)
-            score = row.relevance
-            if md.drift is Drift.STALE:
-                score *= stale_factor
-            if expired(m, days, now):
-                score *= expired_factor
-            hits.append(Hit(m, row.similarity, score, md.drift, md.checks,
-                            envelope(m, md.drift, md.checks, expiry_days=days, now=now)))
+        seen: set[str] = set()
+        while True:
+            rows = store.search(
+                text, qvec, k=2 * size, where=where, candidates=size, rrf_k=float(self.config["search.rrf_k"]),
+                vector_weight=float(self.config["search.vector_weight"]),
+                text_weight=float(self.config["search.text_weight"]),
+            )
+            tier: _list[Hit] = []
+            for row in rows:  # best relevance first
+                if row.memory.id in seen:
+                    continue
+                seen.add(row.memory.id)
+                if len(tier) >= k and row.relevance < tier[k - 1].score:
+                    break  # no later row can enter the top k: its score is at most its relevance
+                # as of an instant: the memory as it stood then (later retired or re-anchored, it
+                # showed neither), its anchors of then checked against the files now
+                m = row.memory if then is None else then.get(row.memory.id, row.memory)
+                md = checker.check(m)  # retired memories too: their ground may have moved as well
+                results.append(md)
+                if (stale == "exclude" and md.drift is Drift.STALE) or (stale == "only" and md.drift is not Drift.STALE):
+                    continue
+                days = self.config.expiry_days(m.kind)
+                score = row.relevance
+                if md.drift is Drift.STALE:
+                    score *= stale_factor
+                if expired(m, days, now):
+                    score *= expired_factor
+                weak = row.relevance < floor
+                tier.append(Hit(m, row.similarity, score, md.drift, md.checks,
+                                envelope(m, md.drift, md.checks, expiry_days=days, now=now, weak=weak),
+                                row.relevance, weak))
+                tier.sort(key=lambda h: (-h.score, h.memory.id))
+            hits.extend(tier)
+            if len(hits) >= k or len(rows) < size:
+                break
+            size *= 2
         self.cache.save()
         if then is None:  # the drift of anchors as they stood then is not the memory's drift now
             self._write_back(results)
-        if stale == "exclude":
-            hits = [h for h in hits if h.drift is not Drift.STALE]
-        elif stale == "only":
-            hits = [h for h in hits if h.drift is Drift.STALE]
-        hits.sort(key=lambda h: (-h.score, h.memory.id))
         hits = hits[:k]
         if hits and self.config["history.envelope"]:
             hits = self._with_history(hits, now)
+            hits = [dataclasses.replace(h, envelope=weak_envelope(h.envelope)) if h.weak else h for h in hits]
         return hits
 
     def _with_history(self, hits: _list[Hit], now: datetime) -> _list[Hit]:
@@ -1117,7 +1134,8 @@ class Workspace:
     # -- agents: prompt context, watch mode, git hook ----------------------------------------
 
     def context(self, task: str, *, budget: int | None = None, k: int | None = None) -> "ContextBlock":
-        """One markdown block for a prompt: fresh memories first, stale ones under a banner.
+        """One markdown block for a prompt: the best-scoring memories that fit, never a weak
+        match, laid out fresh first and stale ones under a banner (see `render_context`).
 
         `budget` is in tokens (estimated at four characters each); `k` bounds the candidates.
         """
@@ -1136,7 +1154,10 @@ class Workspace:
         self.cache.save()
         if m.status == Status.ACTIVE:
             self._write_back([md])
-        return md, envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
+        env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
+        if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
+            env = self._with_history([Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
+        return md, env
 
     def anchored_paths(self) -> dict[str, _list[str]]:
         """Anchored path -> ids of the active memories resting on it (what a watcher watches)."""

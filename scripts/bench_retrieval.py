@@ -74,8 +74,66 @@ def run_embedder(name: str, queries: list[dict], *, misses: bool) -> dict:
                 for r in results:
                     if not r.ranked or r.ranked[0] not in r.relevant:
                         print(f"  miss {name} {r.qid} {r.style}: want {r.relevant}, got {r.ranked[:5]}")
+        # Issue 17: the same queries with their answers made stale, k-invariance, the floor, CJK.
+        real = load.run_queries(loaded, queries)
+        stale, stalable = load.run_stale_queries(loaded, queries)
+        nothing = load.run_queries(loaded, load.load_nothing_queries())
+        cjk = load.run_queries(loaded, load.load_cjk_queries())
+        everything = [*queries, *load.load_nothing_queries(), *load.load_cjk_queries()]
+        checked, bad = load.k_invariance(loaded, everything)
+        fresh_mrr = load.score(real).mrr
+        out["trust"] = {
+            "fresh": fresh_mrr,
+            "stale": load.score(stale).mrr,
+            "stale_subset": load.score([r for r in stale if r.qid in stalable]).mrr,
+            "fresh_subset": load.score([r for r in real if r.qid in stalable]).mrr,
+            "stalable": len(stalable),
+            "stale_flagged": sum(1 for r in stale if r.qid in stalable and any(
+                d == "stale" for mid, d in zip(r.ranked, r.drift) if mid in r.relevant)),
+            "k_checked": checked,
+            "k_bad": bad,
+            "floor": float(ws.config["search.relevance_floor"]),
+            "rates": load.floor_rates(real, nothing),
+            "top_ok": _top_ok(real),
+            "nothing": len(nothing),
+            "cjk": load.score(cjk).mrr,
+            "cjk_n": len(cjk),
+        }
+        if misses:
+            for r in stale:
+                if r.qid in stalable and (not r.ranked or r.ranked[0] not in r.relevant):
+                    print(f"  stale miss {name} {r.qid}: want {r.relevant}, got {r.ranked[:3]}")
+            for r in nothing:
+                if r.weak and not r.weak[0]:
+                    print(f"  nothing-query above the floor {name} {r.qid}: {r.ranked[0]} {r.relevance[0]:.3f}")
         ws.close()
     return out
+
+
+def _top_ok(results: list) -> float:
+    """Share of the real queries answered at rank 1 whose answer clears the floor."""
+    top = [r for r in results if r.ranked and r.ranked[0] in r.relevant]
+    return sum(1 for r in top if not r.weak[0]) / max(1, len(top))
+
+
+def trust_table(runs: list[dict]) -> str:
+    lines = [
+        "| embedder | fresh MRR | stale MRR (ratio) | stale MRR, anchored answers (ratio) | k-invariant | "
+        "nothing-queries clear of the floor | answers above the floor: at rank 1 / anywhere in the top 10 / of all | CJK MRR |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in runs:
+        t = run["trust"]
+        rates = t["rates"]
+        lines.append(
+            f"| {run['name']} | {t['fresh']:.3f} | {t['stale']:.3f} ({t['stale'] / max(t['fresh'], 1e-9):.2f}) "
+            f"| {t['stale_subset']:.3f} of {t['fresh_subset']:.3f} ({t['stale_subset'] / max(t['fresh_subset'], 1e-9):.2f}) "
+            f"| {100 * (t['k_checked'] - len(t['k_bad'])) / t['k_checked']:.0f}% of {t['k_checked']} "
+            f"| {100 * rates['nothing_clear']:.0f}% of {t['nothing']} "
+            f"| {100 * t['top_ok']:.0f}% / {100 * rates['answered_found']:.0f}% / {100 * rates['answered']:.0f}% "
+            f"| {t['cjk']:.2f} ({t['cjk_n']}) |"
+        )
+    return "\n".join(lines)
 
 
 def table(runs: list[dict]) -> str:
@@ -251,15 +309,61 @@ Reading the figures:
 """
 
 
+def calibrate(name: str) -> str:
+    """Fit the relevance calibration of one embedder (`anchorfs.store.CALIBRATIONS`).
+
+    Every candidate of every fresh, CJK and nothing-query is one example (label: listed as
+    relevant), its features those `Store.search` computes; an L2-regularized (1.0) logistic
+    regression, fitted by Newton steps, gives the weights. The z-score of the cosine is left
+    out (weight 0): next to the raw cosine it carried nothing and made relevance depend on
+    the size of the store.
+    """
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        loaded = load.build(Path(tmp) / "repo", embedder=name)
+        ws = loaded.ws
+        xs: list[list[float]] = []
+        ys: list[float] = []
+        for q in [*load.load_queries(), *load.load_nothing_queries(), *load.load_cjk_queries()]:
+            qvec = ws.embedder.embed_query(q["query"])
+            rows = ws.store.search(q["query"], qvec, k=1000, where="status = 'active'",
+                                   candidates=int(ws.config["search.candidates"]), rrf_k=0.0,
+                                   vector_weight=float(ws.config["search.vector_weight"]),
+                                   text_weight=float(ws.config["search.text_weight"]))
+            for r in rows:
+                _, cos, zt, cover, file_hit, exact = r.features
+                xs.append([1.0, cos, zt, cover, file_hit, exact])
+                ys.append(1.0 if loaded.back.get(r.memory.id) in q["relevant"] else 0.0)
+        ws.close()
+    x, y = np.asarray(xs), np.asarray(ys)
+    w = np.zeros(x.shape[1])
+    ridge = np.diag([0.0] + [1.0] * (x.shape[1] - 1))
+    for _ in range(60):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        grad = x.T @ (p - y) + ridge @ w
+        hess = (x.T * (p * (1 - p))) @ x + ridge
+        w -= np.linalg.solve(hess, grad)
+    b, cos, zt, cover, file_hit, exact = (round(float(v), 3) for v in w)
+    return (f'"{name}": Calibration({b}, 0.0, {cos}, {zt}, {cover}, {file_hit}, {exact}),'
+            f"  # {int(y.sum())} relevant of {len(y)} candidates")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--embedder", action="append", choices=EMBEDDERS,
                     help="embedder to measure (repeatable; default: every one installed)")
     ap.add_argument("--write", action="store_true", help="write the section into docs/benchmarks.md")
     ap.add_argument("--misses", action="store_true", help="list the hybrid queries missed at rank 1")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="fit and print each embedder's relevance calibration instead of measuring")
     args = ap.parse_args()
     installed = available_embedders()
     names = args.embedder or [n for n in EMBEDDERS if installed.get(n)]
+    if args.calibrate:
+        for name in names:
+            print(calibrate(name))
+        return
     queries = load.load_queries()
     memories = load.load_memories()
     runs = []

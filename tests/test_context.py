@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -85,12 +86,43 @@ def test_budget_keeps_the_best_that_fit_and_reports_the_rest() -> None:
     assert len(big.fresh) == 10 and big.omitted == ()
 
 
-def test_a_stale_memory_never_displaces_a_fresh_one_under_budget() -> None:
+def test_budget_goes_best_first_by_score_so_a_relevant_stale_warning_beats_weaker_fresh_ones() -> None:
     fresh = [hit(f"fresh {i} " + "y" * 150, Drift.FRESH, score=0.1) for i in range(3)]
-    stale = hit("stale " + "z" * 150, Drift.STALE, detail="a.py changed", verdict=Verdict.CHANGED, score=0.99)
-    block = render_context([stale, *fresh], task="t", budget=220)
-    assert block.stale == () and stale.memory.id in block.omitted
-    assert len(block.fresh) >= 1
+    stale = hit("stale " + "z" * 150, Drift.STALE, detail="a.py changed", verdict=Verdict.CHANGED, score=0.45)
+    block = render_context([*fresh, stale], task="t", budget=220)
+    assert block.stale == (stale.memory.id,)  # its warning made it in
+    assert set(block.omitted) == {h.memory.id for h in fresh[len(block.fresh):]}
+    assert "What changed: a.py changed." in block.markdown
+
+
+def test_weak_hits_never_go_in_and_a_query_with_only_weak_ones_says_so() -> None:
+    good = hit("a good match", Drift.FRESH, score=0.6)
+    weak_fresh = replace(hit("a fresh but weak match", Drift.FRESH, score=0.09), weak=True, relevance=0.09)
+    weak_stale = replace(hit("a stale weak one", Drift.STALE, detail="b.py changed", verdict=Verdict.CHANGED,
+                             score=0.04), weak=True, relevance=0.08)
+    block = render_context([weak_fresh, good, weak_stale], task="t", budget=100_000)
+    assert block.fresh == (good.memory.id,) and block.stale == ()
+    assert set(block.weak) == {weak_fresh.memory.id, weak_stale.memory.id}
+    assert "weak" not in block.markdown.split("### Fresh", 1)[1] and "b.py changed" not in block.markdown
+    only = render_context([weak_fresh, weak_stale], task="t")
+    assert only.fresh == only.stale == () and "No memory matches this task well" in only.markdown
+    assert f"`{weak_fresh.memory.id}`" in only.markdown  # the closest one is named, not included
+    assert only.to_dict()["weak"] == [weak_fresh.memory.id, weak_stale.memory.id]
+
+
+def test_a_budget_too_small_for_the_best_memory_gives_its_envelope_and_a_cut_line() -> None:
+    best = hit("token expiry is 24 hours " + "because of the login flow " * 20, Drift.STALE,
+               detail="auth/token.py#TokenIssuer.issue changed", verdict=Verdict.CHANGED, score=0.5)
+    small = hit("short", Drift.FRESH, score=0.2)
+    block = render_context([best, small], task="t", budget=160)
+    assert block.stale == (best.memory.id,) and block.fresh == ()  # not the small one that fits
+    assert small.memory.id in block.omitted
+    line = next(line for line in block.markdown.splitlines() if line.startswith("- "))
+    assert line.startswith(f"- {best.envelope} token expiry is 24 hours")
+    assert "…" in line and best.memory.content not in block.markdown
+    assert block.tokens <= 160
+    tiny = render_context([best], task="t", budget=1)  # the envelope is never cut
+    assert best.envelope in tiny.markdown and tiny.stale == (best.memory.id,)
 
 
 def test_estimate_tokens() -> None:
@@ -117,14 +149,16 @@ def test_workspace_context_flags_what_the_edit_staled(ws: anchorfs.Workspace) ->
     fresh = ws.record("token revoke is a no-op for now", anchors=["auth/token.py#TokenIssuer.revoke"])
     plain = ws.record("token docs live in the README", anchors=["README.md"])
     (ws.root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
-    block = ws.context("token expiry", budget=2000)
+    block = ws.context("token expiry 24 hours", budget=2000)
     md = block.markdown
-    assert set(block.fresh) == {fresh.id, plain.id}
     assert block.stale == (stale.id,)
+    # the others barely match "token expiry": weak, left out rather than filling the prompt
+    assert set(block.fresh) | set(block.weak) == {fresh.id, plain.id} and not set(block.fresh) & set(block.weak)
     assert "What changed: auth/token.py#TokenIssuer.issue changed." in md
-    assert md.index("token revoke") < md.index(STALE_BANNER) < md.index("token expiry is 24 hours")
+    assert md.index(STALE_BANNER) < md.index("token expiry is 24 hours")
     assert "[STALE · auth/token.py#TokenIssuer.issue changed since" in md
-    assert "[fresh · anchored" in md
+    other = ws.context("token revoke", budget=2000)
+    assert other.fresh == (fresh.id,) and "[fresh · anchored" in other.markdown
     d = block.to_dict()
     assert d["stale"] == [stale.id] and d["tokens"] == block.tokens <= 2000
 

@@ -114,8 +114,8 @@ def test_fuse_sides_can_be_left_out_and_ties_keep_index_order() -> None:
     sims = [0.1, 0.9, 0.5]
     bm25 = [5.0, 0.0, 1.0]
     assert fuse(sims, None) == [1, 2, 0]
-    # a weak match below the typical one counts as much as none: it never costs, never helps
-    assert fuse(None, bm25) == [0, 1, 2]
+    # a match never costs: standardized against no-match references, a weak one still helps
+    assert fuse(None, bm25) == [0, 2, 1]
     assert fuse([0.5, 0.5, 0.5], None) == [0, 1, 2]
     assert fuse(sims, None, [0.0, 0.0, 5.0]) == [2, 1, 0]  # a bonus is added as is
 

@@ -27,6 +27,11 @@ __all__ = [
     "Scores",
     "load_memories",
     "load_queries",
+    "load_nothing_queries",
+    "load_cjk_queries",
+    "run_stale_queries",
+    "k_invariance",
+    "floor_rates",
     "build",
     "run_queries",
     "score",
@@ -48,12 +53,23 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def load_memories() -> list[dict[str, Any]]:
-    return _read_jsonl(HERE / "memories.jsonl")
+def load_memories(*, cjk: bool = True) -> list[dict[str, Any]]:
+    """The memories; with `cjk`, also the handful written in Chinese and Japanese."""
+    return _read_jsonl(HERE / "memories.jsonl") + (_read_jsonl(HERE / "memories_cjk.jsonl") if cjk else [])
 
 
 def load_queries() -> list[dict[str, Any]]:
     return _read_jsonl(HERE / "queries.jsonl")
+
+
+def load_nothing_queries() -> list[dict[str, Any]]:
+    """Queries about nothing in the store (style `nothing`, no relevant memory)."""
+    return _read_jsonl(HERE / "queries_nothing.jsonl")
+
+
+def load_cjk_queries() -> list[dict[str, Any]]:
+    """Queries in Chinese and Japanese, written without spaces inside words (style `cjk`)."""
+    return _read_jsonl(HERE / "queries_cjk.jsonl")
 
 
 @dataclass
@@ -68,7 +84,7 @@ class Loaded:
     recorded: int
 
 
-def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False) -> Loaded:
+def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False, cjk: bool = True) -> Loaded:
     """Copy `repo/` to `dest`, open a workspace there and replay every memory in file order.
 
     Consecutive plain records go in one `record_many` batch unless `one_by_one` (the way an
@@ -89,7 +105,7 @@ def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False) 
             batch.clear()
             batch_ids.clear()
 
-    memories = load_memories()
+    memories = load_memories(cjk=cjk)
     ws.store  # open (and create) the table, and load the model, outside the timed part
     ws.embedder.embed_query("warm up")
     t0 = time.perf_counter()
@@ -135,6 +151,9 @@ class QueryResult:
     relevant: list[str]
     ranked: list[str]  # set ids, best first
     seconds: float
+    relevance: list[float] = field(default_factory=list)  # per ranked hit
+    weak: list[bool] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
 
 
 def run_queries(loaded: Loaded, queries: Sequence[dict[str, Any]] | None = None, *,
@@ -145,9 +164,93 @@ def run_queries(loaded: Loaded, queries: Sequence[dict[str, Any]] | None = None,
         t0 = time.perf_counter()
         hits = loaded.ws.query(q["query"], k=k)
         elapsed = time.perf_counter() - t0
-        ranked = [loaded.back.get(h.memory.id, "?") for h in hits]
-        out.append(QueryResult(q["id"], q["style"], list(q["relevant"]), ranked, elapsed))
+        out.append(_result(loaded, q, hits, elapsed))
     return out
+
+
+def _result(loaded: Loaded, q: dict[str, Any], hits: Sequence[Any], elapsed: float) -> QueryResult:
+    ranked = [loaded.back.get(h.memory.id, "?") for h in hits]
+    return QueryResult(q["id"], q["style"], list(q["relevant"]), ranked, elapsed,
+                       [h.relevance for h in hits], [h.weak for h in hits], [h.drift.value for h in hits])
+
+
+def _stale_edit(root: Path, specs: Sequence[str]) -> dict[Path, bytes]:
+    """Edit the code under each anchor spec so that the anchor is stale; returns the files'
+    original bytes. A whole file gets a line more; a symbol or line range, a word more on its
+    last line (a changed, or for a broken parse a missing, symbol: stale either way)."""
+    from anchorfs.anchors import narrowed_text, parse_spec
+
+    saved: dict[Path, bytes] = {}
+    for spec in specs:
+        ref = parse_spec(spec)
+        path = root / ref.path
+        data = path.read_bytes()
+        saved.setdefault(path, data)
+        if not ref.symbol and not ref.lines:
+            path.write_bytes(data + b"\nedited for the stale variant\n")
+            continue
+        _, (_, end) = narrowed_text(ref, data)
+        lines = data.split(b"\n")
+        lines[end - 1] = lines[end - 1] + b" staleedit"
+        path.write_bytes(b"\n".join(lines))
+    return saved
+
+
+def run_stale_queries(loaded: Loaded, queries: Sequence[dict[str, Any]] | None = None, *,
+                      k: int = 10) -> tuple[list[QueryResult], set[str]]:
+    """Each query's stale variant: its relevant memories made stale by editing the code they
+    are anchored to (in the workspace copy), the query run, the files put back. Returns the
+    results and the ids of the queries with at least one anchored relevant memory (for the
+    others the variant is the query itself)."""
+    queries = load_queries() if queries is None else queries
+    by_id = {m["id"]: m for m in load_memories()}
+    root = Path(loaded.ws.root)
+    out: list[QueryResult] = []
+    stalable: set[str] = set()
+    for q in queries:
+        specs = [a for mid in q["relevant"] for a in by_id[mid]["anchors"]]
+        saved = _stale_edit(root, specs) if specs else {}
+        try:
+            t0 = time.perf_counter()
+            hits = loaded.ws.query(q["query"], k=k)
+            elapsed = time.perf_counter() - t0
+        finally:
+            for path, data in saved.items():
+                path.write_bytes(data)
+        if specs:
+            stalable.add(q["id"])
+        out.append(_result(loaded, q, hits, elapsed))
+    loaded.ws.drift()  # every memory back to fresh in the store's last known drift
+    return out, stalable
+
+
+def k_invariance(loaded: Loaded, queries: Sequence[dict[str, Any]], *, k: int = 10,
+                 cuts: Sequence[int] = (1, 3, 5)) -> tuple[int, list[str]]:
+    """(queries checked, ids of those where the hits of some `-k j` are not the first j of `-k k`)."""
+    bad: list[str] = []
+    for q in queries:
+        full = [h.memory.id for h in loaded.ws.query(q["query"], k=k)]
+        if any([h.memory.id for h in loaded.ws.query(q["query"], k=j)] != full[:j] for j in cuts):
+            bad.append(q["id"])
+    return len(queries), bad
+
+
+def floor_rates(real: Sequence[QueryResult], nothing: Sequence[QueryResult]) -> dict[str, float]:
+    """How the relevance floor sorts queries: `nothing_clear` is the share of queries about
+    nothing with no hit above the floor; `answered` the share of real queries whose first
+    relevant hit is in the results and above it; `answered_found` the same among the real
+    queries whose answer is in the results at all."""
+    clear = sum(1 for r in nothing if not any(not w for w in r.weak)) / max(1, len(nothing))
+    found = answered = 0
+    for r in real:
+        rel = set(r.relevant)
+        at = next((i for i, mid in enumerate(r.ranked) if mid in rel), None)
+        if at is None:
+            continue
+        found += 1
+        answered += not r.weak[at]
+    return {"nothing_clear": clear, "answered": answered / max(1, len(real)),
+            "answered_found": answered / max(1, found)}
 
 
 @dataclass
