@@ -37,7 +37,7 @@ import orjson
 
 from .hashing import DEFAULT_GRANULARITY_NS
 from .errors import LedgerError
-from .ledger import Entry, Ledger, fold
+from .ledger import Entry, Ledger, fold, refold
 from .model import Memory
 from .statefs import open_state, read_state
 
@@ -345,7 +345,7 @@ def catch_up(store: "Store", ledger: Ledger, seen: Prefix | None) -> tuple[Follo
     """
     f = follow(ledger, seen)
     if f.kind == "grown":
-        mems = list(fold(f.entries).values())
+        mems = list(_grown(ledger, seen, f.entries))
         for start in range(0, len(mems), BATCH):
             store.upsert(mems[start:start + BATCH])
         return f, None, []
@@ -355,11 +355,23 @@ def catch_up(store: "Store", ledger: Ledger, seen: Prefix | None) -> tuple[Follo
     return f, None, []
 
 
+def _grown(ledger: Ledger, seen: Prefix | None, entries: list[Entry]) -> list[Memory]:
+    """The fold's snapshots of the memories `entries` touch. Lines appended after the prefix
+    need not outrank it (a union merge appends the other side's older entries), so a memory
+    they revise is folded with the prefix's lines that name it (`Ledger.touching`); new
+    records and earlier-version lines need nothing but themselves."""
+    ids = {m.id for e in entries if e.seq is not None for m in e.memories if e.deps_of(m.id) or e.op != "record"}
+    new = fold(entries)
+    if not ids or seen is None:
+        return list(new.values())
+    known = fold(ledger.touching(ids, seen.offset) + entries)
+    return [known.get(i, m) for i, m in new.items()]
+
+
 def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memory]:
-    """`state` with the snapshots of `entries` (lines appended after it) laid over it."""
-    out = dict(state)
-    out.update(fold(entries))
-    return out
+    """`state` with `entries` (lines appended after it) taken in, as a fold of all would
+    give whatever their order (`ledger.refold`)."""
+    return refold(dict(state) if not isinstance(state, dict) else state, entries)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,15 @@ not happen. A torn last line (a crash mid-append) is skipped with a warning when
 off before the next append, so it can never glue onto a real record; where it cannot be cut (an
 append-only file, `chattr +a`), reads still skip it and every append is refused in one line.
 The ledger and the lock are opened through `anchorfs.statefs`: a link there is refused.
+
+The fold does not care about line order (a git merge interleaves two clones' lines): an entry
+written by this version carries `seq`, a Lamport counter (one more than the highest in the
+ledger its writer saw), and `deps`, for each memory it touches the entries whose snapshots of
+it the writer replaced. Each memory's snapshot is the one of its newest *head* (an entry no
+other names in its deps), newest by (seq, at, tx): a dependency always outranks what it
+depends on, so clock skew cannot put a supersede before its record. Two heads of one memory
+are a fork (`FoldState.forks`): both stay, listed, never resolved by a guess. Lines without
+these fields (earlier ledgers) fold in line order, as they always did, before every new one.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -30,10 +39,11 @@ from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, check_snapshot, from_iso, new_id, to_iso, utcnow
 from .statefs import open_state, refuse_link
 
-__all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "current_actor"]
+__all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "current_actor", "FoldState", "Fork", "Side",
+           "Head", "rank", "stamped"]
 
 LEDGER_VERSION = 1
-OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark")
+OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark", "accept", "reject")
 FAULT_ENV = "ANCHORFS_TEST_FAULT"
 """Test-only fault injection: a comma-separated list of points (see `fault`)."""
 
@@ -87,17 +97,38 @@ def _check_snapshot(d: Any) -> None:
         raise ValueError(f"bad ledger line: {exc}") from None
 
 
+def _check_deps(d: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(d, dict) or not all(isinstance(k, str) and isinstance(v, list)
+                                          and all(isinstance(t, str) for t in v) for k, v in d.items()):
+        raise ValueError("bad ledger line: deps must map memory ids to lists of entry ids")
+    return tuple((k, tuple(v)) for k, v in d.items())
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One ledger line. `seq` and `deps` (None on lines from earlier versions) order the fold
+    by dependency, not by line position; `allow_secret` says why a shared workspace took text
+    its secret check flagged (`anchorfs.team`)."""
+
     tx: str
     op: str
     at: datetime
     actor: str
     reason: str | None
     memories: tuple[Memory, ...]
+    seq: int | None = None
+    deps: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    allow_secret: str | None = None
+
+    def deps_of(self, memory_id: str) -> tuple[str, ...]:
+        """The entries whose snapshots of `memory_id` this one replaced."""
+        for mid, txs in self.deps or ():
+            if mid == memory_id:
+                return txs
+        return ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "v": LEDGER_VERSION,
             "tx": self.tx,
             "op": self.op,
@@ -106,6 +137,12 @@ class Entry:
             "reason": self.reason,
             "memories": [m.to_dict() for m in self.memories],
         }
+        if self.seq is not None:
+            d["seq"] = self.seq
+            d["deps"] = {mid: list(txs) for mid, txs in self.deps or ()}
+        if self.allow_secret is not None:
+            d["allow_secret"] = self.allow_secret
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Entry":
@@ -118,9 +155,17 @@ class Entry:
             raise ValueError("bad ledger line: memories must be a list, reason a string")
         for m in d["memories"]:
             _check_snapshot(m)
+        seq, deps = d.get("seq"), None
+        if seq is not None:
+            if type(seq) is not int or seq < 1:
+                raise ValueError("bad ledger line: seq must be a positive integer")
+            deps = _check_deps(d.get("deps", {}))
+        secret = d.get("allow_secret")
+        if not isinstance(secret, (str, type(None))):
+            raise ValueError("bad ledger line: allow_secret must be a string")
         # `from_iso` refuses a time with no UTC form (year 1 at +01:00), which would crash every later read
         return cls(str(d["tx"]), d["op"], at, str(d.get("actor") or ""), d.get("reason"),
-                   tuple([Memory.from_dict(m) for m in d["memories"]]))
+                   tuple([Memory.from_dict(m) for m in d["memories"]]), seq, deps, secret)
 
     @classmethod
     def new(cls, op: str, memories: list[Memory], *, at: datetime | None = None,
@@ -263,6 +308,39 @@ class Ledger:
         finally:
             os.close(fd)
 
+    def touching(self, ids: Iterable[str], end: int) -> list[Entry]:
+        """The entries in the first `end` bytes whose line names any of `ids`, in line order:
+        all a fold needs to know those memories (one read, a byte search per id)."""
+        wanted = [i.encode() for i in ids]
+        if not wanted or end <= 0:
+            return []
+        try:
+            fd = open_state(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        try:
+            data = os.pread(fd, end, 0)
+        finally:
+            os.close(fd)
+        starts: set[int] = set()
+        for key in wanted:
+            at = data.find(key)
+            while at >= 0:
+                starts.add(data.rfind(b"\n", 0, at) + 1)
+                at = data.find(key, at + len(key))
+        out: list[Entry] = []
+        for start in sorted(starts):
+            stop = data.find(b"\n", start)
+            if stop < 0:
+                continue  # a torn tail: never a record
+            try:
+                out.append(Entry.from_dict(orjson.loads(data[start:stop])))
+            except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
+                continue  # warned about by the full reads
+        return out
+
     def read(self, start: int = 0, *, until: datetime | None = None, end: int | None = None) -> Iterator[Entry]:
         """Entries from byte offset `start` (to `end`); a bad line is skipped with a warning, never a crash."""
         try:
@@ -292,13 +370,195 @@ class Ledger:
                 yield entry
 
 
-def fold(entries: Iterator[Entry] | list[Entry]) -> dict[str, Memory]:
-    """The latest snapshot of every memory, in first-recorded order."""
-    state: dict[str, Memory] = {}
-    for entry in entries:
-        for memory in entry.memories:
-            state[memory.id] = memory
+Rank = tuple[Any, ...]
+
+
+def rank(entry: Entry, line: int = 0) -> Rank:
+    """Where an entry stands in the fold: by `seq` (dependencies first), then by time and id,
+    a tiebreak every clone computes alike; a line without `seq` ranks below all that have it,
+    by its position `line` (the order earlier ledgers folded in)."""
+    if entry.seq is None:
+        return (0, line)
+    return (entry.seq, to_iso(entry.at), entry.tx)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """A snapshot of one memory that no later entry replaced (a fork has several)."""
+
+    rank: Rank
+    tx: str
+    op: str
+    actor: str
+    at: datetime
+    memory: Memory
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side of a fork: the memory it left standing (a successor, or the memory itself
+    retracted or kept), and who wrote it."""
+
+    id: str
+    memory: Memory
+    op: str
+    actor: str
+    at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "content": self.memory.content, "author": self.memory.author,
+                "status": self.memory.status, "op": self.op, "actor": self.actor, "at": to_iso(self.at)}
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """One memory that two entries changed without seeing each other (two successors, or a
+    supersede racing a retract), each side still standing: listed, never resolved by a guess."""
+
+    memory: Memory
+    sides: tuple[Side, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.memory.id, "content": self.memory.content, "sides": [s.to_dict() for s in self.sides]}
+
+
+class FoldState(dict[str, Memory]):
+    """The fold: memory id -> its snapshot, plus what keeps it independent of line order (the
+    heads of every memory, the ids named as replaced, the highest `seq`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.top = 0
+        self.lines = 0
+        self.txs: set[str] = set()
+        self.heads: dict[str, dict[str, Head]] = {}
+        self.named: dict[str, set[str]] = {}
+        self._forks: list[Fork] | None = None
+
+    def copy(self) -> "FoldState":  # type: ignore[override]
+        out = FoldState()
+        out.update(self)
+        out.top, out.lines, out.txs = self.top, self.lines, set(self.txs)
+        out.heads = {k: dict(v) for k, v in self.heads.items()}
+        out.named = {k: set(v) for k, v in self.named.items()}
+        return out
+
+    def apply(self, entry: Entry) -> None:
+        """Take in one entry (a line seen twice, as a union merge can leave it, counts once)."""
+        self.lines += 1
+        if entry.tx in self.txs:
+            return
+        self.txs.add(entry.tx)
+        self._forks = None
+        r = rank(entry, self.lines)
+        if entry.seq is not None and entry.seq > self.top:
+            self.top = entry.seq
+        for m in entry.memories:
+            heads = self.heads.setdefault(m.id, {})
+            named = self.named.setdefault(m.id, set())
+            if entry.seq is None:  # an earlier version's line: it replaced whatever stood
+                named.update(heads)
+                heads.clear()
+            else:
+                for tx in entry.deps_of(m.id):
+                    named.add(tx)
+                    heads.pop(tx, None)
+            if entry.tx not in named:
+                heads[entry.tx] = Head(r, entry.tx, entry.op, entry.actor, entry.at, m)
+            if heads:
+                self[m.id] = max(heads.values(), key=lambda h: h.rank).memory
+            elif m.id not in self:
+                self[m.id] = m
+
+    def heads_of(self, memory_id: str) -> tuple[str, ...]:
+        """The entries a write replacing `memory_id` depends on: every head (so it merges a fork)."""
+        return tuple(sorted(self.heads.get(memory_id, {})))
+
+    def _tip(self, memory_id: str) -> Memory | None:
+        seen: set[str] = set()
+        m = self.get(memory_id)
+        while m is not None and m.status == "superseded" and m.superseded_by and m.id not in seen:
+            seen.add(m.id)
+            nxt = self.get(m.superseded_by)
+            if nxt is None:
+                break
+            m = nxt
+        return m
+
+    def forks(self) -> list[Fork]:
+        """Every memory with two or more heads whose sides both still stand, in id order.
+
+        A side is what a head left: its successor's chain (standing while the chain's tip is
+        active), or the memory itself retracted or kept active (standing). A retract of one
+        side, one supersede over all sides, or any write that saw every head clears it.
+        """
+        if self._forks is not None:
+            return self._forks
+        out: list[Fork] = []
+        for mid in sorted(self.heads):
+            heads = self.heads[mid]
+            if len(heads) < 2 or mid not in self:
+                continue
+            sides: dict[str, Side] = {}
+            for h in sorted(heads.values(), key=lambda h: h.rank):
+                snap = h.memory
+                if snap.status == "superseded" and snap.superseded_by:
+                    tip = self._tip(snap.superseded_by)
+                    if tip is None or tip.status != "active":
+                        continue
+                    sides.setdefault(tip.id, Side(tip.id, tip, h.op, h.actor, h.at))
+                else:
+                    sides.setdefault(f"{mid}:{snap.status}", Side(mid, snap, h.op, h.actor, h.at))
+            if len(sides) >= 2:
+                out.append(Fork(self[mid], tuple(sides.values())))
+        self._forks = out
+        return out
+
+    def in_conflict(self) -> dict[str, list[str]]:
+        """Memory id -> the ids standing against it in a fork (query and context flag them)."""
+        out: dict[str, list[str]] = {}
+        for f in self.forks():
+            ids = list(dict.fromkeys(s.id for s in f.sides))
+            for i in ids:
+                out.setdefault(i, []).extend(o for o in ids if o != i and o not in out[i])
+        return out
+
+
+def stamped(entry: Entry, state: dict[str, Memory]) -> Entry:
+    """`entry` as its writer appends it: one past the highest `seq` folded, each memory's deps
+    the heads it replaces (all of them: a write that saw a fork merges it)."""
+    import dataclasses
+
+    if not isinstance(state, FoldState):
+        state = fold([])
+    deps = tuple((m.id, state.heads_of(m.id)) for m in entry.memories)
+    return dataclasses.replace(entry, seq=state.top + 1, deps=deps)
+
+
+def fold(entries: Iterable[Entry]) -> FoldState:
+    """The snapshot of every memory, whatever the order of the lines (see the module's doc);
+    the dict is in rank order of each memory's first entry, earlier-version lines first."""
+    items = list(entries)
+    order = sorted(range(len(items)), key=lambda i: rank(items[i], i))
+    state = FoldState()
+    for i in order:
+        state.apply(items[i])
     return state
+
+
+def refold(state: dict[str, Memory], entries: Iterable[Entry]) -> dict[str, Memory]:
+    """`state` with `entries` (lines appended after it) taken in, as a fold of all would give;
+    `state` itself is left as it was (callers may still iterate it)."""
+    if not isinstance(state, FoldState):  # a plain mapping: the snapshots laid over it, in line order
+        out = dict(state)
+        for entry in entries:
+            for memory in entry.memories:
+                out[memory.id] = memory
+        return out
+    nxt = state.copy()
+    for entry in entries:
+        nxt.apply(entry)
+    return nxt
 
 
 if sys.platform == "win32":  # pragma: no cover

@@ -609,3 +609,120 @@ def test_processes_racing_to_correct_the_same_memory_keep_one_chain(tmp_path: Pa
         for m in state.values():
             if m.supersedes:
                 assert state[m.supersedes].superseded_by == m.id
+
+
+# -- a fold that does not care about line order (issue 21) ----------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from anchorfs.ledger import FoldState, refold  # noqa: E402
+
+
+def _two_sides(tmp: Path) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """A common prefix and two sides' appended lines, written by the SDK as two clones would:
+    both supersede one memory (a fork), one retracts what the other supersedes (a fork)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    anchorfs.init(tmp)
+    path = tmp / ".anchorfs" / "ledger.jsonl"
+    with anchorfs.open(tmp) as w:
+        m1, m2 = w.record("port is 8080"), w.record("retry twice")
+        prefix = path.read_bytes()
+        w.supersede(m1.id, "port is 9090", author="alice")
+        w.supersede(m2.id, "retry three times", author="alice")
+        w.record("alice's note")
+        ours = path.read_bytes()
+    path.write_bytes(prefix)
+    with anchorfs.open(tmp) as w:
+        w.supersede(m1.id, "port is 443", author="bob")
+        w.retract(m2.id, reason="no retries")
+        b = w.record("bob's note")
+        w.supersede(b.id, "bob's note, corrected", author="bob")
+        theirs = path.read_bytes()
+    cut = len(prefix)
+    return prefix.splitlines(), ours[cut:].splitlines(), theirs[cut:].splitlines()
+
+
+_SIDES: dict[str, tuple[list[bytes], list[bytes], list[bytes]]] = {}
+
+
+def _sides(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    if "x" not in _SIDES:
+        _SIDES["x"] = _two_sides(tmp_path_factory.mktemp("sides"))
+    return _SIDES["x"]
+
+
+def _fold_lines(lines: list[bytes]) -> FoldState:
+    return fold([Entry.from_dict(orjson.loads(x)) for x in lines])
+
+
+def _view(state: FoldState) -> tuple[dict[str, dict], list[tuple[str, list[str]]]]:
+    return ({i: m.to_dict() for i, m in state.items()},
+            [(f.memory.id, sorted(s.id for s in f.sides)) for f in state.forks()])
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_interleaving_a_union_merge_can_produce_folds_the_same(tmp_path_factory: pytest.TempPathFactory,
+                                                                  data: st.DataObject) -> None:
+    prefix, ours, theirs = _sides(tmp_path_factory)
+    want = _view(_fold_lines(prefix + ours + theirs))
+    assert len(want[1]) == 2  # both forks are there to be kept
+    order = data.draw(st.permutations([0] * len(ours) + [1] * len(theirs)))
+    it = [iter(ours), iter(theirs)]
+    merged = prefix + [next(it[side]) for side in order]
+    dup = data.draw(st.lists(st.sampled_from(merged), max_size=3))  # union keeps a line both sides added twice
+    assert _view(_fold_lines(merged + dup)) == want
+    # read incrementally, as a long-lived reader takes a ledger that grew: the same fold
+    cut = data.draw(st.integers(0, len(merged)))
+    head = _fold_lines(merged[:cut])
+    grown = refold(head, [Entry.from_dict(orjson.loads(x)) for x in merged[cut:]])
+    assert isinstance(grown, FoldState) and _view(grown) == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_any_permutation_at_all_folds_the_same(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    prefix, ours, theirs = _sides(tmp_path_factory)
+    lines = prefix + ours + theirs
+    assert _view(_fold_lines(data.draw(st.permutations(lines)))) == _view(_fold_lines(lines))
+
+
+def test_clock_skew_cannot_put_a_supersede_before_its_record(ws: Workspace, root: Path) -> None:
+    m = ws.record("tokens last 24h")
+    n = ws.supersede(m.id, "tokens last 1h")
+    path = root / ".anchorfs" / "ledger.jsonl"
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    lines[1]["at"] = "2001-01-01T00:00:00Z"  # the superseding machine's clock is years behind
+    skewed = [Entry.from_dict(x) for x in reversed(lines)]
+    state = fold(skewed)
+    assert state[m.id].status == "superseded" and state[m.id].superseded_by == n.id and state[n.id].status == "active"
+    assert state.forks() == []
+
+
+def test_an_earlier_ledger_without_the_new_fields_folds_in_line_order_as_before() -> None:
+    now = utcnow()
+    a = Memory(id=new_id(), content="v1", recorded_at=now, valid_from=now)
+    entries = [Entry.new("record", [a], at=now), Entry.new("reanchor", [a.replace(content="v2")], at=now - timedelta(days=1)),
+               Entry.new("reanchor", [a.replace(content="v3")], at=now - timedelta(days=2))]
+    lines = [orjson.loads(orjson.dumps(e.to_dict())) for e in entries]
+    assert all("seq" not in x and "deps" not in x for x in lines)
+    state = fold([Entry.from_dict(x) for x in lines])
+    assert state[a.id].content == "v3" and state.forks() == []  # the last line wins, whatever its time
+    # a new entry written on top of it outranks every earlier-version line
+    from anchorfs.ledger import stamped
+
+    top = stamped(Entry.new("reanchor", [a.replace(content="v4")]), state)
+    assert top.seq == 1 and top.deps_of(a.id) == (entries[2].tx,)
+    assert fold([top, *[Entry.from_dict(x) for x in lines]])[a.id].content == "v4"
+
+
+def test_bad_dependency_fields_are_a_bad_line(root: Path) -> None:
+    now = utcnow()
+    a = Memory(id=new_id(), content="x", recorded_at=now, valid_from=now)
+    good = Entry.new("record", [a], at=now).to_dict()
+    for seq, deps in ((0, {}), ("1", {}), (1, {a.id: "tx"}), (1, [a.id])):
+        with pytest.raises(ValueError):
+            Entry.from_dict({**good, "seq": seq, "deps": deps})
+    e = Entry.from_dict({**good, "seq": 3, "deps": {a.id: ["t1", "t2"]}, "allow_secret": "because"})
+    assert e.seq == 3 and e.deps_of(a.id) == ("t1", "t2") and e.allow_secret == "because"
+    assert Entry.from_dict(orjson.loads(orjson.dumps(e.to_dict()))) == e
