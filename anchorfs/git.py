@@ -18,7 +18,8 @@ from .errors import HistoryError
 __all__ = [
     "run_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
     "head_and_dirty",
-    "dirty_paths", "is_ancestor", "Renames", "renames_since",
+    "dirty_paths", "is_ancestor", "Renames", "renames_since", "Change", "tree_changes",
+    "worktree_changes", "branches_containing", "is_tracked",
 ]
 
 
@@ -273,3 +274,79 @@ def renames_since(root: Path, commits: Sequence[str]) -> Renames:
             added[os.fsdecode(name)] = None
     found.added = list(added)
     return found
+
+
+class Change:
+    """One entry of a rename-detecting raw diff, as repo paths (relative to the top level):
+    `status` (`A`, `C`, `D`, `M`, `R`, `T`, ...), `old` and `new` path (the same but for a
+    rename or copy), `oid` the new blob (all zeros when git did not hash it: the working tree)."""
+
+    __slots__ = ("status", "old", "new", "oid")
+
+    def __init__(self, status: str, old: str, new: str, oid: str) -> None:
+        self.status, self.old, self.new, self.oid = status, old, new, oid
+
+    def __repr__(self) -> str:
+        return f"Change({self.status!r}, {self.old!r}, {self.new!r})"
+
+
+def _parse_raw_z(out: bytes) -> list[Change]:
+    """`--raw -z` output: `:<modes> <oids> <status>\\0<path>[\\0<path>]\\0` per entry."""
+    fields = out.split(b"\0")
+    found: list[Change] = []
+    i = 0
+    while i < len(fields) - 1:
+        meta = fields[i]
+        if not meta.startswith(b":"):
+            i += 1
+            continue
+        parts = meta[1:].split()
+        if len(parts) < 5:
+            i += 1
+            continue
+        status = parts[4][:1].decode("ascii", "replace")
+        oid = parts[3].decode("ascii", "replace")
+        if status in ("R", "C") and i + 2 < len(fields):
+            found.append(Change(status, os.fsdecode(fields[i + 1]), os.fsdecode(fields[i + 2]), oid))
+            i += 3
+        else:
+            path = os.fsdecode(fields[i + 1])
+            found.append(Change(status, path, path, oid))
+            i += 2
+    return found
+
+
+def tree_changes(top: Path, old: str, new: str) -> list[Change]:
+    """What one step did to the whole tree, renames detected (`git diff-tree -M`): where a
+    file went when history loses it. One process, asked only when an anchor's file is gone
+    or its symbol is missing at that step, never per commit."""
+    out = run_git(top, "-c", "core.quotepath=false", "diff-tree", "-r", "-M", "--raw", "-z",
+                  "--no-abbrev", "--no-ext-diff", old, new, check=False)
+    return _parse_raw_z(out)
+
+
+def worktree_changes(top: Path, commit: str) -> list[Change]:
+    """The working tree and index against `commit`, renames detected, plus untracked files
+    (status `?`, not ignored): the last step of a history walk, as `tree_changes` is for a
+    commit. Paths relative to `top`."""
+    out = run_git(top, "-c", "core.quotepath=false", "diff", "-M", "--raw", "-z", "--no-abbrev",
+                  "--no-relative", "--no-ext-diff", commit, "--", check=False)
+    found = _parse_raw_z(out)
+    others = run_git(top, "ls-files", "--others", "--exclude-standard", "-z", "--full-name", check=False)
+    for name in others.split(b"\0"):
+        if name:
+            path = os.fsdecode(name)
+            found.append(Change("?", path, path, "0" * 40))
+    return found
+
+
+def branches_containing(cwd: Path, commit: str) -> list[str]:
+    """The local branches whose tip has `commit` in its history (none when it is unknown)."""
+    out = run_git(cwd, "for-each-ref", "--contains", commit, "--format=%(refname:short)", "refs/heads", check=False)
+    return [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
+
+
+def is_tracked(cwd: Path, path: str) -> bool:
+    """Whether git tracks `path` (relative to `cwd`) in the index."""
+    return bool(run_git(cwd, "ls-files", "--", path, check=False).strip())
+

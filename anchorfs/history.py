@@ -34,7 +34,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -45,7 +45,7 @@ from typing import IO, Any
 from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path, text_hash
 from .drift import MemoryDrift
 from .errors import AnchorError, AnchorfsError, HistoryError
-from .git import head_commit, is_ancestor, popen_git, run_git, toplevel
+from .git import Change, head_commit, is_ancestor, popen_git, run_git, toplevel, tree_changes, worktree_changes
 from .model import AnchorCheck, AnchorRef, Drift, Memory, Verdict, drift_of, from_iso, to_iso
 
 __all__ = [
@@ -109,6 +109,13 @@ class Hunk:
             return start <= self.old_start < end
         return self.old_start <= end and self.old_start + self.old_count - 1 >= start
 
+    def hits_new(self, span: tuple[int, int]) -> bool:
+        """Does this hunk put a line inside `span` (new numbering: where the text stands after)?"""
+        start, end = span
+        if self.new_count == 0:  # pure deletion after new line `new_start`
+            return start <= self.new_start < end
+        return self.new_start <= end and self.new_start + self.new_count - 1 >= start
+
     def above(self, span: tuple[int, int]) -> bool:
         if self.old_count == 0:
             return self.old_start < span[0]
@@ -157,8 +164,14 @@ class Step:
     restores: bool = False
     merge: bool = False
     renamed_to: str | None = None
+    """Where git saw the anchored file renamed to in this step (the walk follows it)."""
     distance: int = 0
     """First-parent commits between this step and HEAD (HEAD is 0, the working tree -1)."""
+    path: str = ""
+    """The file the anchored text stands in after this step (the anchor's own path until a
+    rename or a move to another file, followed by the walk)."""
+    path_now: str | None = None
+    """Set when this step moved the anchored text to another file: that file."""
 
     @property
     def cause(self) -> str | None:
@@ -170,8 +183,11 @@ class Step:
     def hunk(self) -> Hunk | None:
         return self.hunks[0] if self.hunks else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, *, hunks: bool = True) -> dict[str, Any]:
+        """The step as JSON. Each hunk is carried once: `hunk` is the headline (the first that
+        hits the anchored text), `more_hunks` the others; `hunks=False` gives only their
+        headers (`hunk_headers`), for a step whose hunks are shown elsewhere in the result."""
+        out: dict[str, Any] = {
             "commit": self.commit,
             "short": self.short,
             "date": self.date,
@@ -180,15 +196,19 @@ class Step:
             "verdict": self.verdict.value,
             "detail": self.detail,
             "cause": self.cause,
+            "path": self.path or None,
+            "path_now": self.path_now,
             "lines_before": list(self.lines_before) if self.lines_before else None,
             "lines_after": list(self.lines_after) if self.lines_after else None,
-            "hunk": self.hunk.to_dict() if self.hunk else None,
-            "hunks": [h.to_dict() for h in self.hunks],
-            "invalidates": self.invalidates,
-            "restores": self.restores,
-            "merge": self.merge,
-            "renamed_to": self.renamed_to,
         }
+        if hunks:
+            out["hunk"] = self.hunk.to_dict() if self.hunk else None
+            out["more_hunks"] = [h.to_dict() for h in self.hunks[1:]]
+        else:
+            out["hunk_headers"] = [h.header for h in self.hunks]
+        out.update(invalidates=self.invalidates, restores=self.restores, merge=self.merge,
+                   renamed_to=self.renamed_to)
+        return out
 
 
 def _anchor_dict(ref: AnchorRef) -> dict[str, Any]:
@@ -214,6 +234,8 @@ class AnchorHistory:
     lines_now: tuple[int, int] | None
     walked: int
     """Steps walked: first-parent commits since the anchor's commit, plus the working tree."""
+    path_now: str | None = None
+    """The file the anchored text stands in now, when the walk followed it to another one."""
 
     @property
     def holds(self) -> bool:
@@ -243,7 +265,10 @@ class AnchorHistory:
             return self.steps
         return self.steps[: self.steps.index(culprit)]
 
-    def to_dict(self, *, with_steps: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, with_steps: bool = False, full: bool = True) -> dict[str, Any]:
+        """This anchor's walk. `full` carries its culprit's hunks and its touches here; a
+        result that shows them at its top level passes False (each hunk carried once), and
+        `with_steps` lists every step (the log), which then carries the hunks."""
         culprit = self.culprit
         out = _anchor_dict(self.anchor)
         out.update(
@@ -252,18 +277,21 @@ class AnchorHistory:
             verdict=self.verdict.value,
             holds=self.holds,
             unknown=self.unknown,
+            path_now=self.path_now,
             lines_now=list(self.lines_now) if self.lines_now else None,
             walked=self.walked,
-            culprit=_culprit_dict(self, culprit) if culprit else None,
-            touches=[_touch_dict(self.anchor, s) for s in self.touches],
+            culprit=_culprit_dict(self, culprit, hunks=full and not with_steps) if culprit else None,
+            touched=len(self.touches),
         )
+        if full and not with_steps:
+            out["touches"] = [_touch_dict(self.anchor, s) for s in self.touches]
         if with_steps:
-            out["steps"] = [s.to_dict() for s in self.steps]
+            out["steps"] = [s.to_dict(hunks=False) for s in self.steps]
         return out
 
 
-def _culprit_dict(hist: AnchorHistory, step: Step) -> dict[str, Any]:
-    d = step.to_dict()
+def _culprit_dict(hist: AnchorHistory, step: Step, *, hunks: bool = True) -> dict[str, Any]:
+    d = step.to_dict(hunks=hunks)
     d.update(anchor=hist.anchor.spec, lines=d["lines_before"], touches_before=len(hist.touches))
     return d
 
@@ -281,18 +309,27 @@ class BisectResult:
     memory_id: str
     anchors: tuple[AnchorHistory, ...]
 
-    def _culprit_pair(self) -> tuple[AnchorHistory, Step] | None:
+    def broken(self) -> list[tuple[AnchorHistory, Step]]:
+        """Every broken anchor with its culprit, the one that broke first on top (the
+        furthest from HEAD; a tie keeps the memory's order of anchors)."""
         found = [(h, h.culprit) for h in self.anchors if h.culprit is not None]
-        if not found:
-            return None
-        hist, step = max(found, key=lambda pair: pair[1].distance)  # type: ignore[union-attr]
-        assert step is not None
-        return hist, step
+        order = sorted(range(len(found)), key=lambda i: -found[i][1].distance)  # type: ignore[union-attr]
+        return [(found[i][0], found[i][1]) for i in order]  # type: ignore[misc]
+
+    def _culprit_pair(self) -> tuple[AnchorHistory, Step] | None:
+        broken = self.broken()
+        return broken[0] if broken else None
 
     @property
     def culprit(self) -> Step | None:
         pair = self._culprit_pair()
         return pair[1] if pair else None
+
+    @property
+    def culprit_anchor(self) -> AnchorRef | None:
+        """The anchor that broke first (the culprit's), when one is broken."""
+        pair = self._culprit_pair()
+        return pair[0].anchor if pair else None
 
     @property
     def holds(self) -> bool:
@@ -313,19 +350,39 @@ class BisectResult:
         return tuple(s for h in self.anchors for s in h.steps)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON, every hunk carried once: the culprit's at the top (its
+        anchor's entry in `anchors` names the commit and the hunks' headers), the other
+        broken anchors' under their own entry; `broken` lists them all, first broken first."""
         pair = self._culprit_pair()
         if pair:
             touches = [_touch_dict(pair[0].anchor, s) for s in pair[0].touches]
         else:
             touches = [_touch_dict(h.anchor, s) for h in self.anchors for s in h.steps]
+        top = pair[0] if pair else None
+        shown = {(pair[1].commit, h) for h in pair[1].hunks} if pair else set()
+        entries = []
+        for h in self.anchors:
+            step = h.culprit
+            if pair is None or h is top or step is None:
+                entries.append(h.to_dict(full=False))
+                continue
+            fresh = [x for x in step.hunks if (step.commit, x) not in shown]
+            entry = h.to_dict(full=True)
+            if not fresh:  # the same hunks as a culprit shown above (one edit broke both)
+                entry["culprit"] = _culprit_dict(h, step, hunks=False)
+            shown.update((step.commit, x) for x in step.hunks)
+            entries.append(entry)
         return {
             "id": self.memory_id,
             "holds": self.holds,
             "unknown": self.unknown,
             "culprit": _culprit_dict(*pair) if pair else None,
+            "broken": [{"anchor": h.anchor.spec, "commit": st.commit, "short": st.short, "date": st.date,
+                        "subject": st.subject, "cause": st.cause, "path_now": h.path_now}
+                       for h, st in self.broken()],
             "touches": touches,
             "walked": max((h.walked for h in self.anchors), default=0),
-            "anchors": [h.to_dict() for h in self.anchors],
+            "anchors": entries,
         }
 
     def describe(self) -> str:
@@ -344,17 +401,27 @@ class BisectResult:
                 why = f" ({last})" if last else ""
                 return (f"unknown: no step broke the memory's anchors {counts}, but "
                         f"{h.anchor.spec} is {h.verdict.value}{why}: history cannot say it holds")
-            return f"the memory holds: no step broke its anchors {counts}"
+            moved = [h for h in self.anchors if h.path_now]
+            where = "".join(f"; {h.anchor.spec} is now in {h.path_now}" for h in moved)
+            return f"the memory holds: no step broke its anchors {counts}{where}"
         hist, step = pair
         head = step.short if step.commit == WORKING_TREE else f"{step.short} {(step.date or '')[:10]}"
         who = f" {step.author}" if step.author else ""
         out = [f"culprit: {head}{who}  {step.subject}".rstrip()]
         where = f", lines {_span(step.lines_before)} at that point" if step.lines_before else ""
+        if step.path and step.path != hist.anchor.path:
+            where = f", in {step.path}" + where
         out.append(f"  cause: {step.cause} ({hist.anchor.spec}{where}): {step.detail}")
+        broken = self.broken()
+        if len(broken) > 1:
+            later = ", ".join(f"{h.anchor.spec} at {st.short}" for h, st in broken[1:])
+            out.append(f"  broke first of {len(broken)} broken anchors; then {later}")
         if step.merge:
             out.append("  (a merge, diffed against its first parent)")
         for hunk in step.hunks[:3]:
             out.extend("  " + line for line in hunk.text.splitlines())
+        if len(step.hunks) > 3:
+            out.append(f"  ... {len(step.hunks) - 3} more hunks (--json has them)")
         n = len(hist.touches)
         out.append(f"  {n} earlier step{'s' if n != 1 else ''} touched the file without breaking the anchor")
         return "\n".join(out)
@@ -372,6 +439,8 @@ class LogResult:
         return tuple(s for h in self.anchors for s in h.steps)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every step of every anchor at the top (`steps`, each with its `anchor`, carrying
+        the hunks); each anchor's entry lists its own steps again with only the hunks' headers."""
         return {
             "id": self.memory_id,
             "steps": [_touch_dict(h.anchor, s) for h in self.anchors for s in h.steps],
@@ -774,7 +843,7 @@ def _big_files() -> str:
     return f"core.bigFileThreshold={MAX_FILE_BYTES}"
 
 
-def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Iterator[_Record]:
+def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Generator[_Record, None, None]:
     """Stream `diff-tree --stdin` over (commit, previous) pairs: one record per commit."""
     proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-tree", "--stdin", "--always", "-r",
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
@@ -825,24 +894,55 @@ def _worktree_patch(top: Path, repo_path: str) -> _Record:
     return rec
 
 
-def _renamed_to(repo: _Repo, commit: str, prev: str, repo_path: str) -> str | None:
-    """Where a deleted path went in that step, if git sees a rename (once, at the culprit)."""
-    out = run_git(repo.top, "diff-tree", "-r", "-M", "--name-status", "-z", prev, commit,
-                  check=False)
-    parts = out.split(b"\0")
-    i = 0
-    while i < len(parts):
-        status = parts[i]
-        if status.startswith(b"R") and i + 2 < len(parts):
-            src, dst = parts[i + 1], parts[i + 2]
-            if os.fsdecode(src) == repo_path:
-                return repo.workspace_path(os.fsdecode(dst))
-            i += 3
-        elif status.startswith(b"C") and i + 2 < len(parts):
-            i += 3
-        else:
-            i += 2
-    return None
+def _renamed_to(changes: list[Change], repo_path: str) -> str | None:
+    """Where git saw `repo_path` renamed to among one step's changes (repo paths), if it did."""
+    return next((c.new for c in changes if c.status == "R" and c.old == repo_path), None)
+
+
+def _closeness(path: str) -> Callable[[str], tuple[int, int, str]]:
+    """Sort key for where a lost file's content may have gone: the same file name first,
+    then the most folders in common, then by name (a stable order)."""
+    name = path.rsplit("/", 1)[-1]
+    folders = path.split("/")[:-1]
+
+    def key(cand: str) -> tuple[int, int, str]:
+        parts = cand.split("/")
+        common = 0
+        for x, y in zip(folders, parts[:-1]):
+            if x != y:
+                break
+            common += 1
+        return (0 if parts[-1] == name else 1, -common, cand)
+
+    return key
+
+
+_FOLLOW_FILES = 64
+"""Candidate files one step may load looking for content its anchor lost (renames first)."""
+_FOLLOW_BYTES = 16 * 1024 * 1024
+"""Bytes one step may load looking for it."""
+
+
+def _headline(hunks: list[Hunk], before: tuple[int, int] | None, after: tuple[int, int] | None,
+              *, everything: bool = True) -> tuple[Hunk, ...]:
+    """The hunks that hit the anchored text first (where it stood before the step, in old
+    numbering, or where it stands after, in new numbering), in file order; then, with
+    `everything`, the rest: the first hunk shown is always one that touches the anchor."""
+    hitting = [h for h in hunks if (before and h.hits(before)) or (after and h.hits_new(after))]
+    rest = [h for h in hunks if h not in hitting] if everything else []
+    return tuple((hitting + rest)[:_MAX_HUNKS])
+
+
+def _blob_hunks(top: Path, old_oid: str, new_oid: str) -> list[Hunk]:
+    """Zero-context hunks between two blobs (a file renamed and changed in one step)."""
+    out = run_git(top, "-c", _big_files(), "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
+                  old_oid, new_oid, check=False)
+    rec = _Record("blobs", entries=[("M", old_oid, new_oid, "")])
+    parser = _PatchParser(rec)
+    for line in out.split(b"\n"):
+        parser.feed(line)
+    parser.finish()
+    return [h.hunk for section in rec.sections for h in section if not h.noop]
 
 
 # -- the walk -------------------------------------------------------------------------------
@@ -900,6 +1000,8 @@ class _Tracker:
 
     def __init__(self, repo: _Repo, ref: AnchorRef, base_blob: str | None, *, fast: bool = True) -> None:
         self.repo = repo
+        self.orig = ref
+        """The anchor as recorded; `ref` is the same anchor at the path the walk follows."""
         self.ref = ref
         self.fast = fast
         self.kind = "symbol" if ref.symbol else "lines" if ref.lines else "file"
@@ -959,10 +1061,10 @@ class _Tracker:
             return _Judged(verdict, detail, where)
         return self._judge_symbol(data)
 
-    def _judge_symbol(self, data: bytes) -> _Judged:
+    def _judge_symbol(self, data: bytes, ref: AnchorRef | None = None) -> _Judged:
         from .symbols import list_symbols
 
-        ref = self.ref
+        ref = ref or self.ref
         same_file = hashlib.sha256(data).hexdigest() == ref.sha256
         try:
             symbols = list_symbols(ref.path, data)
@@ -988,6 +1090,125 @@ class _Tracker:
             return _Judged(verdict, detail, where, guard)
         return _Judged(Verdict.CHANGED, f"{ref.spec} changed", where, guard)
 
+    # following the text to another file --------------------------------------------------
+    def _judge_in(self, path: str, data: bytes) -> _Judged:
+        """The anchor judged in `data`, the bytes of `path` (another file than the one the
+        walk was following), its verdict relative to the anchor: intact there is `moved`."""
+        orig = self.orig
+        probe = replace(orig, path=path)
+        if self.kind == "file":
+            if hashlib.sha256(data).hexdigest() == orig.sha256:
+                return _Judged(Verdict.MOVED, f"{orig.spec} now at {path}")
+            return _Judged(Verdict.CHANGED, f"{orig.path} renamed to {path} and changed")
+        if len(data) > MAX_FILE_BYTES:
+            return _Judged(Verdict.UNREADABLE, f"{path} is too large to judge")
+        if self.kind == "symbol":
+            judged = self._judge_symbol(data, probe)
+        else:
+            verdict, detail, span = judge(probe, data)
+            judged = _Judged(verdict, detail, span)
+        at = f" (lines {_span(judged.where)})" if judged.where else ""
+        if judged.verdict in (Verdict.FRESH, Verdict.MOVED):
+            return replace(judged, verdict=Verdict.MOVED, detail=f"{orig.spec} now at {path}{at}")
+        if judged.verdict is Verdict.REFORMATTED:
+            return replace(judged, detail=f"{orig.spec} now at {path}, reformatted: same tokens, other layout")
+        if judged.verdict is Verdict.CHANGED:
+            return replace(judged, detail=f"{orig.path} renamed to {path}; {orig.spec} changed")
+        if judged.verdict is Verdict.SYMBOL_MISSING:
+            return replace(judged, detail=f"{orig.path} renamed to {path}; {orig.spec} no longer found")
+        return judged
+
+    def _relocate(self, changes: list[Change], load: Callable[[str, str], bytes | None]
+                  ) -> tuple[_Judged, str, str, str | None] | None:
+        """Where the text this step lost went: the file git saw ours renamed to, else the
+        first file the step added, copied or renamed (closest name first) holding the text
+        intact (the same bytes for a whole file; the same symbol or lines, or their tokens).
+        (judged, new path, its oid, renamed_to) or None. A rename whose text differs is
+        that rename's evidence (`changed` there), unless an intact copy turns up elsewhere.
+        Bounded: `_FOLLOW_FILES` files, `_FOLLOW_BYTES` bytes, asked only at a loss."""
+        from .symbols import language_for
+
+        repo = self.repo
+        rpath = repo.repo_path(self.ref.path)
+        renamed = _renamed_to(changes, rpath)
+
+        def inside(repo_path: str) -> str | None:
+            p = repo.workspace_path(repo_path)
+            return None if p.startswith(":/") or not _safe_repo_path(p) else p
+
+        seen = {rpath}
+        others: list[tuple[str, str]] = []
+        for c in changes:
+            if c.status in ("A", "C", "R", "?") and c.new not in seen:
+                seen.add(c.new)
+                p = inside(c.new)
+                if p is not None and c.new != renamed:
+                    others.append((p, c.oid))
+        others.sort(key=lambda pair: _closeness(self.orig.path)(pair[0]))
+        queue: list[tuple[str, str, bool]] = []
+        if renamed is not None and inside(renamed) is not None:
+            oid = next(c.oid for c in changes if c.status == "R" and c.old == rpath)
+            queue.append((inside(renamed) or "", oid, True))
+        queue += [(p, oid, False) for p, oid in others]
+        lang = language_for(self.orig.path) if self.kind == "symbol" else None
+        ext = os.path.splitext(self.orig.path)[1]
+        leaf = self.names[-1] if self.names else None
+        files = spent = 0
+        evidence: tuple[_Judged, str, str, str | None] | None = None
+        for path, oid, is_rename in queue:
+            if not is_rename:
+                if self.kind == "file" and self.anchored_oid and oid not in _NULL_OIDS:
+                    if oid == self.anchored_oid:  # the very blob: no need to read it
+                        return _Judged(Verdict.MOVED, f"{self.orig.spec} now at {path}"), path, oid, renamed
+                    continue
+                if self.kind == "symbol" and language_for(path) != lang:
+                    continue
+                if self.kind == "lines" and os.path.splitext(path)[1] != ext:
+                    continue
+            if files >= _FOLLOW_FILES or spent > _FOLLOW_BYTES:
+                break
+            data = load(path, oid)
+            files += 1
+            if data is None:
+                continue
+            spent += len(data)
+            if not is_rename:
+                if leaf is not None and leaf not in data:
+                    continue
+                if self.kind == "lines" and self.text is not None and self.text not in _norm(data):
+                    continue
+            judged = self._judge_in(path, data)
+            if judged.verdict in _HOLDS:
+                return judged, path, oid, renamed
+            if is_rename and judged.verdict is not Verdict.UNREADABLE:
+                evidence = (judged, path, oid, renamed)
+        return evidence
+
+    def _relative(self, verdict: Verdict, where: tuple[int, int] | None) -> Verdict:
+        """A holding verdict as `drift` gives it, relative to the anchor: `moved` when the text
+        stands in another file, or (lines) at other lines than anchored."""
+        if verdict not in (Verdict.FRESH, Verdict.MOVED):
+            return verdict
+        if self.ref.path != self.orig.path:
+            return Verdict.MOVED
+        if self.kind == "lines" and where is not None and where != self.orig.lines:
+            return Verdict.MOVED
+        return verdict
+
+    def _step_verdict(self, verdict: Verdict, before: tuple[int, int] | None,
+                      after: tuple[int, int] | None, moved_file: bool) -> Verdict:
+        """What this step did, for `log`: `moved` only when it moved the text (to another file
+        or other lines); identical in place is `fresh`, whatever earlier steps did."""
+        if verdict not in (Verdict.FRESH, Verdict.MOVED):
+            return verdict
+        if moved_file:
+            return Verdict.MOVED
+        if self.kind == "lines" and before is not None and after is not None:
+            return Verdict.MOVED if after != before else Verdict.FRESH
+        if self.kind == "symbol" and verdict is Verdict.MOVED and self.ref.path != self.orig.path:
+            return Verdict.FRESH  # in place in the file it moved to earlier
+        return verdict
+
     # one step ----------------------------------------------------------------------------
     def step(
         self,
@@ -1000,11 +1221,14 @@ class _Tracker:
         *,
         prev_commit: str | None = None,
         size: int | None = None,
+        follow: tuple[Callable[[], list[Change]], Callable[[str, str], bytes | None]] | None = None,
     ) -> Step:
         """Judge the version a step left behind (the step touched the anchored file).
 
         `size` is that version's size when known: one over `MAX_FILE_BYTES` is `unreadable`,
-        as `drift` says of such a file on disk, and is never loaded.
+        as `drift` says of such a file on disk, and is never loaded. `follow` (this step's
+        changes, renames detected, and a loader by path and oid) is where to look when the
+        step loses the text (its file gone, its symbol missing): found, the walk follows it.
         """
         status, _, oid = entry
         deleted = status == "D" or oid in _NULL_OIDS
@@ -1023,10 +1247,6 @@ class _Tracker:
                              f"{self.ref.path} is too large to judge ({size} bytes, over {MAX_FILE_BYTES})")
         elif deleted:
             judged = _Judged(Verdict.DELETED, f"{self.ref.path} deleted")
-            if prev_commit is not None and self.state:
-                renamed = _renamed_to(self.repo, meta.commit, prev_commit, self.repo.repo_path(self.ref.path))
-                if renamed:
-                    judged = _Judged(Verdict.DELETED, f"{self.ref.path} renamed to {renamed}")
         elif self.kind == "file":
             if self.anchored_oid is not None:
                 same = new_oid == self.anchored_oid
@@ -1040,7 +1260,23 @@ class _Tracker:
         else:
             judged, relevant = self._step_symbol(before, usable, trusted, load, new_oid)
 
-        verdict = judged.verdict
+        moved_to: str | None = None
+        if judged.verdict in (Verdict.DELETED, Verdict.SYMBOL_MISSING) and self.state is True and follow:
+            changes, loader = follow
+            listed = changes()
+            found = self._relocate(listed, loader)
+            if found is not None:
+                old_oid = self.prev_oid
+                judged, moved_to, new_oid, renamed = found
+                self.ref = replace(self.orig, path=moved_to)
+                relevant = ()
+                if judged.verdict in _BREAKS and old_oid and new_oid not in _NULL_OIDS:
+                    # changed on the way: the hunks are those between the old file and the new one
+                    relevant = _headline(_blob_hunks(self.repo.top, old_oid, new_oid), before, judged.where)
+            elif deleted:
+                renamed = _renamed_to(listed, self.repo.repo_path(self.ref.path))
+
+        verdict = self._relative(judged.verdict, judged.where)
         holds_now: bool | None = True if verdict in _HOLDS else False if verdict in _BREAKS else None
         invalidates = self.state is True and holds_now is False
         restores = self.state is False and holds_now is True
@@ -1057,22 +1293,25 @@ class _Tracker:
             else:
                 self._place(judged)
         self.prev_oid = new_oid
+        after = judged.where if holds_now else None
         return Step(
             commit=meta.commit,
             short=meta.short,
             date=meta.date,
             author=meta.author,
             subject=meta.subject,
-            verdict=verdict,
+            verdict=self._step_verdict(verdict, before, after, moved_to is not None),
             detail=judged.detail,
             lines_before=before,
-            lines_after=judged.where if holds_now else None,
+            lines_after=after,
             hunks=relevant,
             invalidates=invalidates,
             restores=restores,
             merge=len(meta.parents) > 1,
             renamed_to=renamed,
             distance=distance,
+            path=self.ref.path,
+            path_now=moved_to,
         )
 
     def _load_and_judge(self, load: Callable[[], bytes | None], near: tuple[int, int] | None,
@@ -1144,8 +1383,7 @@ class _Tracker:
             prev = self.repo.blobs.get(self.prev_oid)
             if prev is not None and (self._judge(prev, None).verdict in _HOLDS) != (self.verdict in _HOLDS):
                 self.mismatch = True
-        spans = [s for s in (before, judged.where) if s]
-        relevant = tuple(h for h in plain if any(h.hits(s) for s in spans))
+        relevant = _headline(plain, before, judged.where, everything=False)
         if judged.verdict in _BREAKS and not relevant:
             relevant = tuple(plain[:_MAX_HUNKS])
         return judged, relevant
@@ -1178,6 +1416,8 @@ class _Tracker:
             return None
         self.final_data = data
         meta = _Commit(WORKING_TREE, WORKING_TREE, mtime, None, "uncommitted changes")
+        head = self.repo.head
+        follow = (partial(worktree_changes, self.repo.top, head), self._read_disk)
         pending = self.state is None
         if pending:
             # The anchored text never reached a commit: it lived on disk when the anchor was
@@ -1186,7 +1426,10 @@ class _Tracker:
         if data is None:
             if head_data is None and not head_big and not pending:
                 return None
-            return self.step(meta, -1, ("D", "", ""), None, False, lambda: None)
+            step = self.step(meta, -1, ("D", "", ""), None, False, lambda: None, follow=follow)
+            if step.path_now is not None:
+                self.final_data = self._read_disk(step.path_now, "")
+            return step
         if data == head_data and not pending:
             return None
         if head_big and len(data) > MAX_FILE_BYTES and not pending:
@@ -1204,10 +1447,26 @@ class _Tracker:
         oid = self.anchored_oid if same and self.anchored_oid else "working-tree"
         if pending and self.kind == "symbol":
             self.geometry = False
-        step = self.step(meta, -1, ("M", self.prev_oid or "", oid), hunks, binary, lambda: data, size=len(data))
+        step = self.step(meta, -1, ("M", self.prev_oid or "", oid), hunks, binary, lambda: data, size=len(data),
+                         follow=follow)
+        if step.path_now is not None:
+            self.final_data = self._read_disk(step.path_now, "")
         if pending and step.verdict in _HOLDS and data == head_data:
             return None  # an uncommitted anchor still on disk, unchanged since HEAD: no news
         return step
+
+    def _read_disk(self, path: str, _oid: str = "") -> bytes | None:
+        """A workspace file's bytes through the one guarded open; None if gone, odd or too big."""
+        from .guard import GuardError, open_guarded
+
+        try:
+            _, real = resolve_path(self.repo.root_real, path)
+            fd, st = open_guarded(real, root=self.repo.root_real)
+            with os.fdopen(fd, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        except (AnchorError, GuardError, OSError):
+            return None
+        return None if len(data) > MAX_FILE_BYTES else data
 
     def consistent(self) -> bool:
         """After the walk: a carried symbol verdict agrees with judging the last version."""
@@ -1223,32 +1482,63 @@ def _walk_anchor(
     repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit],
     tick: Callable[[int], None] | None, *, fast: bool = True,
 ) -> tuple[AnchorHistory, bool]:
-    """One anchor down the chain and into the working tree; (history, consistent?)."""
+    """One anchor down the chain and into the working tree; (history, consistent?).
+
+    The diff stream is limited to the file the text stands in. When a step moves the text to
+    another file (a rename, a directory move, a split), the stream restarts on that file from
+    the next step: one more process per move, none per commit.
+    """
     rpath = repo.repo_path(ref.path)
     found = repo.blobs.info(f"{base}:{rpath}")
     tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None, fast=fast)
     steps: list[Step] = []
     index = {c.commit: i for i, c in enumerate(chain)}
     prevs = [base] + [c.commit for c in chain[:-1]]
-    if chain:
-        for rec in _stream_pairs(repo.top, list(zip([c.commit for c in chain], prevs)), rpath):
-            i = index.get(rec.commit)
-            if i is None:
-                continue
-            mine = rec.mine(rpath)
-            if mine is not None:
-                entry, hunks, binary = mine
-                oid = entry[2]
-                steps.append(tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
-                                          partial(repo.blobs.get, oid), prev_commit=prevs[i],
-                                          size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None))
-            if tick is not None:
-                tick(i + 1)
+    pairs = list(zip([c.commit for c in chain], prevs))
+
+    def blob(_path: str, oid: str) -> bytes | None:
+        size = repo.blobs.size(oid)
+        return None if size is None or size > MAX_FILE_BYTES else repo.blobs.get(oid)
+
+    start = 0
+    while start < len(chain):
+        moved_at: int | None = None
+        stream = _stream_pairs(repo.top, pairs[start:], rpath)
+        try:
+            for rec in stream:
+                i = index.get(rec.commit)
+                if i is None or i < start:
+                    continue
+                mine = rec.mine(rpath)
+                if mine is not None:
+                    entry, hunks, binary = mine
+                    oid = entry[2]
+                    commit_i, prev_i = chain[i].commit, prevs[i]
+                    follow = (partial(tree_changes, repo.top, prev_i, commit_i), blob)
+                    step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
+                                        partial(repo.blobs.get, oid), prev_commit=prev_i,
+                                        size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None,
+                                        follow=follow)
+                    steps.append(step)
+                    if step.path_now is not None:
+                        moved_at = i
+                if tick is not None:
+                    tick(i + 1)
+                if moved_at is not None:
+                    break
+        finally:
+            stream.close()
+        if moved_at is None:
+            break
+        rpath = repo.repo_path(tracker.ref.path)
+        start = moved_at + 1
     wt = tracker.working_tree()
     if wt is not None:
         steps.append(wt)
     if tick is not None:
         tick(len(chain) + 1)
+    moved = tracker.ref.path if tracker.ref.path != ref.path and tracker.verdict not in (
+        Verdict.DELETED, Verdict.UNREADABLE, Verdict.UNSAFE) else None
     hist = AnchorHistory(
         anchor=ref,
         anchored=repo.info(base),
@@ -1256,6 +1546,7 @@ def _walk_anchor(
         verdict=tracker.verdict,
         lines_now=tracker.span if tracker.state and tracker.verdict in _HOLDS else None,
         walked=len(chain) + 1,
+        path_now=moved,
     )
     return hist, tracker.consistent()
 
@@ -1359,12 +1650,15 @@ def drift_at(root: Path, memories: Iterable[Memory], rev: str) -> AtReport:
 
 
 def _check_at(repo: _Repo, ref: AnchorRef, commit: str, short: str) -> AnchorCheck:
+    """`ref` judged at its path as of `commit`; when its file is gone there or its symbol is
+    missing, followed to where the content went since the anchor's commit (a rename, a
+    directory move, a split: `git diff-tree -M` between the two), as `drift` follows it."""
     if not _safe_repo_path(ref.path):
         return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.path} is not a safe workspace path")
     spec = f"{commit}:{repo.repo_path(ref.path)}"
     size = repo.blobs.size(spec)  # checked before a byte is read
     if size is None:
-        return AnchorCheck(ref, Verdict.DELETED, f"{ref.path} does not exist at {short}")
+        return _follow_at(repo, ref, commit, AnchorCheck(ref, Verdict.DELETED, f"{ref.path} does not exist at {short}"))
     if size > MAX_FILE_BYTES:
         return AnchorCheck(ref, Verdict.UNREADABLE,
                            f"{ref.path} is too large at {short} ({size} bytes, over {MAX_FILE_BYTES})")
@@ -1372,7 +1666,34 @@ def _check_at(repo: _Repo, ref: AnchorRef, commit: str, short: str) -> AnchorChe
     if data is None:  # pragma: no cover - gone between two questions to the same git process
         return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} could not be read at {short}")
     verdict, detail, where = judge(ref, data)
+    if verdict is Verdict.SYMBOL_MISSING:
+        return _follow_at(repo, ref, commit, AnchorCheck(ref, verdict, detail))
     return AnchorCheck(ref, verdict, detail, where)
+
+
+def _follow_at(repo: _Repo, ref: AnchorRef, commit: str, lost: AnchorCheck) -> AnchorCheck:
+    """Where a lost anchor's content stands at `commit`: what changed between the anchor's
+    commit and it, renames detected, searched as a walk step searches (`_Tracker._relocate`)."""
+    if not ref.commit:
+        return lost
+    try:
+        base = repo.resolve(ref.commit, what="commit")
+    except HistoryError:
+        return lost
+    found = repo.blobs.info(f"{base}:{repo.repo_path(ref.path)}")
+    tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None)
+    if tracker.state is not True:
+        return lost  # the anchored text is not in its own commit: nothing to look for
+
+    def blob(_path: str, oid: str) -> bytes | None:
+        size = repo.blobs.size(oid)
+        return None if size is None or size > MAX_FILE_BYTES else repo.blobs.get(oid)
+
+    moved = tracker._relocate(tree_changes(repo.top, base, commit), blob)
+    if moved is None:
+        return lost
+    judged, path, _, _ = moved
+    return AnchorCheck(ref, judged.verdict, judged.detail, judged.where, path)
 
 
 def history_envelope(

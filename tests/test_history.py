@@ -122,7 +122,11 @@ def test_bisect_names_the_migration_that_deleted_the_module(token_repo: dict) ->
     assert culprit.verdict is Verdict.DELETED
     assert culprit.lines_before == (5, 7)
     assert [s.commit for s in result.touches] == [cs[2], cs[3], cs[4]]
-    assert all(s.verdict is Verdict.MOVED for s in result.touches)
+    # only the header moved lines 3-5 (to 5-7); the next two left them identical in place
+    assert [s.verdict for s in result.touches] == [Verdict.MOVED, Verdict.FRESH, Verdict.FRESH]
+    assert [(s.lines_before, s.lines_after) for s in result.touches] == [((3, 5), (5, 7)), ((5, 7), (5, 7)),
+                                                                         ((5, 7), (5, 7))]
+    assert result.anchors[0].verdict is Verdict.DELETED
 
 
 def test_bisect_json_contract(token_repo: dict) -> None:
@@ -329,7 +333,7 @@ def test_dirty_anchor_never_committed_then_discarded_is_the_working_tree(git_rep
 
 # -- merges, renames, binary files ------------------------------------------------------------
 
-def test_merge_moves_the_span_and_rename_is_the_culprit(git_repo: Path) -> None:
+def test_merge_moves_the_span_and_a_rename_is_followed(git_repo: Path) -> None:
     repo = git_repo
     body = "".join(f"line {i}\n" for i in range(1, 11))
     commit(repo, "base", {"src/a.txt": body, "img.bin": b"\x00\x01\x02"})
@@ -350,10 +354,12 @@ def test_merge_moves_the_span_and_rename_is_the_culprit(git_repo: Path) -> None:
     assert [s.commit for s in steps] == [merge, renamed]  # side commits are one merge step
     assert steps[0].merge and steps[0].verdict is Verdict.MOVED
     assert steps[0].lines_after == (6, 7)
-    culprit = bisect(repo, mem).culprit
-    assert culprit is not None and culprit.commit == renamed
-    assert culprit.cause == "deleted" and culprit.renamed_to == "src/b.txt"
-    assert "renamed to src/b.txt" in culprit.detail
+    # the rename moved the text, byte for byte: followed, not a culprit (issue 18)
+    assert steps[1].verdict is Verdict.MOVED and steps[1].path_now == "src/b.txt"
+    assert steps[1].renamed_to == "src/b.txt" and steps[1].lines_after == (6, 7)
+    found = bisect(repo, mem)
+    assert found.holds and found.culprit is None
+    assert found.anchors[0].path_now == "src/b.txt" and found.anchors[0].lines_now == (6, 7)
 
 
 def test_anchor_taken_on_a_side_branch_starts_at_its_merge(git_repo: Path) -> None:
@@ -457,7 +463,8 @@ def test_workspace_in_a_subfolder_of_the_repo(git_repo: Path) -> None:
     fresh = remember(ws, "X is one", AnchorRef("main.py", lines=(1, 1)))
     git(repo, "mv", "services/api/main.py", "services/api/entry.py")
     commit(repo, "rename again", {})
-    assert bisect(ws, fresh).culprit.renamed_to == "entry.py"  # type: ignore[union-attr]
+    result = bisect(ws, fresh)
+    assert result.holds and result.anchors[0].path_now == "entry.py"  # workspace-relative, followed
 
 
 def test_not_a_git_repo(tmp_path: Path) -> None:
