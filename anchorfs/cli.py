@@ -861,9 +861,11 @@ def log_cmd(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
             return
         d = result.to_dict()
         for anchor in d["anchors"]:
-            _echo(f"{anchor.get('spec') or anchor.get('path')}:")
+            _echo(f"{anchor.get('anchor') or anchor.get('path')}:")
+            # `moved` marks the steps that moved the text; a rename names the file it went to
             rows = [(s.get("short"), (s.get("date") or "")[:10], s.get("verdict"), _lines(s.get("lines_before")),
-                     _lines(s.get("lines_after")), _short(s.get("subject") or "", 40)) for s in anchor.get("steps", [])]
+                     _lines(s.get("lines_after")) + (f" -> {s['path_now']}" if s.get("path_now") else ""),
+                     _short(s.get("subject") or "", 40)) for s in anchor.get("steps", [])]
             _echo(_table(rows, ["commit", "date", "verdict", "lines before", "lines after", "subject"]))
 
 
@@ -887,8 +889,10 @@ def at(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
         if c.json:
             _emit_json(d)
         else:
-            rows = [(m["id"], m["drift"], _short(m["content"], 50)) for m in d["memories"]]
-            _echo(_table(rows, ["id", "drift", "memory"]))
+            rows = [(m["id"], m["drift"], _short(m["content"], 50),
+                     ", ".join(f"{a['path']} -> {a['path_now']}" for a in m.get("anchors", []) if a.get("path_now")))
+                    for m in d["memories"]]
+            _echo(_table(rows, ["id", "drift", "memory", "moved"]))
             _echo(f"at {d['short']} ({(d.get('date') or '')[:10]}): checked {d['checked']}: "
                   f"{d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh")
         if d["stale"]:
