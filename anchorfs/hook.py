@@ -387,7 +387,7 @@ def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
     return orjson.dumps(out).decode() + "\n"
 
 
-def _edited_path(ws: "Workspace", event: dict[str, "Any"]) -> str | None:
+def _edited_path(root_real: str, event: dict[str, "Any"]) -> str | None:
     """The workspace-relative path the tool wrote, or None (no path, or outside the workspace)."""
     tool_input = event.get("tool_input")
     if not isinstance(tool_input, dict):
@@ -398,7 +398,7 @@ def _edited_path(ws: "Workspace", event: dict[str, "Any"]) -> str | None:
     cwd = event.get("cwd")
     base = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else os.getcwd()
     full = os.path.realpath(os.path.join(base, os.path.expanduser(raw)))
-    rel = os.path.relpath(full, ws.root_real)
+    rel = os.path.relpath(full, root_real)
     if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep):
         return None
     return rel.replace(os.sep, "/")
@@ -411,7 +411,7 @@ def post_edit(ws: "Workspace", event: dict[str, "Any"]) -> str:
 
     from .watch import record_transitions
 
-    rel = _edited_path(ws, event)
+    rel = _edited_path(ws.root_real, event)
     if rel is None or rel not in ws.anchored_paths():
         return ""
     events = record_transitions(ws, [rel], source="post-edit")
@@ -433,16 +433,50 @@ def post_edit(ws: "Workspace", event: dict[str, "Any"]) -> str:
     return orjson.dumps(out).decode() + "\n"
 
 
+def _ledger_mentions(root_real: str, rel: str) -> bool:
+    """Whether the ledger's bytes hold `rel` as a JSON string: when not, no memory was ever
+    anchored there and post-edit has nothing to say without folding the ledger (the common
+    edit). Anything unusual (a name JSON would escape, an unreadable or odd ledger) says yes,
+    leaving the judgement to the full path."""
+    from .locate import STATE_DIR
+
+    if any(c in rel for c in '"\\') or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in rel):
+        return True
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(os.path.join(root_real, STATE_DIR, "ledger.jsonl"), flags)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+        needle = ('"' + rel + '"').encode("utf-8", "surrogateescape")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return needle in b"".join(chunks)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def agent_main(event_name: str, root: str | None = None) -> int:
     """Run one agent hook as the host runs it: the hook's JSON on stdin, the answer on stdout.
 
     Always 0: a broken workspace (or stdin) is one line on stderr, never a blocked session.
     """
     try:
-        from .workspace import Workspace
-
         event = _read_stdin()
         found = _find_root(root, event)
+        if event_name == "post-edit":
+            rel = _edited_path(found, event)
+            if rel is None or not _ledger_mentions(found, rel):
+                return 0  # nothing anchored there: nothing to say, and no ledger fold to pay
+        from .workspace import Workspace
+
         with Workspace(Path(found)) as ws:
             out = session_start(ws, event) if event_name == "session-start" else post_edit(ws, event)
         if out:

@@ -325,3 +325,25 @@ def test_agent_args_and_the_cli_path_agree(repo: Path) -> None:
     slow = subprocess.run([sys.executable, "-m", "anchorfs.cli", "hook", "session-start", "--root", str(repo)],
                           input=json.dumps(session_start_json(repo)), capture_output=True, text=True, timeout=60)
     assert slow.returncode == 0 and slow.stdout == fast.stdout
+
+
+def test_post_edit_of_a_file_no_memory_names_skips_the_ledger_fold(repo: Path) -> None:
+    with anchorfs.open(repo) as ws:
+        ws.record("readme greets", anchors=["README.md"])
+    probe = ("import io, json, sys\n"
+             "from anchorfs.__main__ import main\n"
+             "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+             "try:\n    main(['hook', 'post-edit'])\nexcept SystemExit as e:\n    code = e.code\n"
+             "sys.stderr.write(json.dumps({'code': code, 'workspace': 'anchorfs.workspace' in sys.modules}))\n")
+
+    def run(target: Path) -> dict[str, object]:
+        proc = subprocess.run([sys.executable, "-c", probe, json.dumps(post_edit_json(repo, target, "Write"))],
+                              cwd=repo.parent, capture_output=True, text=True, timeout=60, check=False)
+        assert proc.stdout == ""
+        result = json.loads(proc.stderr)
+        assert isinstance(result, dict)
+        return result
+
+    (repo / "notes.txt").write_text("x\n")
+    assert run(repo / "notes.txt") == {"code": 0, "workspace": False}  # no memory there: answered at once
+    assert run(repo / "README.md") == {"code": 0, "workspace": True}  # anchored: the full check (still fresh)
