@@ -1205,7 +1205,7 @@ class _Tracker:
             return Verdict.MOVED
         if self.kind == "lines" and before is not None and after is not None:
             return Verdict.MOVED if after != before else Verdict.FRESH
-        if self.kind == "symbol" and verdict is Verdict.MOVED and self.ref.path != self.orig.path:
+        if verdict is Verdict.MOVED and self.ref.path != self.orig.path:
             return Verdict.FRESH  # in place in the file it moved to earlier
         return verdict
 
@@ -1474,8 +1474,8 @@ class _Tracker:
             return False
         if self.kind != "symbol" or not self.provisional or self.final_data is None:
             return True
-        verdict, _, _ = judge(self.ref, self.final_data)
-        return verdict is self.verdict
+        verdict, _, where = judge(self.ref, self.final_data)
+        return self._relative(verdict, where) is self.verdict
 
 
 def _walk_anchor(

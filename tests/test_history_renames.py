@@ -312,3 +312,22 @@ def test_cli_log_reports_the_rename_as_moved_with_its_path_and_nothing_else_as_m
     r = runner.invoke(cli, ["--root", str(repo), "at", "HEAD"])
     assert r.exit_code == 0, r.output
     assert "src/sessions.py" in r.output
+
+
+def test_moved_only_when_the_step_moved_the_text(git_repo: Path) -> None:
+    repo = git_repo
+    body = "".join(f"line {i}\n" for i in range(1, 101))
+    commit(repo, "long", {"big.txt": body})
+    mem = remember(repo, AnchorRef("big.txt", lines=(64, 75)))
+    below = commit(repo, "edit below", {"big.txt": body.replace("line 90\n", "LINE 90\n")})
+    body = body.replace("line 90\n", "LINE 90\n")
+    above = commit(repo, "insert above", {"big.txt": "new\n" + body})
+    again = commit(repo, "edit below again", {"big.txt": "new\n" + body.replace("line 99\n", "LINE 99\n")})
+    steps = log(repo, mem).steps
+    assert [(s.commit, s.verdict, s.lines_before, s.lines_after) for s in steps] == [
+        (below, Verdict.FRESH, (64, 75), (64, 75)),   # identical in place: not a move
+        (above, Verdict.MOVED, (64, 75), (65, 76)),
+        (again, Verdict.FRESH, (65, 76), (65, 76)),   # still where the last move left it
+    ]
+    hist = bisect(repo, mem).anchors[0]
+    assert hist.verdict is Verdict.MOVED and hist.lines_now == (65, 76)  # relative to the anchor, as drift says
