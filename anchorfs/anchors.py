@@ -3,7 +3,7 @@
 Taking an anchor (write time) and judging it (read time) share one notion of "the anchored
 text", so a memory can only be stale on positive evidence that this exact text changed.
 Line texts are compared with line endings normalized: a CRLF <-> LF conversion changes a
-whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `moved`.
+whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `fresh`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ __all__ = [
     "take",
     "narrowed_text",
     "judge",
+    "judge_at",
+    "narrowed_tokens",
     "text_hash",
 ]
 
@@ -217,6 +219,40 @@ def narrowed_text(ref: AnchorRef, data: bytes) -> tuple[bytes, tuple[int, int]]:
     return _lines_text(lines, start, end), (start, end)
 
 
+def _line_bytes(data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """Byte span of lines `start`..`end` (1-based, inclusive, line ending left out)."""
+    a = 0
+    for _ in range(start - 1):
+        a = data.find(b"\n", a) + 1
+        if a == 0:
+            return None
+    b = a
+    for _ in range(end - start + 1):
+        nl = data.find(b"\n", b)
+        if nl < 0:
+            return (a, len(data))
+        b = nl + 1
+    return (a, b - 1 - (1 if data[b - 2:b - 1] == b"\r" else 0))
+
+
+def narrowed_tokens(ref: AnchorRef, data: bytes) -> str | None:
+    """The token hash of a narrowed anchor's text in `data` (`anchorfs.symbols.token_hash`),
+    or None: no grammar for the file, the text not found, or a whole-file anchor."""
+    from .symbols import find_symbol, language_for, token_hash
+
+    if language_for(ref.path) is None or not (ref.symbol or ref.lines):
+        return None
+    try:
+        if ref.symbol:
+            sym = find_symbol(ref.path, data, ref.symbol)
+            return token_hash(ref.path, data, sym.start_byte, sym.end_byte)
+        assert ref.lines is not None
+        span = _line_bytes(data, *ref.lines)
+    except AnchorError:
+        return None
+    return token_hash(ref.path, data, *span) if span is not None else None
+
+
 def take(
     root_real: str,
     ref: AnchorRef,
@@ -242,12 +278,13 @@ def take(
             f"the given sha256 for {rel} does not match the file ({sha[:12]}...); "
             "anchorfs computes hashes itself, leave it out"
         )
-    content_hash = None
+    content_hash = tokens = None
     if ref.symbol or ref.lines:
         if ref.symbol and ref.lines:
             raise AnchorError(f"anchor {rel}: give a symbol or lines, not both")
         text, _ = narrowed_text(replace(ref, path=rel), data)
         content_hash = text_hash(text)
+        tokens = narrowed_tokens(replace(ref, path=rel), data)
         if ref.content_hash is not None and ref.content_hash.lower() != content_hash:
             raise AnchorError(f"the given content_hash for {ref.spec} does not match the file")
     elif ref.content_hash is not None:  # a whole-file anchor has none: a given one cannot agree
@@ -260,6 +297,7 @@ def take(
         content_hash=content_hash,
         commit=commit,
         dirty=dirty,
+        token_hash=tokens,
     )
 
 
@@ -322,34 +360,66 @@ def _find_block(
         d += 1
 
 
-def judge(ref: AnchorRef, data: bytes) -> tuple[Verdict, str, tuple[int, int] | None]:
-    """Judge an anchor against the file's current bytes (already known to be readable)."""
+def judge(ref: AnchorRef, data: bytes, *, strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
+    """Judge an anchor against the file's current bytes (already known to be readable).
+
+    `fresh`: the anchored text is where it was (the file may have changed elsewhere);
+    `moved`: identical at other lines; `reformatted`: other bytes, the same tokens (only for
+    anchors that carry a token hash, and not with `strict`, `drift.whitespace = "strict"`).
+    """
     sha = sha256_bytes(data)
     if sha == ref.sha256:
         return Verdict.FRESH, "unchanged", ref.lines
     if not ref.symbol and not ref.lines:
         return Verdict.CHANGED, f"{ref.path} changed", None
+    return judge_at(ref, ref.path, data, strict=strict)
+
+
+def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple[int, int] | None) -> bool:
+    """Whether the text of `ref` (at `at` for lines) has the tokens it had, layout aside."""
+    if strict or not ref.token_hash:
+        return False
+    probe = replace(ref, path=path, lines=at) if ref.lines else replace(ref, path=path)
+    return narrowed_tokens(probe, data) == ref.token_hash
+
+
+def judge_at(ref: AnchorRef, path: str, data: bytes, *,
+             strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
+    """Judge a narrowed anchor's text in `data`, the bytes of `path` (its own file, or where it
+    moved): the same verdicts as `judge`, its wording naming `path` when it is another file."""
+    here = path == ref.path
+    shown = ref.spec if here else f"{ref.spec} now at {path}"
     if ref.symbol:
         try:
-            text, where = _symbol_span(ref.path, data, ref.symbol)
+            text, where = _symbol_span(path, data, ref.symbol)
         except SymbolNotFoundError:
             return Verdict.SYMBOL_MISSING, f"{ref.spec} no longer found", None
         except AnchorError as exc:
             return Verdict.UNREADABLE, str(exc), None
+        a, b = where
         if text_hash(text) == ref.content_hash:
-            return Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", where
-        return Verdict.CHANGED, f"{ref.spec} changed", where
+            if here:  # a symbol's place is its name: found under it, unchanged, it has not moved
+                return Verdict.FRESH, f"{ref.spec} unchanged at lines {a}-{b}; the file changed elsewhere", where
+            return Verdict.MOVED, f"{shown} (lines {a}-{b})", where
+        if _reformatted(ref, path, data, strict, None):
+            return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, other layout (lines {a}-{b})", where
+        return Verdict.CHANGED, f"{shown} changed", where
     assert ref.lines is not None
     start, end = ref.lines
     lines = _split_lines(data)
     if end <= len(lines) and text_hash(_lines_text(lines, start, end)) == ref.content_hash:
-        return Verdict.MOVED, f"{ref.spec} unchanged; the file changed elsewhere", ref.lines
+        if here:
+            return Verdict.FRESH, f"{ref.spec} unchanged; the file changed elsewhere", ref.lines
+        return Verdict.MOVED, f"{shown} (lines {start}-{end})", ref.lines
     found, complete = _find_block(lines, end - start + 1, ref.content_hash or "", start)
     if found is not None:
         a, b = found
-        return Verdict.MOVED, f"{ref.spec} now at lines {a}-{b}", found
+        where_now = f"lines {a}-{b}" if here else f"{path} lines {a}-{b}"
+        return Verdict.MOVED, f"{ref.spec} now at {where_now}", found
+    if end <= len(lines) and _reformatted(ref, path, data, strict, ref.lines):
+        return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, other layout", ref.lines
     if not complete:
-        return Verdict.CHANGED, (f"{ref.spec} changed (not found near its old place; the rest of this "
+        return Verdict.CHANGED, (f"{shown} changed (not found near its old place; the rest of this "
                                  f"{len(lines)}-line file was not searched, past the "
                                  f"{SCAN_BUDGET_BYTES >> 20} MiB relocation bound)"), None
-    return Verdict.CHANGED, f"{ref.spec} changed", None
+    return Verdict.CHANGED, f"{shown} changed", None

@@ -36,6 +36,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "drift.stale_factor": (float, 0.5),
     "drift.expired_factor": (float, 0.6),
     "drift.cache_ttl": (float, 300.0),
+    "drift.whitespace": (str, "tokens"),
     "search.k": (int, 10),
     "search.candidates": (int, 50),
     "search.rrf_k": (float, 60.0),
@@ -94,6 +95,9 @@ def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
             if not isinstance(raw, str):
                 raise ValueError
             value = raw
+            choices = _CHOICES.get(key)
+            if choices is not None and value not in choices:
+                raise ConfigError(f"{where}: {key} must be one of {', '.join(choices)}, got {raw!r}")
     except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit TOML int as a float
         raise ConfigError(f"{where}: {key} must be {typ.__name__}, got {raw!r}") from None
     if typ in (int, float):
@@ -104,6 +108,11 @@ def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
             raise ConfigError(f"{where}: {key} must be between {low:g} and {high:g}, got {raw!r}")
     return value
 
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "drift.whitespace": ("tokens", "strict"),
+}
+"""String keys that take one of a few words: anything else is a typo, refused in one line."""
 
 _BOUNDS: dict[str, tuple[float, float]] = {
     "search.k": (1, 1000),

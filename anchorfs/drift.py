@@ -20,7 +20,7 @@ from itertools import chain, repeat
 from operator import attrgetter, eq, is_, itemgetter
 from typing import Any, NamedTuple, cast
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, resolve_path
+from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, judge_at, resolve_path
 from .errors import AnchorError, UnsafePathError
 from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
 from .hashing import HashCache
@@ -99,7 +99,7 @@ _new = tuple.__new__  # skips a NamedTuple's Python-level __new__: same values, 
 def _all_fresh(memory: Memory) -> MemoryDrift:
     """The result of a memory whose every anchor still hashes as recorded."""
     fresh = Verdict.FRESH
-    checks = tuple([_new(AnchorCheck, (ref, fresh, "unchanged", ref.lines)) for ref in memory.anchors])
+    checks = tuple([_new(AnchorCheck, (ref, fresh, "unchanged", ref.lines, None)) for ref in memory.anchors])
     return _new(MemoryDrift, (memory, Drift.FRESH, checks))
 
 
@@ -118,12 +118,32 @@ called unreadable ("kept changing"): the guarded open refuses the swap, the re-c
 what is there now (a link out is `unsafe`, a FIFO `unreadable`, another file its own bytes)."""
 
 
-class DriftChecker:
-    """One drift pass. Memoizes per anchor and per directory; create a new one per read."""
+_FOLLOW_BUDGET = 16 * 1024 * 1024
+"""Bytes one pass may read or hash looking for moved content (candidate files, whole)."""
+_WALK_FILES = 200_000
+"""Files one pass may list in a workspace without git when it looks for moved content."""
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
+_FOLLOWED: OrderedDict[tuple[Any, ...], tuple[str, str, AnchorCheck]] = OrderedDict()
+"""Answers of the moved-content search, kept while the file found still hashes as it did (the
+hash cache's rules): a long-lived process pays the search once per move, not once per read."""
+_FOLLOWED_KEPT = 4096
+_followed_lock = threading.Lock()
 
-    def __init__(self, root_real: str, cache: HashCache) -> None:
+
+class DriftChecker:
+    """One drift pass. Memoizes per anchor and per directory; create a new one per read.
+
+    `whitespace` is `drift.whitespace` ("tokens" or "strict"); None reads it from the
+    workspace's config the first time a narrowed anchor's file has changed.
+    """
+
+    def __init__(self, root_real: str, cache: HashCache, *, whitespace: str | None = None) -> None:
         self.root_real = root_real
         self.cache = cache
+        self._whitespace = whitespace
+        self._renames: dict[str, Any] = {}  # commit -> git.Renames (None: no answer), per pass
+        self._walked: list[str] | None = None
+        self._spent = 0
         self._dirs: dict[str, str | None] = {}
         self._files: dict[str, tuple[str, os.stat_result] | AnchorCheck] = {}
         self._full: dict[str, str] = {}
@@ -218,6 +238,8 @@ class DriftChecker:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
             changed = self._changed(ref, st)
             if changed is not None:
+                if changed.verdict is Verdict.SYMBOL_MISSING:
+                    return self._follow(ref, changed)
                 return changed
             # Swapped between the hash and the read: forget this pass's view of it, look again.
             self._files.pop(ref.path, None)
@@ -230,6 +252,15 @@ class DriftChecker:
         detail = probe.detail
         if probe.verdict is Verdict.UNSAFE and ref.spec != ref.path:
             detail = f"{ref.spec} now resolves outside the workspace"
+        if probe.verdict is Verdict.DELETED:
+            gone = self._follow(ref, AnchorCheck(ref, Verdict.DELETED, detail))
+            if gone.verdict is Verdict.DELETED and ref.commit:  # a private ledger's memory from another branch
+                from .team import elsewhere
+
+                why = elsewhere(self.root_real, ref.commit, ref.path)
+                if why is not None:
+                    return AnchorCheck(ref, Verdict.UNREADABLE, why)
+            return gone
         return AnchorCheck(ref, probe.verdict, detail)
 
     def _changed(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
@@ -258,8 +289,261 @@ class DriftChecker:
             except OSError as exc:
                 return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
             self._data[ref.path] = data
-        verdict, detail, where = judge(ref, data)
+        verdict, detail, where = judge(ref, data, strict=self.strict)
         return AnchorCheck(ref, verdict, detail, where)
+
+    @property
+    def strict(self) -> bool:
+        """`drift.whitespace = "strict"`: every byte counts, a reformat is a change."""
+        if self._whitespace is None:
+            from pathlib import Path
+
+            from .config import load_config
+            from .errors import AnchorfsError
+
+            try:
+                self._whitespace = str(load_config(Path(self.root_real))["drift.whitespace"])
+            except (AnchorfsError, OSError):
+                self._whitespace = "tokens"
+        return self._whitespace == "strict"
+
+    # -- moved content ---------------------------------------------------------------------
+
+    def _follow(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
+        """Where the content of an anchor that would be `deleted` or `symbol_missing` is now:
+        `moved` with `path_now` when found identical (or `reformatted` there), `changed` with
+        `path_now` when git names its file's new path and the text there differs, else `lost`."""
+        key = (self.root_real, ref, self.strict)
+        known = _FOLLOWED.get(key)
+        if known is not None:
+            path_now, sha_now, result = known
+            if self._sha_of(path_now) == sha_now:
+                return result
+        result = self._search(ref, lost)
+        if result.path_now is not None:
+            sha = self._sha_of(result.path_now)
+            if sha is not None:
+                with _followed_lock:
+                    _FOLLOWED[key] = (result.path_now, sha, result)
+                    while len(_FOLLOWED) > _FOLLOWED_KEPT:
+                        _FOLLOWED.popitem(last=False)
+        return result
+
+    def _search(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
+        """The search behind `_follow`. In git only new files count as where content went:
+        what `git diff -M` since the anchor's commit renamed or added, and untracked files (a
+        copy that was already there is a copy, not a move). Without git every file under the
+        root does, closest paths first (same name, then the most folders in common), so a
+        renamed file wins over a copy elsewhere."""
+        from .symbols import MAX_PARSE_BYTES, language_for
+
+        narrowed = bool(ref.symbol or ref.lines)
+        gone = lost.verdict is Verdict.DELETED
+        renames = self._git_renames(ref.commit) if ref.commit else None
+        evidence: AnchorCheck | None = None
+        if gone and renames is not None and _utf8(renames.renamed.get(ref.path, "")):
+            found = self._judge_in(ref, renames.renamed[ref.path])
+            if found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
+                return found
+            if found is not None and found.verdict is Verdict.CHANGED:
+                evidence = found
+        if renames is not None:
+            candidates = [p for p in renames.added
+                          if p != ref.path and _utf8(p) and not is_state_name(p.partition("/")[0])]
+        else:
+            candidates = [p for p in self._walk() if p != ref.path]
+        candidates.sort(key=_closeness(ref.path))
+        if gone and ref.sha256:  # the very bytes at a new path
+            if renames is not None:
+                added = set(candidates)
+                for path in self.cache.paths_for(ref.sha256):  # already hashed: no read needed
+                    if path in added and self._sha_of(path) == ref.sha256:
+                        return self._moved_whole(ref, path)
+            size = self.cache.size_of(ref.path)
+            for path in candidates:
+                got = self._size(path)
+                if not got or (size is not None and got != size):
+                    continue  # an empty file is no evidence: its content is everywhere
+                if not self._afford(got):
+                    break
+                if self._sha_of(path) == ref.sha256:
+                    return self._moved_whole(ref, path)
+        if narrowed:
+            lang = language_for(ref.path)
+            leaf = ref.symbol.rsplit(".", 1)[-1].encode() if ref.symbol else None
+            ext = os.path.splitext(ref.path)[1]
+            for path in candidates:
+                if (language_for(path) != lang) if ref.symbol else (os.path.splitext(path)[1] != ext):
+                    continue
+                size = self._size(path)
+                if size is None or size > MAX_PARSE_BYTES or not self._afford(size):
+                    continue
+                data = self._read(path)
+                if data is None or (leaf is not None and leaf not in data):
+                    continue
+                found = self._judge_in(ref, path, data)
+                if found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
+                    return found
+        return evidence or lost
+
+    def body_candidates(self, ref: AnchorRef) -> list[str]:
+        """Specs (`PATH#NAME`) of definitions whose text is a symbol anchor's text under their
+        own name (bytes; under the same name, tokens too when it carries a token hash): in its own file under another name, then in the
+        files new since (renamed, added), closest first. What `reanchor` offers for a
+        missing symbol; bounded like the moved-content search."""
+        from .anchors import text_hash
+        from .symbols import MAX_PARSE_BYTES, language_for, list_symbols, token_hash
+
+        if not ref.symbol:
+            return []
+        renames = self._git_renames(ref.commit) if ref.commit else None
+        paths = [ref.path]
+        if renames is not None:
+            if ref.path in renames.renamed:
+                paths.append(renames.renamed[ref.path])
+            paths += renames.added
+        else:
+            paths += sorted(self._walk(), key=_closeness(ref.path))
+        lang = language_for(ref.path)
+        old_name = ref.symbol.rsplit(".", 1)[-1].encode()
+        found: list[str] = []
+        for path in dict.fromkeys(paths):
+            if language_for(path) != lang or not _utf8(path):
+                continue
+            size = self._size(path)
+            if size is None or size > MAX_PARSE_BYTES or not self._afford(size):
+                continue
+            data = self._read(path)
+            if data is None:
+                continue
+            try:
+                symbols = list_symbols(path, data)
+            except AnchorError:
+                continue
+            for sym in symbols:
+                if path == ref.path and sym.name == ref.symbol:
+                    continue
+                text = data[sym.start_byte:sym.end_byte].replace(b"\r\n", b"\n")
+                name = sym.name.rsplit(".", 1)[-1].encode()
+                as_old = text.replace(name, old_name, 1)  # the body under the old name
+                if text_hash(as_old) == ref.content_hash or (
+                        name == old_name and ref.token_hash
+                        and token_hash(path, data, sym.start_byte, sym.end_byte) == ref.token_hash):
+                    found.append(f"{path}#{sym.name}")
+        return found
+
+    def _moved_whole(self, ref: AnchorRef, path: str) -> AnchorCheck:
+        """The anchor's file, byte for byte, at `path` (a narrowed anchor: at its own lines)."""
+        if ref.symbol or ref.lines:
+            data = self._read(path)
+            if data is not None:
+                found = judge_at(ref, path, data, strict=self.strict)
+                if found[0] is Verdict.MOVED:
+                    return AnchorCheck(ref, Verdict.MOVED, found[1], found[2], path)
+        return AnchorCheck(ref, Verdict.MOVED, f"{ref.spec} now at {path}", ref.lines, path)
+
+    def _judge_in(self, ref: AnchorRef, path: str, data: bytes | None = None) -> AnchorCheck | None:
+        """`ref` judged against the file at `path` (another file than its own)."""
+        if data is None:
+            data = self._read(path)
+            if data is None:
+                return None
+        if not (ref.symbol or ref.lines):
+            from .hashing import sha256_bytes
+
+            if sha256_bytes(data) == ref.sha256:
+                return self._moved_whole(ref, path)
+            return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} renamed to {path} and changed", None, path)
+        verdict, detail, where = judge_at(ref, path, data, strict=self.strict)
+        if verdict in (Verdict.UNREADABLE, Verdict.SYMBOL_MISSING):
+            return AnchorCheck(ref, verdict, detail, None)
+        if verdict is Verdict.CHANGED and path not in detail:
+            detail = f"{ref.path} renamed to {path}; {detail}"
+        return AnchorCheck(ref, verdict, detail, where, path)
+
+    def _afford(self, size: int) -> bool:
+        self._spent += max(size, 4096)
+        return self._spent <= _FOLLOW_BUDGET
+
+    def _sha_of(self, path: str) -> str | None:
+        probe = self._probe(path)
+        return cast("tuple[str, os.stat_result]", probe)[0] if type(probe) is tuple else None
+
+    def _size(self, path: str) -> int | None:
+        """A candidate's size from one `lstat` (no hashing), None if it is not a plain file inside."""
+        known = self._files.get(path)
+        if type(known) is tuple:
+            return int(cast("tuple[str, os.stat_result]", known)[1].st_size)
+        try:
+            _, st = self._locate(path)
+        except (AnchorError, OSError):
+            return None
+        return int(st.st_size) if stat.S_ISREG(st.st_mode) else None
+
+    def _read(self, path: str) -> bytes | None:
+        """A candidate file's bytes through the guarded open, or None (gone, unsafe, too big)."""
+        data = self._data.get(path)
+        if data is not None:
+            return data
+        probe = self._probe(path)
+        if type(probe) is not tuple or path not in self._full:
+            return None
+        st = cast("tuple[str, os.stat_result]", probe)[1]
+        if st.st_size > MAX_FILE_BYTES:
+            return None
+        try:
+            data = read_guarded(self._full[path], root=self.root_real, expect=st, max_bytes=MAX_FILE_BYTES)
+        except (AnchorError, OSError):
+            return None
+        self._data[path] = data
+        return data
+
+    def _git_renames(self, commit: str) -> Any:
+        """git's renames and new files since `commit` (`anchorfs.git.renames_since`), once per
+        commit per pass; None outside git or when git cannot answer."""
+        if commit in self._renames:
+            return self._renames[commit]
+        from pathlib import Path
+
+        from .errors import HistoryError
+        from .git import renames_since, toplevel
+
+        found = None
+        try:
+            if toplevel(Path(self.root_real)) is not None:
+                found = renames_since(Path(self.root_real), [commit])
+        except (HistoryError, OSError):
+            found = None
+        self._renames[commit] = found
+        return found
+
+    def _walk(self) -> list[str]:
+        """Every regular file under the root (hidden folders, `node_modules` and links left
+        out), listed once per pass and only when a search needs it: the no-git fallback."""
+        if self._walked is not None:
+            return self._walked
+        out: list[str] = []
+        stack = [""]
+        while stack and len(out) < _WALK_FILES:
+            rel = stack.pop()
+            try:
+                with os.scandir(f"{self.root_real}/{rel}" if rel else self.root_real) as it:
+                    entries = sorted(it, key=attrgetter("name"))
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                if name.startswith(".") or name in _SKIP_DIRS or not _utf8(name):
+                    continue  # a name that is not UTF-8 cannot be anchored (nor stored in the ledger)
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(f"{rel}/{name}" if rel else name)
+                    elif entry.is_file(follow_symlinks=False):
+                        out.append(f"{rel}/{name}" if rel else name)
+                except OSError:
+                    continue
+        self._walked = out
+        return out
 
     def check(self, memory: Memory) -> MemoryDrift:
         checks = tuple(self.check_anchor(a) for a in memory.anchors)
@@ -347,6 +631,33 @@ class DriftChecker:
                     plain = False
         self._plain_dirs[rel_dir] = plain
         return plain
+
+
+def _utf8(name: str) -> bool:
+    """Whether a (surrogate-escaped) file name is valid UTF-8: only those can be anchored."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return bool(name)
+
+
+def _closeness(old: str) -> Callable[[str], tuple[bool, int, str]]:
+    """Sort key of candidate paths for content that was at `old`: the same file name first,
+    then the most leading folders in common, then by name (a stable order)."""
+    base = old.rpartition("/")[2]
+    parts = old.split("/")[:-1]
+
+    def key(path: str) -> tuple[bool, int, str]:
+        head, _, name = path.rpartition("/")
+        common = 0
+        for a, b in zip(parts, head.split("/") if head else []):
+            if a != b:
+                break
+            common += 1
+        return (name != base, -common, path)
+
+    return key
 
 
 class _Plan(NamedTuple):
@@ -487,8 +798,17 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
         return f"[UNKNOWN · {bad.detail} — re-verify before relying on this]"
     if not checks:
         return f"[unanchored · recorded {since}{tail}]"
-    moved = [c for c in checks if c.verdict is Verdict.MOVED]
-    extra = f" · {moved[0].detail}" if moved else ""
+    moved = [c for c in checks if c.verdict in (Verdict.MOVED, Verdict.REFORMATTED)]
+    extra = f" · {_moved_words(moved[0])}" if moved else ""
     where = anchored or f"{since}{at}"
     counted = f" · {count}" if count else ""
     return f"[fresh · anchored {where}{counted}{extra}{tail}]"
+
+
+def _moved_words(check: AnchorCheck) -> str:
+    """A moved or reformatted anchor in a fresh envelope: "SPEC now at NEW_PATH" for another
+    file, else the check's own detail."""
+    if check.path_now is not None and check.path_now != check.anchor.path:
+        words = f"{check.anchor.spec} now at {check.path_now}"
+        return words + " (reformatted)" if check.verdict is Verdict.REFORMATTED else words
+    return check.detail

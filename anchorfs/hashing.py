@@ -173,6 +173,7 @@ class HashCache:
         self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None],
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
+        self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
         self._dirty = False
         self._loaded = False
         self._disk_sig: _Sig | None = None
@@ -411,6 +412,31 @@ class HashCache:
                 self._lo = at
             if at + self._ttl < self._hi:
                 self._hi = at + self._ttl
+
+    def paths_for(self, sha: str) -> list[str]:
+        """Paths whose cached entry holds `sha`: where a moved file's bytes may be now.
+
+        An index over what this cache has hashed, rebuilt only after its entries changed;
+        its answers are leads, not proof (the caller checks each one with `sha256`, which
+        applies every rule above).
+        """
+        if not self._loaded:
+            self._load()
+        index = self._by_sha
+        if index is None or index[0] != self._version:
+            table: dict[str, list[str]] = {}
+            for rel, e in list(self._entries.items()):
+                if e[4] is not None:
+                    table.setdefault(e[4], []).append(rel)
+            index = self._by_sha = (self._version, table)
+        return list(index[1].get(sha, ()))
+
+    def size_of(self, rel: str) -> int | None:
+        """The size `rel` had when last hashed here (a gone file's size narrows the search for it)."""
+        if not self._loaded:
+            self._load()
+        e = self._entries.get(rel)
+        return int(e[0]) if e is not None else None
 
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""

@@ -71,6 +71,7 @@ class Verdict(StrEnum):
 
     FRESH = "fresh"
     MOVED = "moved"
+    REFORMATTED = "reformatted"
     CHANGED = "changed"
     DELETED = "deleted"
     SYMBOL_MISSING = "symbol_missing"
@@ -177,7 +178,12 @@ def new_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class AnchorRef:
-    """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text."""
+    """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text.
+
+    `token_hash` (narrowed anchors in a language with a grammar, when the text at write time
+    cannot be read back from git later) hashes the text's token sequence, so a reformat can be
+    told from a change (`anchorfs.symbols.token_hash`); anchors without it keep the byte rule.
+    """
 
     path: str
     sha256: str | None = None
@@ -186,6 +192,7 @@ class AnchorRef:
     content_hash: str | None = None
     commit: str | None = None
     dirty: bool | None = None
+    token_hash: str | None = None
 
     @property
     def spec(self) -> str:
@@ -205,6 +212,7 @@ class AnchorRef:
             "content_hash": self.content_hash,
             "commit": self.commit,
             "dirty": self.dirty,
+            **({"token_hash": self.token_hash} if self.token_hash else {}),
         }
 
     @classmethod
@@ -212,7 +220,7 @@ class AnchorRef:
         lines = d.get("lines")
         get = d.get  # positional, not keywords: a fold builds one per anchor of every memory
         return cls(d["path"], get("sha256"), get("symbol"), (int(lines[0]), int(lines[1])) if lines else None,
-                   get("content_hash"), get("commit"), get("dirty"))
+                   get("content_hash"), get("commit"), get("dirty"), get("token_hash"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +298,7 @@ MIN_ID_PREFIX = 2
 
 _SNAPSHOT_STRS = ("kind", "author", "valid_from", "valid_until", "status", "supersedes", "superseded_by",
                   "reason", "verified_at")
-_ANCHOR_STRS = ("sha256", "symbol", "content_hash", "commit")
+_ANCHOR_STRS = ("sha256", "symbol", "content_hash", "commit", "token_hash")
 
 
 class SnapshotError(ValueError):
@@ -419,6 +427,8 @@ class AnchorCheck(NamedTuple):
     verdict: Verdict
     detail: str
     lines_now: tuple[int, int] | None = None
+    path_now: str | None = None
+    """Where the anchored content is now when it moved to another file (verdict `moved`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -428,6 +438,7 @@ class AnchorCheck(NamedTuple):
             "verdict": self.verdict.value,
             "detail": self.detail,
             "lines_now": list(self.lines_now) if self.lines_now else None,
+            "path_now": self.path_now,
         }
 
 

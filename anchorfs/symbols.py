@@ -22,7 +22,7 @@ from anchorfs.errors import AnchorError, SymbolNotFoundError
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from tree_sitter import Language, Node, Parser, Query
 
-__all__ = ["Symbol", "language_for", "list_symbols", "find_symbol", "MAX_PARSE_BYTES"]
+__all__ = ["Symbol", "language_for", "list_symbols", "find_symbol", "token_hash", "MAX_PARSE_BYTES"]
 
 #: Files above this size are not parsed: a symbol anchor on a generated or vendored blob is
 #: not worth a multi-second parse on every drift check.
@@ -1310,3 +1310,50 @@ def find_symbol(path: str, source: bytes, name: str) -> Symbol:
     if candidates:
         message += f"; did you mean: {', '.join(candidates)}?"
     raise SymbolNotFoundError(message, candidates=candidates)
+
+
+# --------------------------------------------------------------------------- token sequences
+
+
+def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str | None:
+    """SHA-256 of the syntax tree over `source[start_byte:end_byte]`, layout left out; None when
+    `path` has no grammar (or cannot be parsed: binary, too large, not UTF-8).
+
+    Why a tree and not a plain token list: every leaf counts with its type and text (comments
+    too: a changed comment is a change), and so does the nesting of the named nodes, so a
+    Python re-indent that moves a statement into or out of a block changes the hash while a
+    gofmt re-indent, a prettier reflow or a re-wrapped argument list does not. Whitespace
+    between tokens is never hashed; whitespace inside a token (a string) is. The whole file is
+    parsed, so a method is read in its class's context; a leaf cut by a line range counts by
+    its part inside it.
+    """
+    import hashlib
+
+    try:
+        lang = _check_source(path, source)
+    except AnchorError:
+        return None
+    tree = _parser(lang).parse(source)
+    digest = hashlib.sha256()
+    update = digest.update
+    stack: list[tuple[Node, bool]] = [(tree.root_node, False)]
+    while stack:
+        node, closing = stack.pop()
+        if closing:
+            update(b")")
+            continue
+        a, b = node.start_byte, node.end_byte
+        if b <= start_byte or a >= end_byte or a == b:
+            continue  # outside the span, or a zero-width node (Python's indent, a missing token)
+        inside = start_byte <= a and b <= end_byte
+        if node.child_count == 0:
+            text = source[max(a, start_byte):min(b, end_byte)]
+            if node.type == "comment" or node.type.endswith("_comment"):
+                text = text.rstrip()
+            update(node.type.encode() + b"\0" + text + b"\1")
+            continue
+        if inside and node.is_named:
+            update(b"(" + node.type.encode())
+            stack.append((node, True))
+        stack.extend((child, False) for child in reversed(node.children))
+    return digest.hexdigest()

@@ -747,15 +747,27 @@ class Workspace:
         return updated
 
     def _current_specs(self, memory: Memory) -> list[AnchorLike]:
-        """A memory's anchors as requests for the content as it stands now (moved lines followed)."""
-        checker = DriftChecker(self.root_real, self.cache)
+        """A memory's anchors as requests for the content as it stands now: moved lines and
+        files followed (`path_now`, `lines_now`). A missing symbol or a file gone without a
+        trace is refused naming what can be taken instead (`reanchor ID --to SPEC`)."""
+        from .errors import SymbolNotFoundError
+
+        checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
         wanted: list[AnchorLike] = []
         for a in memory.anchors:
             check = checker.check_anchor(a)
             if check.verdict is Verdict.UNSAFE:
                 raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}")
+            if check.verdict is Verdict.SYMBOL_MISSING or (check.verdict is Verdict.DELETED and a.symbol):
+                found = tuple(checker.body_candidates(a))
+                offer = (f"; the same body is at {', '.join(found)}: take one with --to SPEC" if found
+                         else "; give its new place with --to SPEC")
+                raise SymbolNotFoundError(f"cannot re-anchor {memory.id}: {check.detail}{offer}", candidates=found)
+            if check.verdict is Verdict.DELETED:
+                raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}, and its content was not found "
+                                  "elsewhere; give its new place with --to SPEC")
             lines = (check.lines_now or a.lines) if a.lines else None
-            wanted.append(AnchorRef(path=a.path, symbol=a.symbol, lines=lines))
+            wanted.append(AnchorRef(path=check.path_now or a.path, symbol=a.symbol, lines=lines))
         return wanted
 
     # -- reads -----------------------------------------------------------------------------
@@ -873,14 +885,14 @@ class Workspace:
     def drift(self, *, progress: Callable[[int, int], None] | None = None) -> DriftReport:
         """Check every active anchored memory now."""
         targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
-        checker = DriftChecker(self.root_real, self.cache)
+        checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
         report = checker.check_all(targets, progress)
         self.cache.save()
         self._write_back(report)
         return report
 
     def check(self, memory: Memory) -> MemoryDrift:
-        return DriftChecker(self.root_real, self.cache).check(memory)
+        return DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"])).check(memory)
 
     def _as_of(self, when: datetime) -> dict[str, Memory]:
         """The memories active at `when`, each as it stood then (status, bounds, anchors)."""

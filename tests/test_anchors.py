@@ -375,10 +375,11 @@ def test_judge_whole_file_changed(root: Path) -> None:
     assert judge(ref, b"one\ntwo\n")[0] is Verdict.CHANGED
 
 
-def test_judge_lines_unchanged_but_file_changed_elsewhere_is_moved(root: Path) -> None:
+def test_judge_lines_unchanged_in_place_but_file_changed_elsewhere_is_fresh(root: Path) -> None:
     ref = taken(root, "notes.txt:2-3")
-    verdict, _, where = judge(ref, b"one\ntwo\nthree\nFOUR\nfive\nsix\n")
-    assert (verdict, where) == (Verdict.MOVED, (2, 3))
+    verdict, detail, where = judge(ref, b"one\ntwo\nthree\nFOUR\nfive\nsix\n")
+    assert (verdict, where) == (Verdict.FRESH, (2, 3))  # nothing moved: `moved` means other lines or path
+    assert detail == "notes.txt:2-3 unchanged; the file changed elsewhere"
 
 
 def test_judge_lines_shifted_are_found_at_their_new_place(root: Path) -> None:
@@ -396,21 +397,22 @@ def test_judge_lines_changed(root: Path) -> None:
 
 def test_judge_crlf_conversion_keeps_narrowed_text_but_changes_the_file(root: Path) -> None:
     crlf = (root / "notes.txt").read_bytes().replace(b"\n", b"\r\n")
-    assert judge(taken(root, "notes.txt:2-3"), crlf)[0] is Verdict.MOVED
+    assert judge(taken(root, "notes.txt:2-3"), crlf)[0] is Verdict.FRESH
     assert judge(taken(root, "notes.txt"), crlf)[0] is Verdict.CHANGED
     src_crlf = USERS_PY.replace(b"\n", b"\r\n")
-    assert judge(taken(root, "src/users.py#UserRepo.getUserById"), src_crlf)[0] is Verdict.MOVED
+    assert judge(taken(root, "src/users.py#UserRepo.getUserById"), src_crlf)[0] is Verdict.FRESH
 
 
 def test_judge_symbol_moved_changed_missing(root: Path) -> None:
     ref = taken(root, "src/users.py#UserRepo.getUserById")
     moved = b"import os\n\n\n" + USERS_PY
-    verdict, _, where = judge(ref, moved)
-    assert (verdict, where) == (Verdict.MOVED, (5, 6))
+    verdict, detail, where = judge(ref, moved)
+    assert (verdict, where) == (Verdict.FRESH, (5, 6))  # found under its name, unchanged: a symbol's place is its name
+    assert detail == "src/users.py#UserRepo.getUserById unchanged at lines 5-6; the file changed elsewhere"
     changed = USERS_PY.replace(b"self.rows[uid]", b"self.cache.get(uid)")
     assert judge(ref, changed)[0] is Verdict.CHANGED
     helper_changed = USERS_PY.replace(b"return 1", b"return 2")
-    assert judge(ref, helper_changed)[0] is Verdict.MOVED  # changed elsewhere only
+    assert judge(ref, helper_changed)[0] is Verdict.FRESH  # changed elsewhere only
     missing = USERS_PY.replace(b"getUserById", b"get_user")
     verdict, detail, _ = judge(ref, missing)
     assert verdict is Verdict.SYMBOL_MISSING

@@ -81,16 +81,16 @@ def test_lines_unchanged_in_place_while_file_changed_below(ws: anchorfs.Workspac
     m = ws.record("imports jwt", anchors=["auth/token.py:1"])
     (ws.root / "auth" / "token.py").write_text(TOKEN + "\nEXTRA = 1\n")
     md = ws.check(m)
-    assert md.checks[0].verdict is Verdict.MOVED
+    assert md.checks[0].verdict is Verdict.FRESH  # identical in place: fresh, saying the file changed
     assert md.checks[0].lines_now == (1, 1)
     assert "changed elsewhere" in md.checks[0].detail
 
 
-def test_symbol_edited_elsewhere_is_moved_inside_is_changed_and_gone_is_missing(ws: anchorfs.Workspace) -> None:
+def test_symbol_edited_elsewhere_is_fresh_inside_is_changed_and_gone_is_missing(ws: anchorfs.Workspace) -> None:
     m = ws.record("issue encodes a JWT", anchors=["auth/token.py#TokenIssuer.issue"])
     path = ws.root / "auth" / "token.py"
     path.write_text(TOKEN.replace("return None", "return token"))
-    assert verdicts(ws, m) == [Verdict.MOVED]
+    assert verdicts(ws, m) == [Verdict.FRESH]
     path.write_text(TOKEN.replace("jwt.encode(user)", "jwt.encode(user, key)"))
     md = ws.check(m)
     assert md.checks[0].verdict is Verdict.CHANGED
@@ -107,8 +107,8 @@ def test_sql_column_anchor_is_judged_by_its_own_text(ws: anchorfs.Workspace) -> 
     path.write_text(sql)
     m = ws.record("an invoice starts as a draft", anchors=["0001_invoices.sql#invoices.status"])
     assert m.anchors[0].symbol == "invoices.status" and verdicts(ws, m) == [Verdict.FRESH]
-    path.write_text(sql.replace("id BIGINT", "id BIGSERIAL"))  # another column: the table moved on
-    assert verdicts(ws, m) == [Verdict.MOVED]
+    path.write_text(sql.replace("id BIGINT", "id BIGSERIAL"))  # another column: the table changed elsewhere
+    assert verdicts(ws, m) == [Verdict.FRESH]
     path.write_text(sql.replace("'draft'", "'open'"))
     assert ws.check(m).checks[0].detail == "0001_invoices.sql#invoices.status changed"
 
@@ -503,7 +503,7 @@ def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_pa
         "memory 3": Verdict.DELETED, "memory 4": Verdict.UNREADABLE, "memory 5": Verdict.UNSAFE,
         "memory 6": Verdict.FRESH, "memory 7": Verdict.UNSAFE, "memory 8": Verdict.FRESH,
         "memory 9": Verdict.FRESH, "memory 10": Verdict.FRESH, "memory 11": Verdict.FRESH,
-        "memory 12": Verdict.MOVED, "memory 13": Verdict.CHANGED, "not anchored": None,
+        "memory 12": Verdict.FRESH, "memory 13": Verdict.CHANGED, "not anchored": None,
     }
     assert [c.verdict for c in report.memories[10].checks] == [Verdict.FRESH, Verdict.CHANGED]
     assert report.count(Drift.STALE) == 4 and report.count(Drift.UNKNOWN) == 3
@@ -511,12 +511,14 @@ def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_pa
     assert [md.memory.content for md in report.stale] == ["memory 2", "memory 3", "memory 10", "memory 13"]
     assert {md.memory.content for md in report.flagged} == {
         "memory 2", "memory 3", "memory 4", "memory 5", "memory 7", "memory 10", "memory 13"}
+    # plus the search for the gone c.txt (issue 18): files of its size that the cache cannot vouch
+    # for are hashed once, through the cache (warm: f2.txt, never anchored; cold: more of them)
     if warm:  # only files whose stat moved were read again: b, m2, token.py, and f.txt through its link
-        assert batch_cache.hashes == 4
+        assert batch_cache.hashes == 4 + 1
     else:  # every regular file inside, once: a b f(->f2) h x m1 m2 token.py
-        assert batch_cache.hashes == 8
+        assert batch_cache.hashes == 8 + 3
         assert DriftChecker(ws.root_real, batch_cache).check_all(mems).memories == single
-        assert batch_cache.hashes == 10  # m2 and token.py are racy (mtime ahead): hashed again
+        assert batch_cache.hashes == 10 + 3  # m2 and token.py are racy (mtime ahead): hashed again
 
 
 def test_batch_pass_hashes_nothing_when_nothing_moved(ws: anchorfs.Workspace) -> None:
@@ -529,7 +531,7 @@ def test_batch_pass_hashes_nothing_when_nothing_moved(ws: anchorfs.Workspace) ->
     checker = DriftChecker(ws.root_real, cache)
     report = checker.check_all(mems)
     assert cache.hashes == 0 and report.count(Drift.FRESH) == 50 and report.flagged == []
-    assert report.memories[7].checks[0] == (mems[7].anchors[0], Verdict.FRESH, "unchanged", None)
+    assert report.memories[7].checks[0] == (mems[7].anchors[0], Verdict.FRESH, "unchanged", None, None)
     assert report.memories[7].memory is mems[7]
 
 

@@ -3,7 +3,7 @@ binary files, files above the size limit, and files replaced while being hashed.
 
 The CRLF decision (anchors.py's docstring, docs/reliability.md): narrowed text is compared with
 line endings normalized, so converting a file between CRLF and LF leaves a lines or symbol
-anchor `moved` (the memory stays fresh) while a whole-file anchor, whose contract is the
+anchor `fresh` (identical in place; the file changed elsewhere) while a whole-file anchor, whose contract is the
 file's bytes, is `changed` (the memory is stale).
 
 Real files in tmp_path; anchors taken with `take()` and judged by the drift pass
@@ -102,13 +102,13 @@ def test_the_last_line_without_a_trailing_newline_can_be_anchored(root: Path) ->
 
 @pytest.mark.parametrize(("before", "after"), [(b"alpha\nbeta", b"alpha\nbeta\n"), (b"alpha\nbeta\n", b"alpha\nbeta")],
                          ids=["newline-added", "newline-removed"])
-def test_adding_or_removing_the_final_newline_leaves_lines_moved_and_the_file_changed(
+def test_adding_or_removing_the_final_newline_leaves_lines_fresh_and_the_file_changed(
         root: Path, before: bytes, after: bytes) -> None:
     (root / "notes.txt").write_bytes(before)
     lines, whole = anchor(root, "notes.txt:2"), anchor(root, "notes.txt")
     (root / "notes.txt").write_bytes(after)
-    moved = check(root, lines)
-    assert (moved.verdict, moved.lines_now) == (Verdict.MOVED, (2, 2))
+    kept = check(root, lines)
+    assert (kept.verdict, kept.lines_now) == (Verdict.FRESH, (2, 2))
     assert check(root, whole).verdict is Verdict.CHANGED
 
 
@@ -138,14 +138,14 @@ def crlf(data: bytes) -> bytes:
     ("t.py", PY, "t.py#Token.issue"),
     ("t.py", PY, "t.py#helper"),
 ])
-def test_a_line_ending_conversion_leaves_narrowed_anchors_moved(
+def test_a_line_ending_conversion_leaves_narrowed_anchors_fresh(
         root: Path, to_crlf: bool, name: str, content: bytes, spec: str) -> None:
     before, after = (content, crlf(content)) if to_crlf else (crlf(content), content)
     (root / name).write_bytes(before)
     ref = anchor(root, spec)
     (root / name).write_bytes(after)
     result = check(root, ref)
-    assert result.verdict is Verdict.MOVED, result.detail
+    assert result.verdict is Verdict.FRESH, result.detail
     assert "unchanged" in result.detail
 
 
@@ -187,7 +187,7 @@ def test_mixed_line_endings_are_normalized_per_line(root: Path) -> None:
     ref = anchor(root, "notes.txt:1-3")
     assert ref.content_hash == text_hash(b"alpha\nbeta\ngamma")
     (root / "notes.txt").write_bytes(b"alpha\nbeta\r\ngamma\n")
-    assert check(root, ref).verdict is Verdict.MOVED
+    assert check(root, ref).verdict is Verdict.FRESH
 
 
 def test_a_crlf_conversion_through_the_sdk_keeps_narrowed_memories_fresh(tmp_path: Path) -> None:

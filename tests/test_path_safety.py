@@ -487,9 +487,11 @@ CHECK_CASES: dict[str, CheckCase] = {
     "file-to-fifo": CheckCase(ONE, ["f.py"], _file_to_fifo, Verdict.UNREADABLE),
     "file-to-folder": CheckCase(ONE, ["f.py"], _file_to_dir, Verdict.UNREADABLE),
     "folder-moved-past-path-max": CheckCase({}, [], _grow_too_long, Verdict.UNREADABLE),
-    "file-to-dangling-link-in": CheckCase(ONE, ["f.py"], _swap_for_link("f.py", lambda lay, c: "nothere.py"), Verdict.DELETED),
-    "nfc-name-renamed-to-nfd": CheckCase({NFC: APP}, [NFC], _nfc_to_nfd, Verdict.DELETED),
-    "folder-renamed-to-upper-case": CheckCase(PKG, ["pkg/util.py"], _case_rename, Verdict.DELETED),
+    # bytes of its own: a copy of APP elsewhere in the tree would be found as where it went
+    "file-to-dangling-link-in": CheckCase({"f.py": APP + b"# only here\n"}, ["f.py"], _swap_for_link("f.py", lambda lay, c: "nothere.py"), Verdict.DELETED),
+    # renamed, the bytes kept: found at the new name (issue 18), never by folding names
+    "nfc-name-renamed-to-nfd": CheckCase({NFC: APP}, [NFC], _nfc_to_nfd, Verdict.MOVED),
+    "folder-renamed-to-upper-case": CheckCase(PKG, ["pkg/util.py"], _case_rename, Verdict.MOVED),
     "folder-swapped-for-link-inside": CheckCase(PKG, ["pkg/util.py", "pkg/util.py#helper"], _move_in_and_link, Verdict.FRESH),
     "file-to-link-inside-same-bytes": CheckCase({"f.py": APP, "g.py": APP}, ["f.py"], _swap_for_link("f.py", lambda lay, c: "g.py"), Verdict.FRESH),
     "file-to-link-to-a-name-not-utf8": CheckCase(ONE, ["f.py"], _to_non_utf8_link, Verdict.FRESH),
@@ -525,7 +527,10 @@ def test_check_time_matrix_in_the_drift_checker(lay: Layout, tmp_path: Path, nam
     assert [c.verdict for c in md.checks] == [case.verdict] * len(refs), [c.detail for c in md.checks]
     for check in md.checks:
         assert check.detail and "\n" not in check.detail
-    expected = {Verdict.FRESH: Drift.FRESH, Verdict.DELETED: Drift.STALE}.get(case.verdict, Drift.UNKNOWN)
+    expected = {Verdict.FRESH: Drift.FRESH, Verdict.MOVED: Drift.FRESH,
+                Verdict.DELETED: Drift.STALE}.get(case.verdict, Drift.UNKNOWN)
+    if case.verdict is Verdict.MOVED:  # at the renamed path itself, not at a copy elsewhere
+        assert [c.path_now for c in md.checks] == [f"c-{name}/" + ("PKG/util.py" if "case" in name else NFD)]
     assert md.drift is expected  # unsafe and unreadable are never evidence of staleness
 
 

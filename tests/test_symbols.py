@@ -682,7 +682,7 @@ def test_symbol_is_a_frozen_value() -> None:
     assert sym == Symbol("A.b", "method", 1, 2, 0, 10)
     assert not hasattr(sym, "__dict__")
     assert set(symbols.__all__) == {
-        "Symbol", "language_for", "list_symbols", "find_symbol", "MAX_PARSE_BYTES",
+        "Symbol", "language_for", "list_symbols", "find_symbol", "token_hash", "MAX_PARSE_BYTES",
     }  # fmt: skip
 
 

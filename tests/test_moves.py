@@ -1,0 +1,266 @@
+"""Renamed and moved code is followed, not called stale (issue 18).
+
+Every case runs twice: in a real git repository built by the test (rename detection since the
+anchor's commit) and in a plain folder (files the hash cache never hashed are the new ones).
+For each: the drift verdict and `path_now`, the query envelope, and what `reanchor` takes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import anchorfs
+from anchorfs.cli import cli
+from anchorfs.errors import AnchorError, SymbolNotFoundError
+from anchorfs.model import Drift, Verdict
+
+from conftest import git
+
+TOKEN = """import jwt
+
+
+class TokenIssuer:
+    def issue(self, user):
+        return jwt.encode(user)
+
+
+def expiry_hours():
+    return 24
+
+
+def helper():
+    return 1
+"""
+
+# A header of its own, so the split-off file's bytes are not the old file's.
+SPLIT_OFF = """import jwt
+
+
+def expiry_hours():
+    return 24
+"""
+
+
+def make(tmp_path: Path, files: dict[str, str], *, use_git: bool) -> Path:
+    root = tmp_path / ("repo" if use_git else "plain")
+    root.mkdir()
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    if use_git:
+        git(root, "init", "-q", "-b", "main")
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", "initial")
+    anchorfs.init(root)
+    return root
+
+
+def move(root: Path, old: str, new: str, *, use_git: bool) -> None:
+    (root / new).parent.mkdir(parents=True, exist_ok=True)
+    if use_git:
+        git(root, "mv", old, new)
+    else:
+        os.rename(root / old, root / new)
+
+
+def checks(ws: anchorfs.Workspace, m: anchorfs.Memory) -> list[tuple[Verdict, str | None, tuple[int, int] | None]]:
+    return [(c.verdict, c.path_now, c.lines_now) for c in ws.check(m).checks]
+
+
+def envelope_of(ws: anchorfs.Workspace, text: str, memory_id: str) -> str:
+    hits = {h.memory.id: h for h in ws.query(text, k=10)}
+    return hits[memory_id].envelope
+
+
+GITS = pytest.mark.parametrize("use_git", [True, False], ids=["git", "plain"])
+
+
+@GITS
+def test_a_renamed_file_keeps_every_kind_of_anchor_fresh(tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"src/auth/token.py": TOKEN, "src/other.py": "X = 1\n"}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        whole = ws.record("the token module signs with jwt", anchors=["src/auth/token.py"])
+        sym = ws.record("issue encodes the user", anchors=["src/auth/token.py#TokenIssuer.issue"])
+        lines = ws.record("tokens expire after 24 hours", anchors=["src/auth/token.py:9-10"])
+        move(root, "src/auth/token.py", "src/auth/tokens.py", use_git=use_git)  # R100
+
+        report = ws.drift()
+        assert report.count(Drift.STALE) == 0 and report.count(Drift.FRESH) == 3
+        new = "src/auth/tokens.py"
+        assert checks(ws, whole) == [(Verdict.MOVED, new, None)]
+        assert checks(ws, sym) == [(Verdict.MOVED, new, (5, 6))]
+        assert checks(ws, lines) == [(Verdict.MOVED, new, (9, 10))]
+        row = ws.check(lines).checks[0].to_dict()
+        assert row["verdict"] == "moved" and row["path_now"] == new and row["lines_now"] == [9, 10]
+        env = envelope_of(ws, "tokens expire after 24 hours", lines.id)
+        assert env.startswith("[fresh") and "now at src/auth/tokens.py" in env, env
+
+        for m in (whole, sym, lines):  # reanchor follows by itself
+            again = ws.reanchor(m.id)
+            assert [a.path for a in again.anchors] == [new]
+            assert again.anchors[0].symbol == m.anchors[0].symbol and again.anchors[0].lines == m.anchors[0].lines
+            assert checks(ws, again) == [(Verdict.FRESH, None, m.anchors[0].lines)]
+
+
+@GITS
+def test_a_rename_with_small_edits_elsewhere_keeps_narrowed_anchors_and_stales_the_whole_file(
+        tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        whole = ws.record("the token module is final", anchors=["token.py"])
+        sym = ws.record("issue encodes the user", anchors=["token.py#TokenIssuer.issue"])
+        lines = ws.record("tokens expire after 24 hours", anchors=["token.py:9-10"])
+        move(root, "token.py", "tokens.py", use_git=use_git)
+        edited = "import os\n" + TOKEN.replace("return 1", "return 2")  # a line above, an edit below
+        (root / "tokens.py").write_text(edited)
+
+        assert checks(ws, sym) == [(Verdict.MOVED, "tokens.py", (6, 7))]
+        assert checks(ws, lines) == [(Verdict.MOVED, "tokens.py", (10, 11))]
+        assert ws.check(lines).checks[0].detail == "token.py:9-10 now at tokens.py lines 10-11"
+        gone = ws.check(whole)
+        assert gone.drift is Drift.STALE  # the file's bytes changed: a whole-file anchor's contract
+        if use_git:  # git paired the files: the changed file is named
+            assert (gone.checks[0].verdict, gone.checks[0].path_now) == (Verdict.CHANGED, "tokens.py")
+            assert gone.checks[0].detail == "token.py renamed to tokens.py and changed"
+        else:
+            assert gone.checks[0].verdict is Verdict.DELETED
+        assert envelope_of(ws, "issue encodes the user", sym.id).startswith("[fresh")
+        assert ws.reanchor(lines.id).anchors[0].spec == "tokens.py:10-11"
+
+
+@GITS
+def test_a_directory_move_is_followed(tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"pkg/token.py": TOKEN, "pkg/util.py": "def helper():\n    return 3\n"}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        sym = ws.record("issue encodes the user", anchors=["pkg/token.py#TokenIssuer.issue"])
+        util = ws.record("the util helper returns three", anchors=["pkg/util.py"])
+        if use_git:
+            (root / "lib").mkdir()
+            git(root, "mv", "pkg", "lib/pkg")
+        else:
+            (root / "lib").mkdir()
+            shutil.move(str(root / "pkg"), str(root / "lib" / "pkg"))
+        assert checks(ws, sym) == [(Verdict.MOVED, "lib/pkg/token.py", (5, 6))]
+        assert checks(ws, util) == [(Verdict.MOVED, "lib/pkg/util.py", None)]
+        assert ws.drift().count(Drift.STALE) == 0
+        assert "now at lib/pkg/util.py" in envelope_of(ws, "util helper returns three", util.id)
+        assert ws.reanchor(sym.id).anchors[0].spec == "lib/pkg/token.py#TokenIssuer.issue"
+
+
+@GITS
+def test_a_function_split_off_into_a_new_file_unchanged_is_moved(tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        m = ws.record("tokens expire after 24 hours", anchors=["token.py#expiry_hours"])
+        (root / "expiry.py").write_text(SPLIT_OFF)
+        (root / "token.py").write_text(TOKEN.replace("def expiry_hours():\n    return 24\n\n\n", ""))
+        if use_git:
+            git(root, "add", "expiry.py")
+        assert checks(ws, m) == [(Verdict.MOVED, "expiry.py", (4, 5))]
+        assert ws.check(m).drift is Drift.FRESH
+        assert "now at expiry.py" in envelope_of(ws, "tokens expire after 24 hours", m.id)
+        assert ws.reanchor(m.id).anchors[0].spec == "expiry.py#expiry_hours"
+
+
+@GITS
+def test_a_function_moved_within_its_file(tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        lines = ws.record("tokens expire after 24 hours", anchors=["token.py:9-10"])
+        sym = ws.record("helper returns one", anchors=["token.py#helper"])
+        body = "def expiry_hours():\n    return 24\n\n\n"
+        (root / "token.py").write_text(TOKEN.replace(body, "").replace("import jwt\n\n\n", "import jwt\n\n\n" + body))
+        got = ws.check(lines).checks[0]
+        assert (got.verdict, got.lines_now, got.path_now) == (Verdict.MOVED, (4, 5), None)
+        assert got.detail == "token.py:9-10 now at lines 4-5"
+        # a symbol's place is its name: found under it, unchanged, it is fresh, at its lines now
+        s = ws.check(sym).checks[0]
+        assert (s.verdict, s.lines_now) == (Verdict.FRESH, (13, 14))
+        assert s.detail == "token.py#helper unchanged at lines 13-14; the file changed elsewhere"
+        assert "now at lines 4-5" in envelope_of(ws, "tokens expire after 24 hours", lines.id)
+        assert ws.reanchor(lines.id).anchors[0].spec == "token.py:4-5"
+
+
+@GITS
+def test_a_true_edit_after_a_rename_is_stale(tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        m = ws.record("tokens expire after 24 hours", anchors=["token.py#expiry_hours"])
+        move(root, "token.py", "tokens.py", use_git=use_git)
+        (root / "tokens.py").write_text(TOKEN.replace("return 24", "return 12"))
+        md = ws.check(m)
+        assert md.drift is Drift.STALE
+        if use_git:
+            c = md.checks[0]
+            assert (c.verdict, c.path_now) == (Verdict.CHANGED, "tokens.py")
+            assert c.detail == "token.py#expiry_hours now at tokens.py changed"
+        else:  # no git to pair the files: nothing identical found
+            assert md.checks[0].verdict is Verdict.DELETED
+        assert envelope_of(ws, "tokens expire after 24 hours", m.id).startswith("[STALE")
+        if use_git:  # reanchor re-verifies at the new path
+            assert ws.reanchor(m.id).anchors[0].spec == "tokens.py#expiry_hours"
+
+
+@GITS
+def test_a_file_gone_without_a_trace_is_deleted_and_reanchor_asks_where(tmp_path: Path, use_git: bool) -> None:
+    root = make(tmp_path, {"token.py": TOKEN, "other.py": "X = 1\n"}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        m = ws.record("the token module is final", anchors=["token.py"])
+        if use_git:
+            git(root, "rm", "-q", "token.py")
+        else:
+            (root / "token.py").unlink()
+        assert checks(ws, m) == [(Verdict.DELETED, None, None)]
+        with pytest.raises(AnchorError, match="not found elsewhere; give its new place with --to SPEC"):
+            ws.reanchor(m.id)
+        assert ws.get(m.id).anchors == m.anchors  # nothing written on refusal
+
+
+@GITS
+def test_a_missing_symbol_names_the_same_body_elsewhere_and_to_takes_one(
+        tmp_path: Path, use_git: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        m = ws.record("tokens expire after 24 hours", anchors=["token.py#expiry_hours"])
+        (root / "token.py").write_text(TOKEN.replace("def expiry_hours", "def token_ttl_hours"))
+        (root / "ttl.py").write_text("def ttl():\n    return 24\n")  # a new file, same body
+        assert checks(ws, m) == [(Verdict.SYMBOL_MISSING, None, None)]  # a rename is a change
+        with pytest.raises(SymbolNotFoundError) as err:
+            ws.reanchor(m.id)
+        assert err.value.candidates == ("token.py#token_ttl_hours", "ttl.py#ttl")
+        assert "take one with --to SPEC" in str(err.value) and "\n" not in str(err.value)
+
+    monkeypatch.chdir(root)
+    out = CliRunner().invoke(cli, ["reanchor", m.id, "--to", "token.py#token_ttl_hours", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["anchors"][0]["symbol"] == "token_ttl_hours"
+    with anchorfs.open(root) as ws:
+        assert ws.check(ws.get(m.id)).drift is Drift.FRESH
+
+
+def test_the_cli_reanchor_follows_a_rename_and_drift_json_names_path_now(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=True)
+    with anchorfs.open(root) as ws:
+        m = ws.record("issue encodes the user", anchors=["token.py#TokenIssuer.issue"])
+    git(root, "mv", "token.py", "auth.py")
+    monkeypatch.chdir(root)
+    runner = CliRunner()
+    out = runner.invoke(cli, ["drift", "--json"])
+    assert out.exit_code == 0, out.output  # not 90: nothing is stale
+    assert json.loads(out.output)["stale"] == 0
+    out = runner.invoke(cli, ["query", "issue encodes the user", "--json"])
+    assert out.exit_code == 0, out.output
+    hit = json.loads(out.output)["hits"][0]
+    anchor = hit["anchors"][0]
+    assert (hit["drift"], anchor["verdict"], anchor["path_now"], anchor["lines_now"]) == ("fresh", "moved", "auth.py", [5, 6])
+    assert "now at auth.py" in hit["envelope"]
+    out = runner.invoke(cli, ["reanchor", m.id, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["anchors"][0]["path"] == "auth.py"
