@@ -5,7 +5,8 @@ A content hash says an anchor no longer holds; version control can say which ste
 working tree, carrying the anchored lines down through every diff of the anchored file: an edit
 above a span moves it, only an edit inside it (or a deletion) invalidates it. `log` is the same
 walk seen whole, `drift_at` is what `drift` would have said at a revision, `history_envelope`
-turns both into the one-line freshness envelope.
+turns both into the one-line freshness envelope. The culprit's headline hunk is one that hits
+the anchored text, and a result carries each hunk once.
 
 Why the git binary and not a library: pygit2 (a native wheel) and dulwich (a pure-Python diff)
 are not dependencies, and the binary already does the costly part, tree and blob diffs, in C.
@@ -14,13 +15,23 @@ A walk costs a handful of processes per anchor whatever the history's length: on
 `diff-tree --stdin -p -U0` fed every (step, previous step) pair and limited to the one path (git
 skips untouched commits in C and prints zero-context hunks for the rest), and one long-lived
 `cat-file --batch` for the few blobs a verdict needs (symbols, content re-checks). No process
-per commit. `git log --follow` is not used: it follows renames by heuristics, misbehaves with
-`--first-parent` and the issue wants a rename away to count as the culprit anyway (the new name
-is reported). Explicit (step, previous step) pairs make a merge one step, diffed against its
+per commit. Explicit (step, previous step) pairs make a merge one step, diffed against its
 first parent, and let an anchor taken on a side branch start at the merge that brought it in.
 
-Every step's verdict is the one `judge` would give that version of the file, so `bisect` never
-contradicts `drift`: hunks that miss the tracked span prove the text identical (it moved);
+Renames are followed by rename detection in the walk, not `git log --follow` (one path per
+log, heuristics that misbehave with `--first-parent`): at a step that loses the anchored text
+(its file gone, its symbol missing), one `diff-tree -M` of that step says where it went: the
+file git renamed ours to, else a file the step added, copied or renamed holding the text
+intact (the same bytes, the same symbol, the same lines). Found, the step is `moved` (with
+`path_now`) and the stream restarts on the new file; a rename whose text differs is the
+culprit, `changed` at its new path. So the culprit is the commit that changed or removed the
+content, never one that only moved it. The working tree is searched the same way (staged
+renames, untracked files), and `drift_at` follows a rename made between the anchor's commit
+and the revision. A step's verdict says what that step did (`moved` only when it moved the
+text); the walk's verdict is `drift`'s, relative to the anchor.
+
+The walk's verdict at every step is the one `judge` would give that version of the file, so
+`bisect` never contradicts `drift`: hunks that miss the tracked span prove the text identical;
 when a hunk hits it, the content is re-judged, so a span moved as a block is still found.
 Symbols are re-parsed only at steps whose hunks hit the symbol or a definition enclosing it, or
 mention one of its names; the rest carry the verdict, and the last version is parsed to check
