@@ -85,3 +85,27 @@ def test_cli_at_a_revision_with_spaces_is_one_line(git_repo: Path, capsys: objec
         assert exited.value.code == 1
         err = capsys.readouterr().err  # type: ignore[attr-defined]
         assert err == f"anchorfs: error: unknown revision {rev!r}\n"
+
+
+def test_sdk_history_follows_a_rename_and_names_the_edit_after_it(git_repo: Path) -> None:
+    root, _, issue = build(git_repo)
+    git(root, "mv", "token.py", "tokens.py")
+    git(root, "commit", "-qm", "rename token to tokens")
+    renamed = git(root, "rev-parse", "--short=7", "HEAD").strip()
+    with anchorfs.open(root) as ws:
+        result = ws.bisect(issue)
+        assert result.holds and result.anchors[0].path_now == "tokens.py"
+        step = ws.log(issue).steps[-1]
+        assert step.short == renamed and step.verdict.value == "moved" and step.path_now == "tokens.py"
+        at = ws.at("HEAD").to_dict()
+        row = next(m for m in at["memories"] if m["id"] == issue)
+        assert row["drift"] == "fresh" and row["anchors"][0]["path_now"] == "tokens.py"
+    (root / "tokens.py").write_text(TOKEN.replace("24", "168").replace("jwt.encode(user)", "jwt.encode(user, KEY)"))
+    git(root, "commit", "-qam", "sign with the key")
+    edit = git(root, "rev-parse", "--short=7", "HEAD").strip()
+    with anchorfs.open(root) as ws:
+        culprit = ws.bisect(issue).culprit
+        assert culprit is not None and culprit.short == edit and culprit.path == "tokens.py"
+        hit = next(h for h in ws.query("issue encodes a JWT", k=5) if h.memory.id == issue)
+        assert hit.drift.value == "stale"
+        assert edit in hit.envelope and renamed not in hit.envelope  # the edit broke it, not the rename
