@@ -377,7 +377,8 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
 @cli.command(name="list")
 @_common
 @click.option("--limit", type=click.IntRange(1), default=None)
-@click.option("--status", type=click.Choice(["active", "superseded", "retracted", "all"]), default="active", show_default=True)
+@click.option("--status", type=click.Choice(["active", "proposed", "superseded", "retracted", "all"]), default="active",
+              show_default=True, help="proposed: written by an agent under review (`mcp --propose`), drift checked now.")
 @click.option("--drift", "drift_filter", type=click.Choice(["fresh", "stale", "unknown", "unanchored"]), default=None,
               help="Filter on the drift found by the last check (no re-check); unanchored: no anchors.")
 @click.pass_context
@@ -388,10 +389,17 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
         ws = c.ws()
         mems = ws.list(limit=limit, status=status, drift=drift_filter)
         known = ws.last_drift()
+
+        def drift_of(m: "Memory") -> str:
+            if m.status == "proposed" and m.anchors:  # under review, in no drift pass: checked now
+                return ws.check(m).drift.value
+            return ws.last_drift_of(m, known)
+
+        drifts = {m.id: drift_of(m) for m in mems}
         if c.json:
-            _emit_json({"memories": [{**m.to_dict(), "drift": ws.last_drift_of(m, known)} for m in mems]})
+            _emit_json({"memories": [{**m.to_dict(), "drift": drifts[m.id]} for m in mems]})
             return
-        rows = [(m.id, m.kind, m.status, ws.last_drift_of(m, known), len(m.anchors), _short(m.content)) for m in mems]
+        rows = [(m.id, m.kind, m.status, drifts[m.id], len(m.anchors), _short(m.content)) for m in mems]
         _echo(_table(rows, ["id", "kind", "status", "drift", "anchors", "content"]))
 
 
@@ -508,6 +516,32 @@ def retract(ctx: click.Context, root: str | None, as_json: bool, memory_id: str,
     with _session(ctx, root, as_json) as c:
         m = c.ws().retract(memory_id, reason=reason)
         _emit(c, m.to_dict(), f"retracted {m.id}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.option("--reason", default=None)
+@click.pass_context
+def accept(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
+    """Accept a proposed memory (from `mcp --propose`): served from now on; a proposed
+    supersede retires its predecessor now."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().accept(memory_id, reason=reason)
+        retired = f"; {m.supersedes} is superseded by it" if m.supersedes else ""
+        _emit(c, m.to_dict(), f"accepted {m.id}{retired}")
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
+@click.option("--reason", default=None, help="Why it was turned down (kept in the ledger).")
+@click.pass_context
+def reject(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
+    """Turn down a proposed memory: retracted with the reason, never served."""
+    with _session(ctx, root, as_json) as c:
+        m = c.ws().reject(memory_id, reason=reason)
+        _emit(c, m.to_dict(), f"rejected {m.id}")
 
 
 @cli.command()
@@ -688,15 +722,20 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
 @_common
 @click.option("--read-only", is_flag=True,
               help="Leave out the tools that write (remember, supersede, retract, reanchor, revert); write nothing.")
+@click.option("--propose", is_flag=True, default=None,
+              help="The agent's remember and supersede land as proposed, served only after `anchorfs accept ID` "
+                   "(default: the mcp.propose key).")
 @click.pass_context
-def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool) -> None:
+def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool, propose: bool | None) -> None:
     """Run the MCP server on stdio (for agent hosts; see `anchorfs init --mcp`)."""
     from .mcp import serve
 
     if as_json:  # taken by every command (`_common`), but here it could only be ignored
         raise click.UsageError("--json does not apply to mcp: the server always speaks JSON-RPC on stdio")
+    if read_only and propose:
+        raise click.UsageError("--propose and --read-only exclude each other: a read-only server writes nothing")
     with _session(ctx, root, as_json) as c:
-        serve(c.root, read_only=read_only)
+        serve(c.root, read_only=read_only, propose=propose)
 
 
 def _event_line(event: Any) -> str:

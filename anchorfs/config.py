@@ -47,6 +47,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "history.envelope": (bool, True),
     "limits.content_chars": (int, 32768),
     "hook.digest_chars": (int, 2000),
+    "mcp.propose": (bool, False),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
 }
 

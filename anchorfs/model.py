@@ -22,6 +22,7 @@ __all__ = [
     "KINDS",
     "Kind",
     "Status",
+    "STATUSES",
     "Verdict",
     "Drift",
     "AnchorRef",
@@ -61,9 +62,16 @@ KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 
 
 class Status(StrEnum):
+    """A memory's lifecycle (DESIGN.md), separate from its drift. `proposed`: written by an
+    agent under review (`anchorfs mcp --propose`), never served until accepted."""
+
+    PROPOSED = "proposed"
     ACTIVE = "active"
     SUPERSEDED = "superseded"
     RETRACTED = "retracted"
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 
 
 class Verdict(StrEnum):
@@ -344,6 +352,8 @@ def check_snapshot(d: Any) -> None:
     for k in _SNAPSHOT_STRS:
         if d.get(k) is not None and type(d[k]) is not str:
             raise SnapshotError(f"{k} must be a string, got {_type(d[k])}")
+    if d.get("status") is not None and d["status"] not in STATUSES:
+        raise SnapshotError(f"status must be one of {', '.join(STATUSES)}, got {d['status']!r}")
     tags, anchors = d.get("tags") or [], d.get("anchors") or []
     if type(tags) is not list or any(type(t) is not str for t in tags):
         raise SnapshotError("tags must be a list of strings")

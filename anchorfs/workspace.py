@@ -539,15 +539,17 @@ class Workspace:
     # -- writes ----------------------------------------------------------------------------
 
     def record(self, content: str, *, kind: str = "note", tags: Sequence[str] = (),
-               anchors: Iterable[AnchorLike] = (), author: str | None = None) -> Memory:
+               anchors: Iterable[AnchorLike] = (), author: str | None = None, propose: bool = False) -> Memory:
         """Record one memory; its anchors (given and `@anchor` markers) are validated and hashed.
 
         The same claim again (an active memory of the same kind, text and anchored content)
-        writes nothing: the existing memory comes back with `duplicate` set.
+        writes nothing: the existing memory comes back with `duplicate` set. `propose=True`
+        writes it `proposed`: kept out of every read until `accept` (an agent under review).
         """
-        return self.record_many([dict(content=content, kind=kind, tags=tags, anchors=anchors, author=author)])[0]
+        return self.record_many([dict(content=content, kind=kind, tags=tags, anchors=anchors, author=author)],
+                                propose=propose)[0]
 
-    def record_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
+    def record_many(self, items: Iterable[dict[str, Any]], *, propose: bool = False) -> list[Memory]:
         """Record several memories in one ledger append and one store write (all or nothing).
 
         Each is checked by the ledger reader's own rules before anything is written, so none
@@ -557,6 +559,10 @@ class Workspace:
         """
         if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
             raise InputError(f"record_many takes a list of memories (dicts), got {type(items).__name__}")
+        if type(propose) is not bool:
+            raise InputError(f"propose must be true or false, got {type(propose).__name__}")
+        # a proposal repeating an active claim, or one still under review, is that memory again
+        held = (Status.ACTIVE, Status.PROPOSED) if propose else (Status.ACTIVE,)
         prepared = []
         for item in items:
             if not isinstance(item, dict) or "content" not in item:
@@ -572,7 +578,7 @@ class Workspace:
             return []
         texts = {c.strip() for c, *_ in prepared}
         known = {claim_key(m.content, m.kind, m.anchors): m for m in self._memories().values()
-                 if m.status == Status.ACTIVE and m.content.strip() in texts}
+                 if m.status in held and m.content.strip() in texts}
         now = utcnow()
         out: list[Memory] = []
         memories: list[Memory] = []
@@ -582,7 +588,8 @@ class Workspace:
                 out.append(dataclasses.replace(known[key], duplicate=True))
                 continue
             known[key] = m = Memory(id=new_id(), content=c, kind=k, tags=t, anchors=a, author=au,
-                                    recorded_at=now, valid_from=now)
+                                    recorded_at=now, valid_from=now,
+                                    status=(Status.PROPOSED if propose else Status.ACTIVE).value)
             memories.append(m)
             out.append(m)
         if not memories:
@@ -629,8 +636,11 @@ class Workspace:
     def supersede(self, memory_id: str, content: str, *, reason: str | None = None,
                   anchors: Iterable[AnchorLike] | None = None, kind: str | None = None,
                   tags: Sequence[str] | None = None, author: str | None = None,
-                  drop_anchors: bool = False) -> Memory:
+                  drop_anchors: bool = False, propose: bool = False) -> Memory:
         """Correct a memory: the successor wins at recall, the old belief keeps its bounds.
+
+        `propose=True` writes the successor `proposed` and leaves the old memory as it is
+        (active, served) until the proposal is accepted (`accept`), which retires it then.
 
         Kind, tags and anchors are inherited unless given; `anchors=None` and `anchors=[]` both
         mean "as they are" (the old anchors re-taken against the files now, moved lines
@@ -643,7 +653,11 @@ class Workspace:
         items = anchor_items(anchors)
         if drop_anchors and items:
             raise InputError("give anchors or drop_anchors=True, not both")
+        if type(propose) is not bool:
+            raise InputError(f"propose must be true or false, got {type(propose).__name__}")
         old = self._resolve_id(memory_id)
+        if old.status == Status.PROPOSED:
+            raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it first")
         if old.status == Status.SUPERSEDED:
             head = self._head_of(old)
             raise RevisionError(f"memory {old.id} is already superseded; supersede the head of its chain, {head.id}")
@@ -661,7 +675,10 @@ class Workspace:
         now = utcnow()
         new = validate_memory(Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
                                      author=author, recorded_at=now, valid_from=now, supersedes=old.id,
-                                     reason=reason))
+                                     reason=reason, status=(Status.PROPOSED if propose else Status.ACTIVE).value))
+        if propose:  # the old memory stands until the proposal is accepted
+            self._commit("supersede", [new], reason=reason, at=now, based_on=[old])
+            return new
         retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
         self._commit("supersede", [new, retired], reason=reason, at=now, based_on=[old])
         return new
@@ -677,6 +694,43 @@ class Workspace:
         self._commit("retract", [retired], reason=reason, at=now, based_on=[old])
         return retired
 
+    def accept(self, memory_id: str, *, reason: str | None = None) -> Memory:
+        """Accept a proposed memory (`anchorfs mcp --propose`): it is active and served from now.
+
+        A proposed supersede retires its predecessor only now, so the predecessor must still be
+        active: one superseded or retracted meanwhile is refused, naming what stands instead.
+        """
+        check_optional_str(reason, "reason")
+        m = self._resolve_id(memory_id)
+        if m.status != Status.PROPOSED:
+            raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be accepted")
+        now = utcnow()
+        accepted = validate_memory(m.replace(status=Status.ACTIVE.value, valid_from=now))
+        if not m.supersedes:
+            self._commit("accept", [accepted], reason=reason, at=now, based_on=[m])
+            return accepted
+        old = self._memories().get(m.supersedes)
+        if old is None or old.status != Status.ACTIVE:
+            now_is = "missing" if old is None else old.status
+            head = f" (the head of its chain is {self._head_of(old).id})" if old is not None and old.superseded_by else ""
+            raise RevisionError(f"memory {m.id} proposes to supersede {m.supersedes}, which is {now_is} now{head}; "
+                                f"`reject {m.id}`, or supersede what stands instead")
+        retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=m.id))
+        self._commit("accept", [accepted, retired], reason=reason, at=now, based_on=[m, old])
+        return accepted
+
+    def reject(self, memory_id: str, *, reason: str | None = None) -> Memory:
+        """Turn down a proposed memory: it is retracted with `reason`, never served; the ledger
+        keeps it. A proposed supersede leaves its predecessor as it was."""
+        check_optional_str(reason, "reason")
+        m = self._resolve_id(memory_id)
+        if m.status != Status.PROPOSED:
+            raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be rejected")
+        now = utcnow()
+        rejected = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
+        self._commit("reject", [rejected], reason=reason, at=now, based_on=[m])
+        return rejected
+
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Undo a supersede or a retract: the memory is active again, its successor retracted.
 
@@ -686,6 +740,8 @@ class Workspace:
         """
         check_optional_str(reason, "reason")
         old = self._resolve_id(memory_id)
+        if old.status == Status.PROPOSED:
+            raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it")
         if old.status == Status.ACTIVE:
             pred = self._memories().get(old.supersedes) if old.supersedes else None
             if pred is None or pred.status != Status.SUPERSEDED or pred.superseded_by != old.id:
@@ -917,7 +973,8 @@ class Workspace:
             raise InputError("k must be at least 1")
         from .store import id_filter
 
-        where: str | None = None if include_superseded else "status = 'active'"
+        # a proposed memory is under review: not a belief of any time, so never a hit
+        where: str | None = "status != 'proposed'" if include_superseded else "status = 'active'"
         then: dict[str, Memory] | None = None
         if when_given is not None:
             then = self._as_of(when_given)

@@ -899,3 +899,127 @@ def test_read_only_server_writes_nothing_whatever_it_is_sent(root: Path) -> None
             assert _state_snapshot(root) == before, (tool, args)
 
         run()
+
+
+# -- MCP conventions (issue 20): annotations, output schemas, resources, the prompt, labels -------
+
+def test_tools_come_in_a_fixed_order_with_annotations_and_output_schemas(root: Path) -> None:
+    from anchorfs.mcp import TOOL_ORDER
+
+    async def flow(c: Client) -> list[Any]:
+        return list((await c.list_tools()).tools)
+
+    for read_only in (False, True):
+        tools = session(root, flow, read_only=read_only)
+        names = [t.name for t in tools]
+        want = [n for n in TOOL_ORDER if not (read_only and n in WRITE_TOOLS)]
+        assert names == [n for n in want if n != "bisect" or hasattr(Workspace, "bisect")]
+        for t in tools:
+            a = t.annotations
+            assert a.open_world_hint is False and a.destructive_hint is False, t.name
+            assert a.read_only_hint is (t.name not in WRITE_TOOLS), t.name
+            assert t.output_schema is not None and t.output_schema["type"] == "object", t.name
+            assert t.output_schema.get("required"), t.name
+        by = {t.name: t.annotations for t in tools}
+        for name in ("recall", "context", "check_drift", "show", "history"):
+            assert by[name].idempotent_hint is True
+        if not read_only:  # the same call again changes nothing only where that is true
+            assert {n: by[n].idempotent_hint for n in WRITE_TOOLS} == {
+                "remember": True, "supersede": False, "retract": True, "reanchor": False, "revert": False}
+
+
+def test_structured_content_is_the_texts_json_and_memories_are_labelled_data(root: Path) -> None:
+    from anchorfs.mcp import DATA_LABEL
+
+    async def flow(c: Client) -> None:
+        wrote = await c.call_tool("remember", {"content": "token expiry is 24 hours",
+                                               "anchors": ["auth/token.py#TokenIssuer.issue"]})
+        mid = wrote.structured_content["memory"]["id"]
+        calls = [("remember", {"content": "token expiry is 24 hours", "anchors": ["auth/token.py#TokenIssuer.issue"]}),
+                 ("show", {"id": mid}), ("history", {"id": mid}), ("check_drift", {}), ("check_drift", {"id": mid}),
+                 ("reanchor", {"id": mid})]
+        for tool, args in calls:
+            r = await c.call_tool(tool, args)
+            assert not r.is_error and len(r.content) == 1, (tool, r.content)
+            assert json.loads(r.content[0].text) == r.structured_content, tool
+        # what hands the agent memories says first that they are data, not instructions
+        r = await c.call_tool("recall", {"query": "token expiry"})
+        text = r.content[0].text
+        assert text.splitlines()[0] == DATA_LABEL
+        [hit] = r.structured_content["hits"]
+        assert hit["id"] in text and hit["envelope"] in text and "token expiry is 24 hours" in text
+        r = await c.call_tool("context", {"task": "token expiry", "budget": 200})
+        data = r.structured_content
+        assert r.content[0].text == data["markdown"] and data["markdown"].startswith(DATA_LABEL + "\n\n## Memories for")
+        assert data["fresh"] == [mid] and data["tokens"] <= data["budget"] == 200
+        assert data["tokens"] == -(-len(data["markdown"]) // 4)
+
+    session(root, flow)
+
+
+def test_resources_stale_and_one_memory(root: Path) -> None:
+    from anchorfs.mcp import DATA_LABEL
+
+    async def flow(c: Client) -> None:
+        assert [str(r.uri) for r in (await c.list_resources()).resources] == ["anchorfs://stale"]
+        [tpl] = (await c.list_resource_templates()).resource_templates
+        assert tpl.uri_template == "anchorfs://memory/{id}" and tpl.mime_type == "application/json"
+        a = (await ok(c, "remember", {"content": "issue signs for 24h", "anchors": ["auth/token.py#TokenIssuer.issue"]}))["memory"]
+        b = (await ok(c, "remember", {"content": "readme greets", "anchors": ["README.md"]}))["memory"]
+
+        async def read(uri: str) -> dict[str, Any]:
+            [content] = (await c.read_resource(uri)).contents
+            assert content.mime_type == "application/json"
+            data: dict[str, Any] = json.loads(content.text)
+            assert data["about"] == DATA_LABEL
+            return data
+
+        nothing = await read("anchorfs://stale")
+        assert (nothing["checked"], nothing["stale"], nothing["memories"]) == (2, 0, [])
+        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+        stale = await read("anchorfs://stale")  # checked at each read: never a cached answer
+        assert (stale["checked"], stale["stale"], stale["listed"]) == (2, 1, 1)
+        [row] = stale["memories"]
+        assert row["id"] == a["id"] and row["drift"] == "stale"
+        [anchor] = row["anchors"]
+        assert {k: anchor[k] for k in ("anchor", "verdict", "detail")} == {
+            "anchor": "auth/token.py#TokenIssuer.issue", "verdict": "changed",
+            "detail": "auth/token.py#TokenIssuer.issue changed"}
+        one = (await read(f"anchorfs://memory/{b['id'][:16]}"))["memory"]
+        assert (one["id"], one["content"], one["drift"], one["status"]) == (b["id"], "readme greets", "fresh", "active")
+        assert one["envelope"].startswith("[fresh")
+        with pytest.raises(Exception, match="no memory 'zzzzzzzz'"):
+            await c.read_resource("anchorfs://memory/zzzzzzzz")
+
+    session(root, flow)
+
+
+def test_reverify_prompt_walks_the_stale_memories(root: Path) -> None:
+    from anchorfs.mcp import DATA_LABEL
+
+    async def prompt_text(c: Client) -> str:
+        [prompt] = (await c.list_prompts()).prompts
+        assert prompt.name == "reverify_stale" and not prompt.arguments
+        [msg] = (await c.get_prompt("reverify_stale")).messages
+        assert msg.role == "user"
+        return str(msg.content.text)
+
+    async def flow(c: Client) -> None:
+        assert "Nothing to re-verify" in await prompt_text(c)
+        m = (await ok(c, "remember", {"content": "issue signs for 24h", "anchors": ["auth/token.py#TokenIssuer.issue"]}))["memory"]
+        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+        text = await prompt_text(c)
+        assert text.startswith("1 memory needs re-verifying.")
+        for step in ("`reanchor`", "`supersede`", "`retract`"):
+            assert step in text
+        data = text[text.index(DATA_LABEL):]  # the memories come after the label, the steps before it
+        assert f"- `{m['id']}` (stale): issue signs for 24h" in data
+        assert "auth/token.py#TokenIssuer.issue: changed (auth/token.py#TokenIssuer.issue changed)" in data
+
+    session(root, flow)
+
+    async def read_only(c: Client) -> None:
+        text = await prompt_text(c)
+        assert "cannot change memories" in text and "`reanchor`" not in text
+
+    session(root, read_only, read_only=True)
