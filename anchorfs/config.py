@@ -44,6 +44,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "search.text_weight": (float, 0.5),
     "search.relevance_floor": (float, 0.15),
     "store.compact_fragments": (int, 64),
+    "store.index_rows": (int, 50_000),
     "history.envelope": (bool, True),
     "limits.content_chars": (int, 32768),
     "hook.digest_chars": (int, 2000),
@@ -120,6 +121,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "search.candidates": (1, 100_000),
     "search.rrf_k": (1, 1_000_000),
     "store.compact_fragments": (1, 1_000_000),
+    "store.index_rows": (0, 1_000_000_000),
     "drift.cache_ttl": (0, 31 * 86_400),
     "hook.digest_chars": (100, 1_000_000),
 }

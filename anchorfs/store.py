@@ -13,6 +13,7 @@ import hashlib
 import math
 import os
 import re
+import warnings
 from datetime import timedelta
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
 __all__ = ["Store", "SearchRow", "search_text", "embed_text", "fuse", "TABLE", "SCHEMA_VERSION"]
 
 TABLE = "memories"
+NPROBES = 24
+"""IVF partitions a query through the vector index visits (of about rows / 1,500)."""
+REFINE = 5
+"""The index's best REFINE x limit candidates are re-ranked by their exact cosine."""
 SCHEMA_VERSION = "1"
 _T = TypeVar("_T")
 
@@ -202,10 +207,12 @@ class Calibration(NamedTuple):
 
 # Fitted on evals/retrieval (its fresh queries, the CJK ones and the queries about nothing
 # in the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights.
+# The z-score of the cosine is not used (0): next to the raw cosine it carried nothing, and
+# made relevance depend on how many memories the store holds.
 CALIBRATIONS: dict[str, Calibration] = {
-    "hashing": Calibration(-7.226, 0.0, 1.472, 1.21, 3.26, 1.549, 1.83),
-    "e5": Calibration(-7.226, 0.0, 1.472, 1.21, 3.26, 1.549, 1.83),
-    "minilm": Calibration(-7.226, 0.0, 1.472, 1.21, 3.26, 1.549, 1.83),
+    "hashing": Calibration(-6.784, 0.0, 1.48, 1.16, 2.98, 1.687, 1.818),
+    "e5": Calibration(-7.872, 0.0, 2.011, 1.28, 2.91, 1.95, 1.752),
+    "minilm": Calibration(-6.964, 0.0, 4.122, 1.102, 2.435, 1.806, 1.722),
 }
 RUNNER_UP_GAMMA = 1.0
 """How hard a candidate is discounted for falling behind the query's best one (see `search`)."""
@@ -333,13 +340,16 @@ class SearchRow:
 
 class Store:
     def __init__(self, state_dir: Path, embedder: "Embedder", *, compact_fragments: int = 64,
-                 root: str | os.PathLike[str] | None = None) -> None:
+                 root: str | os.PathLike[str] | None = None, index_rows: int = 50_000) -> None:
         self.path = state_dir / f"{TABLE}.lance"
         self.root_real = os.path.realpath(state_dir.parent if root is None else root)
         self.embedder = embedder
         self.compact_fragments = compact_fragments
+        self.index_rows = index_rows
         self._db: Any = None
         self._table: Any = None
+        self._indexed: str | None = None  # the vector index's type, once seen (it is never dropped but by `drop`)
+        self._index_job: Any = None  # a background build started from here (`maybe_index`)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -385,6 +395,9 @@ class Store:
             except UnicodeEncodeError:  # LanceDB takes UTF-8 paths only; it would fail with a traceback
                 raise StoreError(f"LanceDB cannot open {folder!r}: the path is not valid UTF-8; "
                                  "rename the folder to use search") from None
+            from .lazyimport import defer_namespace_client
+
+            defer_namespace_client()  # its REST client is two thirds of the import, never used here
             import lancedb
 
             # Always read the latest version: other processes write the same table.
@@ -589,22 +602,123 @@ class Store:
             out[mid] = None if mid in out else doc
         return out
 
-    def maybe_compact(self, *, force: bool = False) -> bool:
-        """Compact when fragments pile up: many single-row appends slow filtered search ~10x."""
+    def maybe_compact(self, *, force: bool = False, keep: timedelta = timedelta(minutes=5)) -> bool:
+        """Compact when fragments pile up: many single-row appends slow filtered search ~10x.
+
+        Versions older than `keep` are deleted with it (LanceDB keeps every version otherwise:
+        the folder grew to twice its live data); 5 minutes leaves a reader of an older version
+        in another process time to finish. Past `index_rows` rows, a vector index is built in
+        the background (`maybe_index`); compaction also folds new rows into an existing one.
+        """
         table = self.table()
         try:
             fragments = table.stats()["fragment_stats"]["num_fragments"]
         except Exception:
             return False
+        self.maybe_index()
         if not force and fragments < self.compact_fragments:
             return False
+        def optimize() -> None:
+            with warnings.catch_warnings():  # keep=0 is asked for knowingly (`reindex`, under the lock)
+                warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+                table.optimize(cleanup_older_than=keep)
+
         try:
-            _retry(lambda: table.optimize(cleanup_older_than=timedelta(minutes=5)), "compaction")
+            _retry(optimize, "compaction")
         except StoreError:
             # Only speed is at stake (readers' drift updates keep preempting it under load): the
             # write before it has landed, so it must not fail; the next write tries again.
             return False
         return True
+
+    # -- the vector index ----------------------------------------------------------------
+
+    def vector_index(self) -> str | None:
+        """The type of the vector column's index (`IVF_PQ`), None while there is none."""
+        if self._indexed is not None:
+            return self._indexed
+        if not self.path.exists():
+            return None
+        try:
+            found = [i for i in self.table().list_indices() if "vector" in i.columns]
+        except Exception:
+            return None
+        if found:
+            self._indexed = str(found[0].index_type)
+        return self._indexed
+
+    def index_params(self, rows: int) -> dict[str, Any]:
+        """IVF-PQ sized to the table: about 1,500 rows a partition (so a query's `NPROBES`
+        partitions stay a fraction of them) and 16 dimensions a sub-vector."""
+        dim = int(self.embedder.dim)
+        sub = max(1, dim // 16)
+        while dim % sub:
+            sub -= 1
+        return {"num_partitions": max(1, min(1024, rows // 1500)), "num_sub_vectors": sub}
+
+    def build_index(self) -> bool:
+        """Build (or rebuild) the vector index now, whatever the row count; False when the
+        table is too small to train one (PQ needs 256 rows) or the build failed."""
+        table = self.table()
+        rows = int(_read(table.count_rows, "count"))
+        if rows < 256:
+            return False
+        params = self.index_params(rows)
+        from lancedb.index import IvfPq
+
+        config = IvfPq(distance_type="cosine", **params)
+        try:
+            _retry(lambda: table.create_index("vector", config=config, replace=True), "vector index")
+        except StoreError:
+            return False
+        self._indexed = None
+        return self.vector_index() is not None
+
+    def maybe_index(self, *, background: bool = True) -> bool:
+        """Past `index_rows` rows without a vector index, build one: in a detached process by
+        default (`anchorfs.indexer`), so the write that crossed the threshold does not wait and
+        a CLI call that exits at once does not cut it short. Returns whether a build started."""
+        if self.index_rows <= 0 or self._indexed is not None:
+            return False
+        if self._index_job is not None and self._index_job.poll() is None:
+            return False  # one already running from here
+        table = self.table()
+        try:
+            rows = int(table.count_rows())
+        except Exception:
+            return False
+        if rows < max(256, self.index_rows) or self.vector_index() is not None:
+            return False
+        if not background:
+            return self.build_index()
+        import subprocess
+        import sys
+
+        try:
+            self._index_job = subprocess.Popen(
+                [sys.executable, "-m", "anchorfs.indexer", str(self.path.parent), str(self.root_real)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True)
+        except OSError:
+            return False
+        return True
+
+    def vector_query(self, query_vector: Any, where: str | None = None) -> Any:
+        """The vector side of `search`: through the index when there is one (`NPROBES`
+        partitions, the best `REFINE` x limit re-ranked by exact cosine), else a flat scan
+        (the two settings are ignored then)."""
+        vq = self.table().search(query_vector, vector_column_name="vector").distance_type("cosine")
+        vq = vq.nprobes(NPROBES).refine_factor(REFINE)
+        return vq.where(where, prefilter=True) if where else vq
+
+    def wait_index(self) -> int | None:
+        """Wait for a background index build started here; its exit code (None if none ran)."""
+        job, self._index_job = self._index_job, None
+        if job is None:
+            return None
+        code = job.wait()
+        self._indexed = None
+        return code
 
     # -- reading -------------------------------------------------------------------------
 
@@ -649,7 +763,7 @@ class Store:
         from .textutil import compound_keys, expand_for_search
 
         table = self.table()
-        n = max(1, candidates)
+        n = max(1, candidates, k)
         # LanceDB breaks ties at the cut as rows happen to lie on disk (which a drift write-back
         # reshuffles): take more, order by score then id, keep n, so the same query always
         # gets the same candidates.
@@ -659,9 +773,7 @@ class Store:
         use_vector = vector_weight > 0 or not use_text
         vec_rows: list[dict[str, Any]] = []
         if use_vector:
-            vq = table.search(query_vector, vector_column_name="vector").distance_type("cosine")
-            if where:
-                vq = vq.where(where, prefilter=True)
+            vq = self.vector_query(query_vector, where)
             vec_rows = _read(vq.select([*cols, "_distance"]).limit(fetch).to_list, "search")
             vec_rows = sorted(vec_rows, key=lambda r: (float(r["_distance"]), r["id"]))[:n]
         fts_rows: list[dict[str, Any]] = []
@@ -726,11 +838,11 @@ class Store:
         # set (hashing), stale MRR 0.84 x fresh with gamma 0, 0.93 x with 1, 0.97 x with 3; but
         # a higher gamma also pushes a second relevant memory under the floor (of the relevant
         # hits in the top 10, 80% clear it with gamma 0, 75% with 1, 71% with 3).
-        best = max((r.relevance for r in out), default=0.0)
+        best = max((c.relevance for c in out), default=0.0)
         if best > 0:
-            for r in out:
-                r.relevance = r.relevance * (r.relevance / best) ** RUNNER_UP_GAMMA
-        out.sort(key=lambda r: (-r.relevance, r.memory.id))
+            for c in out:
+                c.relevance = c.relevance * (c.relevance / best) ** RUNNER_UP_GAMMA
+        out.sort(key=lambda c: (-c.relevance, c.memory.id))
         return out[:k]
 
     def _file_names(self, refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
@@ -753,6 +865,7 @@ class Store:
 
         self._table = None
         self._db = None
+        self._indexed = None
         refuse_link(self.path, "store folder")  # rmtree never follows a link inside, so a rebuild clears those
         if self.path.is_dir():
             shutil.rmtree(self.path)

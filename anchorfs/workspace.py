@@ -41,7 +41,7 @@ from .errors import (
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, Ledger, current_actor, fault, fold
+from .ledger import Entry, FoldState, Fork, Ledger, current_actor, fault, fold, stamped
 from .locate import ROOT_ENV, locate
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
 from .model import (
@@ -213,6 +213,7 @@ class Workspace:
             self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
         self._embedder: Embedder | None = None
         self._store: Store | None = None
+        self._store_opened = False  # once opened here, writes go through it (see `_commit`)
         self._fold: catchup.Folded | None = None  # the in-process fold and the ledger prefix it took in
         self._applied_at: catchup.Prefix | None = None  # the prefix the store holds, as last verified
         self._in_git: bool | None = None
@@ -283,7 +284,8 @@ class Workspace:
         if opened:
             from .store import Store
 
-            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
+            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]),
+                          index_rows=int(self.config["store.index_rows"]))
             seen = self._checkpoint() if store.exists() else None  # a store created now has taken in nothing
             if store.exists():
                 store.table()
@@ -291,6 +293,7 @@ class Workspace:
                 with self.ledger.lock():  # first writers racing to create it would conflict
                     store.table()
             self._store = store
+            self._store_opened = True
         else:
             seen = self._checkpoint()  # another process may have moved store and checkpoint on
         if catchup.settled(self.ledger, seen):
@@ -435,18 +438,38 @@ class Workspace:
         return state
 
     def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
-                new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = ()) -> None:
-        """Ledger first (fsynced), then the store, under the writer lock."""
+                new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),
+                allow_secret: bool = False) -> None:
+        """Ledger first (fsynced), then the store, under the writer lock.
+
+        A process that has not opened the store leaves it out: the ledger is the record, and
+        the next read catches the store up from it (`anchorfs.catchup`), so a one-shot
+        `anchorfs record` never imports LanceDB (about a second of its time). A process that
+        reads too (MCP server, watch, SDK) writes the store at once, as before, and so does
+        the first write of all, which creates the store with the embedder chosen then.
+        """
         if self.read_only:
             raise WorkspaceError(f"the workspace at {self.root} is open read-only; the {op} was not written")
-        store = self.store
+        from .team import secret_check
+
+        secret = secret_check(self, [m for m in memories if op in ("record", "supersede")
+                                     and m.status in ("active", "proposed")],
+                              allow_secret)
+        through = self._store is not None or self._store_opened or not (self.state / "memories.lance").exists()
+        store = self.store if through else None
         entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
             [Entry.new(op, memories, at=at, reason=reason)]
         with self.ledger.lock():
-            self._catch_up()
+            if store is not None:
+                self._catch_up()
             self._guard(based_on)
+            state = self._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
+            entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
             size = self.ledger.append(entries)
             fault("kill-after-ledger")
+            if store is None:  # the checkpoint stays where the store is: the next read replays the rest
+                fault("kill-after-store")
+                return
             try:
                 if new:
                     store.add(memories)
@@ -539,7 +562,8 @@ class Workspace:
     # -- writes ----------------------------------------------------------------------------
 
     def record(self, content: str, *, kind: str = "note", tags: Sequence[str] = (),
-               anchors: Iterable[AnchorLike] = (), author: str | None = None, propose: bool = False) -> Memory:
+               anchors: Iterable[AnchorLike] = (), author: str | None = None, allow_secret: bool = False,
+               propose: bool = False) -> Memory:
         """Record one memory; its anchors (given and `@anchor` markers) are validated and hashed.
 
         The same claim again (an active memory of the same kind, text and anchored content)
@@ -547,9 +571,10 @@ class Workspace:
         writes it `proposed`: kept out of every read until `accept` (an agent under review).
         """
         return self.record_many([dict(content=content, kind=kind, tags=tags, anchors=anchors, author=author)],
-                                propose=propose)[0]
+                                allow_secret=allow_secret, propose=propose)[0]
 
-    def record_many(self, items: Iterable[dict[str, Any]], *, propose: bool = False) -> list[Memory]:
+    def record_many(self, items: Iterable[dict[str, Any]], *, allow_secret: bool = False,
+                    propose: bool = False) -> list[Memory]:
         """Record several memories in one ledger append and one store write (all or nothing).
 
         Each is checked by the ledger reader's own rules before anything is written, so none
@@ -596,7 +621,7 @@ class Workspace:
             return out
         stamped = self._stamp_git([m.anchors for m in memories])  # one git process per batch
         done = {m.id: validate_memory(dataclasses.replace(m, anchors=a)) for m, a in zip(memories, stamped)}
-        self._commit("record", list(done.values()), new=True, at=now)
+        self._commit("record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
         return [dataclasses.replace(done[m.id], duplicate=m.duplicate) if m.id in done else m for m in out]
 
     def _resolve_id(self, memory_id: str) -> Memory:
@@ -636,11 +661,14 @@ class Workspace:
     def supersede(self, memory_id: str, content: str, *, reason: str | None = None,
                   anchors: Iterable[AnchorLike] | None = None, kind: str | None = None,
                   tags: Sequence[str] | None = None, author: str | None = None,
-                  drop_anchors: bool = False, propose: bool = False) -> Memory:
+                  drop_anchors: bool = False, allow_secret: bool = False, propose: bool = False) -> Memory:
         """Correct a memory: the successor wins at recall, the old belief keeps its bounds.
 
         `propose=True` writes the successor `proposed` and leaves the old memory as it is
         (active, served) until the proposal is accepted (`accept`), which retires it then.
+
+        Superseding one side of a fork (`conflicts`) supersedes every side: the successor
+        replaces them all, which resolves it.
 
         Kind, tags and anchors are inherited unless given; `anchors=None` and `anchors=[]` both
         mean "as they are" (the old anchors re-taken against the files now, moved lines
@@ -677,10 +705,12 @@ class Workspace:
                                      author=author, recorded_at=now, valid_from=now, supersedes=old.id,
                                      reason=reason, status=(Status.PROPOSED if propose else Status.ACTIVE).value))
         if propose:  # the old memory stands until the proposal is accepted
-            self._commit("supersede", [new], reason=reason, at=now, based_on=[old])
+            self._commit("supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
             return new
         retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
-        self._commit("supersede", [new, retired], reason=reason, at=now, based_on=[old])
+        over, seen = self._over_fork(old, new.id, now)  # one supersede over every side of a fork
+        self._commit("supersede", [new, retired, *over], reason=reason, at=now, based_on=[old, *seen],
+                     allow_secret=allow_secret)
         return new
 
     def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -716,7 +746,8 @@ class Workspace:
             raise RevisionError(f"memory {m.id} proposes to supersede {m.supersedes}, which is {now_is} now{head}; "
                                 f"`reject {m.id}`, or supersede what stands instead")
         retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=m.id))
-        self._commit("accept", [accepted, retired], reason=reason, at=now, based_on=[m, old])
+        over, seen = self._over_fork(old, m.id, now)  # as `supersede` does: every side of a fork
+        self._commit("accept", [accepted, retired, *over], reason=reason, at=now, based_on=[m, old, *seen])
         return accepted
 
     def reject(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -1034,7 +1065,7 @@ class Workspace:
         self.cache.save()
         if then is None:  # the drift of anchors as they stood then is not the memory's drift now
             self._write_back(results)
-        hits = hits[:k]
+        hits = self._flag_conflicts(hits[:k])
         if hits and self.config["history.envelope"]:
             hits = self._with_history(hits, now)
             hits = [dataclasses.replace(h, envelope=weak_envelope(h.envelope)) if h.weak else h for h in hits]
@@ -1164,7 +1195,12 @@ class Workspace:
     # -- maintenance -----------------------------------------------------------------------
 
     def reindex(self, *, embedder: str | None = None) -> int:
-        """Rebuild the store from the ledger alone (also the way to switch embedders)."""
+        """Rebuild the store from the ledger alone (also the way to switch embedders).
+
+        Past `store.index_rows` rows the vector index is built at once; every older version is
+        deleted after (the folder is rebuilt from nothing, so no reader can still need one)."""
+        from datetime import timedelta
+
         from .embedders import get_embedder
         from .store import Store
 
@@ -1186,14 +1222,17 @@ class Workspace:
             else:
                 Store(self.state, self.embedder).drop()
             self._store = None
-            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]))
+            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]),
+                          index_rows=0)  # no background build halfway: the index comes once all rows are in
             store.table()
             known = self.last_drift()
             for start in range(0, len(mems), 5000):
                 store.add(mems[start:start + 5000])
             ids = {m.id for m in mems}
             store.set_drift({mid: d for mid, d in known.items() if mid in ids})
-            store.maybe_compact(force=True)
+            store.index_rows = int(self.config["store.index_rows"])
+            store.maybe_index(background=False)  # past `store.index_rows`: the vector index, now
+            store.maybe_compact(force=True, keep=timedelta(0))  # under the lock: no version is needed any more
             self._store = store
             if follow.prefix.stat is not None:
                 self._fold = catchup.Folded(follow.prefix, state)
@@ -1294,3 +1333,58 @@ class Workspace:
         from .verify import verify_texts
 
         return verify_texts(self.root_real, verify_items(path, shown_path(self, path)), net=net, timeout=timeout)
+
+    # -- team memory through git (anchorfs.team) ---------------------------------------------
+
+    def conflicts(self) -> _list["Fork"]:
+        """Every fork in the ledger (one memory with two successors, or a supersede racing a
+        retract, as a merge of two branches gives): both sides with their texts and authors.
+        Resolved by superseding one side (the successor replaces every side) or retracting one."""
+        state = self._memories()
+        return state.forks() if isinstance(state, FoldState) else []
+
+    def _flag_conflicts(self, hits: _list[Hit]) -> _list[Hit]:
+        """Hits that stand in a fork name the other sides (`conflict`) and show them in the envelope."""
+        state = self._memories()
+        against = state.in_conflict() if isinstance(state, FoldState) and hits else {}
+        if not against:
+            return hits
+        out = []
+        for h in hits:
+            others = against.get(h.memory.id)
+            if not others:
+                out.append(h)
+                continue
+            shown = "; ".join(f"{o}: {state[o].content[:80]!r}" for o in others if o in state)
+            out.append(dataclasses.replace(h, conflict=tuple(others),
+                                           envelope=f"{h.envelope} [in conflict with {shown}: see `anchorfs conflicts`]"))
+        return out
+
+    def _over_fork(self, old: Memory, new_id: str, now: datetime) -> tuple[_list[Memory], _list[Memory]]:
+        """(snapshots to write, snapshots they replace) so that superseding `old`, one side of a
+        fork, supersedes every other side too and merges the forked memory's heads."""
+        state = self._memories()
+        if not isinstance(state, FoldState):
+            return [], []
+        out: dict[str, Memory] = {}
+        seen: dict[str, Memory] = {}
+        for fork in state.forks():
+            ids = {s.id for s in fork.sides}
+            if old.id not in ids and old.id != fork.memory.id:
+                continue
+            for i in sorted(ids | {fork.memory.id}):
+                if i == old.id or i in out:
+                    continue
+                m = state[i]
+                seen[i] = m
+                out[i] = validate_memory(m.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new_id)
+                                         if m.status == Status.ACTIVE else m)  # a retired base: re-written, heads merged
+        return list(out.values()), list(seen.values())
+
+    def share(self, shared: bool = True) -> str:
+        """Make the workspace shared (ledger committed, merge driver installed) or private (the
+        whole `.anchorfs/` ignored); returns what is left to do in git, if anything."""
+        from .team import set_mode
+
+        return set_mode(self.root, shared)
+

@@ -1,0 +1,93 @@
+"""Load LanceDB without the REST namespace client it imports and a local table never uses.
+
+`import lancedb` (0.40) pulls in `lance_namespace`, whose `__init__` imports
+`lance_namespace_urllib3_client`; that package's own `__init__` imports its nine generated
+REST API modules (and `urllib3`, its `ApiClient`, ...): about two thirds of `import lancedb`,
+for a client only a remote namespace ever calls. `defer_namespace_client` puts a stand-in for
+that package in `sys.modules` before LanceDB is imported: its `models` (which LanceDB does use)
+import as usual through the real `__path__`, and the first use of anything else (an attribute
+the `__init__` defines, `ApiClient`, or a submodule outside `models`, `.api.table_api`) runs
+that `__init__` in place first, so everything is imported in the order the package expects,
+only later or never.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import types
+from typing import Any
+
+__all__ = ["defer_namespace_client", "DEFERRED"]
+
+DEFERRED = "lance_namespace_urllib3_client"
+"""The package whose `__init__` is deferred."""
+
+
+class _DeferredPackage(types.ModuleType):
+    """A package whose `__init__` runs at the first attribute it does not already hold."""
+
+    def __getattr__(self, name: str) -> Any:  # only called for attributes not found
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        self._anchorfs_load()
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}") from None
+
+    def _anchorfs_load(self) -> None:
+        lock: threading.RLock = self.__dict__["_anchorfs_lock"]
+        with lock:
+            if self.__dict__.get("_anchorfs_loaded"):
+                return
+            self.__dict__["_anchorfs_loaded"] = True
+            spec = self.__spec__
+            assert spec is not None and spec.loader is not None
+            spec.loader.exec_module(self)  # the real __init__, in this very module object
+
+
+class _Trigger:
+    """A meta path finder that runs the deferred `__init__` before any submodule outside
+    `models` is imported (those import the package's `__init__` names, circularly)."""
+
+    def __init__(self, module: _DeferredPackage) -> None:
+        self.module = module
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        prefix = DEFERRED + "."
+        if fullname.startswith(prefix) and not self.module.__dict__.get("_anchorfs_loaded"):
+            rest = fullname[len(prefix):]
+            if rest != "models" and not rest.startswith("models."):
+                self.module._anchorfs_load()
+        return None  # the usual finders import it
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def defer_namespace_client() -> bool:
+    """Install the stand-in unless the package is already imported or not installed.
+
+    Returns whether it was installed. Safe to call more than once and from any thread."""
+    if DEFERRED in sys.modules:
+        return False
+    try:
+        spec = importlib.util.find_spec(DEFERRED)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return False
+    module = _DeferredPackage(DEFERRED)
+    module.__spec__ = spec
+    module.__loader__ = spec.loader
+    module.__file__ = spec.origin
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__package__ = DEFERRED
+    module.__dict__["_anchorfs_lock"] = threading.RLock()
+    module.__dict__["_anchorfs_loaded"] = False
+    if sys.modules.setdefault(DEFERRED, module) is not module:
+        return False
+    sys.meta_path.insert(0, _Trigger(module))  # type: ignore[arg-type]
+    return True
