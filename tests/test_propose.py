@@ -218,3 +218,22 @@ def test_the_ledger_reader_keeps_proposed_and_refuses_an_unknown_status(root: Pa
         ws.reindex()
         assert served(ws, "token expiry") == set()
         assert [m.id for m in ws.list(status="proposed")] == [p.id]
+
+
+def test_anchorfs_mcp_propose_over_stdio(root: Path) -> None:
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "anchorfs.cli", "mcp", "--propose", "--root", str(root)],
+        env={"HOME": os.environ["HOME"], "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]},
+    )
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(params, read_timeout_seconds=60) as c:
+            m = await ok(c, "remember", {"content": "issue signs for 24h", "anchors": ["auth/token.py#TokenIssuer.issue"]})
+            return m["memory"], await ok(c, "recall", {"query": "issue signs"})
+
+    m, hits = asyncio.run(main())
+    assert m["status"] == "proposed" and hits["hits"] == []
+    with anchorfs.open(root) as ws:
+        assert [p.id for p in ws.list(status="proposed")] == [m["id"]]
