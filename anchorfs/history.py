@@ -1546,6 +1546,10 @@ def _walk_anchor(
     wt = tracker.working_tree()
     if wt is not None:
         steps.append(wt)
+    if tracker.verdict is Verdict.DELETED and tracker.state is False:
+        back = _recover(repo, tracker, base, chain)
+        if back is not None:
+            steps.append(back)
     if tick is not None:
         tick(len(chain) + 1)
     moved = tracker.ref.path if tracker.ref.path != ref.path and tracker.verdict not in (
@@ -1560,6 +1564,36 @@ def _walk_anchor(
         path_now=moved,
     )
     return hist, tracker.consistent()
+
+
+def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[_Commit]) -> Step | None:
+    """A file deleted with no trace at that step may have come back later under another name
+    (deleted in one commit, its text added anew in a later one): `drift` would find it there
+    (new since the anchor's commit, intact), so history looks the same way once, at the end of
+    the walk, and names the commit that brought it back (or the working tree) as a restoring
+    `moved` step. One `git diff -M` and one `git log` per such anchor, never per commit."""
+    found = tracker._relocate(worktree_changes(repo.top, base), tracker._read_disk)
+    if found is None or found[0].verdict not in _HOLDS:
+        return None
+    judged, path, _, _ = found
+    rpath = repo.repo_path(path)
+    out = run_git(repo.top, "log", "--first-parent", "-1", "--diff-filter=A", f"--format={_FORMAT}",
+                  repo.head, f"^{base}", "--", ":(literal)" + rpath, check=False).strip()
+    index = {c.commit: i for i, c in enumerate(chain)}
+    meta = _parse_commit(out.splitlines()[0]) if out else None
+    if meta is not None and meta.commit in index:
+        distance = len(chain) - 1 - index[meta.commit]
+    else:  # not in a commit yet: the working tree brought it back
+        meta, distance = _Commit(WORKING_TREE, WORKING_TREE, None, None, "uncommitted changes"), -1
+    tracker.ref = replace(tracker.orig, path=path)
+    tracker.state, tracker.verdict = True, Verdict.MOVED
+    tracker.span = judged.where
+    return Step(
+        commit=meta.commit, short=meta.short, date=meta.date, author=meta.author, subject=meta.subject,
+        verdict=Verdict.MOVED, detail=f"{judged.detail}, brought back after {tracker.orig.path} was deleted",
+        lines_before=None, lines_after=judged.where, restores=True, merge=len(meta.parents) > 1,
+        distance=distance, path=path, path_now=path,
+    )
 
 
 def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[AnchorHistory, ...]:

@@ -331,3 +331,19 @@ def test_moved_only_when_the_step_moved_the_text(git_repo: Path) -> None:
     ]
     hist = bisect(repo, mem).anchors[0]
     assert hist.verdict is Verdict.MOVED and hist.lines_now == (65, 76)  # relative to the anchor, as drift says
+
+
+def test_deleted_then_brought_back_under_another_name_holds_as_drift_says(git_repo: Path) -> None:
+    repo = git_repo
+    _, lines, symbol, _ = base(repo)
+    gone = commit(repo, "drop sessions for now", {"src/session.py": None})
+    commit(repo, "unrelated", {"README.md": "hello\n"})
+    back = commit(repo, "sessions are back", {"src/auth/sessions.py": SESSION_PY})
+    for mem in (lines, symbol):
+        result = bisect(repo, mem)
+        assert result.holds and result.culprit is None, result.describe()
+        assert result.anchors[0].path_now == "src/auth/sessions.py"
+        steps = log(repo, mem).steps
+        assert [(s.commit, s.verdict, s.invalidates, s.restores) for s in steps] == [
+            (gone, Verdict.DELETED, True, False), (back, Verdict.MOVED, False, True)]
+        assert steps[-1].path_now == "src/auth/sessions.py"
