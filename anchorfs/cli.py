@@ -276,9 +276,11 @@ _HOST = click.Choice(["claude", "cursor", "vscode", "codex", "all"])
               help="With --for: name this install's anchorfs and the workspace by absolute path (not portable).")
 @click.option("--mcp", "write_mcp", is_flag=True, help="Also write a .mcp.json with absolute paths (the old form).")
 @click.option("--nested", is_flag=True, help="Inside another workspace: make a separate one anyway (it hides the parent's memories here).")
+@click.option("--shared/--private", "shared", default=None,
+              help="Shared: the ledger is committed and merges by entry id (the default in git); private: all of .anchorfs/ ignored.")
 @click.pass_context
 def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, ...], absolute: bool,
-         write_mcp: bool, nested: bool) -> None:
+         write_mcp: bool, nested: bool, shared: bool | None) -> None:
     """Create the .anchorfs/ state folder here (or at --root); --for HOST wires it into an agent host."""
     from .workspace import init as init_ws
 
@@ -286,6 +288,9 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
         path = init_ws(c.root, nested=nested)
+        from .team import init_mode
+
+        init_mode(path, shared)
         mcp_path = None
         written = []
         if hosts:
@@ -317,14 +322,16 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
 @click.option("--anchor", "anchors", multiple=True, metavar="SPEC",
               help="PATH, PATH#SYMBOL, PATH:START-END (repeatable; paths from the current folder first).")
 @click.option("--author", default=None)
+@click.option("--allow-secret", is_flag=True, help="Record text a shared workspace's secret check flags (the ledger says so).")
 @click.pass_context
 def record(ctx: click.Context, root: str | None, as_json: bool, text: str | None, from_file: str | None, kind: str,
-           tags: tuple[str, ...], anchors: tuple[str, ...], author: str | None) -> None:
+           tags: tuple[str, ...], anchors: tuple[str, ...], author: str | None, allow_secret: bool) -> None:
     """Record a memory, anchored to what it rests on. TEXT `-` reads stdin."""
     content = _read_text(text, from_file)
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
-        m = ws.record(content, kind=kind, tags=tags, anchors=_from_cwd(ws, anchors), author=author)
+        m = ws.record(content, kind=kind, tags=tags, anchors=_from_cwd(ws, anchors), author=author,
+                      allow_secret=allow_secret)
         _emit(c, m.to_dict(), f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})")
 
 
@@ -495,14 +502,16 @@ def reanchor(ctx: click.Context, root: str | None, as_json: bool, memory_id: str
               help="Anchors for the successor (repeatable; paths from the current folder first; default: inherited).")
 @click.option("--kind", type=_KIND, default=None, help="Default: the old memory's.")
 @click.option("--tag", "tags", multiple=True, help="Default: the old memory's.")
+@click.option("--allow-secret", is_flag=True, help="Record text a shared workspace's secret check flags (the ledger says so).")
 @click.pass_context
 def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, text: str,
-              reason: str | None, anchors: tuple[str, ...], kind: str | None, tags: tuple[str, ...]) -> None:
+              reason: str | None, anchors: tuple[str, ...], kind: str | None, tags: tuple[str, ...],
+              allow_secret: bool) -> None:
     """Correct a memory: the new one wins, the old one keeps its validity bounds."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         m = ws.supersede(memory_id, text, reason=reason, anchors=_from_cwd(ws, anchors) or None, kind=kind,
-                         tags=tags or None)
+                         tags=tags or None, allow_secret=allow_secret)
         _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}")
 
 
@@ -817,6 +826,12 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
 
     with _session(ctx, root, as_json) as c:
         path, changed = install(c.ws().root)
+        from .hook import install_sync
+        from .team import install_merge
+
+        install_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite: the store follows the ledger
+        if mode_of(c.ws().root) != "private":
+            install_merge(c.ws().root)
         if c.json:
             _emit_json({"hook": str(path), "changed": changed})
         else:
@@ -968,6 +983,63 @@ def main(argv: Sequence[str] | None = None) -> None:
         os._exit(0)
     sys.exit(code if isinstance(code, int) else 0)
 
+
+# -- team memory through git (anchorfs.team) -----------------------------------------------
+
+def mode_of(root: Any) -> str:
+    from .team import mode
+
+    return mode(root)
+
+
+@cli.command("merge-ledger")
+@click.argument("base", type=click.Path(dir_okay=False))
+@click.argument("ours", type=click.Path(dir_okay=False))
+@click.argument("theirs", type=click.Path(dir_okay=False))
+def merge_ledger_cmd(base: str, ours: str, theirs: str) -> None:
+    """git's merge driver for the ledger (%O %A %B): both sides' entries once, in one order, into OURS."""
+    from pathlib import Path
+
+    from .team import merge_ledger
+
+    sys.exit(merge_ledger(Path(base), Path(ours), Path(theirs)))
+
+
+@cli.command()
+@_common
+@click.pass_context
+def conflicts(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """List forks: one memory with two successors, or a supersede racing a retract (after a merge)."""
+    with _session(ctx, root, as_json) as c:
+        forks = c.ws().conflicts()
+        if c.json:
+            _emit_json({"conflicts": [f.to_dict() for f in forks]})
+            return
+        if not forks:
+            _echo("no conflicts")
+            return
+        for f in forks:
+            _echo(f"{f.memory.id} forked: {_short(f.memory.content)}")
+            for side in f.sides:
+                what = "retracted it" if side.memory.status == "retracted" else (
+                    "kept it" if side.id == f.memory.id else f"superseded it with {side.id}")
+                who = side.memory.author if side.id != f.memory.id else (side.actor or side.memory.author)
+                _echo(f"  {who} {what}: {_short(side.memory.content)}")
+        _echo("resolve: supersede one side (the successor replaces every side) or retract one")
+
+
+@cli.command()
+@_common
+@click.option("--private", "private", is_flag=True, help="Make it private instead: the whole .anchorfs/ ignored.")
+@click.pass_context
+def share(ctx: click.Context, root: str | None, as_json: bool, private: bool) -> None:
+    """Share this workspace's memories through git (ledger committed, merge driver installed)."""
+    with _session(ctx, root, as_json) as c:
+        note = c.ws().share(not private)
+        if c.json:
+            _emit_json({"mode": "private" if private else "shared", "note": note})
+        else:
+            _echo(f"the workspace is {'private' if private else 'shared'}" + (f"; {note}" if note else ""))
 
 if __name__ == "__main__":  # pragma: no cover
     main()

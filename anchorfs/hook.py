@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BEGIN", "END", "hook_path", "hook_command", "install", "uninstall", "is_installed", "committed_paths", "run",
     "AGENT_EVENTS", "agent_args", "agent_main", "session_start", "post_edit", "digest",
+    "SYNC_HOOKS", "sync_command", "install_sync",
 ]
 
 BEGIN = "# >>> anchorfs >>>"
@@ -491,3 +492,52 @@ def agent_main(event_name: str, root: str | None = None) -> int:
         except OSError:
             pass
     return 0
+
+
+# -- the store follows git (post-checkout, post-merge, post-rewrite) ------------------------
+
+SYNC_HOOKS = ("post-checkout", "post-merge", "post-rewrite")
+
+
+def sync_command(root: Path) -> str:
+    """The sync block's command line: the store follows the ledger as it is now."""
+    exe = shlex.quote(os.path.abspath(sys.executable))
+    return f"{exe} -m anchorfs.team sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
+
+
+def install_sync(root: Path) -> list[Path]:
+    """Add (or refresh) this workspace's line in git's post-checkout, post-merge and
+    post-rewrite hooks (a read would catch up anyway; these make it eager). Returns the hooks
+    changed; a hook that is not a shell script is left alone."""
+    from .git import run_git
+
+    root = Path(root)
+    _repo(root)
+    command = sync_command(root)
+    changed: list[Path] = []
+    for name in SYNC_HOOKS:
+        out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
+        path = (root / out).resolve() if not os.path.isabs(out) else Path(out)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            text = ""
+        if text and not _is_shell(text):
+            continue
+        parts = _split(text)
+        if parts is None:
+            if not text.strip():
+                new = "#!/bin/sh\n" + _block([_NOTE, _CREATED, command])
+            else:
+                lines = text.splitlines(keepends=True)
+                head = lines[0] if lines[0].endswith("\n") else lines[0] + "\n"
+                new = head + _block([_NOTE, command]) + "".join(lines[1:]) if lines[0].startswith("#!") \
+                    else _block([_NOTE, command]) + text
+        else:
+            before, body, after = parts
+            kept = [line for line in body if not _for_root(line, root)]
+            new = before + _block([*kept, command]) + after
+        if new != text:
+            _write(path, new)
+            changed.append(path)
+    return changed

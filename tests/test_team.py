@@ -1,0 +1,382 @@
+"""Team memory through git (issue 21): real clones of a real bare remote, real merges and rebases.
+
+Each test drives two clones (two authors) that record, supersede and retract, commit the
+ledger, pull (merge or rebase) and push; after every git step the store must be exactly the
+fold of the ledger as it is, and at the end both clones fold to the same state.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import anchorfs
+from anchorfs import team
+from anchorfs.cli import cli
+from anchorfs.hook import install_sync
+from anchorfs.ledger import Ledger, fold
+from anchorfs.workspace import Workspace
+
+from conftest import git
+
+LEDGER = ".anchorfs/ledger.jsonl"
+
+
+def _git(cwd: Path, *args: str, who: str = "alice") -> str:
+    return git(cwd, *args, env={"GIT_AUTHOR_NAME": who, "GIT_COMMITTER_NAME": who,
+                                "GIT_AUTHOR_EMAIL": f"{who}@example.com", "GIT_COMMITTER_EMAIL": f"{who}@example.com"})
+
+
+def _anchorfs(*args: str) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "anchorfs", *args], capture_output=True, text=True)
+
+
+def _state(root: Path) -> dict[str, dict]:
+    """The fold of the ledger as it is on disk, read afresh."""
+    return {i: m.to_dict() for i, m in fold(Ledger(root / ".anchorfs").read()).items()}
+
+
+def _store(ws: Workspace) -> dict[str, dict]:
+    return {i: orjson.loads(d) for i, d in ws.store.docs().items() if d is not None}
+
+
+def _check(ws: Workspace) -> dict[str, dict]:
+    """The store, caught up, is the fold; so is the in-process fold. Returns the fold."""
+    state = _state(ws.root)
+    assert _store(ws) == state
+    assert {i: m.to_dict() for i, m in ws._memories().items()} == state
+    return state
+
+
+class Clone:
+    def __init__(self, root: Path, who: str) -> None:
+        self.root, self.who = root, who
+        self.ws = anchorfs.open(root)
+
+    def git(self, *args: str) -> str:
+        return _git(self.root, *args, who=self.who)
+
+    def commit(self, msg: str) -> None:
+        self.git("add", LEDGER)
+        if self.git("status", "--porcelain", "--", LEDGER).strip():
+            self.git("commit", "-q", "-m", msg, "--", LEDGER)
+
+    def pull(self, rebase: bool) -> None:
+        self.git("pull", "-q", "--rebase" if rebase else "--no-rebase", "origin", "main")
+        assert "<<<<<<<" not in (self.root / LEDGER).read_text()
+        _check(self.ws)
+
+    def push(self) -> None:
+        self.git("push", "-q", "origin", "main")
+
+
+def _remote(tmp_path: Path, *, union_for_bob: bool = False) -> tuple[Clone, Clone]:
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a = tmp_path / "alice"
+    _git(tmp_path, "clone", "-q", str(remote), str(a))
+    (a / "app.py").write_text("def handler():\n    return 8080\n")
+    anchorfs.init(a)
+    team.set_mode(a, True)
+    _git(a, "add", "-A")
+    _git(a, "commit", "-q", "-m", "anchorfs shared")
+    _git(a, "push", "-q", "origin", "HEAD:main")
+    b = tmp_path / "bob"
+    _git(tmp_path, "clone", "-q", str(remote), str(b), who="bob")
+    anchorfs.init(b)
+    if union_for_bob:  # a clone that never ran `anchorfs init --shared`: git's union driver only
+        (b / ".git" / "info").mkdir(exist_ok=True)
+        (b / ".git" / "info" / "attributes").write_text(f"{LEDGER} merge=union\n")
+    else:
+        team.install_merge(b)
+    return Clone(a, "alice"), Clone(b, "bob")
+
+
+def _scenario(alice: Clone, bob: Clone, rebase: tuple[bool, bool, bool]) -> tuple[set[str], set[str]]:
+    """Both record, supersede and retract concurrently, in three rounds of pull and push."""
+    acked: set[str] = set()
+    m1 = alice.ws.record("the service port is 8080", anchors=["app.py#handler"], author="alice")
+    m2 = alice.ws.record("retries back off exponentially", author="alice")
+    acked |= {m1.id, m2.id}
+    alice.commit("alice: two memories")
+    alice.push()
+    bob.pull(rebase[0])
+    assert {m1.id, m2.id} <= set(_store(bob.ws))
+    # round 2: both correct m1 (a fork), bob retracts m2 while alice supersedes it (a fork)
+    a1 = alice.ws.supersede(m1.id, "the service port is 9090", author="alice")
+    a2 = alice.ws.supersede(m2.id, "retries back off linearly", author="alice")
+    a3 = alice.ws.record("alice's own note", author="alice")
+    b1 = bob.ws.supersede(m1.id, "the service port is 443", author="bob")
+    bob.ws.retract(m2.id, reason="no retries any more")
+    b3 = bob.ws.record("bob's own note", author="bob")
+    acked |= {a1.id, a2.id, a3.id, b1.id, b3.id}
+    alice.commit("alice: corrections")
+    bob.commit("bob: corrections")
+    alice.push()
+    bob.pull(rebase[1])
+    bob.push()
+    alice.pull(rebase[2])
+    # round 3: more on both sides after the merge, then one more exchange
+    a4 = alice.ws.record("alice after the merge", author="alice")
+    b4 = bob.ws.record("bob after the merge", author="bob")
+    acked |= {a4.id, b4.id}
+    alice.commit("alice: more")
+    bob.commit("bob: more")
+    bob.pull(rebase[0])
+    bob.push()
+    alice.pull(rebase[1])
+    alice.push()
+    bob.pull(rebase[2])
+    return acked, {m1.id, m2.id}
+
+
+@pytest.mark.parametrize("rebase", [(False, False, False), (True, True, True), (False, True, False), (True, False, True)])
+def test_two_clones_merge_and_rebase_to_one_state_with_every_fork_listed(tmp_path: Path, rebase: tuple[bool, bool, bool]) -> None:
+    alice, bob = _remote(tmp_path)
+    acked, forked = _scenario(alice, bob, rebase)
+    sa, sb = _check(alice.ws), _check(bob.ws)
+    assert sa == sb
+    assert acked <= set(sa)
+    lines = [orjson.loads(x) for x in (alice.root / LEDGER).read_bytes().splitlines()]
+    assert len({x["tx"] for x in lines}) == len(lines)  # every entry once
+    forks = {f.memory.id: f for f in alice.ws.conflicts()}
+    assert set(forks) == forked
+    assert {f.memory.id for f in bob.ws.conflicts()} == forked
+    port = forks[sorted(forked, key=lambda i: sa[i]["content"])[1]]  # "the service port is 8080"
+    assert sorted(s.memory.content for s in port.sides) == ["the service port is 443", "the service port is 9090"]
+    assert sorted(str(s.memory.author) for s in port.sides) == ["alice", "bob"]
+    retry = forks[next(i for i in forked if sa[i]["content"].startswith("retries"))]
+    assert sorted(s.memory.status for s in retry.sides) == ["active", "retracted"]
+
+
+def test_a_clone_without_the_driver_merges_by_union_and_folds_the_same(tmp_path: Path) -> None:
+    alice, bob = _remote(tmp_path, union_for_bob=True)
+    assert "anchorfs-ledger" not in _git(bob.root, "config", "--local", "--list")
+    acked, forked = _scenario(alice, bob, (False, False, False))
+    sa, sb = _check(alice.ws), _check(bob.ws)
+    assert sa == sb and acked <= set(sa)
+    assert {f.memory.id for f in bob.ws.conflicts()} == forked == {f.memory.id for f in alice.ws.conflicts()}
+    # a fresh process on the union clone reads the same
+    with anchorfs.open(bob.root) as again:
+        assert {i: m.to_dict() for i, m in again._memories().items()} == sa
+
+
+def test_query_flags_a_fork_and_one_supersede_over_it_resolves_it(tmp_path: Path) -> None:
+    alice, bob = _remote(tmp_path)
+    m = alice.ws.record("the service port is 8080", author="alice")
+    alice.commit("m")
+    alice.push()
+    bob.pull(False)
+    a = alice.ws.supersede(m.id, "the service port is 9090", author="alice")
+    b = bob.ws.supersede(m.id, "the service port is 443", author="bob")
+    alice.commit("a")
+    alice.push()
+    bob.commit("b")
+    bob.pull(False)
+    hits = {h.memory.id: h for h in bob.ws.query("service port", k=5)}
+    assert hits[a.id].conflict == (b.id,) and hits[b.id].conflict == (a.id,)
+    assert "in conflict with" in hits[a.id].envelope and "443" in hits[a.id].envelope
+    assert hits[a.id].to_dict()["conflict"] == [b.id]
+    out = CliRunner().invoke(cli, ["--root", str(bob.root), "--json", "conflicts"])
+    assert out.exit_code == 0, out.output
+    sides = orjson.loads(out.stdout)["conflicts"][0]["sides"]
+    assert {(s["id"], s["content"], s["author"]) for s in sides} == {
+        (a.id, "the service port is 9090", "alice"), (b.id, "the service port is 443", "bob")}
+    text = CliRunner().invoke(cli, ["--root", str(bob.root), "conflicts"]).output
+    assert "alice" in text and "bob" in text and "9090" in text and "443" in text
+    # no automatic winner: both are active until someone decides
+    assert {bob.ws.get(a.id).status, bob.ws.get(b.id).status} == {"active"}
+    c = bob.ws.supersede(b.id, "the service port is 443 behind TLS", author="bob")
+    assert bob.ws.conflicts() == []
+    assert bob.ws.get(a.id).status == bob.ws.get(b.id).status == "superseded"
+    assert [h.memory.id for h in bob.ws.query("service port", k=5)] == [c.id]
+    assert _check(bob.ws)
+    bob.commit("resolved")
+    bob.push()
+    alice.pull(True)
+    assert alice.ws.conflicts() == [] and alice.ws.get(a.id).status == "superseded"
+
+
+def test_a_retract_of_one_side_resolves_a_fork(tmp_path: Path) -> None:
+    alice, bob = _remote(tmp_path)
+    m = alice.ws.record("cache is lru", author="alice")
+    alice.commit("m")
+    alice.push()
+    bob.pull(False)
+    a = alice.ws.supersede(m.id, "cache is lfu", author="alice")
+    bob.ws.retract(m.id, reason="no cache")
+    alice.commit("a")
+    alice.push()
+    bob.commit("b")
+    bob.pull(True)
+    assert [f.memory.id for f in bob.ws.conflicts()] == [m.id]
+    bob.ws.retract(a.id, reason="agreed: no cache")
+    assert bob.ws.conflicts() == []
+    _check(bob.ws)
+
+
+def test_checkout_of_a_shorter_ledger_and_back_no_ghosts_nothing_lost_no_reindex(tmp_path: Path) -> None:
+    alice, _ = _remote(tmp_path)
+    ws = alice.ws
+    base = ws.record("on main: tokens last 24h")
+    alice.commit("main memory")
+    alice.git("checkout", "-q", "-b", "feature")
+    feat = [ws.record(f"on feature: note {i}") for i in range(3)]
+    alice.commit("feature memories")
+    _check(ws)
+    embedded: list[str] = []
+    real = ws.embedder.embed_documents
+
+    def counting(texts: Sequence[str]) -> Any:
+        embedded.extend(texts)
+        return real(texts)
+
+    ws.embedder.embed_documents = counting  # type: ignore[method-assign]
+    alice.git("checkout", "-q", "main")
+    assert set(_check(ws)) == {base.id}
+    assert [h.memory.id for h in ws.query("note", k=10)] == [base.id] or all(
+        h.memory.id == base.id for h in ws.query("note", k=10))
+    assert [m.id for m in ws.list()] == [base.id]
+    alice.git("checkout", "-q", "feature")
+    assert set(_check(ws)) == {base.id, *(m.id for m in feat)}
+    assert {h.memory.id for h in ws.query("on feature note", k=10)} >= {m.id for m in feat}
+    # no reindex: the checkout cost the difference (the feature's rows back), main's memory untouched
+    assert sorted(t for t in embedded if t.startswith("on ") and t != "on feature note") == [m.content for m in feat]
+
+
+def test_git_hooks_make_the_store_follow_eagerly(tmp_path: Path) -> None:
+    alice, _ = _remote(tmp_path)
+    install_sync(alice.root)
+    for name in ("post-checkout", "post-merge", "post-rewrite"):
+        text = (alice.root / ".git" / "hooks" / name).read_text()
+        assert "anchorfs.team sync --root" in text and os.access(alice.root / ".git" / "hooks" / name, os.X_OK)
+    alice.ws.record("on main")
+    alice.commit("main")
+    alice.git("checkout", "-q", "-b", "feature")
+    f = alice.ws.record("on feature")
+    alice.commit("feature")
+    alice.git("checkout", "-q", "main")  # the hook runs `sync` in its own process
+    other = Workspace(alice.root)
+    assert f.id not in {i for i, d in other.store.docs().items()}  # caught up already: settled on one lstat
+    assert install_sync(alice.root) == []  # idempotent
+
+
+def test_merge_ledger_unions_by_entry_id_in_one_order(tmp_path: Path) -> None:
+    alice, bob = _remote(tmp_path)
+    alice.ws.record("common")
+    base = (alice.root / LEDGER).read_bytes()
+    alice.ws.record("ours")
+    ours = (alice.root / LEDGER).read_bytes()
+    (alice.root / LEDGER).write_bytes(base)
+    with anchorfs.open(alice.root) as other:
+        other.record("theirs")
+    theirs = (alice.root / LEDGER).read_bytes()
+    paths = {}
+    for name, data in (("O", base), ("A", ours), ("B", theirs)):
+        paths[name] = tmp_path / name
+        paths[name].write_bytes(data)
+    swapped = tmp_path / "A2"
+    swapped.write_bytes(theirs)
+    out = CliRunner().invoke(cli, ["merge-ledger", str(paths["O"]), str(paths["A"]), str(paths["B"])])
+    assert out.exit_code == 0, out.output
+    assert team.merge_ledger(paths["O"], swapped, paths["A"]) == 0
+    assert paths["A"].read_bytes() == swapped.read_bytes()  # one canonical order, whichever side is ours
+    lines = paths["A"].read_bytes().splitlines()
+    assert len(lines) == 3 and sorted(lines) == sorted(set(base.splitlines() + ours.splitlines() + theirs.splitlines()))
+
+
+def test_private_ledger_on_another_branch_reads_unknown_naming_the_branch(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    (root / "a.py").write_text("x = 1\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "base")
+    anchorfs.init(root)
+    team.set_mode(root, False)
+    assert team.mode(root) == "private"
+    assert _git(root, "status", "--porcelain") == ""  # the whole state folder is ignored
+    _git(root, "checkout", "-q", "-b", "feature")
+    (root / "only_here.py").write_text("def f():\n    return 1\n")
+    _git(root, "add", "only_here.py")
+    _git(root, "commit", "-q", "-m", "feature file")
+    with anchorfs.open(root) as ws:
+        m = ws.record("f returns one", anchors=["only_here.py#f"])
+        _git(root, "checkout", "-q", "main")
+        assert not (root / "only_here.py").exists()
+        md = ws.check(ws.get(m.id))  # the private ledger is served on every branch
+        assert md.drift.value == "unknown"
+        assert "feature" in md.checks[0].detail
+        _git(root, "checkout", "-q", "feature")
+        assert ws.check(ws.get(m.id)).drift.value == "fresh"
+        # deleted on the branch it came from: positive evidence, stale
+        _git(root, "rm", "-q", "only_here.py")
+        _git(root, "commit", "-q", "-m", "gone")
+        assert ws.check(ws.get(m.id)).drift.value == "stale"
+
+
+def test_shared_workspace_refuses_a_secret_unless_allowed(tmp_path: Path) -> None:
+    alice, _ = _remote(tmp_path)
+    size = (alice.root / LEDGER).stat().st_size if (alice.root / LEDGER).exists() else 0
+    with pytest.raises(team.SecretError, match="AWS Access Key"):
+        alice.ws.record("the deploy key is AKIAIOSFODNN7EXAMPLE")
+    assert ((alice.root / LEDGER).stat().st_size if (alice.root / LEDGER).exists() else 0) == size
+    out = _anchorfs("--root", str(alice.root), "record", "password = hunter2hunter2")
+    assert out.returncode == 1 and "secret" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    m = alice.ws.record("the deploy key is AKIAIOSFODNN7EXAMPLE (a documented fake)", allow_secret=True)
+    last = orjson.loads((alice.root / LEDGER).read_bytes().splitlines()[-1])
+    assert last["memories"][0]["id"] == m.id and "AWS Access Key" in last["allow_secret"]
+    assert alice.ws.record("the token expiry is 24h in TokenIssuer.issue").status == "active"
+    # a private workspace does not check
+    team.set_mode(alice.root, False)
+    assert alice.ws.record("password = hunter2hunter2").status == "active"
+
+
+def test_init_shared_and_private_and_share(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    out = CliRunner().invoke(cli, ["--root", str(root), "init", "--shared"])
+    assert out.exit_code == 0, out.output
+    assert team.ATTRIBUTE in (root / ".gitattributes").read_text()
+    assert "merge-ledger %O %A %B" in _git(root, "config", "--local", f"merge.{team.DRIVER}.driver")
+    assert team.mode(root) == "shared"
+    assert _git(root, "check-attr", "merge", "--", LEDGER).strip().endswith("anchorfs-ledger")
+    out = CliRunner().invoke(cli, ["--root", str(root), "share", "--private"])
+    assert out.exit_code == 0 and team.mode(root) == "private"
+    assert (root / ".anchorfs" / ".gitignore").read_text().splitlines()[-1] == "*"
+    out = CliRunner().invoke(cli, ["--root", str(root), "--json", "share"])
+    assert out.exit_code == 0 and orjson.loads(out.stdout)["mode"] == "shared" and team.mode(root) == "shared"
+    (root / ".gitattributes").write_text("*.png binary\n")
+    CliRunner().invoke(cli, ["--root", str(root), "init"])
+    assert (root / ".gitattributes").read_text().startswith("*.png binary\n")  # kept, the ledger's line added
+    assert team.mode(root) == "shared"
+    plain = tmp_path / "nogit"
+    plain.mkdir()
+    proc = _anchorfs("--root", str(plain), "init", "--shared")
+    assert proc.returncode == 1 and "not in a git repository" in proc.stderr
+
+
+def test_linked_worktrees_are_workspaces_of_their_own(tmp_path: Path) -> None:
+    alice, _ = _remote(tmp_path)
+    alice.ws.record("in the main tree", anchors=["app.py#handler"])
+    alice.commit("m")
+    wt = tmp_path / "wt"
+    _git(alice.root, "worktree", "add", "-q", "-b", "side", str(wt))
+    assert (wt / LEDGER).exists()
+    with anchorfs.open(wt) as other:
+        assert other.root == wt and other.state == wt / ".anchorfs"
+        n = other.record("only in the worktree")
+        (wt / "app.py").write_text("def handler():\n    return 1\n")  # drift in the worktree only
+        assert len(other.drift().stale) == 1
+    assert n.id not in {m.id for m in alice.ws.list()}
+    assert len(alice.ws.drift().stale) == 0
