@@ -315,17 +315,14 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     the fresh and unanchored ones most recent first (then most anchored: there is no search
     here), cut to `limit` characters (`hook.digest_chars`, 2,000 by default) saying how many
     were left out. Empty when the workspace holds no active memory."""
-    from .drift import DriftChecker, envelope
-    from .model import Drift, Status, utcnow
+    from .drift import envelope
+    from .model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
-    active = [m for m in ws._memories().values() if m.status == Status.ACTIVE]
+    active = ws.list(status="active")
     if not active:
         return ""
-    anchored = [m for m in active if m.anchors]
-    report = DriftChecker(ws.root_real, ws.cache).check_all(anchored)
-    ws.cache.save()
-    ws._write_back(report)
+    report = ws.drift()  # every active anchored memory checked now, and the drift persisted
     flagged = {md.memory.id: md for md in report.flagged}
     now = utcnow()
 

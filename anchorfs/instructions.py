@@ -313,21 +313,18 @@ def _one_line(text: str, width: int = _LINE_CHARS) -> str:
 def export_block(ws: "Workspace") -> tuple[str, int, int]:
     """(block, memories, stale): the active memories with their freshness envelopes, stale ones
     first under a heading of their own, then unknown, then the rest oldest first."""
-    from .drift import DriftChecker, envelope
+    from .drift import envelope
     from .model import Drift, Status, utcnow
 
-    active = sorted((m for m in ws.list(status="active")), key=lambda m: m.id)
-    checker = DriftChecker(ws.root_real, ws.cache)
-    report = checker.check_all([m for m in active if m.anchors])
-    ws.cache.save()
-    ws._write_back(report)
+    active = sorted(ws.list(status="active"), key=lambda m: m.id)
+    report = ws.drift()  # every active anchored memory checked now, and the drift persisted
     flagged = {md.memory.id: md for md in report.flagged}
     now = utcnow()
     groups: dict[str, list[str]] = {"stale": [], "unknown": [], "rest": []}
     for m in active:
         if m.status != Status.ACTIVE:
             continue
-        md = flagged.get(m.id) or (checker.check(m) if m.anchors else None)
+        md = flagged.get(m.id) or (ws.check(m) if m.anchors else None)
         drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         group = "stale" if drift is Drift.STALE else "unknown" if drift is Drift.UNKNOWN else "rest"
