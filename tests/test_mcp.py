@@ -641,6 +641,10 @@ def test_read_only_server_writes_nothing(root: Path) -> None:
         await ok(c, "context", {"task": "token signing"})
         msg = await fails(c, "remember", {"content": "x"})
         assert msg == "Unknown tool: remember"
+        # the resources and the prompt read the same way: nothing written either
+        assert json.loads((await c.read_resource("anchorfs://stale")).contents[0].text)["stale"] == 1  # type: ignore[union-attr]
+        await c.read_resource(f"anchorfs://memory/{fresh.id}")
+        assert stale.id in str((await c.get_prompt("reverify_stale")).messages[0].content)
 
     session(root, flow, read_only=True)
     assert _state_snapshot(root) == before
