@@ -5,14 +5,22 @@
   taken and hashed, embedded, written to LanceDB);
 - query latency at 10k and 100k memories: `Workspace.query` (hybrid search + drift pass +
   demotion) against a bare LanceDB vector search and a bare native hybrid search of the same
-  table, each run on the same queries.
+  table, each run on the same queries;
+- the vector index (issue 19): at sizes >= `--index-rows`, the same queries again after
+  `reindex` built the IVF-PQ index: p50, and recall@10 of `Workspace.query` against its own
+  flat answers before the index, on the labeled set's queries (evals/retrieval, its 246
+  memories recorded first, the synthetic ones around them) and the synthetic queries;
+- `.anchorfs/` on disk per 1,000 memories, and the LanceDB folder against the live table's
+  data (`total_bytes`), after compaction (5-minute version window) and after `reindex`.
 
-Usage: python scripts/bench_store.py [--sizes 10000,100000] [--write]
+Usage: python scripts/bench_store.py [--sizes 10000,100000] [--index-rows 50000] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
 import sys
@@ -42,12 +50,17 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p * (len(values) - 1))))]
 
 
+def du(path: Path) -> int:
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--index-rows", type=int, default=50000)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -56,6 +69,12 @@ def main() -> None:
 
     rows_tp: list[str] = []
     rows_q: list[str] = []
+    rows_ann: list[str] = []
+    rows_size: list[str] = []
+    evals = Path(__file__).resolve().parent.parent / "evals" / "retrieval"
+    eval_mems = [json.loads(line) for line in (evals / "memories.jsonl").read_text().splitlines() if line.strip()]
+    eval_queries = [json.loads(line)["query"] for line in (evals / "queries.jsonl").read_text().splitlines()
+                    if line.strip()]
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-") as tmp:
         root = Path(tmp) / "ws"
         (root / "src").mkdir(parents=True)
@@ -64,7 +83,9 @@ def main() -> None:
                 "".join(f"def fn{j}(x):\n    return x + {f * 100 + j}\n\n" for j in range(30)))
         anchorfs.init(root)
         ws = anchorfs.open(root)
-        done = 0
+        ws.record_many([{"content": m["content"], "kind": m.get("kind", "note"), "tags": m.get("tags") or []}
+                        for m in eval_mems])
+        done = len(eval_mems)
         for target in sizes:
             t = time.perf_counter()
             n_new = target - done
@@ -104,6 +125,37 @@ def main() -> None:
                 f"| {target:,} | {p50 * 1000:.1f} ms | {p95 * 1000:.1f} ms | {v50 * 1000:.1f} ms | {h50 * 1000:.1f} ms "
                 f"| {p50 / v50:.2f}x | {p50 / h50:.2f}x |")
             print(rows_tp[-1], rows_q[-1], sep="\n", flush=True)
+            state = root / ".anchorfs"
+            lance = state / "memories.lance"
+            live = int(table.stats()["total_bytes"])
+            rows_size.append(f"| {target:,} | after compaction (versions of the last 5 min kept) | "
+                             f"{du(state) / target * 1000 / 1e6:.2f} MB | {du(lance) / live:.2f}x |")
+            if target >= args.index_rows:
+                allq = eval_queries + queries
+                flat = {q: [h.memory.id for h in ws.query(q, k=10)] for q in allq}
+                os.environ["ANCHORFS_STORE_INDEX_ROWS"] = str(args.index_rows)
+                ws.close()
+                ws = anchorfs.open(root)
+                t = time.perf_counter()
+                ws.reindex()
+                built = time.perf_counter() - t
+                live = int(ws.store.table().stats()["total_bytes"])
+                rows_size.append(f"| {target:,} | after `reindex` (index built, old versions deleted) | "
+                                 f"{du(state) / target * 1000 / 1e6:.2f} MB | {du(lance) / live:.2f}x |")
+                ws.query("warm up", k=10)
+                lat = []
+                got = {}
+                for q in allq:
+                    t = time.perf_counter()
+                    got[q] = [h.memory.id for h in ws.query(q, k=10)]
+                    lat.append(time.perf_counter() - t)
+                def recall(qs: list[str]) -> float:
+                    return statistics.mean(len(set(got[q]) & set(flat[q])) / max(1, len(flat[q])) for q in qs)
+                rows_ann.append(
+                    f"| {target:,} | {ws.store.vector_index()} ({ws.store.index_params(target)['num_partitions']} "
+                    f"partitions; `reindex` {built:.0f} s) | {statistics.median(lat) * 1000:.1f} ms | "
+                    f"{pct(lat, 0.95) * 1000:.1f} ms | {recall(eval_queries):.3f} | {recall(queries):.3f} |")
+                print(rows_size[-2:], rows_ann[-1], flush=True)
 
     body = (
         f"Machine: {machine()}.\n\n"
@@ -117,6 +169,22 @@ def main() -> None:
         "demotion and re-sorting. The baselines are bare LanceDB searches of the same table, same filter, same k.\n\n"
         "| memories | query p50 | query p95 | bare vector p50 | bare native hybrid p50 | query / bare vector | query / bare hybrid |\n"
         "|---|---|---|---|---|---|---|\n" + "\n".join(rows_q)
+    )
+    if rows_ann:
+        body += (
+            "\n\nThe vector index: the same workspace after `reindex` built it (`store.index_rows` = "
+            f"{args.index_rows:,}). Recall@10: of the ten hits `Workspace.query` gave with the flat vector scan, "
+            "the share it still gives with the index, averaged over the labeled set's "
+            f"{len(eval_queries)} queries (its {len(eval_mems)} memories are in the table among the synthetic ones) "
+            "and over the synthetic queries.\n\n"
+            "| memories | index | query p50 | query p95 | recall@10, labeled queries | recall@10, synthetic |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows_ann)
+        )
+    body += (
+        "\n\nOn disk: `.anchorfs/` (ledger, store, caches) per 1,000 memories, and the LanceDB folder against "
+        "the live table's data (`total_bytes`: the latest version's rows).\n\n"
+        "| memories | when | `.anchorfs/` per 1,000 | LanceDB folder / live data |\n|---|---|---|---|\n"
+        + "\n".join(rows_size)
     )
     print(body)
     if args.write:

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Whole-process cost of the CLI: `query`, `record`, `context`, `drift --json` against
+`python3 -c pass`, measured in the same run, over a real source tree (issue 19).
+
+The tree is the pinned Django sdist (fetched once with pip into the bench cache, see
+`_benchlib.source_tree`), else a synthetic one. Memories are anchored to its Python files
+(whole file or a line range), recorded in batches; the workspace is a git repo. Each command
+is timed as a user runs it (the venv's `anchorfs` entry point), medians of `--repeat` runs,
+the commands taking turns with the baseline.
+
+Usage: python scripts/bench_process.py [--sizes 1000,10000] [--repeat 7] [--offline] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _benchlib import machine, median_run, source_tree, write_section  # noqa: E402
+
+import anchorfs  # noqa: E402
+
+WORDS = ("request response middleware session cache queryset filter migration model field form "
+         "template render url route view admin auth user permission signal database index "
+         "transaction timezone locale translation static file storage email test").split()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000,10000")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--offline", action="store_true", help="the synthetic tree, no fetch")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    exe = shutil.which("anchorfs", path=str(Path(sys.executable).parent)) or "anchorfs"
+    rng = random.Random(19)
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="anchorfs-bench-process-") as tmp:
+        root = Path(tmp) / "tree"
+        t = time.perf_counter()
+        what, files = source_tree(root, offline=args.offline)
+        py = [f for f in files if f.endswith(".py") and (root / f).stat().st_size > 0]
+        env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+               "GIT_COMMITTER_EMAIL": "b@b"}
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(root), "commit", "-qm", "tree"], check=True, env=env)
+        anchorfs.init(root)
+        setup = time.perf_counter() - t
+        done = 0
+        cmd = [exe, "--root", str(root)]
+        for target in sizes:
+            with anchorfs.open(root) as ws:
+                while done < target:
+                    n = min(1000, target - done)
+                    items = []
+                    for i in range(done, done + n):
+                        f = py[i % len(py)]
+                        lines = (root / f).read_text(errors="replace").count("\n")
+                        anchor = f if i % 2 or lines < 3 else f"{f}:1-{min(lines, 3)}"
+                        words = " ".join(rng.sample(WORDS, 6))
+                        items.append({"content": f"{words} in {Path(f).stem} #{i}", "anchors": [anchor]})
+                    ws.record_many(items)
+                    done += n
+                ws.query("warm up")  # the store caught up, the hash cache saved
+                ws.drift()
+            queries = iter([" ".join(rng.sample(WORDS, 3)) for _ in range(10 * args.repeat)])
+            texts = iter([f"bench note {rng.random()}" for _ in range(10 * args.repeat)])
+            base = median_run([sys.executable, "-c", "pass"], args.repeat)
+            subprocess.run([*cmd, "query", "catch up"], check=True, capture_output=True)  # after the records above
+            timed = {
+                "`anchorfs query` (k=10)": lambda: median_run([*cmd, "query", next(queries)], args.repeat),
+                "`anchorfs context`": lambda: median_run([*cmd, "context", next(queries)], args.repeat),
+                "`anchorfs record` (one unanchored memory)": lambda: median_run([*cmd, "record", next(texts)],
+                                                                               args.repeat),
+                "`anchorfs drift --json` (warm: memo replayed)": lambda: median_run([*cmd, "--json", "drift"],
+                                                                                    args.repeat),
+            }
+            got = {}
+            for label, fn in timed.items():
+                got[label] = fn()
+            # a query right after those records pays their catch-up: timed apart
+            got["`anchorfs query` right after 7 one-shot records (catches them up)"] = median_run(
+                [*cmd, "query", next(queries)], 1)
+            base2 = median_run([sys.executable, "-c", "pass"], args.repeat)
+            base = min(base, base2)
+            rows.append(f"| {target:,} | `python3 -c pass` (baseline) | {base * 1000:.0f} ms | 1.0x |")
+            for label, secs in got.items():
+                rows.append(f"| {target:,} | {label} | {secs * 1000:.0f} ms | {secs / base:.1f}x |")
+            print("\n".join(rows[-len(got) - 1:]), flush=True)
+    body = (
+        f"Machine: {machine()}.\n\n"
+        f"`python scripts/bench_process.py --sizes {args.sizes} --repeat {args.repeat}`: {what}, a git repo, "
+        f"memories anchored to its Python files (half whole-file, half a line range), recorded with `record_many` "
+        f"(set-up {setup:.0f} s, not timed). Each row is the median of {args.repeat} runs of the venv's `anchorfs` "
+        "entry point; the baseline is `python3 -c pass` with the same interpreter, in the same run (the lower of "
+        "two medians, taken before and after).\n\n"
+        "| memories | command | wall time | vs baseline |\n|---|---|---:|---:|\n" + "\n".join(rows)
+    )
+    print(body)
+    if args.write:
+        write_section("CLI processes", body)
+
+
+if __name__ == "__main__":
+    main()
