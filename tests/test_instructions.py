@@ -198,3 +198,19 @@ def test_cli_import_export_verify_round_trip(root: Path) -> None:
     assert d["stale"] == 1 and [r["id"] for r in d["results"] if r["verdict"] == "stale"] == ["CLAUDE.md:14"]
     missing = cli(root, "import", str(root / "nope.md"))
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "no file" in missing.stderr
+
+
+def test_a_fifo_or_a_non_utf8_file_is_refused_in_one_line(root: Path) -> None:
+    import os
+
+    fifo = root / "CLAUDE.md"
+    os.mkfifo(fifo)
+    with anchorfs.open(root) as ws:
+        with pytest.raises(anchorfs.InputError, match="not a regular file"):  # never hangs on the open
+            ws.import_file(fifo)
+        with pytest.raises(anchorfs.InputError, match="not a regular file"):
+            ws.export_to(fifo)
+        (root / "AGENTS.md").write_bytes(b"# Title\n\n- caf\xe9\n")
+        with pytest.raises(anchorfs.InputError, match="not UTF-8"):
+            ws.verify_file(root / "AGENTS.md")
+        assert ws.list() == []
