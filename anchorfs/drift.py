@@ -128,6 +128,13 @@ _FOLLOWED: OrderedDict[tuple[Any, ...], tuple[str, str, AnchorCheck]] = OrderedD
 hash cache's rules): a long-lived process pays the search once per move, not once per read."""
 _FOLLOWED_KEPT = 4096
 _followed_lock = threading.Lock()
+_GONE: dict[str, set[str]] = {}
+"""Per root, anchored paths found gone (and followed) by an earlier pass. The batch pre-pass
+`lstat`s the root folder in their place: it never matches a file's cache entry, so their
+memories take the one-by-one check (which answers from `_FOLLOWED`), and the rest of the
+batch stays in the C loop, which a path that fails its `lstat` would send one file at a time."""
+_TOPS: dict[str, Any] = {}
+"""Per root, the git top level (None outside git): asked once per process."""
 
 
 class DriftChecker:
@@ -143,6 +150,7 @@ class DriftChecker:
         self._whitespace = whitespace
         self._renames: dict[str, Any] = {}  # commit -> git.Renames (None: no answer), per pass
         self._walked: list[str] | None = None
+        self._untracked: list[str] | None = None
         self._spent = 0
         self._dirs: dict[str, str | None] = {}
         self._files: dict[str, tuple[str, os.stat_result] | AnchorCheck] = {}
@@ -233,6 +241,10 @@ class DriftChecker:
     def check_anchor(self, ref: AnchorRef, *, _rechecks: int = _RECHECKS) -> AnchorCheck:
         probe = self._probe(ref.path)
         if type(probe) is tuple:  # faster than isinstance: AnchorCheck is a tuple subclass
+            followed = _GONE.get(self.root_real)
+            if followed and ref.path in followed:  # back again: the batch pre-pass may vouch for it
+                with _followed_lock:
+                    followed.discard(ref.path)
             sha, st = cast("tuple[str, os.stat_result]", probe)
             if sha == ref.sha256:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
@@ -320,6 +332,9 @@ class DriftChecker:
             if self._sha_of(path_now) == sha_now:
                 return result
         result = self._search(ref, lost)
+        if result.path_now is not None and lost.verdict is Verdict.DELETED:
+            with _followed_lock:
+                _GONE.setdefault(self.root_real, set()).add(ref.path)
         if result.path_now is not None:
             sha = self._sha_of(result.path_now)
             if sha is not None:
@@ -348,7 +363,7 @@ class DriftChecker:
             if found is not None and found.verdict is Verdict.CHANGED:
                 evidence = found
         if renames is not None:
-            candidates = [p for p in renames.added
+            candidates = [p for p in self._git_added(renames)
                           if p != ref.path and _utf8(p) and not is_state_name(p.partition("/")[0])]
         else:
             candidates = [p for p in self._walk() if p != ref.path]
@@ -401,7 +416,7 @@ class DriftChecker:
         if renames is not None:
             if ref.path in renames.renamed:
                 paths.append(renames.renamed[ref.path])
-            paths += renames.added
+            paths += self._git_added(renames)
         else:
             paths += sorted(self._walk(), key=_closeness(ref.path))
         lang = language_for(ref.path)
@@ -500,7 +515,8 @@ class DriftChecker:
 
     def _git_renames(self, commit: str) -> Any:
         """git's renames and new files since `commit` (`anchorfs.git.renames_since`), once per
-        commit per pass; None outside git or when git cannot answer."""
+        commit per pass; None outside git or when git cannot answer. Untracked files are not
+        in `added` yet: `_git_added` asks for them, once per pass, when a search needs them."""
         if commit in self._renames:
             return self._renames[commit]
         from pathlib import Path
@@ -510,12 +526,29 @@ class DriftChecker:
 
         found = None
         try:
-            if toplevel(Path(self.root_real)) is not None:
-                found = renames_since(Path(self.root_real), [commit])
+            top = _TOPS.get(self.root_real, "")
+            if top == "":
+                top = _TOPS[self.root_real] = toplevel(Path(self.root_real))
+            if top is not None:
+                found = renames_since(Path(self.root_real), [commit], untracked=False)
         except (HistoryError, OSError):
             found = None
         self._renames[commit] = found
         return found
+
+    def _git_added(self, renames: Any) -> list[str]:
+        """`renames.added` and the untracked files (one `git ls-files --others` per pass)."""
+        if self._untracked is None:
+            from pathlib import Path
+
+            from .errors import HistoryError
+            from .git import untracked_files
+
+            try:
+                self._untracked = untracked_files(Path(self.root_real))
+            except (HistoryError, OSError):
+                self._untracked = []
+        return list(dict.fromkeys([*renames.added, *self._untracked]))
 
     def _walk(self) -> list[str]:
         """Every regular file under the root (hidden folders, `node_modules` and links left
@@ -594,6 +627,10 @@ class DriftChecker:
         fulls = plan.fulls
         if odd:
             fulls = [None if f is None or p.rpartition("/")[0] in odd else f for p, f in zip(plan.uniq, fulls)]
+        gone = _GONE.get(self.root_real)
+        if gone:  # followed before: stat the root in their place (see `_GONE`), never vouched for
+            root = self.root_real
+            fulls = [root if f is not None and p in gone else f for p, f in zip(plan.uniq, fulls)]
         seen = self._lstats
         hashes = self.cache.vouch(plan.uniq, fulls, seen=seen)
         if seen:  # files the cache has no word on, stat in hand: hash them in one loop

@@ -18,7 +18,7 @@ from .errors import HistoryError
 __all__ = [
     "run_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
     "head_and_dirty",
-    "dirty_paths", "is_ancestor", "Renames", "renames_since", "Change", "tree_changes",
+    "dirty_paths", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change", "tree_changes",
     "worktree_changes", "branches_containing", "is_tracked",
 ]
 
@@ -241,18 +241,22 @@ class Renames:
         self.added: list[str] = []
 
 
-def renames_since(root: Path, commits: Sequence[str]) -> Renames:
+def renames_since(root: Path, commits: Sequence[str], *, untracked: bool = True) -> Renames:
     """Renames and new files between each of `commits` and the working tree, under `root`.
 
-    One `git diff -M --name-status` per distinct commit (a pass's anchors share a few) and one
-    `git ls-files --others` for untracked files: the drift pass asks only when an anchor's file
-    is gone or its symbol is missing, never per anchor. A commit git does not know (shallow
-    clone, rewritten history) adds nothing; every answer is a candidate the caller verifies.
+    One `git diff --cached -M --name-status` per distinct commit (a pass's anchors share a few) and,
+    with `untracked`, one `git ls-files --others` for untracked files: the drift pass asks only
+    when an anchor's file is gone or its symbol is missing, never per anchor, and for untracked
+    files only when the renames did not answer. A commit git does not know (shallow clone,
+    rewritten history) adds nothing; every answer is a candidate the caller verifies.
     """
     found = Renames()
     added: dict[str, None] = {}
     for commit in dict.fromkeys(commits):
-        out = run_git(root, "diff", "--name-status", "-z", "-M", "--relative", "--no-ext-diff",
+        # the commit against the index (renames committed or staged, `git mv`): no stat of the
+        # working tree, which a whole-tree diff pays per file; moves made with a plain `mv` are
+        # the untracked files below
+        out = run_git(root, "diff", "--cached", "--name-status", "-z", "-M", "--relative", "--no-ext-diff",
                       commit, "--", check=False)
         fields = out.split(b"\0")
         i = 0
@@ -268,12 +272,16 @@ def renames_since(root: Path, commits: Sequence[str]) -> Renames:
             if status == b"A":
                 added[os.fsdecode(fields[i + 1])] = None
             i += 2
-    out = run_git(root, "ls-files", "--others", "--exclude-standard", "-z", check=False)
-    for name in out.split(b"\0"):
-        if name:
-            added[os.fsdecode(name)] = None
+    if untracked:
+        added.update(dict.fromkeys(untracked_files(root)))
     found.added = list(added)
     return found
+
+
+def untracked_files(root: Path) -> list[str]:
+    """Files under `root` that git does not track and does not ignore, relative to `root`."""
+    out = run_git(root, "ls-files", "--others", "--exclude-standard", "-z", check=False)
+    return [os.fsdecode(name) for name in out.split(b"\0") if name]
 
 
 class Change:
