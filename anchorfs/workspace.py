@@ -285,7 +285,7 @@ class Workspace:
             from .store import Store
 
             store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]),
-                          index_rows=int(self.config["store.index_rows"]))
+                          index_rows=0 if self.read_only else int(self.config["store.index_rows"]))
             seen = self._checkpoint() if store.exists() else None  # a store created now has taken in nothing
             if store.exists():
                 store.table()
