@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import orjson
 
@@ -379,12 +379,12 @@ def rank(entry: Entry, line: int = 0) -> Rank:
     by its position `line` (the order earlier ledgers folded in)."""
     if entry.seq is None:
         return (0, line)
-    return (entry.seq, to_iso(entry.at), entry.tx)
+    return (entry.seq, entry.at, entry.tx)
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
-    """A snapshot of one memory that no later entry replaced (a fork has several)."""
+class Head(NamedTuple):
+    """A snapshot of one memory that no later entry replaced (a fork has several); a tuple,
+    as the fold makes one per memory per entry."""
 
     rank: Rank
     tx: str
@@ -430,45 +430,68 @@ class FoldState(dict[str, Memory]):
         super().__init__()
         self.top = 0
         self.lines = 0
-        self.txs: set[str] = set()
         self.heads: dict[str, dict[str, Head]] = {}
         self.named: dict[str, set[str]] = {}
         self._forks: list[Fork] | None = None
+        self._owned: set[str] | None = None  # after `copy`: the ids whose heads are this copy's own
 
     def copy(self) -> "FoldState":  # type: ignore[override]
+        """A copy that shares each memory's heads with this one until it changes them (a
+        long-lived reader folds every new line into a copy; most memories are untouched)."""
         out = FoldState()
         out.update(self)
-        out.top, out.lines, out.txs = self.top, self.lines, set(self.txs)
-        out.heads = {k: dict(v) for k, v in self.heads.items()}
-        out.named = {k: set(v) for k, v in self.named.items()}
+        out.top, out.lines = self.top, self.lines
+        out.heads, out.named = dict(self.heads), dict(self.named)
+        out._owned = set()
         return out
 
     def apply(self, entry: Entry) -> None:
-        """Take in one entry (a line seen twice, as a union merge can leave it, counts once)."""
+        """Take in one entry (a line seen twice, as a union merge can leave it, counts once:
+        an entry taken in is a head of, or named as replaced in, each memory it touches)."""
         self.lines += 1
-        if entry.tx in self.txs:
-            return
-        self.txs.add(entry.tx)
+        tx, heads_all, named_all = entry.tx, self.heads, self.named
+        if entry.memories:
+            first = entry.memories[0].id
+            if tx in heads_all.get(first, ()) or tx in named_all.get(first, ()):
+                return
         self._forks = None
+        seq = entry.seq
         r = rank(entry, self.lines)
-        if entry.seq is not None and entry.seq > self.top:
-            self.top = entry.seq
+        if seq is not None and seq > self.top:
+            self.top = seq
+        owned = self._owned
         for m in entry.memories:
-            heads = self.heads.setdefault(m.id, {})
-            named = self.named.setdefault(m.id, set())
-            if entry.seq is None:  # an earlier version's line: it replaced whatever stood
+            mid = m.id
+            heads = heads_all.get(mid)
+            if heads is None:  # the common case: a memory seen first
+                if seq is None or not entry.deps_of(mid):
+                    heads_all[mid] = {tx: Head(r, tx, entry.op, entry.actor, entry.at, m)}
+                    self[mid] = m
+                    continue
+                heads = heads_all[mid] = {}
+            elif owned is not None and mid not in owned:
+                owned.add(mid)
+                heads = heads_all[mid] = dict(heads)
+                if mid in named_all:
+                    named_all[mid] = set(named_all[mid])
+            named = named_all.get(mid)
+            if named is None:
+                named = named_all[mid] = set()
+            if seq is None:  # an earlier version's line: it replaced whatever stood
                 named.update(heads)
                 heads.clear()
             else:
-                for tx in entry.deps_of(m.id):
-                    named.add(tx)
-                    heads.pop(tx, None)
-            if entry.tx not in named:
-                heads[entry.tx] = Head(r, entry.tx, entry.op, entry.actor, entry.at, m)
-            if heads:
-                self[m.id] = max(heads.values(), key=lambda h: h.rank).memory
-            elif m.id not in self:
-                self[m.id] = m
+                for dep in entry.deps_of(mid):
+                    named.add(dep)
+                    heads.pop(dep, None)
+            if tx not in named:
+                heads[tx] = Head(r, tx, entry.op, entry.actor, entry.at, m)
+            if len(heads) == 1:
+                self[mid] = next(iter(heads.values())).memory
+            elif heads:
+                self[mid] = max(heads.values(), key=lambda h: h.rank).memory
+            elif mid not in self:
+                self[mid] = m
 
     def heads_of(self, memory_id: str) -> tuple[str, ...]:
         """The entries a write replacing `memory_id` depends on: every head (so it merges a fork)."""
