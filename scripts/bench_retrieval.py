@@ -219,6 +219,27 @@ MRR / recall@5 per query style (number of queries in brackets):
 
 {style_table(runs, counts)}
 
+### Ranking an agent can trust (issue 17)
+
+Relevance is a calibrated probability (`anchorfs/store.py`, `CALIBRATIONS`, fitted per
+embedder with `--calibrate` on this set's fresh, CJK and nothing-queries), discounted for
+falling behind the query's best candidate; `score = relevance x drift factor (stale 0.5) x age
+factor`; hits are demoted first and cut to k after. Measured, hybrid, k = 10:
+
+- stale MRR: every query again with its relevant memories made stale, by editing the code
+  they are anchored to in the workspace copy (a word added to the anchored lines or symbol, a
+  line to a whole file), then put back; {default['trust']['stalable']} of {len(queries)} queries
+  have an anchored answer (the others are their own stale variant). Goal: 0.9 x fresh.
+- k-invariant: queries (real, nothing, CJK) whose hits at k = 1, 3, 5 are the first ones of k = 10.
+- floor (`search.relevance_floor` = {default['trust']['floor']}): {default['trust']['nothing']} queries
+  about nothing in the store (goal: 90% with no hit above the floor); real queries whose answer
+  is above the floor, among those answered at rank 1, among those whose answer is anywhere in
+  the top 10, and of all (goal 95%).
+- CJK: {default['trust']['cjk_n']} Chinese and Japanese queries, no spaces inside words, against
+  6 memories written the same way (character pairs indexed for runs of CJK characters).
+
+{trust_table(runs)}
+
 Reading the figures:
 - Goals: {"; ".join(goals)}. {met}
   The `paraphrase` queries ({counts['paraphrase']} of {len(queries)}) were written to
@@ -327,8 +348,9 @@ def calibrate(name: str) -> str:
         ys: list[float] = []
         for q in [*load.load_queries(), *load.load_nothing_queries(), *load.load_cjk_queries()]:
             qvec = ws.embedder.embed_query(q["query"])
-            rows = ws.store.search(q["query"], qvec, k=1000, where="status = 'active'",
-                                   candidates=int(ws.config["search.candidates"]), rrf_k=0.0,
+            size = int(ws.config["search.candidates"])  # the first tier, as `Workspace.query` takes it
+            rows = ws.store.search(q["query"], qvec, k=2 * size, where="status = 'active'",
+                                   candidates=size, rrf_k=0.0,
                                    vector_weight=float(ws.config["search.vector_weight"]),
                                    text_weight=float(ws.config["search.text_weight"]))
             for r in rows:
