@@ -186,6 +186,8 @@ def test_query_flags_a_fork_and_one_supersede_over_it_resolves_it(tmp_path: Path
     assert hits[a.id].conflict == (b.id,) and hits[b.id].conflict == (a.id,)
     assert "in conflict with" in hits[a.id].envelope and "443" in hits[a.id].envelope
     assert hits[a.id].to_dict()["conflict"] == [b.id]
+    block = bob.ws.context("what is the service port").markdown
+    assert "in conflict with" in block and "9090" in block and "443" in block
     out = CliRunner().invoke(cli, ["--root", str(bob.root), "--json", "conflicts"])
     assert out.exit_code == 0, out.output
     sides = orjson.loads(out.stdout)["conflicts"][0]["sides"]
