@@ -158,10 +158,11 @@ def test_two_clones_merge_and_rebase_to_one_state_with_every_fork_listed(tmp_pat
     assert sorted(s.memory.status for s in retry.sides) == ["active", "retracted"]
 
 
-def test_a_clone_without_the_driver_merges_by_union_and_folds_the_same(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rebase", [(False, False, False), (True, True, False)])
+def test_a_clone_without_the_driver_merges_by_union_and_folds_the_same(tmp_path: Path, rebase: tuple[bool, bool, bool]) -> None:
     alice, bob = _remote(tmp_path, union_for_bob=True)
     assert "anchorfs-ledger" not in _git(bob.root, "config", "--local", "--list")
-    acked, forked = _scenario(alice, bob, (False, False, False))
+    acked, forked = _scenario(alice, bob, rebase)
     sa, sb = _check(alice.ws), _check(bob.ws)
     assert sa == sb and acked <= set(sa)
     assert {f.memory.id for f in bob.ws.conflicts()} == forked == {f.memory.id for f in alice.ws.conflicts()}
