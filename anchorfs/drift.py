@@ -15,6 +15,7 @@ import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from itertools import chain, repeat
 from operator import attrgetter, eq, is_, itemgetter
@@ -133,6 +134,8 @@ _GONE: dict[str, set[str]] = {}
 `lstat`s the root folder in their place: it never matches a file's cache entry, so their
 memories take the one-by-one check (which answers from `_FOLLOWED`), and the rest of the
 batch stays in the C loop, which a path that fails its `lstat` would send one file at a time."""
+_THEN_TOKENS: dict[tuple[str, AnchorRef], str | None] = {}
+"""Token hashes of anchors recorded without one, read back from git's blob of then."""
 _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
 
@@ -302,7 +305,43 @@ class DriftChecker:
                 return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
             self._data[ref.path] = data
         verdict, detail, where = judge(ref, data, strict=self.strict)
+        if verdict is Verdict.CHANGED and not ref.token_hash and self._same_tokens_as_then(ref, data, where):
+            return AnchorCheck(ref, Verdict.REFORMATTED, f"{ref.spec} reformatted: same tokens, other layout", where)
         return AnchorCheck(ref, verdict, detail, where)
+
+    def _same_tokens_as_then(self, ref: AnchorRef, data: bytes, where: tuple[int, int] | None) -> bool:
+        """For an anchor recorded without a token hash: whether its text has the tokens it had,
+        the text of then read back from git (the file at the anchor's commit, when it was
+        committed as it was hashed: its sha256 must match). One `git cat-file` per such anchor,
+        only when its bytes changed; never with `drift.whitespace = "strict"`."""
+        from .anchors import narrowed_tokens
+        from .symbols import language_for
+
+        if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
+            return False
+        from pathlib import Path
+
+        from .errors import HistoryError
+        from .git import run_git
+        from .hashing import sha256_bytes
+
+        key = (self.root_real, ref)
+        if key in _THEN_TOKENS:  # a commit's blob never changes: once per process
+            old = _THEN_TOKENS[key]
+        else:
+            try:
+                then = run_git(Path(self.root_real), "cat-file", "blob", f"{ref.commit}:./{ref.path}", check=False)
+            except (HistoryError, OSError):
+                return False
+            old = narrowed_tokens(ref, then) if then and sha256_bytes(then) == ref.sha256 else None
+            with _followed_lock:
+                if len(_THEN_TOKENS) >= _FOLLOWED_KEPT:
+                    _THEN_TOKENS.clear()
+                _THEN_TOKENS[key] = old
+        if old is None:
+            return False
+        now = narrowed_tokens(ref if ref.symbol else replace(ref, lines=where or ref.lines), data)
+        return old is not None and old == now
 
     @property
     def strict(self) -> bool:

@@ -188,9 +188,10 @@ def new_id() -> str:
 class AnchorRef:
     """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text.
 
-    `token_hash` (narrowed anchors in a language with a grammar, when the text at write time
-    cannot be read back from git later) hashes the text's token sequence, so a reformat can be
-    told from a change (`anchorfs.symbols.token_hash`); anchors without it keep the byte rule.
+    `token_hash` (narrowed anchors in a language with a grammar) hashes the text's token
+    sequence, so a reformat can be told from a change (`anchorfs.symbols.token_hash`). Taken at
+    write time, before git's commit and dirty flag are known; an anchor recorded without it
+    reads its text of then back from git when it was committed clean, else keeps the byte rule.
     """
 
     path: str

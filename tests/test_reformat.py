@@ -192,3 +192,24 @@ def test_the_cli_shows_reformatted_in_query_json(tmp_path: Path, monkeypatch: py
     out = CliRunner().invoke(cli, ["query", "total prices tax", "--json"])
     hit = json.loads(out.output)["hits"][0]
     assert (hit["drift"], hit["anchors"][0]["verdict"]) == ("fresh", "reformatted")
+
+
+def test_an_anchor_recorded_without_a_token_hash_in_git_reads_its_old_text_back(tmp_path: Path) -> None:
+    from conftest import git
+
+    root = workspace(tmp_path, {"calc.go": GO})
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "calc.go")
+    git(root, "commit", "-q", "-m", "calc")
+    with anchorfs.open(root) as ws:
+        m = ws.record("Add adds", anchors=["calc.go#Add", "calc.go:3-5"])
+        assert all(a.commit and a.dirty is False for a in m.anchors)
+        old = Memory(id=m.id, content=m.content,  # as an anchorfs before token hashes wrote it
+                     anchors=tuple(dataclasses.replace(a, token_hash=None) for a in m.anchors))
+        (root / "calc.go").write_text(GO_FMT)
+        assert [c.verdict for c in ws.check(old).checks] == [Verdict.REFORMATTED, Verdict.REFORMATTED]
+        (root / "calc.go").write_text(GO_FMT.replace("a + b", "b + a"))
+        assert [c.verdict for c in ws.check(old).checks] == [Verdict.CHANGED, Verdict.CHANGED]
+        dirty = Memory(id=m.id, content=m.content, anchors=(dataclasses.replace(old.anchors[0], dirty=True),))
+        (root / "calc.go").write_text(GO_FMT)
+        assert ws.check(dirty).checks[0].verdict is Verdict.CHANGED  # taken on uncommitted bytes: no text of then
