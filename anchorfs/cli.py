@@ -993,15 +993,18 @@ def mode_of(root: Any) -> str:
 
 
 @cli.command("merge-ledger")
+@_common
 @click.argument("base", type=click.Path(dir_okay=False))
 @click.argument("ours", type=click.Path(dir_okay=False))
 @click.argument("theirs", type=click.Path(dir_okay=False))
-def merge_ledger_cmd(base: str, ours: str, theirs: str) -> None:
+def merge_ledger_cmd(root: str | None, as_json: bool, base: str, ours: str, theirs: str) -> None:
     """git's merge driver for the ledger (%O %A %B): both sides' entries once, in one order, into OURS."""
     from pathlib import Path
 
     from .team import merge_ledger
 
+    if root is not None or as_json:  # taken by every command (`_common`), but here they could only be ignored
+        raise click.UsageError("--root and --json do not apply to merge-ledger: git passes it the three files")
     sys.exit(merge_ledger(Path(base), Path(ours), Path(theirs)))
 
 
@@ -1040,6 +1043,7 @@ def share(ctx: click.Context, root: str | None, as_json: bool, private: bool) ->
             _emit_json({"mode": "private" if private else "shared", "note": note})
         else:
             _echo(f"the workspace is {'private' if private else 'shared'}" + (f"; {note}" if note else ""))
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -490,7 +490,6 @@ def agent_main(event_name: str, root: str | None = None) -> int:
             pass
     return 0
 
-
 # -- the store follows git (post-checkout, post-merge, post-rewrite) ------------------------
 
 SYNC_HOOKS = ("post-checkout", "post-merge", "post-rewrite")
@@ -538,3 +537,4 @@ def install_sync(root: Path) -> list[Path]:
             _write(path, new)
             changed.append(path)
     return changed
+

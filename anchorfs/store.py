@@ -328,7 +328,7 @@ class SearchRow:
     """One candidate from the store: the memory, raw cosine similarity, calibrated relevance
     in [0, 1] and the evidence it was computed from (`calibrated_relevance`'s features)."""
 
-    __slots__ = ("memory", "similarity", "relevance", "features")
+    __slots__ = ("memory", "similarity", "relevance", "features", "match")
 
     def __init__(self, memory: Memory, similarity: float, relevance: float,
                  features: tuple[float, ...] = ()) -> None:
@@ -336,6 +336,10 @@ class SearchRow:
         self.similarity = similarity
         self.relevance = relevance
         self.features = features
+        self.match = relevance
+        """The calibrated probability on its own, before the runner-up discount: what the
+        relevance floor judges, so a second good match is never called weak only for having
+        a better one beside it."""
 
 
 class Store:
@@ -841,6 +845,7 @@ class Store:
         best = max((c.relevance for c in out), default=0.0)
         if best > 0:
             for c in out:
+                c.match = c.relevance
                 c.relevance = c.relevance * (c.relevance / best) ** RUNNER_UP_GAMMA
         out.sort(key=lambda c: (-c.relevance, c.memory.id))
         return out[:k]

@@ -1053,7 +1053,7 @@ class Workspace:
                     score *= stale_factor
                 if expired(m, days, now):
                     score *= expired_factor
-                weak = row.relevance < floor
+                weak = row.match < floor  # the match on its own, not discounted behind a better one
                 tier.append(Hit(m, row.similarity, score, md.drift, md.checks,
                                 envelope(m, md.drift, md.checks, expiry_days=days, now=now, weak=weak),
                                 row.relevance, weak))

@@ -252,7 +252,7 @@ def test_a_read_error_is_never_memoized(
 
     with monkeypatch.context() as m:  # a passing EIO: the stat will not change when it clears
         m.setattr(hashing.HashCache, "sha256", eio)
-        m.setattr(hashing.HashCache, "hash_many", lambda self, rels, paths, stats: [None] * len(rels))
+        m.setattr(hashing.HashCache, "hash_many", lambda self, rels, paths, stats, **kw: [None] * len(rels))
         code, out = run(ws_root, "--json", capsys=capsys)
     assert code == 0 and json.loads(out)["unknown"] == 3  # no file could be read
     assert not saved(ws_root)
