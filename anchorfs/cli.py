@@ -420,7 +420,11 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
 
     with _session(ctx, root, as_json) as c:
         ws = c.ws(embedder=embedder)
-        n = ws.reindex(embedder=embedder)
+        advance, finish = _progress("reindexing")
+        try:
+            n = ws.reindex(embedder=embedder, progress=advance)
+        finally:
+            finish()
         built = ws.embedder.name
         # The next command picks its embedder as a fresh workspace does: the store's own, unless
         # `embedder =` or ANCHORFS_EMBEDDER names another, which would refuse this store.

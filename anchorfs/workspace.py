@@ -1194,8 +1194,12 @@ class Workspace:
 
     # -- maintenance -----------------------------------------------------------------------
 
-    def reindex(self, *, embedder: str | None = None) -> int:
+    def reindex(self, *, embedder: str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the store from the ledger alone (also the way to switch embedders).
+
+        `progress(done, total)` is told after each batch of memories embedded: a real model
+        takes minutes over a large ledger, and silence then looks like a hang.
 
         Past `store.index_rows` rows the vector index is built at once; every older version is
         deleted after (the folder is rebuilt from nothing, so no reader can still need one)."""
@@ -1226,8 +1230,11 @@ class Workspace:
                           index_rows=0)  # no background build halfway: the index comes once all rows are in
             store.table()
             known = self.last_drift()
-            for start in range(0, len(mems), 5000):
-                store.add(mems[start:start + 5000])
+            step = 5000 if progress is None else 256
+            for start in range(0, len(mems), step):
+                store.add(mems[start:start + step])
+                if progress is not None:
+                    progress(min(start + step, len(mems)), len(mems))
             ids = {m.id for m in mems}
             store.set_drift({mid: d for mid, d in known.items() if mid in ids})
             store.index_rows = int(self.config["store.index_rows"])

@@ -695,3 +695,13 @@ def test_short_ids_resolve_from_two_characters_and_ambiguity_names_the_candidate
         ws.get(a.id[:1])
     with pytest.raises(NotFoundError, match="no memory 'zz'"):
         ws.get("zz")
+
+
+def test_reindex_reports_progress_batch_by_batch(tmp_path: Path) -> None:
+    """A real model takes minutes over a large ledger: `reindex` says how far it is (issue 16)."""
+    anchorfs.init(tmp_path)
+    with anchorfs.open(tmp_path) as ws:
+        ws.record_many([{"content": f"fact number {i}"} for i in range(600)])
+        seen: list[tuple[int, int]] = []
+        assert ws.reindex(progress=lambda done, total: seen.append((done, total))) == 600
+    assert seen == [(256, 600), (512, 600), (600, 600)]
