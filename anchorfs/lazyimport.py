@@ -19,7 +19,7 @@ import threading
 import types
 from typing import Any
 
-__all__ = ["defer_namespace_client", "DEFERRED"]
+__all__ = ["defer_namespace_client", "import_lancedb", "DEFERRED"]
 
 DEFERRED = "lance_namespace_urllib3_client"
 """The package whose `__init__` is deferred."""
@@ -91,3 +91,44 @@ def defer_namespace_client() -> bool:
         return False
     sys.meta_path.insert(0, _Trigger(module))  # type: ignore[arg-type]
     return True
+
+
+def _mark_override(method: Any = None, **_: Any) -> Any:
+    """`overrides.override` without its checks: the flag `EnforceOverrides` reads, nothing else."""
+    if method is None:
+        return _mark_override
+    method.__override__ = True
+    return method
+
+
+def import_lancedb() -> Any:
+    """`import lancedb`, the namespace client deferred and, on Python < 3.12, the `overrides`
+    package's `@override` reduced to the flag it sets while LanceDB's classes are defined.
+
+    That decorator disassembles the calling frame's bytecode to find and check the base class
+    of every one of LanceDB's ~100 overriding methods (a quarter of the rest of the import); the
+    check is for LanceDB's authors (a misspelt override), its only other effect is copying a
+    missing docstring from the base method. The real decorator is back once LanceDB is loaded.
+    """
+    defer_namespace_client()
+    if "lancedb" in sys.modules or sys.version_info >= (3, 12):
+        import lancedb
+
+        return lancedb
+    try:
+        import overrides
+    except ImportError:
+        import lancedb
+
+        return lancedb
+    saved = overrides.override, getattr(overrides, "overrides", None)
+    overrides.override = _mark_override  # type: ignore[assignment]
+    if saved[1] is not None:
+        overrides.overrides = _mark_override  # type: ignore[attr-defined]
+    try:
+        import lancedb
+    finally:
+        overrides.override = saved[0]  # type: ignore[assignment]
+        if saved[1] is not None:
+            overrides.overrides = saved[1]  # type: ignore[attr-defined]
+    return lancedb

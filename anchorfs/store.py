@@ -399,10 +399,9 @@ class Store:
             except UnicodeEncodeError:  # LanceDB takes UTF-8 paths only; it would fail with a traceback
                 raise StoreError(f"LanceDB cannot open {folder!r}: the path is not valid UTF-8; "
                                  "rename the folder to use search") from None
-            from .lazyimport import defer_namespace_client
+            from .lazyimport import import_lancedb
 
-            defer_namespace_client()  # its REST client is two thirds of the import, never used here
-            import lancedb
+            lancedb = import_lancedb()  # without its REST client (never used here) and override checks
 
             # Always read the latest version: other processes write the same table.
             self._db = lancedb.connect(folder, read_consistency_interval=timedelta(0))

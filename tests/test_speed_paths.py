@@ -104,6 +104,10 @@ def test_lancedb_loads_without_the_namespace_client_init_which_stays_whole() -> 
         assert not defer_namespace_client()  # once
         import lancedb
         print("API", f"{DEFERRED}.api" in sys.modules, f"{DEFERRED}.api.table_api" in sys.modules)
+        import overrides
+        from anchorfs.lazyimport import import_lancedb
+        assert import_lancedb() is lancedb
+        assert overrides.override.__module__ == "overrides.overrides"  # the real decorator, as it was
         import lance_namespace_urllib3_client as client
         from lance_namespace_urllib3_client.api.table_api import TableApi
         print("WHOLE", client.TableApi is TableApi, client.ApiClient.__name__, client.__version__)
@@ -130,6 +134,19 @@ def test_a_query_process_never_runs_the_namespace_client_init(root: Path) -> Non
     """, str(root))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [m.id, "True", "False"]
+
+
+def test_lancedb_loaded_with_override_checks_skipped_still_enforces_nothing_else() -> None:
+    proc = run_py("""
+        import overrides
+        real = overrides.override
+        from anchorfs.lazyimport import import_lancedb
+        lancedb = import_lancedb()
+        from lancedb.db import LanceDBConnection as C
+        print(overrides.override is real, C.serialize.__override__, C.list_namespaces.__override__)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", "True"]  # marked as the real one marks; restored after
 
 
 # -- the vector index past `store.index_rows` ---------------------------------------------------
