@@ -376,23 +376,31 @@ def write_rules(root: str | os.PathLike[str], host: str) -> Written | None:
     if new == old:
         return Written(host, "rules", root / rel, False)
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode) if old is not None else 0o644
-        tmp = path.with_name(f".{path.name}.anchorfs.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(new)
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        replace_text(path, new, existed=old is not None)
     except OSError as exc:
         raise WorkspaceError(f"cannot write {path}: {exc.strerror}") from None
     return Written(host, "rules", root / rel, True)
+
+
+def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> None:
+    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode: an
+    exclusive temp file beside it (never through a planted link), then `os.replace`."""
+    path = os.fspath(path)
+    mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.anchorfs.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 # -- Claude Code hooks ---------------------------------------------------------------------------

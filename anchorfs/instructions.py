@@ -355,22 +355,10 @@ def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
     new = replace_block(old or "", block, _EXPORT_PREFIX, EXPORT_END, where=str(path))
     if new == old:
         return ExportResult(str(path), False, total, stale)
-    folder = os.path.dirname(target)
+    from .hosts import replace_text
+
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode) if old is not None else 0o644
-        tmp = os.path.join(folder, f".{os.path.basename(target)}.anchorfs.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(new)
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        replace_text(target, new, existed=old is not None)
     except OSError as exc:
         raise WorkspaceError(f"cannot write {path}: {exc.strerror}") from None
     return ExportResult(str(path), True, total, stale)
