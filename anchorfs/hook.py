@@ -288,20 +288,13 @@ def _read_stdin() -> dict[str, "Any"]:
 def _find_root(root: str | None, event: dict[str, "Any"]) -> str:
     """`--root`, else ANCHORFS_ROOT, else the nearest workspace above the session's `cwd` (the
     hook's JSON), else above this process's folder."""
-    from .locate import ROOT_ENV, STATE_DIR, locate
+    from .locate import ROOT_ENV, locate
 
     if root is not None or os.environ.get(ROOT_ENV):
         return locate(root)
     start = event.get("cwd")
     if isinstance(start, str) and start and os.path.isdir(start):
-        here = candidate = os.path.realpath(start)
-        while True:
-            if os.path.isdir(os.path.join(candidate, STATE_DIR)):
-                return candidate
-            parent = os.path.dirname(candidate)
-            if parent == candidate:
-                raise WorkspaceError(f"no anchorfs workspace in {here} or its parents; run `anchorfs init`")
-            candidate = parent
+        return locate(None, start=start)
     return locate(None)
 
 

@@ -16,9 +16,9 @@ STATE_DIR = ".anchorfs"
 ROOT_ENV = "ANCHORFS_ROOT"
 
 
-def locate(root: str | os.PathLike[str] | None = None) -> str:
-    """The real path of `root`, else of $ANCHORFS_ROOT, else of the nearest parent of the cwd
-    holding `.anchorfs/`."""
+def locate(root: str | os.PathLike[str] | None = None, *, start: str | None = None) -> str:
+    """The real path of `root`, else of $ANCHORFS_ROOT, else of the nearest parent of `start`
+    (default: the cwd; a hook passes the session's folder) holding `.anchorfs/`."""
     if root is not None:
         path = os.path.expanduser(os.fspath(root))
         if not os.path.isdir(os.path.join(path, STATE_DIR)):
@@ -28,7 +28,7 @@ def locate(root: str | os.PathLike[str] | None = None) -> str:
     env = os.environ.get(ROOT_ENV)
     if env:
         return locate(env)
-    here = candidate = os.path.realpath(os.getcwd())
+    here = candidate = os.path.realpath(start if start is not None else os.getcwd())
     while True:
         if os.path.isdir(os.path.join(candidate, STATE_DIR)):
             return candidate
