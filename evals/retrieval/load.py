@@ -207,19 +207,25 @@ def run_stale_queries(loaded: Loaded, queries: Sequence[dict[str, Any]] | None =
     root = Path(loaded.ws.root)
     out: list[QueryResult] = []
     stalable: set[str] = set()
-    for q in queries:
-        specs = [a for mid in q["relevant"] for a in by_id[mid]["anchors"]]
-        saved = _stale_edit(root, specs) if specs else {}
-        try:
-            t0 = time.perf_counter()
-            hits = loaded.ws.query(q["query"], k=k)
-            elapsed = time.perf_counter() - t0
-        finally:
-            for path, data in saved.items():
-                path.write_bytes(data)
-        if specs:
-            stalable.add(q["id"])
-        out.append(_result(loaded, q, hits, elapsed))
+    # A read-only workspace on the same store: the same search and drift pass, but no drift
+    # write-back into LanceDB per query (edits undone at once would make each one a write).
+    reader = Workspace(root, embedder=loaded.ws.embedder.name, read_only=True)
+    try:
+        for q in queries:
+            specs = [a for mid in q["relevant"] for a in by_id[mid]["anchors"]]
+            saved = _stale_edit(root, specs) if specs else {}
+            try:
+                t0 = time.perf_counter()
+                hits = reader.query(q["query"], k=k)
+                elapsed = time.perf_counter() - t0
+            finally:
+                for path, data in saved.items():
+                    path.write_bytes(data)
+            if specs:
+                stalable.add(q["id"])
+            out.append(_result(loaded, q, hits, elapsed))
+    finally:
+        reader.close()
     loaded.ws.drift()  # every memory back to fresh in the store's last known drift
     return out, stalable
 
