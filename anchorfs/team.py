@@ -170,8 +170,10 @@ def mode(root: Path) -> str:
     from .workspace import STATE_DIR
 
     root = Path(root)
-    try:
-        ignore = (root / STATE_DIR / ".gitignore").read_text()
+    from .statefs import read_state
+
+    try:  # a state file: read without following a link, as every other one is
+        ignore = (read_state(root / STATE_DIR / ".gitignore") or b"").decode("utf-8")
     except (OSError, UnicodeDecodeError):
         ignore = ""
     if "*" in (line.strip() for line in ignore.splitlines()):
