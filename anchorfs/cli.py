@@ -470,12 +470,14 @@ def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
 
 def _drift_text(report: "DriftReport", d: dict[str, Any]) -> str:
     """`drift`'s output for people: the memories that are not fresh, then the counts."""
+    from .model import Drift, drift_of
+
     text = ""
     bad = report.flagged
     if bad:
         rows = []
-        for md in bad:
-            detail = "; ".join(ch.detail for ch in md.checks if ch.verdict.value not in ("fresh", "moved"))
+        for md in bad:  # why = the anchors that are not fresh by drift (moved, reformatted: fresh)
+            detail = "; ".join(ch.detail for ch in md.checks if drift_of((ch.verdict,)) is not Drift.FRESH)
             rows.append((md.memory.id, md.drift.value, _short(md.memory.content, 40), detail))
         text = _table(rows, ["id", "drift", "memory", "why"]) + "\n"
     return text + f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh\n"
@@ -646,14 +648,17 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         if suggest_:
-            proposals = ws.suggest(apply=apply_)
+            found = ws.suggest(apply=apply_)
             if c.json:
-                _emit_json({"suggestions": [{"id": k, "anchors": v} for k, v in proposals.items()], "applied": apply_})
+                _emit_json({**found.to_dict(), "applied": apply_})
             else:
-                for mid, specs in proposals.items():
-                    _echo(f"{mid}: {', '.join(specs)}")
+                for s in found.suggestions:  # one whose text claims something gone is held, saying why
+                    _echo(f"{s.id}: {', '.join(s.anchors)}" + (f" — {s.why}" if s.why else ""))
+                n, held = len(found.proposals), len(found.held)
                 verb = "anchored" if apply_ else "could anchor"
-                _echo(f"{verb} {len(proposals)} memor{'y' if len(proposals) == 1 else 'ies'}")
+                _echo(f"{verb} {n} memor{'y' if n == 1 else 'ies'}"
+                      + (f"; {held} not anchored: {'its' if held == 1 else 'their'} text claims something gone"
+                         if held else ""))
             return
         report = ws.verify_file(from_file, net=net) if from_file is not None else ws.verify(net=net, mark=mark)
         if c.json:
@@ -1001,15 +1006,18 @@ def mode_of(root: Any) -> str:
 @click.argument("base", type=click.Path(dir_okay=False))
 @click.argument("ours", type=click.Path(dir_okay=False))
 @click.argument("theirs", type=click.Path(dir_okay=False))
-def merge_ledger_cmd(root: str | None, as_json: bool, base: str, ours: str, theirs: str) -> None:
-    """git's merge driver for the ledger (%O %A %B): both sides' entries once, in one order, into OURS."""
+@click.argument("path", required=False)
+def merge_ledger_cmd(root: str | None, as_json: bool, base: str, ours: str, theirs: str, path: str | None) -> None:
+    """git's merge driver for the ledger (%O %A %B %P): both sides' entries once, in one order, into OURS.
+
+    PATH (git's %P) not a ledger: git's plain text merge, as without the driver."""
     from pathlib import Path
 
     from .team import merge_ledger
 
     if root is not None or as_json:  # taken by every command (`_common`), but here they could only be ignored
         raise click.UsageError("--root and --json do not apply to merge-ledger: git passes it the three files")
-    sys.exit(merge_ledger(Path(base), Path(ours), Path(theirs)))
+    sys.exit(merge_ledger(Path(base), Path(ours), Path(theirs), path))
 
 
 @cli.command()

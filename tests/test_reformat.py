@@ -213,3 +213,20 @@ def test_an_anchor_recorded_without_a_token_hash_in_git_reads_its_old_text_back(
         dirty = Memory(id=m.id, content=m.content, anchors=(dataclasses.replace(old.anchors[0], dirty=True),))
         (root / "calc.go").write_text(GO_FMT)
         assert ws.check(dirty).checks[0].verdict is Verdict.CHANGED  # taken on uncommitted bytes: no text of then
+
+
+def test_the_drift_text_names_only_the_anchors_that_are_not_fresh(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`anchorfs drift`'s "why" column filters by drift state, not by verdict names: a
+    reformatted anchor (drift fresh, like moved) is not a reason a memory is stale."""
+    root = workspace(tmp_path, {"calc.go": GO})
+    with anchorfs.open(root) as ws:
+        m = ws.record("Add and Sub are plain arithmetic", anchors=["calc.go#Add", "calc.go#Sub"])
+    (root / "calc.go").write_text(GO_FMT.replace("return a - b", "return b - a"))
+    with anchorfs.open(root) as ws:
+        assert [c.verdict for c in ws.check(ws.get(m.id)).checks] == [Verdict.REFORMATTED, Verdict.CHANGED]
+    monkeypatch.chdir(root)
+    out = CliRunner().invoke(cli, ["drift"])
+    assert out.exit_code == 90, out.output
+    row = next(line for line in out.output.splitlines() if line.startswith(m.id[:8]) or m.id in line)
+    assert "calc.go#Sub changed" in row and "reformatted" not in row and "calc.go#Add" not in row, out.output
