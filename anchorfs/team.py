@@ -3,12 +3,15 @@
 A workspace is *shared* (its ledger committed, reviewed and merged like code) or *private*
 (the whole `.anchorfs/` ignored, one clone's memories served on every branch). Shared:
 
-- `.gitattributes` at the workspace root names the merge driver for the ledger
-  (`.anchorfs/ledger.jsonl merge=anchorfs-ledger`) and the repo's local git config defines it
-  (`merge.anchorfs-ledger.driver`). A clone that never ran `anchorfs init` has the attribute
-  but not the driver: git then does its plain text merge, which conflicts when both sides
-  appended; `merge=union` in that clone's `.git/info/attributes` avoids it, and the fold reads
-  what union leaves (both sides' lines, in any order, a line twice) exactly as the driver's.
+- `.gitattributes` at the workspace root, committed, says `.anchorfs/ledger.jsonl merge=union`:
+  a clone without anchorfs gets git's own `union` (both sides' lines, no conflict), and the
+  fold reads what it leaves (any order, a line twice) exactly as the driver's output.
+- A clone where anchorfs ran (`init`, `hook install`, `share`) overrides that for the ledger
+  alone, locally: `$GIT_DIR/info/attributes` (which wins over every `.gitattributes`) names
+  `merge=anchorfs-ledger`, and the local git config defines that driver. Nothing committed
+  ever names a command: a crafted clone can route a file to the driver at most, and the
+  driver merges any path that is not a ledger as git's text merge would. Other `merge=union`
+  files are git's business alone (the built-in `union` is not redefined).
 - `merge_ledger` is the driver: both sides' lines, deduplicated by entry id, in one
   canonical order (earlier-version lines first in their order, then by rank), written over
   OURS atomically.
@@ -38,15 +41,23 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 __all__ = [
-    "DRIVER", "ATTRIBUTE", "PRIVATE_IGNORE", "merge_ledger", "merged_lines", "install_merge", "write_attributes",
-    "set_mode", "init_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "elsewhere", "SecretError",
+    "DRIVER", "ATTRIBUTE", "LEGACY_ATTRIBUTE", "PRIVATE_IGNORE", "merge_ledger", "merged_lines", "is_ledger_path",
+    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "elsewhere", "SecretError",
 ]
 
 DRIVER = "anchorfs-ledger"
 LEDGER_PATH = ".anchorfs/ledger.jsonl"
-ATTRIBUTE = f".anchorfs/ledger.jsonl merge={DRIVER}"
+ATTRIBUTE = f"{LEDGER_PATH} merge=union"
+"""The committed line: git's built-in union wherever anchorfs is not installed."""
+LEGACY_ATTRIBUTE = f"{LEDGER_PATH} merge={DRIVER}"
+"""What earlier versions committed (a clone without the driver got a conflicting text merge);
+still read as shared, and rewritten to ATTRIBUTE by init, `hook install` and `share`."""
 PRIVATE_IGNORE = "# a private workspace: nothing here is committed\n*\n"
-_ATTR_NOTE = "# anchorfs: the memory ledger merges by entry id (`anchorfs merge-ledger`)"
+_ATTR_NOTE = ("# anchorfs: the memory ledger merges as a union of lines (git's own driver); "
+              "a clone with anchorfs merges it by entry id")
+_LEGACY_NOTE = "# anchorfs: the memory ledger merges by entry id (`anchorfs merge-ledger`)"
+_LOCAL_NOTE = ("# anchorfs, this clone only: the ledger merges by entry id "
+               f"(merge.{DRIVER}.driver in .git/config); the committed .gitattributes says union")
 
 
 class SecretError(InputError):
@@ -90,11 +101,36 @@ def merged_lines(*sides: list[bytes]) -> list[bytes]:
     return legacy + [raw for _, raw in ranked]
 
 
-def merge_ledger(base: Path, ours: Path, theirs: Path) -> int:
-    """git's merge driver (`%O %A %B`): the union of the three, written over OURS; exit 0."""
+def is_ledger_path(path: str) -> bool:
+    """Whether git's `%P` (repo-relative, `/`-separated) names an anchorfs ledger."""
+    return tuple(path.replace("\\", "/").split("/")[-2:]) == (".anchorfs", "ledger.jsonl")
+
+
+def merge_ledger(base: Path, ours: Path, theirs: Path, path: str | None = None) -> int:
+    """git's merge driver (`%O %A %B %P`): the union of the three, written over OURS; exit 0.
+
+    A `path` that is not a ledger (a committed `.gitattributes` may route any file here) gets
+    git's plain text merge instead, conflict markers and all, as it would without the driver:
+    nothing but a ledger is ever rewritten by entry id. No `path` (an earlier version's
+    `%O %A %B` config) means the ledger."""
+    if path is not None and not is_ledger_path(path):
+        return _text_merge(Path(base), Path(ours), Path(theirs), path)
     out = merged_lines(_lines(Path(base)), _lines(Path(ours)), _lines(Path(theirs)))
-    payload = b"".join(line + b"\n" for line in out)
-    target = Path(ours)
+    _write_over(Path(ours), b"".join(line + b"\n" for line in out))
+    return 0
+
+
+def _text_merge(base: Path, ours: Path, theirs: Path, path: str) -> int:
+    """`git merge-file` into OURS: 0 when clean, 1 when it left conflict markers (or failed)."""
+    import subprocess
+
+    proc = subprocess.run(["git", "merge-file", "-L", f"ours:{path}", "-L", f"base:{path}", "-L",
+                           f"theirs:{path}", "--", str(ours), str(base), str(theirs)], check=False)
+    return 0 if proc.returncode == 0 else 1
+
+
+def _write_over(target: Path, payload: bytes) -> None:
+    """Replace `target` atomically (temp file beside it, fsync, mode kept, os.replace)."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -112,47 +148,108 @@ def merge_ledger(base: Path, ours: Path, theirs: Path) -> int:
         except FileNotFoundError:
             pass
         raise
-    return 0
 
 
 # -- shared or private ---------------------------------------------------------------------
 
 def _driver_command() -> str:
-    """`anchorfs merge-ledger %O %A %B`, by this interpreter's path when `anchorfs` is not on
-    PATH (git runs the driver from any shell)."""
+    """`anchorfs merge-ledger %O %A %B %P`, by this interpreter's path when `anchorfs` is not
+    on PATH (git runs the driver from any shell; it quotes `%P` itself)."""
     if shutil.which("anchorfs"):
-        return "anchorfs merge-ledger %O %A %B"
+        return "anchorfs merge-ledger %O %A %B %P"
     import shlex
 
-    return f"{shlex.quote(os.path.abspath(sys.executable))} -m anchorfs merge-ledger %O %A %B"
+    return f"{shlex.quote(os.path.abspath(sys.executable))} -m anchorfs merge-ledger %O %A %B %P"
 
 
 def install_merge(root: Path) -> bool:
-    """Register the driver in the repo's local git config and name it in `.gitattributes`;
-    False outside git (nothing to merge)."""
+    """Commit-side `.gitattributes` (union, for every clone) and this clone's own override
+    (`info/attributes` + the driver in the local git config); False outside git."""
     from .git import run_git, toplevel
 
     root = Path(root)
-    if toplevel(root) is None:
+    top = toplevel(root)
+    if top is None:
         return False
     run_git(root, "config", "--local", f"merge.{DRIVER}.name", "anchorfs ledger: union by entry id")
     run_git(root, "config", "--local", f"merge.{DRIVER}.driver", _driver_command())
     write_attributes(root)
+    write_local_attributes(root, top)
     return True
 
 
-def write_attributes(root: Path) -> bool:
-    """Add the ledger's line to `.gitattributes` at the workspace root (kept otherwise)."""
-    path = Path(root) / ".gitattributes"
+def _read_text(path: Path) -> str:
+    """A text file as it is (line ends kept, any bytes round-trip); "" when absent."""
     try:
-        text = path.read_text()
+        return path.read_bytes().decode("utf-8", "surrogateescape")
     except FileNotFoundError:
-        text = ""
-    if any(line.split() == ATTRIBUTE.split() for line in text.splitlines()):
+        return ""
+
+
+def _is(line: str, attribute: str) -> bool:
+    return line.split() == attribute.split()
+
+
+def write_attributes(root: Path) -> bool:
+    """Put the ledger's union line in `.gitattributes` at the workspace root, rewriting an
+    earlier version's `merge=anchorfs-ledger` line (and its note) in place; every other line
+    stays byte for byte. True when the file changed."""
+    path = Path(root) / ".gitattributes"
+    text = _read_text(path)
+    lines = text.splitlines(keepends=True)
+    have = any(_is(line, ATTRIBUTE) for line in lines)
+    out: list[str] = []
+    for line in lines:
+        body = line.rstrip("\r\n")
+        eol = line[len(body):]
+        if _is(body, LEGACY_ATTRIBUTE):
+            if not have:
+                out.append(ATTRIBUTE + eol)
+                have = True
+        elif body == _LEGACY_NOTE:
+            out.append(_ATTR_NOTE + eol)
+        else:
+            out.append(line)
+    new = "".join(out)
+    if not have:
+        if new and not new.endswith("\n"):
+            new += "\n"
+        new += f"{_ATTR_NOTE}\n{ATTRIBUTE}\n"
+    if new == text:
+        return False
+    _replace(path, new)
+    return True
+
+
+def _pattern(rel: str) -> str:
+    """A gitattributes pattern matching exactly the repo-relative path `rel`."""
+    escaped = "".join("\\" + c if c in "*?[]\\!#" else c for c in rel)
+    pattern = "/" + escaped
+    if any(c in pattern for c in ' \t"'):
+        pattern = '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return pattern
+
+
+def write_local_attributes(root: Path, top: Path | None = None) -> bool:
+    """Name this clone's driver for this workspace's ledger in `$GIT_DIR/info/attributes`
+    (never committed; it wins over `.gitattributes`). True when the file changed."""
+    from .git import run_git, toplevel
+
+    root = Path(root)
+    top = top if top is not None else toplevel(root)
+    if top is None:
+        return False
+    out = os.fsdecode(run_git(root, "rev-parse", "--git-path", "info/attributes").strip())
+    path = Path(out) if os.path.isabs(out) else root / out
+    rel = os.path.relpath(os.path.realpath(root), os.path.realpath(top)).replace(os.sep, "/")
+    line = f"{_pattern(LEDGER_PATH if rel == os.curdir else f'{rel}/{LEDGER_PATH}')} merge={DRIVER}"
+    text = _read_text(path)
+    if any(x.rstrip("\r\n") == line for x in text.splitlines()):
         return False
     if text and not text.endswith("\n"):
         text += "\n"
-    _replace(path, text + f"{_ATTR_NOTE}\n{ATTRIBUTE}\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _replace(path, text + f"{_LOCAL_NOTE}\n{line}\n")
     return True
 
 
@@ -160,13 +257,13 @@ def _replace(path: Path, text: str) -> None:
     if path.is_symlink():
         raise WorkspaceError(f"{path} is a link; refusing to write through it")
     tmp = path.with_name(f".{path.name}.anchorfs.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(text.encode("utf-8", "surrogateescape"))
     os.replace(tmp, path)
 
 
 def mode(root: Path) -> str:
-    """`private` when `.anchorfs/.gitignore` ignores everything (or the root is not in git),
-    `shared` when `.gitattributes` names the driver, else `unset` (an earlier init)."""
+    """`private` when `.anchorfs/.gitignore` ignores everything, `shared` when `.gitattributes`
+    holds the ledger's line (union, or an earlier version's driver line), else `unset`."""
     from .workspace import STATE_DIR
 
     root = Path(root)
@@ -182,7 +279,8 @@ def mode(root: Path) -> str:
         attrs = (root / ".gitattributes").read_text()
     except (OSError, UnicodeDecodeError):
         return "unset"
-    return "shared" if any(line.split() == ATTRIBUTE.split() for line in attrs.splitlines()) else "unset"
+    lines = attrs.splitlines()
+    return "shared" if any(_is(x, ATTRIBUTE) or _is(x, LEGACY_ATTRIBUTE) for x in lines) else "unset"
 
 
 def init_mode(root: Path, shared: bool | None) -> None:

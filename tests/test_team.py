@@ -93,10 +93,7 @@ def _remote(tmp_path: Path, *, union_for_bob: bool = False) -> tuple[Clone, Clon
     b = tmp_path / "bob"
     _git(tmp_path, "clone", "-q", str(remote), str(b), who="bob")
     anchorfs.init(b)
-    if union_for_bob:  # a clone that never ran `anchorfs init --shared`: git's union driver only
-        (b / ".git" / "info").mkdir(exist_ok=True)
-        (b / ".git" / "info" / "attributes").write_text(f"{LEDGER} merge=union\n")
-    else:
+    if not union_for_bob:  # else a clone where anchorfs never touched git: the committed union only
         team.install_merge(b)
     return Clone(a, "alice"), Clone(b, "bob")
 
@@ -161,7 +158,9 @@ def test_two_clones_merge_and_rebase_to_one_state_with_every_fork_listed(tmp_pat
 @pytest.mark.parametrize("rebase", [(False, False, False), (True, True, False)])
 def test_a_clone_without_the_driver_merges_by_union_and_folds_the_same(tmp_path: Path, rebase: tuple[bool, bool, bool]) -> None:
     alice, bob = _remote(tmp_path, union_for_bob=True)
-    assert "anchorfs-ledger" not in _git(bob.root, "config", "--local", "--list")
+    assert "anchorfs" not in _git(bob.root, "config", "--local", "--list")
+    assert not (bob.root / ".git" / "info" / "attributes").exists()
+    assert _git(bob.root, "check-attr", "merge", "--", LEDGER).split()[-1] == "union"  # git's own, by the commit
     acked, forked = _scenario(alice, bob, rebase)
     sa, sb = _check(alice.ws), _check(bob.ws)
     assert sa == sb and acked <= set(sa)
@@ -351,9 +350,10 @@ def test_init_shared_and_private_and_share(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["--root", str(root), "init", "--shared"])
     assert out.exit_code == 0, out.output
     assert team.ATTRIBUTE in (root / ".gitattributes").read_text()
-    assert "merge-ledger %O %A %B" in _git(root, "config", "--local", f"merge.{team.DRIVER}.driver")
+    assert "merge-ledger %O %A %B %P" in _git(root, "config", "--local", f"merge.{team.DRIVER}.driver")
     assert team.mode(root) == "shared"
-    assert _git(root, "check-attr", "merge", "--", LEDGER).strip().endswith("anchorfs-ledger")
+    assert _git(root, "check-attr", "merge", "--", LEDGER).split()[-1] == "anchorfs-ledger"  # this clone's override
+    assert f"/{LEDGER} merge=anchorfs-ledger" in (root / ".git" / "info" / "attributes").read_text()
     out = CliRunner().invoke(cli, ["--root", str(root), "share", "--private"])
     assert out.exit_code == 0 and team.mode(root) == "private"
     assert (root / ".anchorfs" / ".gitignore").read_text().splitlines()[-1] == "*"
@@ -383,3 +383,169 @@ def test_linked_worktrees_are_workspaces_of_their_own(tmp_path: Path) -> None:
         assert len(other.drift().stale) == 1
     assert n.id not in {m.id for m in alice.ws.list()}
     assert len(alice.ws.drift().stale) == 0
+
+
+# -- the committed `union`, and this clone's own driver over it --------------------------------
+
+def _forked_repo(tmp_path: Path, files: dict[str, str], attrs: str) -> tuple[Path, dict[str, tuple[str, str]]]:
+    """A bare remote whose main holds `files` and `.gitattributes`, and branches `left` and
+    `right` that each appended their own line to every file. Returns the remote and, per
+    file, the two lines appended."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    seed = tmp_path / "seed"
+    _git(tmp_path, "clone", "-q", str(remote), str(seed))
+    (seed / ".gitattributes").write_text(attrs)
+    for name, text in files.items():
+        (seed / name).parent.mkdir(parents=True, exist_ok=True)
+        (seed / name).write_text(text)
+    _git(seed, "add", "-A")
+    _git(seed, "commit", "-q", "-m", "base")
+    _git(seed, "push", "-q", "origin", "HEAD:main")
+    added: dict[str, tuple[str, str]] = {}
+    for side in ("left", "right"):
+        _git(seed, "checkout", "-q", "-b", side, "main")
+        for name in files:
+            line = f"{side} appended to {name}\n"
+            added.setdefault(name, ("", ""))
+            added[name] = (line, added[name][1]) if side == "left" else (added[name][0], line)
+            with open(seed / name, "a") as fh:
+                fh.write(line)
+        _git(seed, "commit", "-q", "-am", side)
+        _git(seed, "push", "-q", "origin", side)
+    return remote, added
+
+
+def _merge_in(tmp_path: Path, remote: Path, name: str, ours: str, theirs: str, *, anchorfs_clone: bool) -> tuple[Path, int]:
+    """Clone, optionally let anchorfs set up that clone, then merge `theirs` into `ours`."""
+    clone = tmp_path / name
+    _git(tmp_path, "clone", "-q", str(remote), str(clone))
+    if anchorfs_clone:
+        team.install_merge(clone)
+    _git(clone, "checkout", "-q", ours)
+    proc = subprocess.run(["git", "merge", "-q", "--no-edit", f"origin/{theirs}"], cwd=clone, capture_output=True,
+                          text=True, env={**os.environ, "GIT_AUTHOR_NAME": "m", "GIT_AUTHOR_EMAIL": "m@x",
+                                          "GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@x"})
+    return clone, proc.returncode
+
+
+def test_git_runs_this_clones_driver_for_the_ledger_and_its_own_union_without_it(tmp_path: Path) -> None:
+    """Both ways, with real git: a clone with no anchorfs config at all merges two appended
+    ledgers by git's built-in union (no conflict, ours' lines first: the order depends on who
+    merges); a clone set up by anchorfs gets the driver's one canonical order."""
+    repo = tmp_path / "src"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    anchorfs.init(repo)
+    team.set_mode(repo, True)
+    assert (repo / ".gitattributes").read_text().splitlines()[-1] == team.ATTRIBUTE == f"{LEDGER} merge=union"
+    with anchorfs.open(repo) as ws:
+        ws.record("on the base")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    for side in ("left", "right"):
+        _git(repo, "checkout", "-q", "-b", side, "main")
+        with anchorfs.open(repo) as ws:
+            ws.record(f"recorded on {side}")
+            ws.record(f"recorded on {side} again")
+        _git(repo, "commit", "-q", "-am", side)
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
+    base = _git(repo, "show", f"main:{LEDGER}").encode()
+    left, right = (_git(repo, "show", f"{b}:{LEDGER}").encode() for b in ("left", "right"))
+    canonical = b"".join(x + b"\n" for x in team.merged_lines(base.splitlines(), left.splitlines(), right.splitlines()))
+    results = {}
+    for with_driver in (False, True):
+        for ours, theirs in (("left", "right"), ("right", "left")):
+            clone, rc = _merge_in(tmp_path, remote, f"{ours}-{with_driver}", ours, theirs, anchorfs_clone=with_driver)
+            assert rc == 0  # no conflict, with or without anchorfs
+            assert _git(clone, "check-attr", "merge", "--", LEDGER).split()[-1] == (
+                "anchorfs-ledger" if with_driver else "union")
+            data = (clone / LEDGER).read_bytes()
+            assert sorted(data.splitlines()) == sorted(set(base.splitlines() + left.splitlines() + right.splitlines()))
+            results[with_driver, ours] = data
+            assert len(_state(clone)) == 5  # the fold gives the union: every memory once
+    assert results[True, "left"] == results[True, "right"] == canonical  # the driver: one order
+    assert results[False, "left"] != results[False, "right"]  # git's union: ours first, so who merged shows
+    assert results[False, "left"] == base + left[len(base):] + right[len(base):]
+    assert _state_bytes(results[False, "left"]) == _state_bytes(canonical) == _state_bytes(results[False, "right"])
+
+
+def _state_bytes(data: bytes) -> dict[str, dict]:
+    from anchorfs.ledger import Entry
+
+    return {i: m.to_dict() for i, m in fold([Entry.from_dict(orjson.loads(x)) for x in data.splitlines()]).items()}
+
+
+def test_other_files_merge_the_same_with_and_without_anchorfs(tmp_path: Path) -> None:
+    """The driver is named only for the ledger, locally: another `merge=union` file is git's
+    own union either way, and a file a crafted `.gitattributes` routes to `anchorfs-ledger`
+    gets a text merge with conflict markers, as in a clone without anchorfs, never a rewrite."""
+    files = {"CHANGES.md": "# changes\n- first\n", "docs/notes.txt": "one\ntwo\n", "crafted.jsonl": '{"tx": 1}\n'}
+    attrs = "CHANGES.md merge=union\ndocs/notes.txt merge=union\ncrafted.jsonl merge=anchorfs-ledger\n"
+    remote, added = _forked_repo(tmp_path, files, attrs)
+    plain, rc_plain = _merge_in(tmp_path, remote, "plain", "left", "right", anchorfs_clone=False)
+    ours, rc_ours = _merge_in(tmp_path, remote, "ours", "left", "right", anchorfs_clone=True)
+    assert "merge-ledger" in _git(ours, "config", "--local", f"merge.{team.DRIVER}.driver")
+    assert rc_plain == rc_ours == 1  # crafted.jsonl conflicts, in both
+    for name in ("CHANGES.md", "docs/notes.txt"):
+        assert (plain / name).read_bytes() == (ours / name).read_bytes()
+        assert (ours / name).read_text() == files[name] + added[name][0] + added[name][1]
+    unmerged = {x.split("\t")[-1] for x in _git(ours, "ls-files", "-u").splitlines()}
+    assert unmerged == {"crafted.jsonl"} == {x.split("\t")[-1] for x in _git(plain, "ls-files", "-u").splitlines()}
+
+    def body(p: Path) -> list[str]:
+        return [x for x in p.read_text().splitlines() if not x.startswith(("<<<<<<<", "=======", ">>>>>>>"))]
+
+    text = (ours / "crafted.jsonl").read_text()
+    assert "<<<<<<<" in text and "=======" in text and ">>>>>>>" in text
+    assert body(ours / "crafted.jsonl") == body(plain / "crafted.jsonl")
+
+
+def test_an_earlier_versions_attribute_and_driver_are_upgraded_in_place(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    anchorfs.init(root)
+    old = ("*.png binary\r\n# anchorfs: the memory ledger merges by entry id (`anchorfs merge-ledger`)\r\n"
+           f"{LEDGER} merge=anchorfs-ledger\r\n*.sh text eol=lf")
+    (root / ".gitattributes").write_bytes(old.encode())
+    _git(root, "config", "--local", f"merge.{team.DRIVER}.driver", "anchorfs merge-ledger %O %A %B")
+    assert team.mode(root) == "shared"  # the earlier line still means shared
+    out = CliRunner().invoke(cli, ["--root", str(root), "hook", "install"])
+    assert out.exit_code == 0, out.output
+    new = (root / ".gitattributes").read_bytes()
+    assert new == old.replace("merge=anchorfs-ledger", "merge=union").replace(
+        "# anchorfs: the memory ledger merges by entry id (`anchorfs merge-ledger`)", team._ATTR_NOTE).encode()
+    assert team.mode(root) == "shared"
+    assert _git(root, "config", "--local", f"merge.{team.DRIVER}.driver").strip().endswith("%O %A %B %P")
+    assert _git(root, "check-attr", "merge", "--", LEDGER).split()[-1] == "anchorfs-ledger"
+    # again: nothing changes, nothing is added twice
+    for args in (["init"], ["hook", "install"], ["share"]):
+        assert CliRunner().invoke(cli, ["--root", str(root), *args]).exit_code == 0
+    assert (root / ".gitattributes").read_bytes() == new
+    assert (root / ".git" / "info" / "attributes").read_text().count("merge=anchorfs-ledger") == 1
+    # an earlier clone's `%O %A %B` config (no path) still merges the ledger by entry id
+    sides = {}
+    for name, lines in (("O", [b'{"x":1}']), ("A", [b'{"x":1}', b'{"x":2}']), ("B", [b'{"x":1}', b'{"x":3}'])):
+        sides[name] = tmp_path / name
+        sides[name].write_bytes(b"".join(x + b"\n" for x in lines))
+    assert team.merge_ledger(sides["O"], sides["A"], sides["B"]) == 0
+    assert sides["A"].read_bytes() == b'{"x":1}\n{"x":2}\n{"x":3}\n'
+
+
+def test_the_local_override_matches_a_workspace_in_a_subfolder_with_odd_characters(tmp_path: Path) -> None:
+    top = tmp_path / "repo"
+    top.mkdir()
+    _git(top, "init", "-q", "-b", "main")
+    for sub in ("pkg/a b", "x[1]*#"):
+        root = top / sub
+        root.mkdir(parents=True)
+        anchorfs.init(root, nested=True)
+        team.set_mode(root, True)
+        rel = f"{sub}/{LEDGER}"
+        assert _git(top, "check-attr", "merge", "--", rel).rstrip("\n").endswith(": merge: anchorfs-ledger")
+        assert _git(top, "check-attr", "merge", "--", f"{sub}/other.jsonl").rstrip("\n").endswith(": unspecified")
+    assert _git(top, "check-attr", "merge", "--", f"x1/{LEDGER}").rstrip("\n").endswith(": unspecified")
+    assert team.is_ledger_path("pkg/a b/.anchorfs/ledger.jsonl")
+    assert not team.is_ledger_path("ledger.jsonl") and not team.is_ledger_path("x/anchorfs/ledger.jsonl")
