@@ -1,0 +1,311 @@
+"""git's zero-context diffs, parsed: the hunks a walk carries an anchored span through.
+
+`--raw -p -U0` output (a walk's one `diff-tree --stdin` stream, the working tree's
+`diff-index`, two blobs' `diff`) becomes records of entries and hunks, line by line. Zero
+context is what makes a hunk evidence: one that misses the tracked span proves the text
+identical, and the headline hunk shown for a step is always one that hits the anchored text.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .anchors import MAX_FILE_BYTES
+from .errors import HistoryError
+from .git import popen_git, run_git
+from .history_repo import _OID_RE, WORKING_TREE
+
+__all__ = [
+    "_MAX_HUNKS",
+    "Hunk",
+    "_RawHunk",
+    "_stream_pairs",
+    "_worktree_patch",
+    "_headline",
+    "_blob_hunks",
+]
+
+
+_HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_MAX_HUNKS = 20
+_MAX_HUNK_LINES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """A zero-context hunk as git printed it: old and new line numbers, `-`/`+` lines."""
+
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    lines: tuple[str, ...] = ()
+
+    @property
+    def header(self) -> str:
+        def part(start: int, count: int) -> str:
+            return str(start) if count == 1 else f"{start},{count}"
+
+        return f"@@ -{part(self.old_start, self.old_count)} +{part(self.new_start, self.new_count)} @@"
+
+    @property
+    def text(self) -> str:
+        return "\n".join((self.header, *self.lines))
+
+    def hits(self, span: tuple[int, int]) -> bool:
+        """Does this hunk change a line inside `span` (old numbering)?"""
+        start, end = span
+        if self.old_count == 0:  # pure insertion after old line `old_start`
+            return start <= self.old_start < end
+        return self.old_start <= end and self.old_start + self.old_count - 1 >= start
+
+    def hits_new(self, span: tuple[int, int]) -> bool:
+        """Does this hunk put a line inside `span` (new numbering: where the text stands after)?"""
+        start, end = span
+        if self.new_count == 0:  # pure deletion after new line `new_start`
+            return start <= self.new_start < end
+        return self.new_start <= end and self.new_start + self.new_count - 1 >= start
+
+    def above(self, span: tuple[int, int]) -> bool:
+        if self.old_count == 0:
+            return self.old_start < span[0]
+        return self.old_start + self.old_count - 1 < span[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_start": self.old_start,
+            "old_count": self.old_count,
+            "new_start": self.new_start,
+            "new_count": self.new_count,
+            "header": self.header,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _RawHunk:
+    hunk: Hunk
+    noop: bool
+    """Identical up to line endings (judge compares lines with endings normalized)."""
+    body: bytes
+    """Every removed and added line, untruncated: what name checks look at."""
+
+
+@dataclass(slots=True)
+class _Record:
+    """One commit (or the working tree) of the diff stream, limited to the anchored path."""
+
+    commit: str
+    entries: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """(status, old oid, new oid, path) per raw line."""
+    sections: list[list[_RawHunk]] = field(default_factory=list)
+    binary: list[bool] = field(default_factory=list)
+
+    def mine(self, path: str) -> tuple[tuple[str, str, str], list[_RawHunk] | None, bool] | None:
+        """The raw entry for exactly `path`, its hunks (None if they cannot be trusted), binary?"""
+        for i, (status, old, new, p) in enumerate(self.entries):
+            if p == path:
+                hunks: list[_RawHunk] | None = None
+                binary = False
+                if len(self.sections) == len(self.entries):
+                    hunks = self.sections[i]
+                    binary = self.binary[i]
+                return (status, old, new), hunks, binary
+        return None
+
+
+def _unquote(path: bytes) -> str:
+    """git's C-style quoting of unusual path names (core.quotepath is off, so only rare ones)."""
+    if not (path.startswith(b'"') and path.endswith(b'"')):
+        return path.decode("utf-8", "surrogateescape")
+    body = path[1:-1]
+    out = bytearray()
+    i = 0
+    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7, ord("b"): 8,
+              ord("f"): 12, ord("r"): 13, ord("v"): 11}
+    while i < len(body):
+        c = body[i]
+        if c == 92 and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in simple:
+                out.append(simple[nxt])
+                i += 2
+                continue
+            if 48 <= nxt <= 55 and i + 3 < len(body):
+                out.append(int(body[i + 1:i + 4], 8))
+                i += 4
+                continue
+        out.append(c)
+        i += 1
+    return bytes(out).decode("utf-8", "surrogateescape")
+
+
+def _strip_cr(line: bytes) -> bytes:
+    return line[:-1] if line.endswith(b"\r") else line
+
+
+class _PatchParser:
+    """Parse `--raw -p -U0` output (diff-tree --stdin or diff) into records, line by line."""
+
+    def __init__(self, first: _Record | None = None) -> None:
+        self.current = first
+        self.done: list[_Record] = []
+        self._old_left = 0
+        self._new_left = 0
+        self._hunk: dict[str, Any] | None = None
+
+    def _close_hunk(self) -> None:
+        h = self._hunk
+        if h is None or self.current is None or not self.current.sections:
+            self._hunk = None
+            return
+        olds = [_strip_cr(x) for x in h["old"]]
+        news = [_strip_cr(x) for x in h["new"]]
+        noop = olds == news
+        lines = [b"-" + x for x in h["old"]] + [b"+" + x for x in h["new"]]
+        shown = tuple(x.decode("utf-8", "replace") for x in lines[:_MAX_HUNK_LINES])
+        if len(lines) > _MAX_HUNK_LINES:
+            shown += (f"... {len(lines) - _MAX_HUNK_LINES} more lines",)
+        hunk = Hunk(h["os"], h["oc"], h["ns"], h["nc"], shown)
+        self.current.sections[-1].append(_RawHunk(hunk, noop, b"\n".join(h["old"] + h["new"])))
+        self._hunk = None
+
+    def feed(self, raw: bytes) -> _Record | None:
+        """Feed one line (without its newline); returns a record when one is complete."""
+        if self._old_left or self._new_left:
+            assert self._hunk is not None
+            if raw.startswith(b"-") and self._old_left:
+                self._old_left -= 1
+                self._hunk["old"].append(raw[1:])
+                return None
+            if raw.startswith(b"+") and self._new_left:
+                self._new_left -= 1
+                self._hunk["new"].append(raw[1:])
+                return None
+            if raw.startswith(b"\\"):
+                return None
+            self._old_left = self._new_left = 0  # malformed: resynchronise
+        if raw.startswith(b"\\"):
+            return None
+        finished: _Record | None = None
+        if _OID_RE.match(raw):
+            self._close_hunk()
+            finished = self.current
+            self.current = _Record(raw.decode())
+            return finished
+        if self.current is None:
+            return None
+        if raw.startswith(b":"):
+            meta, _, path = raw.partition(b"\t")
+            fields = meta[1:].split()
+            if len(fields) >= 5:
+                self.current.entries.append(
+                    (fields[4][:1].decode(), fields[2].decode(), fields[3].decode(), _unquote(path))
+                )
+        elif raw.startswith(b"diff --git ") or raw.startswith(b"diff --cc "):
+            self._close_hunk()
+            self.current.sections.append([])
+            self.current.binary.append(False)
+        elif raw.startswith(b"@@ "):
+            self._close_hunk()
+            m = _HUNK_RE.match(raw)
+            if m and self.current.sections:
+                oc = int(m.group(2)) if m.group(2) is not None else 1
+                nc = int(m.group(4)) if m.group(4) is not None else 1
+                self._hunk = {"os": int(m.group(1)), "oc": oc, "ns": int(m.group(3)), "nc": nc,
+                              "old": [], "new": []}
+                self._old_left, self._new_left = oc, nc
+                if oc == 0 and nc == 0:
+                    self._close_hunk()
+        elif raw.startswith(b"Binary files ") and self.current.binary:
+            self.current.binary[-1] = True
+        return None
+
+    def finish(self) -> _Record | None:
+        self._close_hunk()
+        last, self.current = self.current, None
+        return last
+
+
+def _big_files() -> str:
+    """git treats a file over the size bound as binary (no hunks): its diff is never computed
+    nor printed for us, and the step that holds it is judged unreadable without reading it."""
+    return f"core.bigFileThreshold={MAX_FILE_BYTES}"
+
+
+def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Generator[_Record, None, None]:
+    """Stream `diff-tree --stdin` over (commit, previous) pairs: one record per commit."""
+    proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-tree", "--stdin", "--always", "-r",
+                     "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
+                     "--no-color", "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin = proc.stdin
+
+    def feed() -> None:
+        try:
+            for commit, prev in pairs:
+                stdin.write(f"{commit} {prev}\n".encode())
+            stdin.close()
+        except (BrokenPipeError, OSError):  # git died; its stderr tells why
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    parser = _PatchParser()
+    try:
+        for line in proc.stdout:
+            rec = parser.feed(line.rstrip(b"\n"))
+            if rec is not None:
+                yield rec
+        rec = parser.finish()
+        if rec is not None:
+            yield rec
+    finally:
+        proc.stdout.close()
+        writer.join(timeout=30)
+        err = proc.stderr.read() if proc.stderr else b""
+        code = proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+    if code != 0:
+        msg = err.decode("utf-8", "replace").strip().splitlines()
+        raise HistoryError(f"git diff-tree failed: {msg[-1] if msg else code}")
+
+
+def _worktree_patch(top: Path, repo_path: str) -> _Record:
+    out = run_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-index", "--raw", "-p", "-U0",
+                  "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
+                  "--full-index", "--abbrev=64", "HEAD", "--", ":(literal)" + repo_path)
+    parser = _PatchParser(_Record(WORKING_TREE))
+    for line in out.split(b"\n"):
+        parser.feed(line)
+    rec = parser.finish()
+    assert rec is not None
+    return rec
+
+
+def _headline(hunks: list[Hunk], before: tuple[int, int] | None, after: tuple[int, int] | None,
+              *, everything: bool = True) -> tuple[Hunk, ...]:
+    """The hunks that hit the anchored text first (where it stood before the step, in old
+    numbering, or where it stands after, in new numbering), in file order; then, with
+    `everything`, the rest: the first hunk shown is always one that touches the anchor."""
+    hitting = [h for h in hunks if (before and h.hits(before)) or (after and h.hits_new(after))]
+    rest = [h for h in hunks if h not in hitting] if everything else []
+    return tuple((hitting + rest)[:_MAX_HUNKS])
+
+
+def _blob_hunks(top: Path, old_oid: str, new_oid: str) -> list[Hunk]:
+    """Zero-context hunks between two blobs (a file renamed and changed in one step)."""
+    out = run_git(top, "-c", _big_files(), "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
+                  old_oid, new_oid, check=False)
+    rec = _Record("blobs", entries=[("M", old_oid, new_oid, "")])
+    parser = _PatchParser(rec)
+    for line in out.split(b"\n"):
+        parser.feed(line)
+    parser.finish()
+    return [h.hunk for section in rec.sections for h in section if not h.noop]
