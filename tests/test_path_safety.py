@@ -850,7 +850,7 @@ def test_swap_at_the_history_working_tree_read(swap_lay: Layout, into: str) -> N
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
         _edited_elsewhere(swap_lay)
-        result = swapped_call(swap_lay, "src/app.py", ("history.py", "working_tree"), into, lambda: ws.bisect(m.id))
+        result = swapped_call(swap_lay, "src/app.py", ("history_tracker.py", "working_tree"), into, lambda: ws.bisect(m.id))
         assert result is not None
         assert result.culprit is None  # type: ignore[attr-defined]  # no evidence from the swapped file
 

@@ -1,0 +1,611 @@
+"""One anchor carried down a walk: whether it holds at each step, and where its text stands.
+
+The walk's verdict at every step is the one `judge` would give that version of the file, so
+`bisect` never contradicts `drift`: hunks that miss the tracked span prove the text identical;
+when a hunk hits it, the content is re-judged, so a span moved as a block is still found.
+Symbols are re-parsed only at steps whose hunks hit the symbol or a definition enclosing it, or
+mention one of its names; the rest carry the verdict, and the last version is parsed to check
+that carry (a disagreement, e.g. a syntax error far away, re-walks the anchor parsing every
+step).
+
+Renames are followed by rename detection in the walk, not `git log --follow` (one path per
+log, heuristics that misbehave with `--first-parent`): at a step that loses the anchored text
+(its file gone, its symbol missing), one `diff-tree -M` of that step says where it went: the
+file git renamed ours to, else a file the step added, copied or renamed holding the text
+intact (the same bytes, the same symbol, the same lines). Found, the step is `moved` (with
+`path_now`) and the stream restarts on the new file; a rename whose text differs is the
+culprit, `changed` at its new path. So the culprit is the commit that changed or removed the
+content, never one that only moved it. The working tree is searched the same way (staged
+renames, untracked files), and `drift_at` follows a rename made between the anchor's commit
+and the revision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import lru_cache, partial
+
+from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path, text_hash
+from .errors import AnchorError, AnchorfsError
+from .git import Change, worktree_changes
+from .history_patch import _MAX_HUNKS, Hunk, _RawHunk, _blob_hunks, _headline, _worktree_patch
+from .history_repo import WORKING_TREE, _Commit, _Repo
+from .history_results import _BREAKS, _HOLDS, Step, _span
+from .model import AnchorRef, Verdict, to_iso
+
+__all__ = [
+    "_NULL_OIDS",
+    "_intact",
+    "_Tracker",
+    "_safe_repo_path",
+]
+
+
+def _renamed_to(changes: list[Change], repo_path: str) -> str | None:
+    """Where git saw `repo_path` renamed to among one step's changes (repo paths), if it did."""
+    return next((c.new for c in changes if c.status == "R" and c.old == repo_path), None)
+
+
+def _closeness(path: str) -> Callable[[str], tuple[int, int, str]]:
+    """Sort key for where a lost file's content may have gone: the same file name first,
+    then the most folders in common, then by name (a stable order)."""
+    name = path.rsplit("/", 1)[-1]
+    folders = path.split("/")[:-1]
+
+    def key(cand: str) -> tuple[int, int, str]:
+        parts = cand.split("/")
+        common = 0
+        for x, y in zip(folders, parts[:-1]):
+            if x != y:
+                break
+            common += 1
+        return (0 if parts[-1] == name else 1, -common, cand)
+
+    return key
+
+
+_FOLLOW_FILES = 64
+"""Candidate files one step may load looking for content its anchor lost (renames first)."""
+_FOLLOW_BYTES = 16 * 1024 * 1024
+"""Bytes one step may load looking for it."""
+
+
+_NULL_OIDS = {"0" * 40, "0" * 64}
+
+
+@lru_cache(maxsize=None)
+def _intact(kind: str) -> Verdict:
+    """The verdict `judge` gives a narrowed anchor (`kind` lines or symbol) whose text is
+    intact at its own place while the file changed elsewhere: `fresh` (DESIGN.md) or, from
+    an older judge, `moved`. Asked of `judge` itself, once, so a carried step (judged from
+    hunks, without loading the blob) never contradicts what `drift` says of that version."""
+    if kind == "lines":
+        before, after, ref = b"a = 1\nb = 2\n", b"a = 1\nb = 3\n", AnchorRef("probe.txt", lines=(1, 1))
+    else:
+        before, after = b"def f():\n    return 1\n", b"import os\n\n\ndef f():\n    return 1\n"
+        ref = AnchorRef("probe.py", symbol="f")
+    try:
+        text, _ = narrowed_text(ref, before)
+        probe = replace(ref, sha256=hashlib.sha256(before).hexdigest(), content_hash=text_hash(text))
+        verdict = judge(probe, after)[0]
+    except AnchorfsError:  # pragma: no cover - no grammar: the older rule
+        return Verdict.MOVED
+    return verdict if verdict in (Verdict.FRESH, Verdict.MOVED) else Verdict.MOVED
+
+
+def _norm(data: bytes) -> bytes:
+    return data.replace(b"\r\n", b"\n")
+
+
+def _shift(span: tuple[int, int], hunks: list[Hunk]) -> tuple[int, int]:
+    delta = sum(h.new_count - h.old_count for h in hunks if h.above(span))
+    return span[0] + delta, span[1] + delta
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    verdict: Verdict
+    detail: str
+    where: tuple[int, int] | None = None
+    guard: tuple[int, int] | None = None
+    """A symbol's span together with every symbol enclosing it: edits outside it and not naming
+    it cannot change what the symbol resolves to (short of breaking the file's syntax)."""
+
+
+class _Tracker:
+    """Carries one anchor down the walk: whether it holds and where its text stands.
+
+    Lines anchors follow hunks exactly (a hunk that misses the span proves the text identical).
+    Symbol anchors are re-parsed only when a hunk hits the symbol or its enclosing definitions
+    or mentions one of its names; other steps carry the verdict (`provisional`). The walk's last
+    version is then judged in full, and any disagreement re-walks the anchor parsing every step.
+    """
+
+    def __init__(self, repo: _Repo, ref: AnchorRef, base_blob: str | None, *, fast: bool = True) -> None:
+        self.repo = repo
+        self.orig = ref
+        """The anchor as recorded; `ref` is the same anchor at the path the walk follows."""
+        self.ref = ref
+        self.fast = fast
+        self.kind = "symbol" if ref.symbol else "lines" if ref.lines else "file"
+        self.names = tuple(p.encode() for p in (ref.symbol or "").split(".") if p)
+        self.state: bool | None = None
+        """True holds, False broken, None pending: the anchored text was never committed."""
+        self.verdict = Verdict.UNREADABLE
+        """The verdict of the latest version judged (the anchored one to begin with)."""
+        self.span: tuple[int, int] | None = None
+        """Where the text stands in the previous step's version (lines: only while it holds)."""
+        self.guard: tuple[int, int] | None = None
+        self.geometry = False
+        """A symbol's verdict, span and guard are known for the previous version."""
+        self.provisional = 0
+        self.mismatch = False
+        """A carried verdict turned out wrong: the walk must be redone parsing every step."""
+        self.text: bytes | None = None
+        """The anchored text (line endings normalized), when the anchored version is known."""
+        self.anchored_oid: str | None = None
+        self.prev_oid = base_blob
+        self.final_data: bytes | None = None
+        data = repo.blobs.get(base_blob) if base_blob else None
+        if data is None:
+            return
+        if hashlib.sha256(data).hexdigest() == ref.sha256:
+            self.anchored_oid = base_blob
+            self.state, self.verdict = True, Verdict.FRESH
+            if self.kind == "file":
+                return
+            try:
+                text, _ = narrowed_text(ref, data)
+                self.text = _norm(text)
+            except AnchorError:
+                pass
+        elif self.kind == "file":
+            return  # dirty at write time: the anchored bytes are not in this commit
+        judged = self._judge(data, ref.lines)
+        if judged.verdict in _HOLDS:
+            self.state, self.verdict = True, judged.verdict
+            self._place(judged)
+
+    def _place(self, judged: _Judged) -> None:
+        self.span = judged.where
+        self.guard = judged.guard
+        self.geometry = self.kind == "symbol" and (
+            judged.verdict is Verdict.SYMBOL_MISSING or (judged.where is not None and judged.guard is not None)
+        )
+
+    # judging whole versions ------------------------------------------------------------
+    def _judge(self, data: bytes, near: tuple[int, int] | None) -> _Judged:
+        """`judge`'s verdict for this version (symbols: the same rules, plus the guard)."""
+        if len(data) > MAX_FILE_BYTES:
+            return _Judged(Verdict.UNREADABLE, f"{self.ref.path} is too large to judge")
+        if self.kind != "symbol":
+            ref = replace(self.ref, lines=near) if self.kind == "lines" and near else self.ref
+            verdict, detail, where = judge(ref, data)
+            return _Judged(verdict, detail, where)
+        return self._judge_symbol(data)
+
+    def _judge_symbol(self, data: bytes, ref: AnchorRef | None = None) -> _Judged:
+        from .symbols import list_symbols
+
+        ref = ref or self.ref
+        same_file = hashlib.sha256(data).hexdigest() == ref.sha256
+        try:
+            symbols = list_symbols(ref.path, data)
+        except AnchorError as exc:
+            if same_file:
+                return _Judged(Verdict.FRESH, "unchanged")
+            return _Judged(Verdict.UNREADABLE, str(exc))
+        sym = next((s for s in symbols if s.name == ref.symbol), None)
+        if sym is None:
+            if same_file:  # pragma: no cover - the symbol was there when the anchor was taken
+                return _Judged(Verdict.FRESH, "unchanged")
+            return _Judged(Verdict.SYMBOL_MISSING, f"{ref.spec} no longer found")
+        where = (sym.start_line, sym.end_line)
+        outer = [s for s in symbols if s.start_byte <= sym.start_byte and s.end_byte >= sym.end_byte]
+        guard = (min(s.start_line for s in outer), max(s.end_line for s in outer))
+        if same_file:
+            return _Judged(Verdict.FRESH, "unchanged", where, guard)
+        text = data[sym.start_byte:sym.end_byte].replace(b"\r\n", b"\n")
+        if hashlib.sha256(text).hexdigest() == ref.content_hash:
+            return _Judged(_intact("symbol"), f"{ref.spec} unchanged; the file changed elsewhere", where, guard)
+        verdict, detail, _ = judge(ref, data)  # changed, or reformatted where the judge knows tokens
+        if verdict in _BREAKS or verdict in _HOLDS:
+            return _Judged(verdict, detail, where, guard)
+        return _Judged(Verdict.CHANGED, f"{ref.spec} changed", where, guard)
+
+    # following the text to another file --------------------------------------------------
+    def _judge_in(self, path: str, data: bytes) -> _Judged:
+        """The anchor judged in `data`, the bytes of `path` (another file than the one the
+        walk was following), its verdict relative to the anchor: intact there is `moved`."""
+        orig = self.orig
+        probe = replace(orig, path=path)
+        if self.kind == "file":
+            if hashlib.sha256(data).hexdigest() == orig.sha256:
+                return _Judged(Verdict.MOVED, f"{orig.spec} now at {path}")
+            return _Judged(Verdict.CHANGED, f"{orig.path} renamed to {path} and changed")
+        if len(data) > MAX_FILE_BYTES:
+            return _Judged(Verdict.UNREADABLE, f"{path} is too large to judge")
+        if self.kind == "symbol":
+            judged = self._judge_symbol(data, probe)
+        else:
+            verdict, detail, span = judge(probe, data)
+            judged = _Judged(verdict, detail, span)
+        at = f" (lines {_span(judged.where)})" if judged.where else ""
+        if judged.verdict in (Verdict.FRESH, Verdict.MOVED):
+            return replace(judged, verdict=Verdict.MOVED, detail=f"{orig.spec} now at {path}{at}")
+        if judged.verdict is Verdict.REFORMATTED:
+            return replace(judged, detail=f"{orig.spec} now at {path}, reformatted: same tokens, other layout")
+        if judged.verdict is Verdict.CHANGED:
+            return replace(judged, detail=f"{orig.path} renamed to {path}; {orig.spec} changed")
+        if judged.verdict is Verdict.SYMBOL_MISSING:
+            return replace(judged, detail=f"{orig.path} renamed to {path}; {orig.spec} no longer found")
+        return judged
+
+    def _relocate(self, changes: list[Change], load: Callable[[str, str], bytes | None]
+                  ) -> tuple[_Judged, str, str, str | None] | None:
+        """Where the text this step lost went: the file git saw ours renamed to, else the
+        first file the step added, copied or renamed (closest name first) holding the text
+        intact (the same bytes for a whole file; the same symbol or lines, or their tokens).
+        (judged, new path, its oid, renamed_to) or None. A rename whose text differs is
+        that rename's evidence (`changed` there), unless an intact copy turns up elsewhere.
+        Bounded: `_FOLLOW_FILES` files, `_FOLLOW_BYTES` bytes, asked only at a loss."""
+        from .symbols import language_for
+
+        repo = self.repo
+        rpath = repo.repo_path(self.ref.path)
+        renamed = _renamed_to(changes, rpath)
+
+        def inside(repo_path: str) -> str | None:
+            p = repo.workspace_path(repo_path)
+            return None if p.startswith(":/") or not _safe_repo_path(p) else p
+
+        seen = {rpath}
+        others: list[tuple[str, str]] = []
+        for c in changes:
+            if c.status in ("A", "C", "R", "?") and c.new not in seen:
+                seen.add(c.new)
+                p = inside(c.new)
+                if p is not None and c.new != renamed:
+                    others.append((p, c.oid))
+        others.sort(key=lambda pair: _closeness(self.orig.path)(pair[0]))
+        queue: list[tuple[str, str, bool]] = []
+        if renamed is not None and inside(renamed) is not None:
+            oid = next(c.oid for c in changes if c.status == "R" and c.old == rpath)
+            queue.append((inside(renamed) or "", oid, True))
+        queue += [(p, oid, False) for p, oid in others]
+        lang = language_for(self.orig.path) if self.kind == "symbol" else None
+        ext = os.path.splitext(self.orig.path)[1]
+        leaf = self.names[-1] if self.names else None
+        files = spent = 0
+        evidence: tuple[_Judged, str, str, str | None] | None = None
+        for path, oid, is_rename in queue:
+            if not is_rename:
+                if self.kind == "file" and self.anchored_oid and oid not in _NULL_OIDS:
+                    if oid == self.anchored_oid:  # the very blob: no need to read it
+                        return _Judged(Verdict.MOVED, f"{self.orig.spec} now at {path}"), path, oid, renamed
+                    continue
+                if self.kind == "symbol" and language_for(path) != lang:
+                    continue
+                if self.kind == "lines" and os.path.splitext(path)[1] != ext:
+                    continue
+            if files >= _FOLLOW_FILES or spent > _FOLLOW_BYTES:
+                break
+            data = load(path, oid)
+            files += 1
+            if data is None:
+                continue
+            spent += len(data)
+            if not is_rename:
+                if leaf is not None and leaf not in data:
+                    continue
+                if self.kind == "lines" and self.text is not None and self.text not in _norm(data):
+                    continue
+            judged = self._judge_in(path, data)
+            if judged.verdict in _HOLDS:
+                return judged, path, oid, renamed
+            if is_rename and judged.verdict is not Verdict.UNREADABLE:
+                evidence = (judged, path, oid, renamed)
+        return evidence
+
+    def _relative(self, verdict: Verdict, where: tuple[int, int] | None) -> Verdict:
+        """A holding verdict as `drift` gives it, relative to the anchor: `moved` when the text
+        stands in another file, or (lines) at other lines than anchored."""
+        if verdict not in (Verdict.FRESH, Verdict.MOVED):
+            return verdict
+        if self.ref.path != self.orig.path:
+            return Verdict.MOVED
+        if self.kind == "lines" and where is not None and where != self.orig.lines:
+            return Verdict.MOVED
+        return verdict
+
+    def _step_verdict(self, verdict: Verdict, before: tuple[int, int] | None,
+                      after: tuple[int, int] | None, moved_file: bool) -> Verdict:
+        """What this step did, for `log`: `moved` only when it moved the text (to another file
+        or other lines); identical in place is `fresh`, whatever earlier steps did."""
+        if verdict not in (Verdict.FRESH, Verdict.MOVED):
+            return verdict
+        if moved_file:
+            return Verdict.MOVED
+        if self.kind == "lines" and before is not None and after is not None:
+            return Verdict.MOVED if after != before else Verdict.FRESH
+        if verdict is Verdict.MOVED and self.ref.path != self.orig.path:
+            return Verdict.FRESH  # in place in the file it moved to earlier
+        return verdict
+
+    # one step ----------------------------------------------------------------------------
+    def step(
+        self,
+        meta: _Commit,
+        distance: int,
+        entry: tuple[str, str, str],
+        hunks: list[_RawHunk] | None,
+        binary: bool,
+        load: Callable[[], bytes | None],
+        *,
+        prev_commit: str | None = None,
+        size: int | None = None,
+        follow: tuple[Callable[[], list[Change]], Callable[[str, str], bytes | None]] | None = None,
+    ) -> Step:
+        """Judge the version a step left behind (the step touched the anchored file).
+
+        `size` is that version's size when known: one over `MAX_FILE_BYTES` is `unreadable`,
+        as `drift` says of such a file on disk, and is never loaded. `follow` (this step's
+        changes, renames detected, and a loader by path and oid) is where to look when the
+        step loses the text (its file gone, its symbol missing): found, the walk follows it.
+        """
+        status, _, oid = entry
+        deleted = status == "D" or oid in _NULL_OIDS
+        new_oid = None if deleted else oid
+        before = self.span if (self.kind == "symbol" and self.geometry) or (
+            self.kind == "lines" and self.state and self.span) else None
+        usable = [h for h in (hunks or []) if not h.noop]
+        plain = [h.hunk for h in usable]
+        trusted = hunks is not None and not binary
+        relevant: tuple[Hunk, ...] = ()
+        renamed: str | None = None
+        judged: _Judged
+
+        if not deleted and size is not None and size > MAX_FILE_BYTES:
+            judged = _Judged(Verdict.UNREADABLE,
+                             f"{self.ref.path} is too large to judge ({size} bytes, over {MAX_FILE_BYTES})")
+        elif deleted:
+            judged = _Judged(Verdict.DELETED, f"{self.ref.path} deleted")
+        elif self.kind == "file":
+            if self.anchored_oid is not None:
+                same = new_oid == self.anchored_oid
+                judged = _Judged(Verdict.FRESH if same else Verdict.CHANGED,
+                                 "identical to the anchored file" if same else f"{self.ref.path} changed")
+            else:
+                judged = self._load_and_judge(load, None, new_oid)
+            relevant = tuple(plain[:_MAX_HUNKS])
+        elif self.kind == "lines":
+            judged, relevant = self._step_lines(before, plain, trusted, load, new_oid)
+        else:
+            judged, relevant = self._step_symbol(before, usable, trusted, load, new_oid)
+
+        moved_to: str | None = None
+        if judged.verdict in (Verdict.DELETED, Verdict.SYMBOL_MISSING) and self.state is True and follow:
+            changes, loader = follow
+            listed = changes()
+            found = self._relocate(listed, loader)
+            if found is not None:
+                old_oid = self.prev_oid
+                judged, moved_to, new_oid, renamed = found
+                self.ref = replace(self.orig, path=moved_to)
+                relevant = ()
+                if judged.verdict in _BREAKS and old_oid and new_oid not in _NULL_OIDS:
+                    # changed on the way: the hunks are those between the old file and the new one
+                    relevant = _headline(_blob_hunks(self.repo.top, old_oid, new_oid), before, judged.where)
+            elif deleted:
+                renamed = _renamed_to(listed, self.repo.repo_path(self.ref.path))
+
+        verdict = self._relative(judged.verdict, judged.where)
+        holds_now: bool | None = True if verdict in _HOLDS else False if verdict in _BREAKS else None
+        invalidates = self.state is True and holds_now is False
+        restores = self.state is False and holds_now is True
+        self.verdict = verdict  # what this version earns: an unreadable one is not carried over
+        if holds_now is True:
+            self.state = True
+        elif holds_now is False and self.state is not None:
+            self.state = False
+        if self.kind == "lines":
+            self.span = judged.where if holds_now else None
+        elif self.kind == "symbol":
+            if holds_now is None:
+                self.span, self.guard, self.geometry = None, None, False
+            else:
+                self._place(judged)
+        self.prev_oid = new_oid
+        after = judged.where if holds_now else None
+        return Step(
+            commit=meta.commit,
+            short=meta.short,
+            date=meta.date,
+            author=meta.author,
+            subject=meta.subject,
+            verdict=self._step_verdict(verdict, before, after, moved_to is not None),
+            detail=judged.detail,
+            lines_before=before,
+            lines_after=after,
+            hunks=relevant,
+            invalidates=invalidates,
+            restores=restores,
+            merge=len(meta.parents) > 1,
+            renamed_to=renamed,
+            distance=distance,
+            path=self.ref.path,
+            path_now=moved_to,
+        )
+
+    def _load_and_judge(self, load: Callable[[], bytes | None], near: tuple[int, int] | None,
+                        oid: str | None = None) -> _Judged:
+        data = load()
+        if data is None:
+            return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(oid, self.ref.path))
+        if self.kind != "file" and self.text is not None and self.text not in _norm(data):
+            if self.kind == "lines" and not getattr(self.ref, "token_hash", None):
+                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")  # no block can match
+        return self._judge(data, near)
+
+    def _step_lines(
+        self, before: tuple[int, int] | None, hunks: list[Hunk], trusted: bool,
+        load: Callable[[], bytes | None], new_oid: str | None,
+    ) -> tuple[_Judged, tuple[Hunk, ...]]:
+        if before is None or not trusted:
+            judged = self._load_and_judge(load, before or self.ref.lines, new_oid)
+            if judged.verdict is Verdict.MOVED and before and judged.where != before:
+                judged = replace(judged, detail=f"lines {_span(before)} now at {_span(judged.where)}")
+            touched = tuple(h for h in hunks if before and h.hits(before))
+            return judged, touched if judged.verdict in _BREAKS else ()
+        hit = [h for h in hunks if h.hits(before)]
+        if not hit:
+            after = _shift(before, hunks)
+            if new_oid == self.anchored_oid:
+                return _Judged(Verdict.FRESH, "identical to the anchored file", after), ()
+            if self.verdict not in (Verdict.FRESH, Verdict.MOVED):  # reformatted: still so
+                return _Judged(self.verdict, f"{self.ref.spec} {self.verdict.value}", after), ()
+            verdict = _intact("lines") if after == self.ref.lines else Verdict.MOVED
+            detail = (f"lines {_span(before)} now at {_span(after)}" if after != before
+                      else "unchanged; the file changed elsewhere")
+            return _Judged(verdict, detail, after), ()
+        judged = self._load_and_judge(load, before, new_oid)
+        if judged.verdict is Verdict.CHANGED:
+            judged = replace(judged, detail=f"{hit[0].header} hits lines {_span(before)}")
+        elif judged.verdict is Verdict.MOVED:
+            judged = replace(judged, detail=f"the text of lines {_span(before)} now stands at {_span(judged.where)}")
+        return judged, tuple(hit) if judged.verdict in _BREAKS else ()
+
+    def _step_symbol(
+        self, before: tuple[int, int] | None, hunks: list[_RawHunk], trusted: bool,
+        load: Callable[[], bytes | None], new_oid: str | None,
+    ) -> tuple[_Judged, tuple[Hunk, ...]]:
+        plain = [h.hunk for h in hunks]
+        named = any(n in h.body for h in hunks for n in self.names)
+        guard = self.guard
+        if (self.fast and trusted and self.geometry and not named and self.verdict is not Verdict.UNREADABLE
+                and (guard is None or not any(h.hits(guard) for h in plain))):
+            # Nothing that decides what the symbol resolves to changed: carry the verdict.
+            self.provisional += 1
+            if self.verdict is Verdict.SYMBOL_MISSING:
+                return _Judged(Verdict.SYMBOL_MISSING, f"{self.ref.spec} no longer found"), ()
+            assert before is not None and guard is not None
+            after, guard_after = _shift(before, plain), _shift(guard, plain)
+            if new_oid == self.anchored_oid:
+                return _Judged(Verdict.FRESH, "identical to the anchored file", after, guard_after), ()
+            if self.verdict not in (Verdict.FRESH, Verdict.MOVED):  # changed, reformatted: still so
+                return _Judged(self.verdict, f"{self.ref.spec} {self.verdict.value}", after, guard_after), ()
+            return _Judged(_intact("symbol"), f"{self.ref.spec} unchanged; the file changed elsewhere",
+                           after, guard_after), ()
+        carried, self.provisional = self.provisional, 0
+        data = load()
+        if data is None:
+            return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(new_oid, self.ref.path)), ()
+        judged = self._judge(data, None)
+        if carried and (judged.verdict in _HOLDS) != (self.verdict in _HOLDS) and self.prev_oid:
+            # A flip after carried steps: make sure this step flipped it, not a carried one.
+            prev = self.repo.blobs.get(self.prev_oid)
+            if prev is not None and (self._judge(prev, None).verdict in _HOLDS) != (self.verdict in _HOLDS):
+                self.mismatch = True
+        relevant = _headline(plain, before, judged.where, everything=False)
+        if judged.verdict in _BREAKS and not relevant:
+            relevant = tuple(plain[:_MAX_HUNKS])
+        return judged, relevant
+
+    # the working tree --------------------------------------------------------------------
+    def working_tree(self) -> Step | None:
+        """The last step: the file on disk against HEAD's version."""
+        ref = self.ref
+        head_data = self.repo.blobs.get(self.prev_oid) if self.prev_oid else None
+        head_big = bool(self.prev_oid) and self.repo.blobs.too_large(self.prev_oid or "")
+        self.final_data = head_data
+        try:
+            _, real = resolve_path(self.repo.root_real, ref.path)
+        except AnchorError:
+            return None  # drift reports it unsafe; history has no evidence to add
+        from .guard import GuardError, NotRegularError, open_guarded
+
+        try:  # the one guarded open: a link out or a FIFO swapped in is refused, never read
+            fd, st = open_guarded(real, root=self.repo.root_real)
+            with os.fdopen(fd, "rb") as fh:
+                data: bytes | None = fh.read(MAX_FILE_BYTES + 1)
+            mtime: str | None = to_iso(datetime.fromtimestamp(st.st_mtime).astimezone())
+        except NotRegularError as exc:
+            if not exc.is_dir:
+                return None
+            data, mtime = None, None
+        except (FileNotFoundError, NotADirectoryError):
+            data, mtime = None, None
+        except (OSError, GuardError):
+            return None
+        self.final_data = data
+        meta = _Commit(WORKING_TREE, WORKING_TREE, mtime, None, "uncommitted changes")
+        head = self.repo.head
+        follow = (partial(worktree_changes, self.repo.top, head), self._read_disk)
+        pending = self.state is None
+        if pending:
+            # The anchored text never reached a commit: it lived on disk when the anchor was
+            # taken, so the disk is where it holds or was lost.
+            self.state = True
+        if data is None:
+            if head_data is None and not head_big and not pending:
+                return None
+            step = self.step(meta, -1, ("D", "", ""), None, False, lambda: None, follow=follow)
+            if step.path_now is not None:
+                self.final_data = self._read_disk(step.path_now, "")
+            return step
+        if data == head_data and not pending:
+            return None
+        if head_big and len(data) > MAX_FILE_BYTES and not pending:
+            return None  # too large on disk as at HEAD: HEAD's unreadable step already says so
+        hunks: list[_RawHunk] | None = []
+        binary = False
+        if head_data is not None and data != head_data:
+            rpath = self.repo.repo_path(ref.path)
+            found = _worktree_patch(self.repo.top, rpath).mine(rpath)
+            if found is not None:
+                _, hunks, binary = found
+        elif head_data is None:
+            hunks = None  # untracked: nothing to diff against
+        same = hashlib.sha256(data).hexdigest() == ref.sha256
+        oid = self.anchored_oid if same and self.anchored_oid else "working-tree"
+        if pending and self.kind == "symbol":
+            self.geometry = False
+        step = self.step(meta, -1, ("M", self.prev_oid or "", oid), hunks, binary, lambda: data, size=len(data),
+                         follow=follow)
+        if step.path_now is not None:
+            self.final_data = self._read_disk(step.path_now, "")
+        if pending and step.verdict in _HOLDS and data == head_data:
+            return None  # an uncommitted anchor still on disk, unchanged since HEAD: no news
+        return step
+
+    def _read_disk(self, path: str, _oid: str = "") -> bytes | None:
+        """A workspace file's bytes through the one guarded open; None if gone, odd or too big."""
+        from .guard import GuardError, open_guarded
+
+        try:
+            _, real = resolve_path(self.repo.root_real, path)
+            fd, st = open_guarded(real, root=self.repo.root_real)
+            with os.fdopen(fd, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        except (AnchorError, GuardError, OSError):
+            return None
+        return None if len(data) > MAX_FILE_BYTES else data
+
+    def consistent(self) -> bool:
+        """After the walk: a carried symbol verdict agrees with judging the last version."""
+        if self.mismatch:
+            return False
+        if self.kind != "symbol" or not self.provisional or self.final_data is None:
+            return True
+        verdict, _, where = judge(self.ref, self.final_data)
+        return self._relative(verdict, where) is self.verdict
+
+
+def _safe_repo_path(path: str) -> bool:
+    parts = path.split("/")
+    return (bool(path) and not path.startswith("/") and "\0" not in path and ".." not in parts
+            and parts[0] != STATE_DIR)
