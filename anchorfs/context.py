@@ -77,6 +77,8 @@ def _item(hit: Hit) -> str:
         for check in hit.checks:
             if check.verdict in _STALE_VERDICTS or check.verdict in _UNKNOWN_VERDICTS:
                 out += f"\n  - {check.verdict.value}: {check.detail}"
+        for claim in m.stale_claims:  # what `verify --mark` found gone in its own text
+            out += f"\n  - {claim.words}"
     return out
 
 
@@ -86,6 +88,9 @@ def _what_changed(hits: Sequence[Hit]) -> list[str]:
         for check in hit.checks:
             if check.verdict in _STALE_VERDICTS and check.detail not in seen:
                 seen.append(check.detail)
+        for claim in hit.memory.stale_claims:
+            if claim.words not in seen:
+                seen.append(claim.words)
     return seen
 
 

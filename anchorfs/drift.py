@@ -863,13 +863,21 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
         who = f" by {memory.superseded_by}" if memory.superseded_by else ""
         until = memory.valid_until.date().isoformat() if memory.valid_until else "?"
         return f"[{memory.status.upper()}{who} on {until} · held from {memory.valid_from.date().isoformat()} — do not rely on this]"
-    if drift is Drift.STALE:
-        bad = next(c for c in checks if c.verdict in (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING))
+    claims = memory.stale_claims
+    if drift is Drift.STALE or claims:  # prose found stale (`verify --mark`) flags it like an anchor
+        bad = next((c for c in checks if c.verdict in (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)), None)
+        more = f" (and {len(claims) - 1} more claim{'s' if len(claims) > 2 else ''})" if len(claims) > 1 else ""
+        if bad is None and claims:
+            return (f"[STALE · {claims[0].words}{more} · found by verify {claims[0].found_at.date().isoformat()}"
+                    " — re-verify before relying on this]")
+        if bad is None:  # pragma: no cover - a stale drift always has a stale anchor or claim
+            return "[STALE — re-verify before relying on this]"
         if stale_since and stale_since.startswith("uncommitted changes"):
             when = " in uncommitted changes"
         else:
             when = f" since {stale_since or since}"
-        return f"[STALE · {bad.detail}{when} — re-verify before relying on this]"
+        said = f" · {claims[0].words}{more}" if claims else ""
+        return f"[STALE · {bad.detail}{when}{said} — re-verify before relying on this]"
     if drift is Drift.UNKNOWN:
         bad = next(c for c in checks if c.verdict in (Verdict.UNREADABLE, Verdict.UNSAFE))
         return f"[UNKNOWN · {bad.detail} — re-verify before relying on this]"

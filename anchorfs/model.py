@@ -26,6 +26,7 @@ __all__ = [
     "Verdict",
     "Drift",
     "AnchorRef",
+    "StaleClaim",
     "Memory",
     "AnchorCheck",
     "Hit",
@@ -232,6 +233,35 @@ class AnchorRef:
                    get("content_hash"), get("commit"), get("dirty"), get("token_hash"))
 
 
+class StaleClaim(NamedTuple):
+    """A claim of a memory's own text that `verify --mark` found stale (a path gone, a symbol
+    no longer defined, a URL answering 404): prose is evidence too, so the memory is served
+    stale on every read until a later `verify --mark` finds the claim holds again, or the
+    memory is superseded or re-anchored (a person re-verified it). Kept in the snapshot, so
+    it follows the ledger (fold, catch-up, `--as-of`) like every other field."""
+
+    kind: str
+    """`path`, `symbol` or `url` (`anchorfs.verify.CLAIM_KINDS`)."""
+    value: str
+    detail: str
+    found_at: datetime
+
+    @property
+    def words(self) -> str:
+        """How an envelope names it: claim `src/old.py`: src/old.py does not exist ..."""
+        return f"claim `{self.value}`: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "value": self.value, "detail": self.detail, "found_at": to_iso(self.found_at)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StaleClaim":
+        found = from_iso(d["found_at"])
+        if found is None:
+            raise ValueError("a stale claim needs found_at")
+        return cls(d["kind"], d["value"], d["detail"], found)
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     id: str
@@ -249,6 +279,8 @@ class Memory:
     reason: str | None = None
     verified_at: datetime | None = None
     """When someone last re-verified it (reanchor); ages are counted from here."""
+    stale_claims: tuple[StaleClaim, ...] = ()
+    """What `verify --mark` last found stale in its text (`StaleClaim`); empty when none."""
     duplicate: bool = field(default=False, compare=False)
     """Set only on what `record` returns when the same memory was already there (nothing was
     written); never stored, and outside equality, so it never differs from the ledger's copy."""
@@ -278,6 +310,8 @@ class Memory:
             "superseded_by": self.superseded_by,
             "reason": self.reason,
             "verified_at": to_iso(self.verified_at),
+            # only when there are some: every other snapshot's line and store doc stay as they were
+            **({"stale_claims": [c.to_dict() for c in self.stale_claims]} if self.stale_claims else {}),
             **({"duplicate": True} if self.duplicate else {}),
         }
 
@@ -293,6 +327,7 @@ class Memory:
             tuple([anchor(a) for a in get("anchors") or ()]), get("author"), recorded,
             from_iso(get("valid_from")) or recorded, from_iso(get("valid_until")), get("status", "active"),
             get("supersedes"), get("superseded_by"), get("reason"), from_iso(get("verified_at")),
+            tuple([StaleClaim.from_dict(c) for c in get("stale_claims") or ()]),
         )
 
 
@@ -362,6 +397,19 @@ def check_snapshot(d: Any) -> None:
         raise SnapshotError(f"anchors must be a list, got {_type(anchors)}")
     for i, a in enumerate(anchors):
         check_anchor_dict(a, f"anchors[{i}]")
+    claims = d.get("stale_claims") or []
+    if not isinstance(claims, list):
+        raise SnapshotError(f"stale_claims must be a list, got {_type(claims)}")
+    for i, c in enumerate(claims):
+        if not isinstance(c, dict):
+            raise SnapshotError(f"stale_claims[{i}] must be an object, got {_type(c)}")
+        for k in ("kind", "value", "detail", "found_at"):
+            if type(c.get(k)) is not str:
+                raise SnapshotError(f"stale_claims[{i}] {k} must be a string, got {_type(c.get(k))}")
+        try:
+            from_iso(c["found_at"])
+        except ValueError:
+            raise SnapshotError(f"stale_claims[{i}] found_at must be an ISO 8601 time, got {c['found_at']!r}") from None
 
 
 def check_optional_str(value: Any, name: str) -> None:
@@ -488,6 +536,7 @@ class Hit:
             "valid_until": to_iso(m.valid_until),
             "superseded_by": m.superseded_by,
             "anchors": [c.to_dict() for c in self.checks],
+            "stale_claims": [c.to_dict() for c in m.stale_claims],
             "conflict": list(self.conflict),
         }
 

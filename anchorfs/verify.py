@@ -26,11 +26,12 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
 from .errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
-from .model import Drift, Memory
+from .model import Drift, Memory, StaleClaim
 
 __all__ = [
     "CLAIM_KINDS",
@@ -48,6 +49,11 @@ __all__ = [
     "verify_texts",
     "suggest_anchors",
     "suggest",
+    "suggest_report",
+    "Suggestion",
+    "SuggestReport",
+    "marked_claims",
+    "mark_reason",
 ]
 
 CLAIM_KINDS: tuple[str, ...] = ("path", "symbol", "url")
@@ -742,6 +748,42 @@ def check_urls(
 _NOT_CHECKED = (Drift.UNKNOWN, "not checked: network checks are off (use --net)")
 
 
+# -- marks: what `verify --mark` leaves on a memory ------------------------------------------
+
+def marked_claims(memory: Memory, result: MemoryVerdict, now: datetime) -> tuple[StaleClaim, ...]:
+    """The memory's `stale_claims` after a `verify --mark` that gave `result`.
+
+    A claim found stale is marked (keeping the time it was first found while its detail is the
+    same); one found fresh is cleared: it holds again. One marked before and found `unknown`
+    now, or no longer a claim at all (its folder gone too, a URL not checked without `--net`),
+    keeps its mark: that is no evidence either way, and the evidence of then still stands.
+    """
+    before = {(c.kind, c.value): c for c in memory.stale_claims}
+    out: list[StaleClaim] = []
+    seen: set[tuple[str, str]] = set()
+    for r in result.claims:
+        key = (r.claim.kind, r.claim.value)
+        seen.add(key)
+        prev = before.get(key)
+        if r.verdict is Drift.STALE:
+            same = prev is not None and prev.detail == r.detail
+            out.append(prev if same and prev is not None else StaleClaim(r.claim.kind, r.claim.value, r.detail, now))
+        elif r.verdict is Drift.UNKNOWN and prev is not None:
+            out.append(prev)
+    out.extend(c for key, c in before.items() if key not in seen)
+    return tuple(out)
+
+
+def mark_reason(result: MemoryVerdict, before: tuple[StaleClaim, ...], after: tuple[StaleClaim, ...]) -> str:
+    """The ledger reason of a mark: what was found stale, or which claims hold again."""
+    if after:
+        why = "; ".join(f"{c.value}: {c.detail}" for c in after[:3])
+        return f"verify: stale ({why})"
+    cleared = ", ".join(c.value for c in before[:3])
+    verdict = result.verdict.value if result.verdict is not None else "none"
+    return f"verify: {verdict} (claims hold again: {cleared})"
+
+
 # -- public entry points ---------------------------------------------------------------------
 
 def _assemble(
@@ -857,16 +899,78 @@ def suggest_anchors(
     return [s for s in dict.fromkeys(specs) if s not in have]
 
 
-def suggest(
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """Anchors proposed for one unanchored memory. `held` names the claims of its text that are
+    stale (found now, or marked by `verify --mark`): such a memory is never anchored, because
+    an anchor to whatever else it names would serve a claim about something gone as fresh."""
+
+    id: str
+    anchors: tuple[str, ...]
+    held: tuple[tuple[str, str], ...] = ()
+    """(claim, detail) of each stale claim; empty when the anchors may be taken."""
+    applied: bool = False
+
+    @property
+    def why(self) -> str | None:
+        """Why it was not anchored, in one line; None when nothing holds it back."""
+        if not self.held:
+            return None
+        gone = "; ".join(f"claims `{value}`, which is gone: {detail}" for value, detail in self.held[:3])
+        more = f" and {len(self.held) - 3} more" if len(self.held) > 3 else ""
+        return f"{gone}{more}; not anchored: fix the text (supersede) or retract it first"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "anchors": list(self.anchors), "applied": self.applied, "why": self.why}
+
+
+@dataclass(frozen=True, slots=True)
+class SuggestReport:
+    """Every suggestion, those that may be anchored and those held back (`Suggestion.held`)."""
+
+    suggestions: tuple[Suggestion, ...] = ()
+    applied: bool = False
+
+    @property
+    def proposals(self) -> dict[str, list[str]]:
+        """memory id -> specs, for the memories that may be anchored."""
+        return {s.id: list(s.anchors) for s in self.suggestions if not s.held}
+
+    @property
+    def held(self) -> list[Suggestion]:
+        return [s for s in self.suggestions if s.held]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suggestions": [s.to_dict() for s in self.suggestions], "applied": self.applied,
+                "held": len(self.held)}
+
+
+def suggest_report(
     root: str | os.PathLike[str], memories: Iterable[Memory], *, index: SymbolIndex | None = None
-) -> dict[str, list[str]]:
-    """memory id -> proposed specs, for memories without anchors that name something here."""
+) -> SuggestReport:
+    """Suggestions for the memories without anchors that name something here, each held back
+    when its text makes a stale claim: checked now (paths and symbols; URLs are not fetched
+    here), or marked stale by an earlier `verify --mark` (a URL found 404 by `--net`)."""
     index = index if index is not None else SymbolIndex(root)
-    out: dict[str, list[str]] = {}
+    checker = _Checker(root, index)
+    out: list[Suggestion] = []
     for memory in memories:
         if memory.anchors:
             continue
         specs = suggest_anchors(root, memory, index)
-        if specs:
-            out[memory.id] = specs
-    return out
+        if not specs:
+            continue
+        held = {c.value: c.detail for c in memory.stale_claims}
+        for claim, where in checker.check(memory):
+            if where is not None and where.verdict is Drift.STALE:
+                held.setdefault(claim.value, where.detail)
+        out.append(Suggestion(memory.id, tuple(specs), tuple(held.items())))
+    return SuggestReport(tuple(out))
+
+
+def suggest(
+    root: str | os.PathLike[str], memories: Iterable[Memory], *, index: SymbolIndex | None = None
+) -> dict[str, list[str]]:
+    """memory id -> proposed specs, for memories without anchors that name something here and
+    make no stale claim (`suggest_report` says why the others were left out)."""
+    return suggest_report(root, memories, index=index).proposals

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from .embedders import Embedder
     from .store import Store
     from .history import AtReport, BisectResult, LogResult
-    from .verify import VerifyReport
+    from .verify import SuggestReport, VerifyReport
     from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -188,6 +188,17 @@ class HistoryEvent:
 
 
 AnchorLike = str | AnchorRef
+
+
+_ANCHOR_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
+
+
+def _with_claims(md: MemoryDrift) -> MemoryDrift:
+    """A memory's drift as every read serves it: stale when `verify --mark` found its own text
+    stale (`Memory.stale_claims`), whatever its anchors say; prose is evidence too."""
+    if md.memory.stale_claims and md.drift is not Drift.STALE:
+        return md._replace(drift=Drift.STALE)
+    return md
 
 
 class _ReadOnlyCache(HashCache):
@@ -829,7 +840,8 @@ class Workspace:
         else:
             taken = self._take_anchors("", items)
         now = utcnow()
-        updated = validate_memory(old.replace(anchors=taken, verified_at=now))
+        # re-verified by a person: what `verify --mark` found stale in its text is cleared too
+        updated = validate_memory(old.replace(anchors=taken, verified_at=now, stale_claims=()))
         self._commit("reanchor", [updated], reason=reason, at=now, based_on=[old])
         return updated
 
@@ -909,6 +921,8 @@ class Workspace:
     def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
         """One memory's last known drift from `last_drift()`: `unanchored` without anchors,
         else its recorded drift, else fresh (anchors are hashed when taken)."""
+        if memory.stale_claims:  # its own text found stale (`verify --mark`), anchored or not
+            return Drift.STALE.value
         if not memory.anchors:
             return UNANCHORED
         return known.get(memory.id, Drift.FRESH.value)
@@ -979,7 +993,9 @@ class Workspace:
         return report
 
     def check(self, memory: Memory) -> MemoryDrift:
-        return DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"])).check(memory)
+        """One memory's drift now: its anchors, and any claim of its text `verify --mark` found stale."""
+        return _with_claims(DriftChecker(self.root_real, self.cache,
+                                         whitespace=str(self.config["drift.whitespace"])).check(memory))
 
     def _as_of(self, when: datetime) -> dict[str, Memory]:
         """The memories active at `when`, each as it stood then (status, bounds, anchors)."""
@@ -1044,7 +1060,8 @@ class Workspace:
                 # showed neither), its anchors of then checked against the files now
                 m = row.memory if then is None else then.get(row.memory.id, row.memory)
                 md = checker.check(m)  # retired memories too: their ground may have moved as well
-                results.append(md)
+                results.append(md)  # the anchors' drift is what drift.json keeps; the claims live in the snapshot
+                md = _with_claims(md)
                 if (stale == "exclude" and md.drift is Drift.STALE) or (stale == "only" and md.drift is not Drift.STALE):
                     continue
                 days = self.config.expiry_days(m.kind)
@@ -1088,8 +1105,9 @@ class Workspace:
         out = []
         for h in hits:
             m = h.memory
-            if m.status != Status.ACTIVE or not any(a.commit for a in m.anchors):
-                out.append(h)
+            if m.status != Status.ACTIVE or not any(a.commit for a in m.anchors) or (
+                    m.stale_claims and not any(c.verdict in _ANCHOR_STALE for c in h.checks)):
+                out.append(h)  # stale by its text alone: git has no commit to name (and no bisect to run)
                 continue
             key = (m.id, head, h.drift.value, tuple((c.verdict.value, c.lines_now) for c in h.checks))
             hist = self._history_memo.get(key, "")
@@ -1161,36 +1179,57 @@ class Workspace:
     def verify(self, *, net: bool = False, mark: bool = False, timeout: float = 8.0) -> "VerifyReport":
         """Check what active memories' prose claims (paths, symbols, URLs with `net`).
 
-        `mark` records each verdict in the ledger (op `mark`, the verdict in its reason), so
-        the audit trail says when a memory was found stale by its own words.
+        `mark` keeps the findings on each memory (`Memory.stale_claims`, through a ledger
+        entry, op `mark`, its reason saying what was found): a memory whose text claims
+        something gone is then served stale on every read, anchored or not, until a later
+        `mark` finds the claim holds again, or it is superseded or re-anchored. Only a memory
+        whose findings changed gets an entry: a verify that changed nothing writes nothing.
         """
-        from .verify import verify as verify_claims
+        from .verify import mark_reason, marked_claims, verify as verify_claims
 
+        if mark and self.read_only:
+            raise WorkspaceError(f"the workspace at {self.root} is open read-only; verify --mark was not written")
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE]
         report = verify_claims(self.root_real, active, net=net, timeout=timeout)
         if mark and report.results:
-            mems = self._memories()
+            checked = {m.id: m for m in active}
             now = utcnow()
-            entries = []
-            for r in report.results:
-                bad = [c for c in r.claims if c.verdict is r.verdict]
-                why = "; ".join(f"{c.claim.value}: {c.detail}" for c in bad[:3])
-                reason = f"verify: {r.verdict.value if r.verdict else 'none'}" + (f" ({why})" if why else "")
-                entries.append(Entry.new("mark", [mems[r.id]], at=now, reason=reason))
             with self.ledger.lock():
-                self.ledger.append(entries)  # snapshots unchanged: the store needs no write
+                state = self._memories()
+                entries = []
+                for r in report.results:
+                    m = state.get(r.id)
+                    if m is None or m != checked.get(r.id):
+                        continue  # changed meanwhile: the verdict is about a text no longer current
+                    claims = marked_claims(m, r, now)
+                    if claims == m.stale_claims:
+                        continue
+                    updated = validate_memory(m.replace(stale_claims=claims))
+                    entry = Entry.new("mark", [updated], at=now, reason=mark_reason(r, m.stale_claims, claims))
+                    entries.append(stamped(entry, state))
+                if entries:
+                    # the ledger only: the store takes the new snapshots in on its next use (catch-up)
+                    self.ledger.append(entries)
         return report
 
-    def suggest(self, *, apply: bool = False) -> dict[str, _list[str]]:
-        """Anchors that unanchored memories' text names; `apply` anchors them (a reanchor entry)."""
-        from .verify import suggest as suggest_anchors
+    def suggest(self, *, apply: bool = False) -> "SuggestReport":
+        """Anchors that unanchored memories' text names; `apply` anchors them (a reanchor entry).
+
+        A memory whose text makes a stale claim (found now, or marked by `verify --mark`) is
+        only proposed, never anchored: its suggestion says why (`Suggestion.why`).
+        """
+        from .verify import SuggestReport, suggest_report
 
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
-        proposals = suggest_anchors(self.root_real, active)
-        if apply:
-            for memory_id, specs in proposals.items():
-                self.reanchor(memory_id, anchors=specs, reason="verify --suggest --apply")
-        return proposals
+        report = suggest_report(self.root_real, active)
+        if not apply:
+            return report
+        done = []
+        for s in report.suggestions:
+            if not s.held:
+                self.reanchor(s.id, anchors=list(s.anchors), reason="verify --suggest --apply")
+            done.append(dataclasses.replace(s, applied=not s.held))
+        return SuggestReport(tuple(done), applied=True)
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -1269,6 +1308,7 @@ class Workspace:
         self.cache.save()
         if m.status == Status.ACTIVE:
             self._write_back([md])
+        md = _with_claims(md)
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
             env = self._with_history([Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
