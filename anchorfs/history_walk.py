@@ -1,0 +1,234 @@
+"""The walk: each of a memory's anchors down HEAD's first-parent chain, then the working tree.
+
+`bisect` and `log` are this walk, read for its culprit or seen whole. It costs a handful of
+processes per anchor whatever the history's length: one `rev-list --first-parent` (the steps
+and their metadata), one streaming `diff-tree --stdin -p -U0` fed every (step, previous step)
+pair and limited to the one path (git skips untouched commits in C and prints zero-context
+hunks for the rest), and one long-lived `cat-file --batch` for the few blobs a verdict needs
+(symbols, content re-checks). No process per commit. Explicit (step, previous step) pairs make
+a merge one step, diffed against its first parent, and let an anchor taken on a side branch
+start at the merge that brought it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from .anchors import MAX_FILE_BYTES
+from .errors import HistoryError
+from .git import run_git, tree_changes, worktree_changes
+from .history_patch import _stream_pairs
+from .history_repo import _FORMAT, WORKING_TREE, _Commit, _Repo, _parse_commit
+from .history_results import _HOLDS, AnchorHistory, BisectResult, LogResult, Step
+from .history_tracker import _NULL_OIDS, _Tracker
+from .model import AnchorRef, Memory, Verdict
+
+__all__ = [
+    "Progress",
+    "bisect",
+    "log",
+    "progress_bar",
+]
+
+
+Progress = Callable[[int, int], None]
+"""Called as (steps walked, steps in all) while a walk runs."""
+
+
+def _walk_anchor(
+    repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit],
+    tick: Callable[[int], None] | None, *, fast: bool = True,
+) -> tuple[AnchorHistory, bool]:
+    """One anchor down the chain and into the working tree; (history, consistent?).
+
+    The diff stream is limited to the file the text stands in. When a step moves the text to
+    another file (a rename, a directory move, a split), the stream restarts on that file from
+    the next step: one more process per move, none per commit.
+    """
+    rpath = repo.repo_path(ref.path)
+    found = repo.blobs.info(f"{base}:{rpath}")
+    tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None, fast=fast)
+    steps: list[Step] = []
+    index = {c.commit: i for i, c in enumerate(chain)}
+    prevs = [base] + [c.commit for c in chain[:-1]]
+    pairs = list(zip([c.commit for c in chain], prevs))
+
+    def blob(_path: str, oid: str) -> bytes | None:
+        size = repo.blobs.size(oid)
+        return None if size is None or size > MAX_FILE_BYTES else repo.blobs.get(oid)
+
+    start = 0
+    while start < len(chain):
+        moved_at: int | None = None
+        stream = _stream_pairs(repo.top, pairs[start:], rpath)
+        try:
+            for rec in stream:
+                i = index.get(rec.commit)
+                if i is None or i < start:
+                    continue
+                mine = rec.mine(rpath)
+                if mine is not None:
+                    entry, hunks, binary = mine
+                    oid = entry[2]
+                    commit_i, prev_i = chain[i].commit, prevs[i]
+                    follow = (partial(tree_changes, repo.top, prev_i, commit_i), blob)
+                    step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
+                                        partial(repo.blobs.get, oid), prev_commit=prev_i,
+                                        size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None,
+                                        follow=follow)
+                    steps.append(step)
+                    if step.path_now is not None:
+                        moved_at = i
+                if tick is not None:
+                    tick(i + 1)
+                if moved_at is not None:
+                    break
+        finally:
+            stream.close()
+        if moved_at is None:
+            break
+        rpath = repo.repo_path(tracker.ref.path)
+        start = moved_at + 1
+    wt = tracker.working_tree()
+    if wt is not None:
+        steps.append(wt)
+    if tracker.verdict is Verdict.DELETED and tracker.state is False:
+        back = _recover(repo, tracker, base, chain)
+        if back is not None:
+            steps.append(back)
+    if tick is not None:
+        tick(len(chain) + 1)
+    moved = tracker.ref.path if tracker.ref.path != ref.path and tracker.verdict not in (
+        Verdict.DELETED, Verdict.UNREADABLE, Verdict.UNSAFE) else None
+    hist = AnchorHistory(
+        anchor=ref,
+        anchored=repo.info(base),
+        steps=tuple(steps),
+        verdict=tracker.verdict,
+        lines_now=tracker.span if tracker.state and tracker.verdict in _HOLDS else None,
+        walked=len(chain) + 1,
+        path_now=moved,
+    )
+    return hist, tracker.consistent()
+
+
+def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[_Commit]) -> Step | None:
+    """A file deleted with no trace at that step may have come back later under another name
+    (deleted in one commit, its text added anew in a later one): `drift` would find it there
+    (new since the anchor's commit, intact), so history looks the same way once, at the end of
+    the walk, and names the commit that brought it back (or the working tree) as a restoring
+    `moved` step. One `git diff -M` and one `git log` per such anchor, never per commit."""
+    found = tracker._relocate(worktree_changes(repo.top, base), tracker._read_disk)
+    if found is None or found[0].verdict not in _HOLDS:
+        return None
+    judged, path, _, _ = found
+    rpath = repo.repo_path(path)
+    out = run_git(repo.top, "log", "--first-parent", "-1", "--diff-filter=A", f"--format={_FORMAT}",
+                  repo.head, f"^{base}", "--", ":(literal)" + rpath, check=False).strip()
+    index = {c.commit: i for i, c in enumerate(chain)}
+    meta = _parse_commit(out.splitlines()[0]) if out else None
+    if meta is not None and meta.commit in index:
+        distance = len(chain) - 1 - index[meta.commit]
+    else:  # not in a commit yet: the working tree brought it back
+        meta, distance = _Commit(WORKING_TREE, WORKING_TREE, None, None, "uncommitted changes"), -1
+    tracker.ref = replace(tracker.orig, path=path)
+    tracker.state, tracker.verdict = True, Verdict.MOVED
+    tracker.span = judged.where
+    return Step(
+        commit=meta.commit, short=meta.short, date=meta.date, author=meta.author, subject=meta.subject,
+        verdict=Verdict.MOVED, detail=f"{judged.detail}, brought back after {tracker.orig.path} was deleted",
+        lines_before=None, lines_after=judged.where, restores=True, merge=len(meta.parents) > 1,
+        distance=distance, path=path, path_now=path,
+    )
+
+
+def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[AnchorHistory, ...]:
+    for ref in memory.anchors:
+        if not ref.commit:
+            raise HistoryError(
+                f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git"
+            )
+    plans: list[tuple[AnchorRef, str, list[_Commit]]] = []
+    chains: dict[str, list[_Commit]] = {}
+    for ref in memory.anchors:
+        assert ref.commit is not None
+        try:
+            base = repo.resolve(ref.commit, what="commit")
+        except HistoryError:
+            raise HistoryError(
+                f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository"
+            ) from None
+        if base not in chains:
+            chains[base] = repo.chain(base)
+        plans.append((ref, base, chains[base]))
+    total = sum(len(chain) + 1 for _, _, chain in plans)
+    results: list[AnchorHistory] = []
+    done = 0
+    for ref, base, chain in plans:
+        tick = None
+        if progress is not None:
+            offset = done
+            tick = lambda n, offset=offset: progress(offset + n, total)  # noqa: E731
+        hist, consistent = _walk_anchor(repo, ref, base, chain, tick)
+        if not consistent:  # a carried symbol verdict went wrong somewhere: parse every step
+            hist, _ = _walk_anchor(repo, ref, base, chain, None, fast=False)
+        results.append(hist)
+        done += len(chain) + 1
+    return tuple(results)
+
+
+def bisect(root: Path, memory: Memory, *, progress: Progress | None = None,
+           top: Path | None = None) -> BisectResult:
+    """The step that broke each anchor of `memory`, the earliest one on top.
+
+    `top` is the repo's top level when the caller already knows it (one git process fewer).
+    Raises HistoryError when `root` is not in a git repo or an anchor has no (known) commit.
+    """
+    with _Repo(Path(root), top=top) as repo:
+        return BisectResult(memory.id, _walk(repo, memory, progress))
+
+
+def log(root: Path, memory: Memory, *, progress: Progress | None = None) -> LogResult:
+    """Every step that touched each anchor of `memory`, with the verdict it earned."""
+    with _Repo(Path(root)) as repo:
+        return LogResult(memory.id, _walk(repo, memory, progress))
+
+
+@contextmanager
+def progress_bar(*, label: str = "walking history", min_steps: int = 200,
+                 console: Any = None) -> Iterator[Progress]:
+    """A `progress` callback drawing a bar on stderr, for the CLI's long walks.
+
+    Silent below `min_steps` steps or when stderr is not a terminal, so short walks and pipes
+    stay clean. `console` (a rich Console) is for tests.
+    """
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            if total < min_steps or "off" in state:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn
+
+            out = console or Console(stderr=True)
+            if not out.is_terminal:
+                state["off"] = True
+                return
+            bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      console=out, transient=True)
+            bar.start()
+            state["bar"], state["task"] = bar, bar.add_task(label, total=total)
+        bar.update(state["task"], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if state.get("bar") is not None:
+            state["bar"].stop()
