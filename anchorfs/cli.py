@@ -851,15 +851,18 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @_common
 @click.pass_context
 def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
-    """Remove anchorfs's part of the post-commit hook, and nothing else."""
-    from .hook import uninstall
+    """Remove anchorfs's part of the post-commit hook and of the sync hooks, and nothing else."""
+    from .hook import uninstall, uninstall_sync
 
     with _session(ctx, root, as_json) as c:
         path, changed = uninstall(c.ws().root)
+        synced = uninstall_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite
         if c.json:
-            _emit_json({"hook": str(path), "changed": changed})
+            _emit_json({"hook": str(path), "changed": changed, "sync": [str(p) for p in synced]})
         else:
             _echo(f"{'removed from' if changed else 'not installed in'} {path}")
+            for p in synced:
+                _echo(f"removed from {p}")
 
 
 @hook.command("run")

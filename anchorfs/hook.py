@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BEGIN", "END", "hook_path", "hook_command", "install", "uninstall", "is_installed", "committed_paths", "run",
     "AGENT_EVENTS", "agent_args", "agent_main", "session_start", "post_edit", "digest",
-    "SYNC_HOOKS", "sync_command", "install_sync",
+    "SYNC_HOOKS", "sync_command", "install_sync", "uninstall_sync",
 ]
 
 BEGIN = "# >>> anchorfs >>>"
@@ -102,6 +102,12 @@ def _is_shell(text: str) -> bool:
     return prog in _SHELLS
 
 
+def _read(path: Path) -> str:
+    """A hook file as it is: line ends kept (no newline translation) and any byte round-trips,
+    so that what anchorfs did not write is written back byte for byte."""
+    return path.read_bytes().decode("utf-8", "surrogateescape")
+
+
 def _write(path: Path, text: str) -> None:
     """Atomically, keeping the file's mode (and making it executable)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,8 +116,8 @@ def _write(path: Path, text: str) -> None:
     except FileNotFoundError:
         mode = 0o755
     tmp = path.with_name(f".{path.name}.anchorfs.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.chmod(tmp, mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    tmp.write_bytes(text.encode("utf-8", "surrogateescape"))
+    os.chmod(tmp, mode | stat.S_IXUSR | ((mode & 0o044) >> 2))  # executable by whoever may read it
     os.replace(tmp, path)
 
 
@@ -139,7 +145,7 @@ def install(root: Path) -> tuple[Path, bool]:
     path = hook_path(root)
     command = hook_command(root)
     try:
-        text = path.read_text()
+        text = _read(path)
     except FileNotFoundError:
         text = ""
     except OSError as exc:
@@ -178,23 +184,32 @@ def _block(body: list[str]) -> str:
 
 
 def uninstall(root: Path) -> tuple[Path, bool]:
-    """Remove this workspace's line (and the block once empty); (hook path, changed).
+    """Remove this workspace's line from the post-commit hook (and the block once empty);
+    (hook path, changed). The sync hooks go with `uninstall_sync`.
 
     A hook that held nothing but our block is deleted; anything else in it stays as it was.
     """
     root = Path(root)
     path = hook_path(root)
+    return path, _remove(path, root)
+
+
+def _remove(path: Path, root: Path) -> bool:
+    """Take this workspace's line out of the anchorfs block of the hook at `path`; the block
+    goes once no other workspace's line is in it, and the file once it holds nothing but
+    what anchorfs wrote (the block, and the `#!/bin/sh` it added to a file it created).
+    Everything else stays byte for byte. True when the file changed."""
     try:
-        text = path.read_text()
+        text = _read(path)
     except FileNotFoundError:
-        return path, False
+        return False
     parts = _split(text)
     if parts is None:
-        return path, False
+        return False
     before, body, after = parts
     kept = [line for line in body if not _for_root(line, root)]
     if len(kept) == len(body):
-        return path, False
+        return False
     if any(line.strip() and not line.startswith("#") for line in kept):
         new = before + _block(kept) + after
     else:
@@ -203,7 +218,7 @@ def uninstall(root: Path) -> tuple[Path, bool]:
         path.unlink()
     else:
         _write(path, new)
-    return path, True
+    return True
 
 
 def committed_paths(root: Path, rev: str = "HEAD") -> list[str]:
@@ -494,21 +509,26 @@ def sync_command(root: Path) -> str:
     return f"{exe} -m anchorfs.team sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
 
 
+def _git_hook(root: Path, name: str) -> Path:
+    """The hook file git runs for `name` in the repo holding `root` (core.hooksPath honoured)."""
+    from .git import run_git
+
+    out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
+    return (root / out).resolve() if not os.path.isabs(out) else Path(out)
+
+
 def install_sync(root: Path) -> list[Path]:
     """Add (or refresh) this workspace's line in git's post-checkout, post-merge and
     post-rewrite hooks (a read would catch up anyway; these make it eager). Returns the hooks
     changed; a hook that is not a shell script is left alone."""
-    from .git import run_git
-
     root = Path(root)
     _repo(root)
     command = sync_command(root)
     changed: list[Path] = []
     for name in SYNC_HOOKS:
-        out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
-        path = (root / out).resolve() if not os.path.isabs(out) else Path(out)
+        path = _git_hook(root, name)
         try:
-            text = path.read_text()
+            text = _read(path)
         except FileNotFoundError:
             text = ""
         if text and not _is_shell(text):
@@ -531,3 +551,11 @@ def install_sync(root: Path) -> list[Path]:
             changed.append(path)
     return changed
 
+
+def uninstall_sync(root: Path) -> list[Path]:
+    """Take this workspace's line out of the post-checkout, post-merge and post-rewrite hooks
+    (`install_sync`'s); every other line stays byte for byte, and a hook file goes only when
+    nothing but what anchorfs wrote is left in it. Returns the hooks changed."""
+    root = Path(root)
+    _repo(root)
+    return [path for path in (_git_hook(root, name) for name in SYNC_HOOKS) if _remove(path, root)]

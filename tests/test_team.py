@@ -549,3 +549,61 @@ def test_the_local_override_matches_a_workspace_in_a_subfolder_with_odd_characte
     assert _git(top, "check-attr", "merge", "--", f"x1/{LEDGER}").rstrip("\n").endswith(": unspecified")
     assert team.is_ledger_path("pkg/a b/.anchorfs/ledger.jsonl")
     assert not team.is_ledger_path("ledger.jsonl") and not team.is_ledger_path("x/anchorfs/ledger.jsonl")
+
+
+def test_hook_uninstall_removes_the_sync_hooks_and_nothing_else(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    anchorfs.init(root)
+    hooks = root / ".git" / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for old in hooks.glob("*.sample"):
+        old.unlink()
+    # a person's own post-merge hook (CRLF, no final newline) and post-rewrite (no shebang)
+    mine = {"post-merge": b"#!/bin/bash\r\necho merged >> log\r\nexit 0", "post-rewrite": b"echo rewritten\n"}
+    for name, data in mine.items():
+        (hooks / name).write_bytes(data)
+        (hooks / name).chmod(0o750)
+    out = CliRunner().invoke(cli, ["--root", str(root), "hook", "install"])
+    assert out.exit_code == 0, out.output
+    for name in ("post-commit", *install_sync.__globals__["SYNC_HOOKS"]):
+        assert "anchorfs" in (hooks / name).read_text()
+    assert (hooks / "post-merge").read_bytes().startswith(b"#!/bin/bash\r\n# >>> anchorfs >>>\n")
+    # a second workspace in the same repo shares the hooks' block
+    other = root / "sub"
+    other.mkdir()
+    anchorfs.init(other, nested=True)
+    install_sync(other)
+    # someone appends to the file anchorfs created
+    with open(hooks / "post-checkout", "ab") as fh:
+        fh.write(b"echo checked-out\n")
+    out = CliRunner().invoke(cli, ["--root", str(root), "--json", "hook", "uninstall"])
+    assert out.exit_code == 0, out.output
+    report = orjson.loads(out.stdout)
+    assert report["changed"] is True and sorted(Path(p).name for p in report["sync"]) == sorted(
+        ("post-checkout", "post-merge", "post-rewrite"))
+    assert not (hooks / "post-commit").exists()  # anchorfs created it and nothing else was in it
+    for name in ("post-checkout", "post-merge", "post-rewrite"):
+        text = (hooks / name).read_text()
+        assert str(other) in text and f"--root {root} " not in text  # only this workspace's line went
+    assert "echo checked-out" in (hooks / "post-checkout").read_text()
+    # the second workspace uninstalls too: the person's lines come back byte for byte
+    from anchorfs.hook import uninstall_sync
+
+    assert sorted(p.name for p in uninstall_sync(other)) == ["post-checkout", "post-merge", "post-rewrite"]
+    for name, data in mine.items():
+        assert (hooks / name).read_bytes() == data
+        assert (hooks / name).stat().st_mode & 0o777 == 0o750
+    assert (hooks / "post-checkout").read_bytes() == b"#!/bin/sh\necho checked-out\n"  # someone else's line: kept
+    assert uninstall_sync(other) == [] and uninstall_sync(root) == []
+    # a hook that held only anchorfs's block is deleted
+    install_sync(root)
+    (hooks / "post-checkout").unlink()
+    install_sync(root)
+    assert (hooks / "post-checkout").exists()
+    assert Path(hooks / "post-checkout") in uninstall_sync(root)
+    assert not (hooks / "post-checkout").exists()
+    out = CliRunner().invoke(cli, ["--root", str(root), "hook", "uninstall"])
+    assert out.exit_code == 0 and "not installed" in out.output
+    assert (hooks / "post-merge").read_bytes() == mine["post-merge"]
