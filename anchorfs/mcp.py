@@ -754,8 +754,12 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         kind: Annotated[Literal[KINDS], Field(description="What sort of memory; expiry and ranking depend on it.")] = "note",  # type: ignore[valid-type]
         tags: Annotated[list[str], Field(description="Free tags.")] = [],  # noqa: B006
         anchors: Anchors = [],  # noqa: B006
+        allow_secret: Annotated[bool, Field(description=(
+            "true: record it although it looks like a secret, which a shared workspace (its ledger "
+            "committed to git) refuses otherwise; the ledger keeps why. Only when the user said so."))] = False,
     ) -> Annotated[CallToolResult, WriteResult]:
-        m = call(lambda: ws.record(content, kind=kind, tags=tags, anchors=anchors, propose=propose))
+        m = call(lambda: ws.record(content, kind=kind, tags=tags, anchors=anchors, propose=propose,
+                                   allow_secret=allow_secret))
         if m.duplicate:  # the SDK found the same claim on the same anchors: nothing was written
             held = "proposed" if m.status == "proposed" else "remembered"
             return written(m, duplicate=True, note=f"already {held} as {m.id}; nothing written")

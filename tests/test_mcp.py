@@ -1029,3 +1029,34 @@ def test_reverify_prompt_walks_the_stale_memories(root: Path) -> None:
         assert "cannot change memories" in text and "`reanchor`" not in text
 
     session(root, read_only, read_only=True)
+
+
+def test_remember_takes_allow_secret_in_a_shared_workspace(tmp_path: Path) -> None:
+    """A shared workspace refuses a secret over MCP as on the CLI (nothing written); the agent
+    may pass `allow_secret: true`, and the ledger keeps why. The output is the usual one."""
+    from anchorfs import team
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    anchorfs.init(root)
+    team.set_mode(root, True)
+    ledger = root / ".anchorfs" / "ledger.jsonl"
+
+    async def flow(c: Client) -> None:
+        schema = {t.name: t for t in (await c.list_tools()).tools}["remember"].input_schema
+        assert schema["properties"]["allow_secret"]["type"] == "boolean"
+        assert "allow_secret" not in schema.get("required", [])
+        msg = await fails(c, "remember", {"content": "the deploy key is AKIAIOSFODNN7EXAMPLE"})
+        assert "looks like a secret (AWS Access Key)" in msg and "nothing was written" in msg
+        assert not ledger.exists() or ledger.read_bytes() == b""
+        assert await fails(c, "remember", {"content": "x", "allow_secret": "yes"})
+        out = await ok(c, "remember", {"content": "the deploy key is AKIAIOSFODNN7EXAMPLE (a documented fake)",
+                                       "allow_secret": True})
+        assert set(out) == set((await ok(c, "remember", {"content": "an ordinary note"})))
+        assert out["memory"]["status"] == "active" and out["duplicate"] is False
+        entries = [json.loads(line) for line in ledger.read_bytes().splitlines()]
+        assert [e["memories"][0]["id"] for e in entries] == [out["memory"]["id"], entries[1]["memories"][0]["id"]]
+        assert "AWS Access Key" in entries[0]["allow_secret"] and "allow_secret" not in entries[1]
+
+    session(root, flow)
