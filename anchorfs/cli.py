@@ -214,7 +214,7 @@ def _emit(c: "_Ctx", data: Any, text: str) -> None:
 
 
 def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
-    drift = "" if md is None else f"  drift: {md.drift.value if m.anchors else 'unanchored'}"
+    drift = "" if md is None else f"  drift: {md.drift.value if m.anchors or m.stale_claims else 'unanchored'}"
     _echo(f"{m.id}  [{m.kind}] {m.status}{drift}")
     _echo(f"  {m.content}")
     if m.tags:
@@ -226,6 +226,8 @@ def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
         ch = checks[n] if n < len(checks) else None  # one check per anchor, in order
         now = f"  now {ch.verdict.value}: {ch.detail}" if ch is not None else ""
         _echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}{dirty}{now}")
+    for c in m.stale_claims:  # what `verify --mark` found gone in its text
+        _echo(f"  {c.words} (found by verify {c.found_at.isoformat(timespec='seconds')})")
     _echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
     if m.valid_until:
         _echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
@@ -375,7 +377,7 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
         m = ws.get(memory_id)
         md = ws.check(m)  # a fresh check of this one memory, not the last pass's
         if c.json:
-            _emit_json({**m.to_dict(), "drift": md.drift.value if m.anchors else "unanchored",
+            _emit_json({**m.to_dict(), "drift": md.drift.value if m.anchors or m.stale_claims else "unanchored",
                         "checks": [ch.to_dict() for ch in md.checks]})
         else:
             _print_memory(m, md)

@@ -356,8 +356,9 @@ def _recall_text(data: Mapping[str, Any]) -> str:
 
 
 def _drift_word(md: "MemoryDrift") -> str:
-    """A memory's drift in DESIGN's words: `unanchored` when it rests on nothing."""
-    return md.drift.value if md.memory.anchors else "unanchored"
+    """A memory's drift in DESIGN's words: `unanchored` when it rests on nothing, unless its
+    own text was found stale (`verify --mark`): then `stale`, as every read serves it."""
+    return md.drift.value if md.memory.anchors or md.drift.value == "stale" else "unanchored"
 
 
 def _anchor_checks(md: "MemoryDrift", *, with_meta: bool = False) -> list[dict[str, Any]]:

@@ -397,7 +397,8 @@ def check_snapshot(d: Any) -> None:
         raise SnapshotError(f"anchors must be a list, got {_type(anchors)}")
     for i, a in enumerate(anchors):
         check_anchor_dict(a, f"anchors[{i}]")
-    claims = d.get("stale_claims") or []
+    claims = d.get("stale_claims")
+    claims = [] if claims is None else claims
     if not isinstance(claims, list):
         raise SnapshotError(f"stale_claims must be a list, got {_type(claims)}")
     for i, c in enumerate(claims):

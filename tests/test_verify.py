@@ -14,6 +14,8 @@ from anchorfs.anchors import parse_spec, take
 from anchorfs.model import AnchorRef, Drift, Memory
 from anchorfs.verify import (
     Claim,
+    ClaimResult,
+    MemoryVerdict,
     SymbolIndex,
     check_memory,
     check_url,
@@ -669,3 +671,59 @@ def test_suggested_specs_can_be_taken_as_anchors(ws: Path) -> None:
     for spec in specs:
         ref = take(root_real, parse_spec(spec))
         assert ref.sha256 and ref.spec == spec
+
+
+# -- marks (issue 17): what `verify --mark` keeps on a memory ------------------------------------
+
+def _result(mid: str, *claims: tuple[str, Drift, str]) -> MemoryVerdict:
+    rows = tuple(ClaimResult(Claim("path", v), d, detail) for v, d, detail in claims)
+    worst = Drift.STALE if any(r.verdict is Drift.STALE for r in rows) else Drift.FRESH
+    return MemoryVerdict(mid, worst, rows)
+
+
+def test_marked_claims_set_keep_and_clear() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from anchorfs.model import StaleClaim
+    from anchorfs.verify import mark_reason, marked_claims
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t1 = t0 + timedelta(days=1)
+    m = Memory(id="m1", content="see a/x.py and a/y.py")
+    gone = "a/x.py does not exist (its folder a/ does)"
+    first = marked_claims(m, _result("m1", ("a/x.py", Drift.STALE, gone), ("a/y.py", Drift.FRESH, "file exists")), t0)
+    assert first == (StaleClaim("path", "a/x.py", gone, t0),)
+    m = m.replace(stale_claims=first)
+    # found stale again with the same detail: the time it was first found is kept (no new write)
+    assert marked_claims(m, _result("m1", ("a/x.py", Drift.STALE, gone)), t1) == first
+    # a new detail is a new finding
+    other = "a/x.py does not exist (the workspace root does)"
+    assert marked_claims(m, _result("m1", ("a/x.py", Drift.STALE, other)), t1) == (StaleClaim("path", "a/x.py", other, t1),)
+    # unknown now, or no longer a claim at all: no evidence either way, the mark stands
+    assert marked_claims(m, _result("m1", ("a/x.py", Drift.UNKNOWN, "neither a/x.py nor its folder exists")), t1) == first
+    assert marked_claims(m, _result("m1", ("a/y.py", Drift.FRESH, "file exists")), t1) == first
+    # found holding again: cleared, and the reason says which
+    cleared = marked_claims(m, _result("m1", ("a/x.py", Drift.FRESH, "file exists")), t1)
+    assert cleared == ()
+    assert mark_reason(_result("m1", ("a/x.py", Drift.FRESH, "file exists")), first, cleared) == \
+        "verify: fresh (claims hold again: a/x.py)"
+    assert mark_reason(_result("m1", ("a/x.py", Drift.STALE, gone)), (), first) == f"verify: stale (a/x.py: {gone})"
+
+
+def test_stale_claims_round_trip_and_bad_ones_are_refused() -> None:
+    from datetime import datetime, timezone
+
+    from anchorfs.model import SnapshotError, StaleClaim, check_snapshot, validate_memory
+
+    at = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+    m = Memory(id="m1", content="x", stale_claims=(StaleClaim("url", "https://example.com/x", "HTTP 404", at),))
+    d = m.to_dict()
+    assert d["stale_claims"] == [{"kind": "url", "value": "https://example.com/x", "detail": "HTTP 404",
+                                  "found_at": "2026-01-01T12:00:00.000000Z"}]
+    assert Memory.from_dict(d) == m and validate_memory(m) == m
+    assert "stale_claims" not in m.replace(stale_claims=()).to_dict()  # other snapshots' lines unchanged
+    claim: dict[str, object] = {"kind": "path", "value": "a", "detail": "b"}
+    bads: list[object] = [{}, [1], [{**claim, "found_at": 7}], [{**claim, "found_at": "yesterday"}]]
+    for bad in bads:
+        with pytest.raises(SnapshotError, match="stale_claims"):
+            check_snapshot({**d, "stale_claims": bad})

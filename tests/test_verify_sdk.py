@@ -279,3 +279,15 @@ def test_mcp_recall_and_context_flag_a_marked_memory(tmp_path: Path) -> None:
     assert mid in ctx["stale"] and "claim `src/old.py`" in ctx["markdown"]
     one = check.structured_content  # type: ignore[attr-defined]
     assert one["stale"] == 1 and "claim `src/old.py`" in one["memories"][0]["envelope"]
+    assert one["memories"][0]["drift"] == "stale"  # not "unanchored": its text was found stale
+
+
+def test_show_of_a_marked_unanchored_memory_says_stale(tmp_path: Path) -> None:
+    root, mid = make_keys(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--root", str(root), "verify", "--mark"]).exit_code == 90
+    r = runner.invoke(cli, ["--root", str(root), "show", mid, "--json"])
+    data = json.loads(r.output)
+    assert data["drift"] == "stale" and data["stale_claims"][0]["value"] == "src/old.py"
+    r = runner.invoke(cli, ["--root", str(root), "show", mid])
+    assert "drift: stale" in r.output and "claim `src/old.py`: src/old.py does not exist" in r.output
