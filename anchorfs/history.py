@@ -9,9 +9,9 @@ turns both into the one-line freshness envelope.
 
 This module is what callers import; each part of history is a module of its own:
 `history_repo` (the repository seen from git: commits, blobs), `history_patch` (git's
-zero-context diffs, parsed), `history_results` (what a walk returns), `history_tracker` (one
-anchor carried down the walk), `history_walk` (`bisect`, `log`), `history_at` (`drift_at`).
-The envelope lives here.
+zero-context diffs, parsed), `history_results` (what a walk returns), `history_follow` (where a
+step's lost text went: renames, moves, splits), `history_tracker` (one anchor carried down the
+walk), `history_walk` (`bisect`, `log`), `history_at` (`drift_at`). The envelope lives here.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .history_at import drift_at
 from .history_patch import Hunk
 from .history_repo import WORKING_TREE, _Blobs, _Commit, _commit_info, _count_since
 from .history_results import AnchorHistory, AtReport, AtResult, BisectResult, LogResult, Step
-from .history_tracker import _intact
+from .history_follow import _intact
 from .history_walk import Progress, bisect, log, progress_bar
 from .model import Drift, Memory
 

@@ -15,7 +15,8 @@ from .errors import HistoryError
 from .git import is_ancestor, tree_changes
 from .history_repo import _Repo
 from .history_results import AtReport, AtResult
-from .history_tracker import _Tracker, _safe_repo_path
+from .history_follow import _safe_repo_path
+from .history_tracker import _Tracker
 from .model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
 
 __all__ = [

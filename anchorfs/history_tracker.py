@@ -7,17 +7,6 @@ Symbols are re-parsed only at steps whose hunks hit the symbol or a definition e
 mention one of its names; the rest carry the verdict, and the last version is parsed to check
 that carry (a disagreement, e.g. a syntax error far away, re-walks the anchor parsing every
 step).
-
-Renames are followed by rename detection in the walk, not `git log --follow` (one path per
-log, heuristics that misbehave with `--first-parent`): at a step that loses the anchored text
-(its file gone, its symbol missing), one `diff-tree -M` of that step says where it went: the
-file git renamed ours to, else a file the step added, copied or renamed holding the text
-intact (the same bytes, the same symbol, the same lines). Found, the step is `moved` (with
-`path_now`) and the stream restarts on the new file; a rename whose text differs is the
-culprit, `changed` at its new path. So the culprit is the commit that changed or removed the
-content, never one that only moved it. The working tree is searched the same way (staged
-renames, untracked files), and `drift_at` follows a rename made between the anchor's commit
-and the revision.
 """
 
 from __future__ import annotations
@@ -25,80 +14,22 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
-from functools import lru_cache, partial
+from functools import partial
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, resolve_path, text_hash
-from .errors import AnchorError, AnchorfsError
+from .anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path
+from .errors import AnchorError
 from .git import Change, worktree_changes
+from .history_follow import _NULL_OIDS, _Follower, _Judged, _intact, _norm, _renamed_to
 from .history_patch import _MAX_HUNKS, Hunk, _RawHunk, _blob_hunks, _headline, _worktree_patch
 from .history_repo import WORKING_TREE, _Commit, _Repo
 from .history_results import _BREAKS, _HOLDS, Step, _span
 from .model import AnchorRef, Verdict, to_iso
 
 __all__ = [
-    "_NULL_OIDS",
-    "_intact",
     "_Tracker",
-    "_safe_repo_path",
 ]
-
-
-def _renamed_to(changes: list[Change], repo_path: str) -> str | None:
-    """Where git saw `repo_path` renamed to among one step's changes (repo paths), if it did."""
-    return next((c.new for c in changes if c.status == "R" and c.old == repo_path), None)
-
-
-def _closeness(path: str) -> Callable[[str], tuple[int, int, str]]:
-    """Sort key for where a lost file's content may have gone: the same file name first,
-    then the most folders in common, then by name (a stable order)."""
-    name = path.rsplit("/", 1)[-1]
-    folders = path.split("/")[:-1]
-
-    def key(cand: str) -> tuple[int, int, str]:
-        parts = cand.split("/")
-        common = 0
-        for x, y in zip(folders, parts[:-1]):
-            if x != y:
-                break
-            common += 1
-        return (0 if parts[-1] == name else 1, -common, cand)
-
-    return key
-
-
-_FOLLOW_FILES = 64
-"""Candidate files one step may load looking for content its anchor lost (renames first)."""
-_FOLLOW_BYTES = 16 * 1024 * 1024
-"""Bytes one step may load looking for it."""
-
-
-_NULL_OIDS = {"0" * 40, "0" * 64}
-
-
-@lru_cache(maxsize=None)
-def _intact(kind: str) -> Verdict:
-    """The verdict `judge` gives a narrowed anchor (`kind` lines or symbol) whose text is
-    intact at its own place while the file changed elsewhere: `fresh` (DESIGN.md) or, from
-    an older judge, `moved`. Asked of `judge` itself, once, so a carried step (judged from
-    hunks, without loading the blob) never contradicts what `drift` says of that version."""
-    if kind == "lines":
-        before, after, ref = b"a = 1\nb = 2\n", b"a = 1\nb = 3\n", AnchorRef("probe.txt", lines=(1, 1))
-    else:
-        before, after = b"def f():\n    return 1\n", b"import os\n\n\ndef f():\n    return 1\n"
-        ref = AnchorRef("probe.py", symbol="f")
-    try:
-        text, _ = narrowed_text(ref, before)
-        probe = replace(ref, sha256=hashlib.sha256(before).hexdigest(), content_hash=text_hash(text))
-        verdict = judge(probe, after)[0]
-    except AnchorfsError:  # pragma: no cover - no grammar: the older rule
-        return Verdict.MOVED
-    return verdict if verdict in (Verdict.FRESH, Verdict.MOVED) else Verdict.MOVED
-
-
-def _norm(data: bytes) -> bytes:
-    return data.replace(b"\r\n", b"\n")
 
 
 def _shift(span: tuple[int, int], hunks: list[Hunk]) -> tuple[int, int]:
@@ -106,17 +37,7 @@ def _shift(span: tuple[int, int], hunks: list[Hunk]) -> tuple[int, int]:
     return span[0] + delta, span[1] + delta
 
 
-@dataclass(frozen=True, slots=True)
-class _Judged:
-    verdict: Verdict
-    detail: str
-    where: tuple[int, int] | None = None
-    guard: tuple[int, int] | None = None
-    """A symbol's span together with every symbol enclosing it: edits outside it and not naming
-    it cannot change what the symbol resolves to (short of breaking the file's syntax)."""
-
-
-class _Tracker:
+class _Tracker(_Follower):
     """Carries one anchor down the walk: whether it holds and where its text stands.
 
     Lines anchors follow hunks exactly (a hunk that misses the span proves the text identical).
@@ -176,140 +97,6 @@ class _Tracker:
         self.geometry = self.kind == "symbol" and (
             judged.verdict is Verdict.SYMBOL_MISSING or (judged.where is not None and judged.guard is not None)
         )
-
-    # judging whole versions ------------------------------------------------------------
-    def _judge(self, data: bytes, near: tuple[int, int] | None) -> _Judged:
-        """`judge`'s verdict for this version (symbols: the same rules, plus the guard)."""
-        if len(data) > MAX_FILE_BYTES:
-            return _Judged(Verdict.UNREADABLE, f"{self.ref.path} is too large to judge")
-        if self.kind != "symbol":
-            ref = replace(self.ref, lines=near) if self.kind == "lines" and near else self.ref
-            verdict, detail, where = judge(ref, data)
-            return _Judged(verdict, detail, where)
-        return self._judge_symbol(data)
-
-    def _judge_symbol(self, data: bytes, ref: AnchorRef | None = None) -> _Judged:
-        from .symbols import list_symbols
-
-        ref = ref or self.ref
-        same_file = hashlib.sha256(data).hexdigest() == ref.sha256
-        try:
-            symbols = list_symbols(ref.path, data)
-        except AnchorError as exc:
-            if same_file:
-                return _Judged(Verdict.FRESH, "unchanged")
-            return _Judged(Verdict.UNREADABLE, str(exc))
-        sym = next((s for s in symbols if s.name == ref.symbol), None)
-        if sym is None:
-            if same_file:  # pragma: no cover - the symbol was there when the anchor was taken
-                return _Judged(Verdict.FRESH, "unchanged")
-            return _Judged(Verdict.SYMBOL_MISSING, f"{ref.spec} no longer found")
-        where = (sym.start_line, sym.end_line)
-        outer = [s for s in symbols if s.start_byte <= sym.start_byte and s.end_byte >= sym.end_byte]
-        guard = (min(s.start_line for s in outer), max(s.end_line for s in outer))
-        if same_file:
-            return _Judged(Verdict.FRESH, "unchanged", where, guard)
-        text = data[sym.start_byte:sym.end_byte].replace(b"\r\n", b"\n")
-        if hashlib.sha256(text).hexdigest() == ref.content_hash:
-            return _Judged(_intact("symbol"), f"{ref.spec} unchanged; the file changed elsewhere", where, guard)
-        verdict, detail, _ = judge(ref, data)  # changed, or reformatted where the judge knows tokens
-        if verdict in _BREAKS or verdict in _HOLDS:
-            return _Judged(verdict, detail, where, guard)
-        return _Judged(Verdict.CHANGED, f"{ref.spec} changed", where, guard)
-
-    # following the text to another file --------------------------------------------------
-    def _judge_in(self, path: str, data: bytes) -> _Judged:
-        """The anchor judged in `data`, the bytes of `path` (another file than the one the
-        walk was following), its verdict relative to the anchor: intact there is `moved`."""
-        orig = self.orig
-        probe = replace(orig, path=path)
-        if self.kind == "file":
-            if hashlib.sha256(data).hexdigest() == orig.sha256:
-                return _Judged(Verdict.MOVED, f"{orig.spec} now at {path}")
-            return _Judged(Verdict.CHANGED, f"{orig.path} renamed to {path} and changed")
-        if len(data) > MAX_FILE_BYTES:
-            return _Judged(Verdict.UNREADABLE, f"{path} is too large to judge")
-        if self.kind == "symbol":
-            judged = self._judge_symbol(data, probe)
-        else:
-            verdict, detail, span = judge(probe, data)
-            judged = _Judged(verdict, detail, span)
-        at = f" (lines {_span(judged.where)})" if judged.where else ""
-        if judged.verdict in (Verdict.FRESH, Verdict.MOVED):
-            return replace(judged, verdict=Verdict.MOVED, detail=f"{orig.spec} now at {path}{at}")
-        if judged.verdict is Verdict.REFORMATTED:
-            return replace(judged, detail=f"{orig.spec} now at {path}, reformatted: same tokens, other layout")
-        if judged.verdict is Verdict.CHANGED:
-            return replace(judged, detail=f"{orig.path} renamed to {path}; {orig.spec} changed")
-        if judged.verdict is Verdict.SYMBOL_MISSING:
-            return replace(judged, detail=f"{orig.path} renamed to {path}; {orig.spec} no longer found")
-        return judged
-
-    def _relocate(self, changes: list[Change], load: Callable[[str, str], bytes | None]
-                  ) -> tuple[_Judged, str, str, str | None] | None:
-        """Where the text this step lost went: the file git saw ours renamed to, else the
-        first file the step added, copied or renamed (closest name first) holding the text
-        intact (the same bytes for a whole file; the same symbol or lines, or their tokens).
-        (judged, new path, its oid, renamed_to) or None. A rename whose text differs is
-        that rename's evidence (`changed` there), unless an intact copy turns up elsewhere.
-        Bounded: `_FOLLOW_FILES` files, `_FOLLOW_BYTES` bytes, asked only at a loss."""
-        from .symbols import language_for
-
-        repo = self.repo
-        rpath = repo.repo_path(self.ref.path)
-        renamed = _renamed_to(changes, rpath)
-
-        def inside(repo_path: str) -> str | None:
-            p = repo.workspace_path(repo_path)
-            return None if p.startswith(":/") or not _safe_repo_path(p) else p
-
-        seen = {rpath}
-        others: list[tuple[str, str]] = []
-        for c in changes:
-            if c.status in ("A", "C", "R", "?") and c.new not in seen:
-                seen.add(c.new)
-                p = inside(c.new)
-                if p is not None and c.new != renamed:
-                    others.append((p, c.oid))
-        others.sort(key=lambda pair: _closeness(self.orig.path)(pair[0]))
-        queue: list[tuple[str, str, bool]] = []
-        if renamed is not None and inside(renamed) is not None:
-            oid = next(c.oid for c in changes if c.status == "R" and c.old == rpath)
-            queue.append((inside(renamed) or "", oid, True))
-        queue += [(p, oid, False) for p, oid in others]
-        lang = language_for(self.orig.path) if self.kind == "symbol" else None
-        ext = os.path.splitext(self.orig.path)[1]
-        leaf = self.names[-1] if self.names else None
-        files = spent = 0
-        evidence: tuple[_Judged, str, str, str | None] | None = None
-        for path, oid, is_rename in queue:
-            if not is_rename:
-                if self.kind == "file" and self.anchored_oid and oid not in _NULL_OIDS:
-                    if oid == self.anchored_oid:  # the very blob: no need to read it
-                        return _Judged(Verdict.MOVED, f"{self.orig.spec} now at {path}"), path, oid, renamed
-                    continue
-                if self.kind == "symbol" and language_for(path) != lang:
-                    continue
-                if self.kind == "lines" and os.path.splitext(path)[1] != ext:
-                    continue
-            if files >= _FOLLOW_FILES or spent > _FOLLOW_BYTES:
-                break
-            data = load(path, oid)
-            files += 1
-            if data is None:
-                continue
-            spent += len(data)
-            if not is_rename:
-                if leaf is not None and leaf not in data:
-                    continue
-                if self.kind == "lines" and self.text is not None and self.text not in _norm(data):
-                    continue
-            judged = self._judge_in(path, data)
-            if judged.verdict in _HOLDS:
-                return judged, path, oid, renamed
-            if is_rename and judged.verdict is not Verdict.UNREADABLE:
-                evidence = (judged, path, oid, renamed)
-        return evidence
 
     def _relative(self, verdict: Verdict, where: tuple[int, int] | None) -> Verdict:
         """A holding verdict as `drift` gives it, relative to the anchor: `moved` when the text
@@ -603,9 +390,3 @@ class _Tracker:
             return True
         verdict, _, where = judge(self.ref, self.final_data)
         return self._relative(verdict, where) is self.verdict
-
-
-def _safe_repo_path(path: str) -> bool:
-    parts = path.split("/")
-    return (bool(path) and not path.startswith("/") and "\0" not in path and ".." not in parts
-            and parts[0] != STATE_DIR)

@@ -25,7 +25,8 @@ from .git import run_git, tree_changes, worktree_changes
 from .history_patch import _stream_pairs
 from .history_repo import _FORMAT, WORKING_TREE, _Commit, _Repo, _parse_commit
 from .history_results import _HOLDS, AnchorHistory, BisectResult, LogResult, Step
-from .history_tracker import _NULL_OIDS, _Tracker
+from .history_follow import _NULL_OIDS
+from .history_tracker import _Tracker
 from .model import AnchorRef, Memory, Verdict
 
 __all__ = [
