@@ -2,8 +2,10 @@
 
 A plain `anchorfs drift` (with `--root` and `--json` at most) whose last output still holds
 is replayed from the drift memo before anything heavy is imported: in a git hook or a cron
-job that is nearly all of its cost. Every other command line, and a memo that does not hold,
-goes to the full CLI (`anchorfs.cli`), which parses it again and does the work.
+job that is nearly all of its cost. `query`, `context`, `list`, `record` and `show` go to the
+workspace's warm server when one runs (`anchorfs serve`, `anchorfs.server.hand_off`), again
+before click or LanceDB is imported. Every other command line, a memo that does not hold and
+a server that does not answer go to the full CLI (`anchorfs.cli`), which does the work.
 """
 
 from __future__ import annotations
@@ -102,6 +104,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             except BrokenPipeError:  # as the full CLI ends (click): 1, and nothing more written
                 os._exit(1)
             sys.exit(code)
+    if argv is None:  # a warm server for this workspace answers in milliseconds (anchorfs.server)
+        from .server import hand_off
+
+        served = hand_off(args)
+        if served is not None:
+            sys.exit(served)
     from .cli import main as cli_main
 
     try:

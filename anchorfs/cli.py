@@ -77,6 +77,9 @@ def _short(text: str, width: int = 60) -> str:
 
 
 class _Ctx:
+    opener: "Callable[..., Workspace] | None" = None
+    """Set by `anchorfs serve` (`anchorfs.server`) in its own process: its warm workspace."""
+
     def __init__(self, root: str | None, as_json: bool) -> None:
         self.root = root
         self.json = as_json
@@ -86,7 +89,7 @@ class _Ctx:
         if self._ws is None:
             from .workspace import open as open_ws
 
-            self._ws = open_ws(self.root, **kwargs)
+            self._ws = (_Ctx.opener or open_ws)(self.root, **kwargs)
         return self._ws
 
     def close(self) -> None:
@@ -756,6 +759,61 @@ def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool, pr
         raise click.UsageError("--propose and --read-only exclude each other: a read-only server writes nothing")
     with _session(ctx, root, as_json) as c:
         serve(c.root, read_only=read_only, propose=propose)
+
+
+@cli.command()
+@_common
+@click.option("--idle-timeout", type=click.FloatRange(min=0), default=1800.0, show_default=True, metavar="SECONDS",
+              help="Exit after this long without a request (0: never).")
+@click.option("--detach", is_flag=True, help="Start it in the background and return once it answers.")
+@click.option("--status", is_flag=True, help="Say whether a server runs for this workspace (exit 1 if none).")
+@click.option("--stop", "stop_", is_flag=True, help="Ask this workspace's server to exit.")
+@click.pass_context
+def serve(ctx: click.Context, root: str | None, as_json: bool, idle_timeout: float, detach: bool, status: bool,
+          stop_: bool) -> None:
+    """Keep this workspace warm for the CLI: `query`, `context`, `list`, `record` and `show`
+    are handed to this process (a Unix socket in .anchorfs/) and answer in milliseconds.
+
+    The answers are the in-process CLI's own: the server runs the same command with the
+    caller's arguments, folder and output encodings. Without a server, or when it is busy,
+    slow, gone, or the caller's environment differs from the server's, the command runs in
+    process as before. Only the same user is served; set ANCHORFS_NO_SERVER=1 to bypass it.
+    """
+    from . import server
+
+    if sum((detach, status, stop_)) > 1:
+        raise click.UsageError("--detach, --status and --stop exclude each other")
+    with _session(ctx, root, as_json) as c:
+        if status or stop_:
+            info = server.ping(c.root) if status else None
+            stopped = server.stop(c.root) if stop_ else False
+            if c.json:
+                _emit_json({"running": info is not None, **(info or {})} if status else {"stopped": stopped})
+            elif status:
+                _echo(f"serving {info['root']} on {info['socket']} (pid {info['pid']}, {info['served']} served)"
+                      if info else "no server runs for this workspace")
+            else:
+                _echo("stopped" if stopped else "no server runs for this workspace")
+            if not (info or stopped):
+                ctx.exit(1)
+            return
+        if detach:
+            info = server.detach(c.root, idle_timeout=idle_timeout)
+        else:
+            def ready(s: "server.Server") -> None:
+                if c.json:
+                    sys.stdout.write(orjson.dumps({"root": s.root_real, "socket": s.path, "pid": os.getpid()}).decode()
+                                     + "\n")
+                    sys.stdout.flush()
+                else:
+                    _echo(f"serving {s.root_real} on {s.path} (pid {os.getpid()}; Ctrl-C to stop)", err=True)
+
+            server.Server(c.root, idle_timeout=idle_timeout, on_ready=ready).serve()
+            return
+        if c.json:
+            _emit_json(info)
+        else:
+            _echo(f"serving {info['root']} on {info['socket']} (pid {info['pid']})")
 
 
 def _event_line(event: Any) -> str:
