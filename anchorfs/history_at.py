@@ -13,9 +13,9 @@ from pathlib import Path
 from .anchors import MAX_FILE_BYTES, judge
 from .errors import HistoryError
 from .git import is_ancestor, tree_changes
+from .history_follow import _safe_repo_path
 from .history_repo import _Repo
 from .history_results import AtReport, AtResult
-from .history_follow import _safe_repo_path
 from .history_tracker import _Tracker
 from .model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
 
@@ -93,16 +93,11 @@ def _follow_at(repo: _Repo, ref: AnchorRef, commit: str, lost: AnchorCheck) -> A
         base = repo.resolve(ref.commit, what="commit")
     except HistoryError:
         return lost
-    found = repo.blobs.info(f"{base}:{repo.repo_path(ref.path)}")
-    tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None)
+    tracker = _Tracker(repo, ref, repo.blobs.oid(f"{base}:{repo.repo_path(ref.path)}"))
     if tracker.state is not True:
         return lost  # the anchored text is not in its own commit: nothing to look for
 
-    def blob(_path: str, oid: str) -> bytes | None:
-        size = repo.blobs.size(oid)
-        return None if size is None or size > MAX_FILE_BYTES else repo.blobs.get(oid)
-
-    moved = tracker._relocate(tree_changes(repo.top, base, commit), blob)
+    moved = tracker._relocate(tree_changes(repo.top, base, commit), repo.load)
     if moved is None:
         return lost
     judged, path, _, _ = moved

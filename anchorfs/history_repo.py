@@ -97,6 +97,11 @@ class _Blobs:
         found = self.info(spec)
         return found[2] if found is not None and found[1] == "blob" else None
 
+    def oid(self, spec: str) -> str | None:
+        """A blob's oid (e.g. of `rev:path`); None when missing or not a blob."""
+        found = self.info(spec)
+        return found[0] if found is not None and found[1] == "blob" else None
+
     def too_large(self, spec: str) -> bool:
         size = self.size(spec)
         return size is not None and size > MAX_FILE_BYTES
@@ -201,6 +206,11 @@ class _Repo:
 
     def repo_path(self, path: str) -> str:
         return self.prefix + path
+
+    def load(self, _path: str, oid: str) -> bytes | None:
+        """A blob by oid, for a search naming its candidates by path and oid (the oid is
+        enough); None when missing or over the size bound, which is never read."""
+        return self.blobs.get(oid)
 
     def workspace_path(self, repo_path: str) -> str:
         if self.prefix and repo_path.startswith(self.prefix):

@@ -19,13 +19,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .anchors import MAX_FILE_BYTES
 from .errors import HistoryError
 from .git import run_git, tree_changes, worktree_changes
+from .history_follow import _NULL_OIDS
 from .history_patch import _stream_pairs
 from .history_repo import _FORMAT, WORKING_TREE, _Commit, _Repo, _parse_commit
 from .history_results import _HOLDS, AnchorHistory, BisectResult, LogResult, Step
-from .history_follow import _NULL_OIDS
 from .history_tracker import _Tracker
 from .model import AnchorRef, Memory, Verdict
 
@@ -52,16 +51,11 @@ def _walk_anchor(
     the next step: one more process per move, none per commit.
     """
     rpath = repo.repo_path(ref.path)
-    found = repo.blobs.info(f"{base}:{rpath}")
-    tracker = _Tracker(repo, ref, found[0] if found is not None and found[1] == "blob" else None, fast=fast)
+    tracker = _Tracker(repo, ref, repo.blobs.oid(f"{base}:{rpath}"), fast=fast)
     steps: list[Step] = []
     index = {c.commit: i for i, c in enumerate(chain)}
     prevs = [base] + [c.commit for c in chain[:-1]]
     pairs = list(zip([c.commit for c in chain], prevs))
-
-    def blob(_path: str, oid: str) -> bytes | None:
-        size = repo.blobs.size(oid)
-        return None if size is None or size > MAX_FILE_BYTES else repo.blobs.get(oid)
 
     start = 0
     while start < len(chain):
@@ -77,7 +71,7 @@ def _walk_anchor(
                     entry, hunks, binary = mine
                     oid = entry[2]
                     commit_i, prev_i = chain[i].commit, prevs[i]
-                    follow = (partial(tree_changes, repo.top, prev_i, commit_i), blob)
+                    follow = (partial(tree_changes, repo.top, prev_i, commit_i), repo.load)
                     step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
                                         partial(repo.blobs.get, oid), prev_commit=prev_i,
                                         size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None,
