@@ -291,3 +291,32 @@ def test_show_of_a_marked_unanchored_memory_says_stale(tmp_path: Path) -> None:
     assert data["drift"] == "stale" and data["stale_claims"][0]["value"] == "src/old.py"
     r = runner.invoke(cli, ["--root", str(root), "show", mid])
     assert "drift: stale" in r.output and "claim `src/old.py`: src/old.py does not exist" in r.output
+
+
+def test_a_mark_then_a_supersede_is_no_fork_for_a_later_reader(tmp_path: Path) -> None:
+    """A mark entry without `seq`/`deps` folded first in a full fold and last in the writer's
+    incremental one: the supersede that followed named only the mark, and every later reader
+    saw the memory forked between its record and its successor."""
+    root = make(tmp_path)
+    with anchorfs.open(root) as ws:
+        m = ws.record("the runbook is docs/runbook.md.")
+        ws.verify(mark=True)
+        new = ws.supersede(m.id, "the runbook is docs/ops.md.")
+    with anchorfs.open(root) as ws:
+        assert ws.conflicts() == []
+        (hit,) = ws.query("runbook")
+        assert hit.memory.id == new.id and hit.conflict == ()
+        assert ws.ledger_entries(limit=2)[1].seq is not None  # the mark is stamped like every write
+
+
+def test_mark_on_a_read_only_workspace_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    from anchorfs.errors import WorkspaceError
+    from anchorfs.workspace import Workspace
+
+    root, _ = make_keys(tmp_path)
+    size = (root / ".anchorfs" / "ledger.jsonl").stat().st_size
+    ws = Workspace(root, read_only=True)
+    assert ws.verify().has_stale  # a report is a read
+    with pytest.raises(WorkspaceError, match="read-only; verify --mark was not written"):
+        ws.verify(mark=True)
+    assert (root / ".anchorfs" / "ledger.jsonl").stat().st_size == size
