@@ -88,15 +88,19 @@ class Prefix:
     stat: Stat | None
     seen_ns: int
 
-    def to_bytes(self) -> bytes:
-        return orjson.dumps({
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form the checkpoint (and the fold snapshot, `anchorfs.foldsnap`) keeps."""
+        return {
             "v": CHECKPOINT_VERSION,
             "offset": self.offset,  # the key earlier checkpoints had: tools reading it keep working
             "base": self.base.hex(),
             "digest": self.digest.hex(),
             "tail": self.tail.hex(),
             "stat": list(self.stat) if self.stat is not None else None,
-        })
+        }
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes | None, seen_ns: int = 0) -> "Prefix | None":
@@ -106,6 +110,14 @@ class Prefix:
             return None
         try:
             d = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        return cls.from_dict(d, seen_ns)
+
+    @classmethod
+    def from_dict(cls, d: object, seen_ns: int = 0) -> "Prefix | None":
+        """`to_dict`'s form read back, every field checked; None for anything else."""
+        try:
             if not isinstance(d, dict) or d.get("v") != CHECKPOINT_VERSION:
                 return None
             offset, st = d["offset"], d["stat"]
@@ -116,7 +128,7 @@ class Prefix:
             base, digest, tail = (bytes.fromhex(d[k]) for k in ("base", "digest", "tail"))
             if not (len(base) == len(digest) == len(tail) == 32):
                 return None
-        except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         return cls(offset, base, digest, tail, tuple(st) if st is not None else None, seen_ns)  # type: ignore[arg-type]
 
@@ -161,6 +173,8 @@ class Follow:
     kind: Kind
     prefix: Prefix
     entries: list[Entry]
+    skipped: int = 0
+    """Lines read that were skipped (bad, with a warning): a fold of them is not one to keep."""
 
 
 def settled(ledger: Ledger, seen: Prefix | None) -> bool:
@@ -195,17 +209,20 @@ def _tail(fd: int, offset: int) -> bytes:
     return blake3.blake3(os.pread(fd, n, offset - n) if n else b"").digest()
 
 
-def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> None:
-    """One line, as `Ledger.read` takes it: a bad line is skipped with its warning."""
+def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> int:
+    """One line, as `Ledger.read` takes it: a bad line is skipped with its warning (returns 1)."""
     try:
         out.append(Entry.from_dict(orjson.loads(raw)))
     except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
         warnings.warn(f"{path}: skipping a bad line at byte {at}: {exc}", stacklevel=4)
+        return 1
+    return 0
 
 
-def _scan(fd: int, chain: _Chain, end: int, path: Path, entries: list[Entry] | None) -> None:
-    """Hash from `chain.pos` to `end` (and parse the lines there into `entries`)."""
-    pos, carry, line_at = chain.pos, b"", chain.pos
+def _scan(fd: int, chain: _Chain, end: int, path: Path, entries: list[Entry] | None) -> int:
+    """Hash from `chain.pos` to `end` (and parse the lines there into `entries`); returns the
+    number of lines skipped as bad."""
+    pos, carry, line_at, skipped = chain.pos, b"", chain.pos, 0
     while pos < end:
         block = os.pread(fd, min(BLOCK, end - pos), pos)
         if not block:
@@ -216,10 +233,11 @@ def _scan(fd: int, chain: _Chain, end: int, path: Path, entries: list[Entry] | N
             data = carry + block if carry else block
             cut = 0
             while (nl := data.find(b"\n", cut)) >= 0:
-                _parse(data[cut:nl + 1], line_at, path, entries)
+                skipped += _parse(data[cut:nl + 1], line_at, path, entries)
                 line_at += nl + 1 - cut
                 cut = nl + 1
             carry = data[cut:]
+    return skipped
 
 
 class _Moved(Exception):
@@ -280,11 +298,12 @@ def _follow(ledger: Ledger, seen: Prefix | None) -> Follow:
             else:
                 chain = _Chain()
         entries: list[Entry] = []
+        skipped = 0
         if kind != "same":
-            _scan(fd, chain, end, ledger.path, entries)
+            skipped = _scan(fd, chain, end, ledger.path, entries)
         if kind == "rewritten" and before.st_size > end and not ledger._in_flight(end):
             warnings.warn(f"{ledger.path}: skipping a torn last line at byte {end}", stacklevel=3)
-        return Follow(kind, _prefix(fd, ledger, chain, end, before, started), entries)
+        return Follow(kind, _prefix(fd, ledger, chain, end, before, started), entries, skipped)
     finally:
         os.close(fd)
 
@@ -376,10 +395,13 @@ def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memor
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    """A reader's fold of the ledger (`state`) and the prefix it was folded from."""
+    """A reader's fold of the ledger (`state`) and the prefix it was folded from; `saved`, the
+    fold's line count when it was last written as the snapshot (`anchorfs.foldsnap`), None
+    when no snapshot on disk is known to hold it."""
 
     prefix: Prefix
     state: dict[str, Memory]
+    saved: int | None = None
 
 
 def load(path: Path) -> Prefix | None:

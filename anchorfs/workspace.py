@@ -27,7 +27,7 @@ _list = list  # `Workspace.list` shadows the builtin in annotations below it
 import orjson
 
 from . import anchors as anchors_mod
-from . import catchup
+from . import catchup, foldsnap
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired, weak_envelope
 from .errors import (
@@ -78,10 +78,12 @@ STATE_DIR = anchors_mod.STATE_DIR
 _DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
 UNANCHORED = "unanchored"
 """The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
-_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\n"
+_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\n"
 _GITIGNORE_BEFORE = (
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
     "applied\nlock\n*.tmp\nevents.jsonl\n",
+    "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
+    "drift.memo\napplied\nlock\n*.tmp\nevents.jsonl\n",
 )
 """Earlier anchorfs's `.gitignore`, upgraded in place when found untouched (`upgrade_gitignore`)."""
 
@@ -433,20 +435,15 @@ class Workspace:
         Kept per process and extended by the ledger's new lines only, so a long-lived process
         (MCP server, watch) does not re-read the whole ledger after every write; a ledger
         rewritten under it (checkout, reset, rebase, even to the same size) is folded afresh:
-        the fold is keyed on a checksum of the prefix it took in (`anchorfs.catchup`).
+        the fold is keyed on a checksum of the prefix it took in (`anchorfs.catchup`). A new
+        process starts from the checksummed snapshot of the fold on disk where it still holds
+        (`anchorfs.foldsnap`), not from the ledger's first line.
         """
         cached = self._fold
         if cached is not None and catchup.settled(self.ledger, cached.prefix):
             return cached.state
-        follow = catchup.follow(self.ledger, cached.prefix if cached is not None else None)
-        if follow.kind == "same" and cached is not None:
-            state = cached.state
-        elif follow.kind == "grown" and cached is not None:
-            state = catchup.merged(cached.state, follow.entries)  # callers may still iterate the old one
-        else:
-            state = fold(follow.entries)
-        self._fold = catchup.Folded(follow.prefix, state)
-        return state
+        self._fold = foldsnap.current(self.ledger, cached, write=not self.read_only)
+        return self._fold.state
 
     def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
                 new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),

@@ -1,0 +1,341 @@
+"""The fold snapshot: `.anchorfs/fold.snap`, the folded ledger kept between processes.
+
+Every process used to fold the whole ledger (`ledger.fold`: parse each line, check each
+snapshot, order the entries), which is most of a one-shot `record`, of the agent hooks and of
+the post-commit hook on a large ledger. The snapshot keeps what the fold gave (each memory's
+snapshot, and what `FoldState` needs to stay order-free: the heads of every memory, the ids
+named as replaced, the highest `seq`, the line count) with the ledger prefix it was folded
+from (`catchup.Prefix`: offset, chained blake3, the ledger's stat).
+
+It is derived and never trusted blindly:
+- the prefix must still hold, by the rule `catchup` uses for the store's checkpoint: the
+  ledger's stat unchanged and settled (racy-git: its last change older than the snapshot's
+  own mtime by more than the granularity), else the prefix's checksum against the bytes now;
+- a grown ledger is the snapshot plus the lines after it (`ledger.refold`); anything else (a
+  ledger rewritten, truncated, or checked out to other bytes, even of the same size; a
+  snapshot that is torn, garbage, a link, of another version or another state folder, or
+  whose body does not match its own checksum) is ignored: the fold is rebuilt from the
+  ledger and written anew;
+- it is data only (JSON: a header line, then the body): nothing in it is ever executed, and
+  every memory in it passes the ledger reader's own rules (`model.check_snapshot`) as it is
+  loaded. It names the state folder it was written in (device and inode), so a copy
+  committed to a clone, or carried over with `cp -r`, is never read.
+
+Written through `statefs` (exclusive temp beside it, fsync, its mtime set before the atomic
+`os.replace`), lock-free: each file is whole and self-consistent, and the last one wins. A
+read-only workspace never writes it; nor is a fold kept whose read skipped a bad line or found
+a torn tail (those are said on every read, so no later process may skip reading them).
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import blake3
+import orjson
+
+from . import catchup
+from .catchup import Folded, Prefix
+from .errors import AnchorfsError
+from .ledger import OPS, FoldState, Head, Ledger, fold, refold
+from .model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
+from .statefs import create_temp, open_state
+
+__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "current", "decode", "encode", "load",
+           "save", "snap_path"]
+
+SNAP_FILE = "fold.snap"
+FORMAT = "anchorfs-fold"
+VERSION = 1
+MIN_LINES = 64
+"""A ledger this short folds in about a millisecond: no snapshot is written for it."""
+REWRITE_DIVISOR = 32
+"""A grown fold is saved again once the lines since the snapshot pass 1/32 of its memories
+(at least `MIN_LINES`): a reader parses at most that tail, a writer rewrites rarely."""
+_HEAD_LIMIT = 1 << 16
+_Folder = tuple[int, int]
+
+
+def snap_path(ledger: Ledger) -> Path:
+    return ledger.path.with_name(SNAP_FILE)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot read from disk: its fold, and the file's identity (to re-stamp that file)."""
+
+    folded: Folded
+    ident: tuple[int, int, int, int]
+
+
+def _folder(ledger: Ledger) -> _Folder | None:
+    try:
+        st = os.lstat(ledger.path.parent)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat_mod.S_ISDIR(st.st_mode) else None
+
+
+# -- the format ------------------------------------------------------------------------------
+
+def _records(state: FoldState) -> Iterator[list[Any]]:
+    """One [id, heads, named, lone] per memory, in the fold's dict order."""
+    heads_all, named_all = state.heads, state.named
+    for mid, memory in state.items():
+        heads = heads_all.get(mid)
+        named = named_all.get(mid)
+        out_heads = None
+        if heads is not None:
+            out_heads = [[h.rank[0] if len(h.rank) == 3 else None, h.rank[1] if len(h.rank) == 2 else None,
+                          h.tx, h.op, h.actor, to_iso(h.at), h.memory.to_dict()] for h in heads.values()]
+        yield [mid, out_heads, sorted(named) if named is not None else None,
+               memory.to_dict() if not heads else None]
+
+
+def encode(folded: Folded, folder: _Folder) -> bytes:
+    """The file's bytes: a header line (format, prefix, folder, the body's checksum), the body."""
+    state = folded.state
+    if not isinstance(state, FoldState):
+        raise TypeError("only a FoldState is snapshotted")
+    body = orjson.dumps({"top": state.top, "lines": state.lines, "memories": list(_records(state))})
+    header = orjson.dumps({"format": FORMAT, "v": VERSION, "prefix": folded.prefix.to_dict(), "folder": list(folder),
+                           "size": len(body), "body": blake3.blake3(body).hexdigest()})
+    return header + b"\n" + body
+
+
+def _memory(d: Any, mid: str) -> Memory:
+    check_snapshot(d)
+    if d["id"] != mid:
+        raise ValueError("a snapshot under another id")
+    return Memory.from_dict(d)
+
+
+def _str(x: Any) -> str:
+    if type(x) is not str:
+        raise ValueError("not a string")
+    return x
+
+
+def _int(x: Any) -> int:
+    if type(x) is not int or x < 0:
+        raise ValueError("not a count")
+    return x
+
+
+def _state(body: Any) -> FoldState:
+    """The body read back into a `FoldState`, checked as the ledger reader checks a line; any
+    surprise raises (the caller treats it as no snapshot)."""
+    if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
+        raise ValueError("not a fold")
+    state = FoldState()
+    state.top, state.lines = _int(body["top"]), _int(body["lines"])
+    heads_all, named_all = state.heads, state.named
+    for rec in body["memories"]:
+        if type(rec) is not list or len(rec) != 4:
+            raise ValueError("a bad memory record")
+        mid, heads_in, named_in, lone = _str(rec[0]), rec[1], rec[2], rec[3]
+        if not mid or mid in state:
+            raise ValueError("a memory twice")
+        if heads_in is None:
+            raise ValueError("a memory without heads")  # every memory folded has a heads entry
+        if type(heads_in) is not list:
+            raise ValueError("bad heads")
+        heads: dict[str, Head] = {}
+        for h in heads_in:
+            if type(h) is not list or len(h) != 7:
+                raise ValueError("a bad head")
+            seq, line, tx, op, actor, at_s = h[0], h[1], _str(h[2]), _str(h[3]), _str(h[4]), _str(h[5])
+            if op not in OPS or tx in heads:
+                raise ValueError("a bad head")
+            at = from_iso(at_s)
+            if at is None:
+                raise ValueError("a head without a time")
+            if seq is not None:
+                if type(seq) is not int or seq < 1 or line is not None:
+                    raise ValueError("a bad rank")
+                rank: tuple[Any, ...] = (seq, at, tx)
+            else:
+                rank = (0, _int(line))
+            heads[tx] = Head(rank, tx, op, actor, at, _memory(h[6], mid))
+        heads_all[mid] = heads
+        if named_in is not None:
+            if type(named_in) is not list:
+                raise ValueError("bad names")
+            named_all[mid] = {_str(t) for t in named_in}
+        if len(heads) == 1:
+            if lone is not None:
+                raise ValueError("a lone snapshot beside a head")
+            state[mid] = next(iter(heads.values())).memory
+        elif heads:
+            if lone is not None:
+                raise ValueError("a lone snapshot beside heads")
+            state[mid] = max(heads.values(), key=lambda x: x.rank).memory
+        else:
+            state[mid] = _memory(lone, mid)
+    return state
+
+
+def decode(data: bytes, seen_ns: int, folder: _Folder | None) -> Folded | None:
+    """The snapshot in `data` (its prefix's `seen_ns` is the file's mtime), or None for anything
+    that is not a whole, well-formed snapshot written in this state folder."""
+    try:
+        cut = data.find(b"\n", 0, _HEAD_LIMIT)
+        if cut < 0:
+            return None
+        header = orjson.loads(data[:cut])
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
+            return None
+        if folder is None or header.get("folder") != list(folder):
+            return None
+        body = data[cut + 1:]
+        if header.get("size") != len(body) or header.get("body") != blake3.blake3(body).hexdigest():
+            return None
+        prefix = Prefix.from_dict(header.get("prefix"), seen_ns)
+        if prefix is None:
+            return None
+        state = _state(orjson.loads(body))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, SnapshotError,
+            orjson.JSONDecodeError):
+        return None
+    return Folded(prefix, state, state.lines)
+
+
+def load(ledger: Ledger) -> Snapshot | None:
+    """The snapshot beside `ledger`, checked as it is read; None when missing or not usable
+    (a link there is never followed, only ignored)."""
+    try:
+        fd = open_state(snap_path(ledger), os.O_RDONLY)
+    except (OSError, AnchorfsError):
+        return None
+    try:
+        st = os.fstat(fd)
+        ledger_size = os.lstat(ledger.path).st_size
+        if st.st_size > 2 * ledger_size + (1 << 20):
+            return None  # no fold of that ledger is this large: not ours
+        chunks = []
+        while chunk := os.read(fd, 1 << 22):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    folded = decode(b"".join(chunks), st.st_mtime_ns, _folder(ledger))
+    if folded is None:
+        return None
+    return Snapshot(folded, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def save(ledger: Ledger, folded: Folded) -> bool:
+    """Write `folded` as the snapshot (exclusive temp, fsync, mtime set to the moment its prefix
+    was verified, `os.replace`); False when it cannot be (a link there, an I/O error): the
+    snapshot is only ever a saving, so a failed write is no error."""
+    folder = _folder(ledger)
+    path = snap_path(ledger)
+    if folder is None or not isinstance(folded.state, FoldState):
+        return False
+    try:
+        st = os.lstat(path)
+        if not stat_mod.S_ISREG(st.st_mode):
+            return False  # a link (or anything odd) there is left alone, never written through or over
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    payload = encode(folded, folder)
+    try:
+        _upgrade_gitignore(ledger)
+        fd, tmp = create_temp(path)
+    except (OSError, AnchorfsError):
+        return False
+    try:
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            seen = folded.prefix.seen_ns
+            os.utime(fd, ns=(seen, seen))  # the racy rule measures from here (`catchup.stamp`)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def _upgrade_gitignore(ledger: Ledger) -> None:
+    from .workspace import upgrade_gitignore
+
+    upgrade_gitignore(ledger.path.parent)
+
+
+def _restamp(ledger: Ledger, snap: Snapshot, prefix: Prefix) -> None:
+    """Give the snapshot just verified whole the time of that verification, so later readers
+    trust it on the stat alone; only if it is still the very file read (fd, identity checked)."""
+    try:
+        fd = open_state(snap_path(ledger), os.O_RDONLY)
+    except (OSError, AnchorfsError):
+        return
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == snap.ident:
+            os.utime(fd, ns=(prefix.seen_ns, prefix.seen_ns))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _worth_saving(ledger: Ledger, follow: catchup.Follow, state: FoldState, saved: int | None) -> bool:
+    prefix = follow.prefix
+    if prefix.stat is None or follow.skipped or prefix.stat[2] != prefix.offset:
+        return False  # not vouched for, a bad line skipped, or a torn tail: every read must see those
+    if state.lines < MIN_LINES:
+        return False
+    if saved is None:
+        return True
+    return state.lines - saved >= max(MIN_LINES, len(state) // REWRITE_DIVISOR)
+
+
+def current(ledger: Ledger, cached: Folded | None = None, *, write: bool = True) -> Folded:
+    """The fold of the ledger as it is now.
+
+    From `cached` (this process's last fold) when given, else from the snapshot on disk when
+    it holds; the lines after either are folded in, and a ledger that no longer starts with
+    their prefix is folded afresh. The snapshot is written anew (when `write`) after a fresh
+    fold, or once enough lines were folded in since it was last written.
+    """
+    base = cached
+    snap: Snapshot | None = None
+    if base is None:
+        snap = load(ledger)
+        if snap is not None:
+            if catchup.settled(ledger, snap.folded.prefix):
+                return snap.folded
+            base = snap.folded
+    follow = catchup.follow(ledger, base.prefix if base is not None else None)
+    saved: int | None
+    if follow.kind == "same" and base is not None:
+        state, saved = base.state, base.saved
+        if snap is not None and write and follow.prefix.stat is not None:
+            if follow.prefix.stat != snap.folded.prefix.stat:
+                saved = None  # the same bytes under another stat (a checkout, a touch): vouch for it anew
+            elif catchup.settled(ledger, follow.prefix):
+                _restamp(ledger, snap, follow.prefix)
+    elif follow.kind == "grown" and base is not None:
+        state, saved = refold(base.state, follow.entries), base.saved
+    else:
+        state, saved = fold(follow.entries), None
+    if write and isinstance(state, FoldState) and _worth_saving(ledger, follow, state, saved):
+        if save(ledger, Folded(follow.prefix, state)):
+            saved = state.lines
+    return Folded(follow.prefix, state, saved)

@@ -1,0 +1,358 @@
+"""The fold snapshot (`.anchorfs/fold.snap`): a new process starts from it, never from a wrong one.
+
+Every case ends in the same assertion: the state served equals `ledger.fold` of the ledger's
+lines as they are now. A snapshot is used only while the ledger prefix it was folded from
+still holds; a grown ledger is the snapshot plus the new lines; anything else (garbage, a
+link, a truncated or rewritten ledger, a snapshot well-formed but about other bytes) is
+ignored and the fold rebuilt from the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import anchorfs
+from anchorfs import catchup, foldsnap
+from anchorfs.catchup import Folded
+from anchorfs.ledger import Entry, FoldState, Ledger, fold, stamped
+from anchorfs.model import Memory, utcnow
+from anchorfs.workspace import Workspace
+
+from conftest import git
+
+
+@pytest.fixture(autouse=True)
+def _snapshot_every_fold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small ledgers are snapshotted too, so every case here exercises the file."""
+    monkeypatch.setattr(foldsnap, "MIN_LINES", 0)
+
+
+class Parses:
+    """Counts the ledger lines parsed (a pass-through around `Entry.from_dict`)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = Entry.from_dict.__func__  # type: ignore[attr-defined]
+
+        def counting(cls: type[Entry], d: dict[str, Any]) -> Entry:
+            self.n += 1
+            return real(cls, d)  # type: ignore[no-any-return]
+
+        monkeypatch.setattr(Entry, "from_dict", classmethod(counting))
+
+
+def view(state: dict[str, Memory]) -> tuple[Any, ...]:
+    """Everything a fold answers with: snapshots, heads, names, forks, the top `seq`."""
+    assert isinstance(state, FoldState)
+    heads = {mid: {tx: (h.rank, h.op, h.actor, h.at, h.memory) for tx, h in hs.items()} for mid, hs in state.heads.items()}
+    named = {mid: set(v) for mid, v in state.named.items() if v}
+    forks = [(f.memory.id, sorted(s.id for s in f.sides)) for f in state.forks()]
+    return dict(state), heads, named, forks, state.top, state.in_conflict()
+
+
+def full_fold(led: Ledger) -> FoldState:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fold(led.read())
+
+
+def settle() -> None:
+    """Past the ledger's racy window (`catchup.FINE_NS`), so a snapshot taken now is trusted on the stat."""
+    time.sleep(catchup.FINE_NS / 1e9 + 0.02)
+
+
+def write(led: Ledger, state: FoldState, op: str, memories: list[Memory]) -> None:
+    led.path.parent.mkdir(parents=True, exist_ok=True)
+    with led.lock():
+        led.append([stamped(Entry.new(op, memories), state)])
+
+
+def build(led: Ledger, n: int = 5) -> FoldState:
+    """A ledger of `n` records, a supersede and a retract (real lines, by the writer's rules)."""
+    state = full_fold(led)
+    now = utcnow()
+    for i in range(n):
+        write(led, state, "record", [Memory(id=f"m{i:03d}-{os.urandom(3).hex()}", content=f"fact {i}",
+                                            recorded_at=now, valid_from=now)])
+        state = full_fold(led)
+    ids = list(state)
+    old = state[ids[0]]
+    new = Memory(id=f"s-{os.urandom(3).hex()}", content="fact 0, corrected", supersedes=old.id, recorded_at=now,
+                 valid_from=now)
+    write(led, state, "supersede", [old.replace(status="superseded", superseded_by=new.id, valid_until=now), new])
+    state = full_fold(led)
+    write(led, state, "retract", [state[ids[1]].replace(status="retracted", valid_until=now)])
+    return full_fold(led)
+
+
+@pytest.fixture
+def led(tmp_path: Path) -> Ledger:
+    state = tmp_path / ".anchorfs"
+    state.mkdir()
+    return Ledger(state)
+
+
+def test_a_valid_snapshot_is_served_without_parsing_a_line(led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    want = build(led)
+    settle()
+    first = foldsnap.current(led)
+    assert foldsnap.snap_path(led).is_file() and first.saved == want.lines
+    parses = Parses(monkeypatch)
+    again = foldsnap.current(led)  # a new process: no in-process fold to start from
+    assert parses.n == 0  # the snapshot held: the ledger was not read line by line
+    assert view(again.state) == view(want) == view(first.state)
+
+
+def test_a_grown_ledger_is_the_snapshot_plus_the_new_lines(led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = build(led)
+    foldsnap.current(led)
+    before = foldsnap.load(led)
+    assert before is not None
+    write(led, state, "record", [Memory(id="late-1", content="recorded later")])
+    write(led, full_fold(led), "retract", [full_fold(led)[next(iter(state))].replace(status="retracted")])
+    parses = Parses(monkeypatch)
+    grown = foldsnap.current(led)
+    assert parses.n == 2  # only the lines after the snapshot's prefix
+    assert view(grown.state) == view(full_fold(led))
+
+
+def test_a_snapshot_about_other_bytes_is_never_trusted(led: Ledger, tmp_path: Path) -> None:
+    """Well-formed, in this folder, its body matching its own checksum, and saying something else
+    (memories this ledger never held): its prefix does not match the ledger's bytes, so no."""
+    build(led)
+    other = Ledger(tmp_path / "elsewhere")
+    lie = build(other, n=7)
+    lie_prefix = catchup.follow(other, None).prefix
+    folder = os.lstat(led.path.parent)
+    for prefix in (lie_prefix,  # another ledger's bytes
+                   catchup.Prefix(led.size(), lie_prefix.base, lie_prefix.digest, lie_prefix.tail, None, time.time_ns())):
+        foldsnap.snap_path(led).write_bytes(foldsnap.encode(Folded(prefix, lie), (folder.st_dev, folder.st_ino)))
+        loaded = foldsnap.load(led)
+        assert loaded is not None and view(loaded.folded.state) == view(lie)  # it parses: only its prefix is wrong
+        served = foldsnap.current(led)
+        assert view(served.state) == view(full_fold(led)) != view(lie)
+        assert set(served.state).isdisjoint(lie)
+        mended = foldsnap.load(led)  # written anew from the real fold
+        assert mended is not None and view(mended.folded.state) == view(full_fold(led))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "torn", "version", "body", "folder", "memory", "json"])
+def test_a_damaged_snapshot_is_not_there(led: Ledger, damage: str) -> None:
+    want = build(led)
+    foldsnap.current(led)
+    path = foldsnap.snap_path(led)
+    data = path.read_bytes()
+    head, _, body = data.partition(b"\n")
+    header = orjson.loads(head)
+    if damage == "garbage":
+        data = os.urandom(len(data))
+    elif damage == "empty":
+        data = b""
+    elif damage == "torn":
+        data = data[: len(data) // 2]
+    elif damage == "version":
+        data = orjson.dumps({**header, "v": 99}) + b"\n" + body
+    elif damage == "body":  # a byte flipped in the body: its checksum says so
+        i = body.index(b"fact")
+        data = head + b"\n" + body[:i] + b"F" + body[i + 1:]
+    elif damage == "folder":  # a copy from another state folder (a clone, `cp -r`)
+        data = orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body
+    elif damage == "memory":  # well-formed JSON with its checksum right, a snapshot the reader's rules refuse
+        bad = orjson.loads(body)
+        bad["memories"][0][1][0][6]["tags"] = [1, 2]
+        nb = orjson.dumps(bad)
+        import blake3
+
+        data = orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb
+    elif damage == "json":
+        data = head + b"\n" + b"{" * 5000
+    path.write_bytes(data)
+    assert foldsnap.load(led) is None
+    assert view(foldsnap.current(led).state) == view(want)
+    mended = foldsnap.load(led)
+    assert mended is not None and view(mended.folded.state) == view(want)
+
+
+def test_a_link_is_never_followed_nor_written_through(led: Ledger, tmp_path: Path) -> None:
+    want = build(led)
+    foldsnap.current(led)
+    outside = tmp_path / "outside.snap"
+    shutil.copyfile(foldsnap.snap_path(led), outside)
+    kept = outside.read_bytes()
+    foldsnap.snap_path(led).unlink()
+    foldsnap.snap_path(led).symlink_to(outside)
+    assert foldsnap.load(led) is None
+    write(led, want, "record", [Memory(id="after-link", content="x")])
+    assert view(foldsnap.current(led).state) == view(full_fold(led))
+    assert foldsnap.snap_path(led).is_symlink() and outside.read_bytes() == kept
+
+
+def test_a_truncated_ledger_is_folded_afresh(led: Ledger) -> None:
+    build(led)
+    lines = led.path.read_bytes().splitlines(keepends=True)
+    foldsnap.current(led)
+    led.path.write_bytes(b"".join(lines[:3]))  # a hand truncation, a reset to an older commit
+    served = foldsnap.current(led)
+    assert view(served.state) == view(full_fold(led)) and len(served.state) == 3
+
+
+def test_a_ledger_rewritten_to_the_same_size_is_folded_afresh(led: Ledger) -> None:
+    """Same size, same mtime put back: only the checksum can tell, and it does."""
+    want = build(led)
+    foldsnap.current(led)
+    data = led.path.read_bytes()
+    st = os.stat(led.path)
+    forged = data.replace(b"fact 2", b"fact 9")
+    assert len(forged) == len(data) and forged != data
+    with open(led.path, "r+b") as fh:  # in place: the same inode
+        fh.write(forged)
+    os.utime(led.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    served = foldsnap.current(led)
+    assert view(served.state) == view(full_fold(led)) != view(want)
+    assert any(m.content == "fact 9" for m in served.state.values())
+
+
+def test_a_checkout_to_a_same_size_ledger_serves_that_branch(git_repo: Path) -> None:
+    anchorfs.init(git_repo)
+    led = Ledger(git_repo / ".anchorfs")
+    state = FoldState()
+    for text in ("cache holds 100", "deploys on friday"):
+        write(led, state, "record", [Memory(id=f"id-{text[:5]}-{'a' * 10}", content=text)])
+        state = full_fold(led)
+    git(git_repo, "add", ".anchorfs/ledger.jsonl")
+    git(git_repo, "commit", "-qm", "a")
+    git(git_repo, "checkout", "-qb", "other", "HEAD~0")
+    data = led.path.read_bytes().replace(b"cache holds 100", b"cache holds 900")
+    led.path.write_bytes(data)
+    git(git_repo, "commit", "-qam", "b")
+    size = led.size()
+    settle()
+    on_other = foldsnap.current(led)
+    git(git_repo, "checkout", "-q", "main")
+    assert led.size() == size
+    served = foldsnap.current(led)
+    assert view(served.state) == view(full_fold(led)) != view(on_other.state)
+    assert {m.content for m in served.state.values()} == {"cache holds 100", "deploys on friday"}
+
+
+def test_a_bad_line_is_never_snapshotted_away(led: Ledger) -> None:
+    """A fold that skipped a bad line is not kept: every process must read (and warn about) it."""
+    build(led)
+    with open(led.path, "ab") as fh:
+        fh.write(b'{"v": 1, "not": "an entry"}\n')
+    foldsnap.snap_path(led).unlink(missing_ok=True)
+    with pytest.warns(UserWarning, match="bad line"):
+        foldsnap.current(led)
+    assert not foldsnap.snap_path(led).exists()
+    with pytest.warns(UserWarning, match="bad line"):
+        served = foldsnap.current(led)
+    assert view(served.state) == view(full_fold(led))
+
+
+def test_a_torn_tail_is_never_snapshotted_away(led: Ledger) -> None:
+    build(led)
+    with open(led.path, "ab") as fh:
+        fh.write(b'{"v": 1, "tx": "torn')
+    with pytest.warns(UserWarning, match="torn"):
+        served = foldsnap.current(led)
+    assert not foldsnap.snap_path(led).exists() and view(served.state) == view(full_fold(led))
+
+
+def test_a_workspace_starts_from_the_snapshot_and_read_only_writes_none(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    anchorfs.init(tmp_path)
+    assert "fold.snap" in (tmp_path / ".anchorfs" / ".gitignore").read_text().splitlines()
+    led = Ledger(tmp_path / ".anchorfs")
+    build(led)
+    with Workspace(tmp_path, read_only=True) as ro:
+        assert view(ro._memories()) == view(full_fold(led))
+    assert not foldsnap.snap_path(led).exists()  # read-only: nothing written in .anchorfs/
+    settle()
+    with Workspace(tmp_path) as w:
+        listed = {m.id for m in w.list(status="all")}
+    assert foldsnap.snap_path(led).exists()
+    want = set(full_fold(led))
+    parses = Parses(monkeypatch)
+    with Workspace(tmp_path) as w:
+        assert {m.id for m in w.list(status="all")} == listed == want
+    assert parses.n == 0
+
+
+def test_an_earlier_gitignore_learns_of_the_snapshot(led: Ledger) -> None:
+    from anchorfs.workspace import _GITIGNORE_BEFORE
+
+    ignore = led.path.parent / ".gitignore"
+    ignore.write_text(_GITIGNORE_BEFORE[-1])
+    build(led)
+    foldsnap.current(led)
+    assert foldsnap.SNAP_FILE in ignore.read_text().splitlines()
+
+
+# -- the property: via the snapshot == a full fold, whatever happens to the ledger ---------------
+
+def _pool(tmp: Path) -> list[bytes]:
+    """Lines from two clones' writes over a shared prefix (forks included), to append in any order."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    led = Ledger(tmp / ".anchorfs")
+    base = build(led, n=4)
+    shared = led.path.read_bytes()
+    ids = [i for i, m in base.items() if m.status == "active"]
+    for who in ("alice", "bob"):
+        led.path.write_bytes(shared)
+        state = full_fold(led)
+        old = state[ids[0]]
+        new = Memory(id=f"{who}-succ", content=f"{who}'s correction", supersedes=old.id)
+        write(led, state, "supersede", [old.replace(status="superseded", superseded_by=new.id), new])
+        write(led, full_fold(led), "record", [Memory(id=f"{who}-note", content=f"{who}'s note")])
+        if who == "bob":
+            write(led, full_fold(led), "retract", [full_fold(led)[ids[1]].replace(status="retracted")])
+        shared_cut = len(shared)
+        _POOL.setdefault("lines", []).extend(led.path.read_bytes()[shared_cut:].splitlines(keepends=True))
+    return shared.splitlines(keepends=True) + _POOL["lines"]
+
+
+_POOL: dict[str, list[bytes]] = {}
+
+
+def _lines(factory: pytest.TempPathFactory) -> list[bytes]:
+    if "all" not in _POOL:
+        _POOL["all"] = _pool(factory.mktemp("pool"))
+    return _POOL["all"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_state_via_the_snapshot_is_the_full_fold(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+    pool = _lines(tmp_path_factory)
+    root = tmp_path_factory.mktemp("prop")
+    led = Ledger(root)
+    led.path.write_bytes(b"".join(data.draw(st.lists(st.sampled_from(pool), max_size=6))))
+    cached: Folded | None = None
+    for _ in range(data.draw(st.integers(1, 4))):
+        step = data.draw(st.sampled_from(["append", "append", "rewrite", "truncate", "same"]))
+        now = led.path.read_bytes()
+        if step == "append":
+            now += b"".join(data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4)))
+        elif step == "rewrite":  # a checkout, a rebase, a merge putting lines in the middle
+            now = b"".join(data.draw(st.permutations(now.splitlines(keepends=True))))
+            now += b"".join(data.draw(st.lists(st.sampled_from(pool), max_size=2)))
+        elif step == "truncate":
+            lines = now.splitlines(keepends=True)
+            now = b"".join(lines[:data.draw(st.integers(0, len(lines)))])
+        if step != "same":
+            led.path.write_bytes(now)
+        want = view(full_fold(led))
+        fresh = foldsnap.current(led)  # a new process: the snapshot on disk, if it holds
+        assert view(fresh.state) == want, step
+        cached = foldsnap.current(led, cached)  # a long-lived one: its own fold, then the new lines
+        assert view(cached.state) == want, step
