@@ -322,12 +322,13 @@ class Memory:
             raise ValueError("a memory needs recorded_at")
         get = d.get  # positional, in field order: a fold builds one per ledger snapshot
         anchor = AnchorRef.from_dict
+        claims = get("stale_claims")
         return cls(
             d["id"], d["content"], get("kind", "note"), tuple(get("tags") or ()),
             tuple([anchor(a) for a in get("anchors") or ()]), get("author"), recorded,
             from_iso(get("valid_from")) or recorded, from_iso(get("valid_until")), get("status", "active"),
             get("supersedes"), get("superseded_by"), get("reason"), from_iso(get("verified_at")),
-            tuple([StaleClaim.from_dict(c) for c in get("stale_claims") or ()]),
+            tuple([StaleClaim.from_dict(c) for c in claims]) if claims else (),
         )
 
 
