@@ -89,7 +89,8 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
     _workspace(root)
     proc = _start(root, env, "--idle-timeout", "600")
     yield root, env
-    proc.send_signal(signal.SIGTERM)
+    stopped = _cli(env, root, "serve", "--stop")
+    assert (stopped.returncode, stopped.stdout) == (0, "stopped\n")
     assert proc.wait(timeout=60) == 0
     assert not os.path.lexists(root / ".anchorfs" / server.SOCKET_NAME)
 
@@ -267,10 +268,9 @@ def test_a_second_server_for_the_workspace_is_refused(warm: tuple[Path, dict[str
     assert server.ping(root) == {**info, "served": info["served"]}
 
 
-def test_stopped_stale_and_idle_servers(tmp_path: Path) -> None:
-    """`serve --detach` answers, `--stop` ends it and its socket goes; a dead server's socket
-    (nobody listening) makes the next client answer in process and remove it; a new server
-    starts over one; the idle timeout ends a server cleanly."""
+def test_killed_stale_stopped_and_idle_servers(tmp_path: Path) -> None:
+    """A killed server's socket makes the next client answer in process and remove it; a new
+    server starts over such a socket; SIGTERM and the idle timeout end one cleanly."""
     home = tmp_path / "home"
     home.mkdir()
     env = _env(home)
@@ -280,29 +280,32 @@ def test_stopped_stale_and_idle_servers(tmp_path: Path) -> None:
 
     started = _cli(env, root, "serve", "--detach", "--json")
     assert started.returncode == 0, started.stderr
+    import json
+
+    pid = json.loads(started.stdout)["pid"]
     status = _cli(env, root, "serve", "--status")
-    assert status.returncode == 0 and status.stdout.startswith(f"serving {root} on {sock}")
+    assert status.returncode == 0 and status.stdout.startswith(f"serving {root} on {sock} (pid {pid}")
     served = _cli(env, root, "query", "token expiry")
     assert "token expiry is 24h" in served.stdout and _served(root) == 1
-    stopped = _cli(env, root, "serve", "--stop")
-    assert (stopped.returncode, stopped.stdout) == (0, "stopped\n")
-    for _ in range(1200):
-        if not os.path.lexists(sock):
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(1200):  # not our child: gone once its socket stops answering (its fds closed at exit)
+        if server.ping(root) is None:
             break
         time.sleep(0.05)
-    assert not os.path.lexists(sock)
+    assert sock.exists()  # left behind by the killed server
+    assert _cli(env, root, "query", "token expiry").stdout == served.stdout
+    assert not os.path.lexists(sock)  # removed by that client
     none = _cli(env, root, "serve", "--status")
     assert (none.returncode, none.stdout) == (1, "no server runs for this workspace\n")
 
-    def dead_socket() -> None:  # what a killed server leaves: a socket file nobody listens on
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind(str(sock))
-        s.close()
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # what a killed server leaves
+    dead.bind(str(sock))
+    dead.close()
+    proc = _start(root, env, "--idle-timeout", "0")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert not os.path.lexists(sock)
 
-    dead_socket()
-    assert _cli(env, root, "query", "token expiry").stdout == served.stdout
-    assert not os.path.lexists(sock)  # removed by that client
-    dead_socket()
     idle = subprocess.run([sys.executable, "-m", "anchorfs", "serve", "--root", str(root), "--idle-timeout", "0.1"],
                           env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert idle.returncode == 0 and idle.stderr == f"serving {root} on {sock} (pid {_pid(idle)}; Ctrl-C to stop)\n"
