@@ -24,12 +24,16 @@ the ledger as it is now (`Workspace.store`); a read would do it anyway, lazily.
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -323,18 +327,111 @@ def set_mode(root: Path, shared: bool) -> str:
 
 # -- secrets -------------------------------------------------------------------------------
 
-def find_secrets(text: str) -> list[str]:
-    """The kinds of secret `detect-secrets` sees in `text` (its default plugins and filters),
-    sorted; imported here only, since it costs most of a second."""
-    from detect_secrets import SecretsCollection
-    from detect_secrets.settings import default_settings
+_SCAN_NAME = "memory.txt"
+"""The name a memory is scanned under: plain text, so every filename filter lets it through."""
+_DEFERRED = {"requests": frozenset({"Response"}), "multiprocessing": frozenset()}
+"""Modules detect-secrets imports but a scan never uses (`requests` verifies a secret online,
+which the default settings never do; `multiprocessing` scans many files in a pool): most of
+its import time. Each gets a stand-in while detect-secrets loads (see `_Deferred`)."""
 
-    with tempfile.TemporaryDirectory(prefix="anchorfs-secrets-") as d:
-        Path(d, "memory.txt").write_text(text, encoding="utf-8", errors="surrogatepass")
-        found = SecretsCollection(root=d)
-        with default_settings():
-            found.scan_file("memory.txt")
-        return sorted({s.type for s in found["memory.txt"]})
+
+class _Deferred(ModuleType):
+    """A module's stand-in for the duration of one import: the real module is imported at the
+    first use of any attribute, and from then on serves it. `placeholders` are attribute
+    names read while the stand-in is in place only to annotate a function (`-> requests.
+    Response`): those get an inert class instead of the import."""
+
+    def __init__(self, name: str, placeholders: frozenset[str]) -> None:
+        super().__init__(name)
+        self.__dict__["_placeholders"] = placeholders
+        self.__dict__["_real"] = None
+        self.__dict__["_window"] = True
+
+    def __getattr__(self, attr: str) -> Any:
+        real = self.__dict__["_real"]
+        if real is None:
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            if self.__dict__["_window"] and attr in self.__dict__["_placeholders"]:
+                return type(attr, (), {"__module__": self.__name__, "__doc__": "an annotation's placeholder"})
+            import importlib
+
+            held = sys.modules.get(self.__name__)
+            if held is None or held is self:
+                sys.modules.pop(self.__name__, None)
+            real = self.__dict__["_real"] = importlib.import_module(self.__name__)
+        return getattr(real, attr)
+
+
+@functools.cache
+def _detector() -> Callable[[str], list[str]]:
+    """detect-secrets' own file scan (`core.scan.scan_file`: its default plugins, filters and
+    transformers), run over the text in memory: no temporary file, and the modules a scan
+    never uses left unimported. Loaded once per process."""
+    placed = {name: _Deferred(name, ph) for name, ph in _DEFERRED.items() if name not in sys.modules}
+    sys.modules.update(placed)
+    try:
+        from detect_secrets.core import scan
+        from detect_secrets.settings import default_settings, get_filters, get_plugins
+        from detect_secrets.transformers.config import ConfigFileTransformer, EagerConfigFileTransformer
+        from detect_secrets.transformers.exceptions import ParsingError
+
+        with default_settings():  # every plugin and filter module, imported while the stand-ins hold
+            get_plugins()
+            get_filters()
+    finally:
+        for name, module in placed.items():
+            module.__dict__["_window"] = False
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+
+    # `transformers.get_transformed_file` over the transformers that take a `.txt` file: the
+    # INI-style reader, plain then eager (its YAML one takes `.yaml`/`.yml` only, and is left
+    # unimported with PyYAML; tests/test_team.py checks the list against get_transformers()).
+    transformers = (ConfigFileTransformer(), EagerConfigFileTransformer())
+
+    def transformed(fh: io.StringIO, eager: bool) -> list[str] | None:
+        for transformer in transformers:
+            if not transformer.should_parse_file(_SCAN_NAME) or transformer.is_eager != eager:
+                continue
+            try:
+                return transformer.parse_file(fh)  # type: ignore[arg-type]
+            except ParsingError:
+                pass
+            finally:
+                fh.seek(0)
+        return None
+
+    def detect(text: str) -> list[str]:
+        # As `open()` reads the file scan_file is given: universal newlines.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        found: set[str] = set()
+        with default_settings() as settings:
+            # The file scan's filename filters judge a file on disk (`is_invalid_file`: it must
+            # exist); the rest judge the name, which is plain text.
+            settings.disable_filters("detect_secrets.filters.common.is_invalid_file")
+            if scan._is_filtered_out(required_filter_parameters=["filename"], filename=_SCAN_NAME):
+                return []
+            for eager in (False, True):  # `scan._get_lines_from_file`, over the text
+                fh = io.StringIO(text)
+                lines = transformed(fh, eager)
+                if not lines:
+                    if eager:
+                        break
+                    lines = io.StringIO(text).readlines()
+                found = {s.type for s in scan._process_line_based_plugins(
+                    lines=list(enumerate(lines, start=1)), filename=_SCAN_NAME)}
+                if found:
+                    break
+        return sorted(found)
+
+    return detect
+
+
+def find_secrets(text: str) -> list[str]:
+    """The kinds of secret `detect-secrets` sees in `text` (its default plugins, filters and
+    transformers, as its file scan runs them), sorted. Imported on the first call only."""
+    return _detector()(text)
 
 
 def secret_check(ws: "Workspace", memories: "list[Memory]", allow: bool) -> str | None:

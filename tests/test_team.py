@@ -607,3 +607,114 @@ def test_hook_uninstall_removes_the_sync_hooks_and_nothing_else(tmp_path: Path) 
     out = CliRunner().invoke(cli, ["--root", str(root), "hook", "uninstall"])
     assert out.exit_code == 0 and "not installed" in out.output
     assert (hooks / "post-merge").read_bytes() == mine["post-merge"]
+
+
+# -- the secret check: detect-secrets' own file scan, run in memory ----------------------------
+
+SECRETS = [  # one or more for each of detect-secrets' default plugins, and texts it must let through
+    "the deploy key is AKIAIOSFODNN7EXAMPLE",
+    'aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEYab"',
+    "artifactory token AKCp5e2gMNzMDLXsU7mhT9Tk3aJy7BCqxSxBEMYDudiMDyyWP2JfSr3M5Akd9ga5EsVMVmZRt",
+    "DefaultEndpointsProtocol=https;AccountName=x;AccountKey="
+    "lJzRc1YdHaAA2KCNJJ1tkYwF/+mKK6Ygw0NGe170Xu592euJv2wYUtBlV8z+qnlcNQSnIYVTkLWntUO1F8j8rQ==",
+    "clone https://alice:s3cr3tpassw0rd@example.com/repo.git",
+    "cloudant_password = 'a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2'",
+    "bot token MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs",
+    "token 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",
+    "gitlab glpat-aaaBc1De2Fg3Hi4Jk5Lm6",
+    "value is '2b00042f7481c7b056c4b410d28f33cf'",
+    "secret = 'Zm9vYmFyYmF6cXV4cXV1eGZyb2JuaXR6MTIzNDU2Nzg5MA=='",
+    "ibm_cloud_iam_api_key = 'abcd1234abcd1234abcd1234ABCD1234abcd1234abcd'",
+    "ibm cos hmac secret_access_key = 'a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6'",
+    "jwt eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5"
+    "MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "password = hunter2hunter2",
+    "mailchimp 343ea45721923ed956e2b38c31db76aa-us30",
+    "//registry.npmjs.org/:_authToken=npm_abcdefghijABCDEFGHIJ0123456789",
+    "sk-Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8T3BlbkFJAb1Cd2Ef3Gh4Ij5Kl6Mn7",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    "pypi-AgEIcHlwaS5vcmc" + "A1b2C3d4E5" * 8,
+    "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",
+    "slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "softlayer_api_key = 'abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789'",
+    "square sq0csp-0123456789_-abcdefghijABCDEFGHIJklmnopqrstu",
+    "stripe sk_live_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8",
+    "bot 1102015430:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawx",
+    "twilio ACa1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4",
+    "[db]\nkey: 3f9a8b7c6d5e4f3a2b1c",  # the INI reader's lines (a section header: those only)
+    "[section]\npassword = 'hunter2hunter2'\nother = x",
+    "token: 3f9a8b7c6d5e4f3a2b1c9d8e",  # the eager INI reader quotes the value
+    "line one\r\nsecret = 'Zm9vYmFyYmF6cXV4cXV1eGZyb2JuaXR6MTIzNDU2Nzg5MA=='\r\n",
+]
+PLAIN = [
+    "the token expiry is 24h in TokenIssuer.issue", "retries back off exponentially; see client.py",
+    "the service port is 8080 behind TLS", "commit 3f9a8b7c6d5e fixed the race", "",
+    "password reset emails go through the mailer", "uuid 123e4567-e89b-12d3-a456-426614174000",
+    "api_key = os.environ['API_KEY']", "secret = '${SECRET}'",
+]
+
+
+def _file_scan(text: str) -> list[str]:
+    """detect-secrets' own file scan of `text` written to a file: what the check did before."""
+    import tempfile
+
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import default_settings
+
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "memory.txt").write_text(text, encoding="utf-8")
+        found = SecretsCollection(root=d)
+        with default_settings():
+            found.scan_file("memory.txt")
+        return sorted({s.type for s in found["memory.txt"]})
+
+
+def test_the_in_memory_scan_finds_what_detect_secrets_file_scan_finds() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from detect_secrets.transformers import get_transformers
+
+    kinds: set[str] = set()
+    for text in SECRETS + PLAIN:
+        expected = _file_scan(text)
+        assert team.find_secrets(text) == expected, text
+        assert bool(expected) == (text in SECRETS), text
+        kinds.update(expected)
+    assert len(kinds) >= 25  # nearly every default plugin seen flagging
+    # the transformers a `.txt` file gets are the two INI readers the in-memory scan runs
+    taking = [type(t).__name__ for t in get_transformers() if t.should_parse_file(team._SCAN_NAME)]
+    assert sorted(taking) == ["ConfigFileTransformer", "EagerConfigFileTransformer"]
+
+    pieces = st.sampled_from([*SECRETS, *PLAIN, "\n", "[s]\n", " = ", ": ", "'", '"', "#", "x", "\r\n", "\t"])
+
+    @settings(max_examples=8, deadline=None)
+    @given(st.lists(pieces, max_size=6).map("".join))
+    def same(text: str) -> None:
+        assert team.find_secrets(text) == _file_scan(text)
+
+    same()
+
+
+def test_the_secret_check_leaves_what_a_scan_never_uses_unimported() -> None:
+    """`requests` (online verification) and `multiprocessing` (a pool for many files) cost
+    most of detect-secrets' import and a scan never uses them; whoever imports them later
+    gets the real modules, and so does detect-secrets should it ever verify."""
+    import sys
+
+    code = (
+        "import sys\n"
+        "from anchorfs.team import find_secrets\n"
+        "assert find_secrets('the deploy key is AKIAIOSFODNN7EXAMPLE') == ['AWS Access Key']\n"
+        "assert find_secrets('a plain note') == []\n"
+        "gone = [m for m in ('requests', 'urllib3', 'multiprocessing', 'yaml') if m in sys.modules]\n"
+        "assert not gone, gone\n"
+        "import requests, multiprocessing\n"
+        "from detect_secrets.plugins import base\n"
+        "assert requests.get and multiprocessing.Pool and base.requests.exceptions.RequestException\n"
+        "assert base.requests.Response is requests.Response\n"
+        "assert type(sys.modules['requests']).__name__ == 'module'\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
