@@ -248,6 +248,8 @@ class DriftChecker:
             if followed and ref.path in followed:  # back again: the batch pre-pass may vouch for it
                 with _followed_lock:
                     followed.discard(ref.path)
+            if ref.path in self.cache.moved_from():  # and the moves found while it was gone are void
+                self.cache.drop_moves_from(ref.path)
             sha, st = cast("tuple[str, os.stat_result]", probe)
             if sha == ref.sha256:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
@@ -363,25 +365,53 @@ class DriftChecker:
     def _follow(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
         """Where the content of an anchor that would be `deleted` or `symbol_missing` is now:
         `moved` with `path_now` when found identical (or `reformatted` there), `changed` with
-        `path_now` when git names its file's new path and the text there differs, else `lost`."""
+        `path_now` when git names its file's new path and the text there differs, else `lost`.
+
+        Answers are kept while the file found hashes as it did: in this process (`_FOLLOWED`)
+        and, for the next ones, in the manifest (`HashCache.move_of`), re-judged there before
+        use, so a new CLI process pays neither git nor a search for a move already found."""
         key = (self.root_real, ref, self.strict)
         known = _FOLLOWED.get(key)
         if known is not None:
             path_now, sha_now, result = known
             if self._sha_of(path_now) == sha_now:
                 return result
-        result = self._search(ref, lost)
-        if result.path_now is not None and lost.verdict is Verdict.DELETED:
+        gone = lost.verdict is Verdict.DELETED
+        kept = _move_key(ref)
+        lead = self.cache.move_of(kept)
+        found: AnchorCheck | None = None
+        if lead is not None and lead[0] == ref.path and lead[1] != ref.path:
+            sha = self._sha_of(lead[1])  # through `_locate`: a crafted path is refused, never read
+            if sha is not None and sha == lead[2]:
+                again = self._judge_in(ref, lead[1])
+                if again is not None and again.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
+                    found = again
+        result = found if found is not None else self._search(ref, lost)
+        if result.path_now is not None and gone:
             with _followed_lock:
                 _GONE.setdefault(self.root_real, set()).add(ref.path)
-        if result.path_now is not None:
-            sha = self._sha_of(result.path_now)
-            if sha is not None:
-                with _followed_lock:
-                    _FOLLOWED[key] = (result.path_now, sha, result)
-                    while len(_FOLLOWED) > _FOLLOWED_KEPT:
-                        _FOLLOWED.popitem(last=False)
+        now = result.path_now
+        sha = self._sha_of(now) if now is not None else None
+        if now is not None and sha is not None:
+            with _followed_lock:
+                _FOLLOWED[key] = (now, sha, result)
+                while len(_FOLLOWED) > _FOLLOWED_KEPT:
+                    _FOLLOWED.popitem(last=False)
+            if result.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
+                self.cache.note_move(kept, ref.path, now, sha, gone)
+                return result
+        if lead is not None:
+            self.cache.drop_move(kept)
         return result
+
+    def _gone_paths(self) -> set[str] | frozenset[str] | None:
+        """Anchored paths found gone and followed, by this process (`_GONE`) or an earlier one
+        (the manifest's moves): the batch pre-pass `lstat`s the root in their place."""
+        here = _GONE.get(self.root_real)
+        kept = self.cache.moved_from()
+        if not kept:
+            return here
+        return kept | here if here else kept
 
     def _search(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
         """The search behind `_follow`. In git only new files count as where content went:
@@ -667,12 +697,15 @@ class DriftChecker:
         fulls = plan.fulls
         if odd:
             fulls = [None if f is None or p.rpartition("/")[0] in odd else f for p, f in zip(plan.uniq, fulls)]
-        gone = _GONE.get(self.root_real)
+        gone = self._gone_paths()
         if gone:  # followed before: stat the root in their place (see `_GONE`), never vouched for
             root = self.root_real
             fulls = [root if f is not None and p in gone else f for p, f in zip(plan.uniq, fulls)]
         seen = self._lstats
         hashes = self.cache.vouch(plan.uniq, fulls, seen=seen)
+        if gone and seen:  # the root's stat, taken in a gone file's place, is no file's stat
+            for path in gone.intersection(seen):
+                del seen[path]
         if seen:  # files the cache has no word on, stat in hand: hash them in one loop
             todo = [i for i, (path, sha) in enumerate(zip(plan.uniq, hashes)) if sha is None and path in seen]
             got = self.cache.hash_many([plan.uniq[i] for i in todo], [fulls[i] for i in todo],  # type: ignore[misc]
@@ -708,6 +741,11 @@ class DriftChecker:
                     plain = False
         self._plain_dirs[rel_dir] = plain
         return plain
+
+
+def _move_key(ref: AnchorRef) -> str:
+    """An anchor's identity in the manifest's found moves: its spec and the hash it rests on."""
+    return f"{ref.spec}\n{ref.content_hash or ref.sha256 or ''}"
 
 
 def _utf8(name: str) -> bool:

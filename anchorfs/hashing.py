@@ -18,10 +18,14 @@ expired TTL) resolves to re-hashing: a wrong cached hash would call a memory `ch
 worse, `fresh`) without evidence, while a needless re-hash only costs time.
 
 Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
-`{"format": "anchorfs.manifest", "version": 1, "crc32": N, "entries": {rel: [size, mtime_ns,
-ctime_ns, inode, sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000
-entries one by one (a warm start must stay near a bare stat loop): only this module's own
-writes pass it, anything else is a cold cache.
+`{"format": "anchorfs.manifest", "version": 2, "crc32": N, "moves": [[key, path, path_now,
+sha256_now, gone], ...], "moves_crc32": M, "entries": {rel: [size, mtime_ns, ctime_ns, inode,
+sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000 entries one by one
+(a warm start must stay near a bare stat loop): only this module's own writes pass it,
+anything else is a cold cache. `moves` (absent when empty, a list so that no key can precede
+`entries`) are the drift pass's found moves (`move_of`): leads a new process re-verifies
+through this cache instead of asking git again; a bad moves CRC drops only them. Version 1
+(no moves) reads as before and is written as version 2 at the next save.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ except ImportError:  # the pure-Python loop gives the same answers (tests run bo
 
 __all__ = ["HashCache", "sha256_bytes", "sha256_file", "MANIFEST_VERSION"]
 
-MANIFEST_VERSION = 1
-"""Bumped on any incompatible change; other versions load as a cold cache."""
+MANIFEST_VERSION = 2
+"""Bumped on any incompatible change; other versions load as a cold cache (but 1, upgraded)."""
+_READABLE = (1, MANIFEST_VERSION)
+"""Versions whose layout this module reads: 1 is 2 without `moves`."""
 
 DEFAULT_GRANULARITY_NS = 2_000_000_000
 """Two seconds: the coarsest common mtime resolution (FAT), with room for the kernel's coarse
@@ -59,6 +65,10 @@ real repo. Benchmarks that create files and hash them at once must backdate them
 
 _FORMAT = "anchorfs.manifest"
 _ENTRIES_KEY = b'"entries":'
+_MOVES_KEPT = 65_536
+"""Most found moves a manifest keeps (the oldest are dropped first): leads, re-found if lost."""
+# A found move, in memory: (path, path_now, sha256 of path_now, gone: path itself was missing).
+_Move = tuple[str, str, str, bool]
 _stat = os.stat
 
 # An entry, in memory and on disk: [size, mtime_ns, ctime_ns, inode, sha256 or None, checked_at].
@@ -121,6 +131,35 @@ def _sig(st: os.stat_result) -> _Sig:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _moves_of(listed: Any, crc: Any) -> dict[str, _Move]:
+    """The found moves of a manifest, or none at all unless their CRC and every one's shape
+    hold: `[key, path, path_now, sha256_now, gone]`, relative paths without NUL, `..` or a
+    leading `/` (the drift pass also resolves each through its guard before reading it)."""
+    if type(listed) is not list or type(crc) is not int or zlib.crc32(orjson.dumps(listed)) != crc:
+        return {}
+    out: dict[str, _Move] = {}
+    for item in listed:
+        if (type(item) is not list or len(item) != 5 or not all(type(v) is str for v in item[:4])
+                or type(item[4]) is not bool or not _plain_rel(item[1]) or not _plain_rel(item[2])
+                or len(item[3]) != 64):
+            return {}
+        out[item[0]] = (item[1], item[2], item[3], item[4])
+    return out
+
+
+def _plain_rel(path: str) -> bool:
+    """A repo-relative POSIX path that names nothing outside by its own spelling."""
+    return bool(path) and "\0" not in path and path[:1] != "/" and ".." not in path.split("/")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate-escaped name: JSON cannot carry it
+        return False
+    return True
+
+
 def _fsync_dir(folder: Path) -> None:
     """Make the rename durable; some platforms cannot fsync a folder, so best effort."""
     try:
@@ -174,6 +213,9 @@ class HashCache:
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
         self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
+        self._moves: dict[str, _Move] = {}  # key -> found move: see `move_of`
+        self._moves_touched: set[str] = set()  # moves noted or dropped here since the last save
+        self._gone: frozenset[str] | None = None  # `moved_from`, rebuilt after the moves changed
         self._dirty = False
         self._loaded = False
         self._disk_sig: _Sig | None = None
@@ -448,17 +490,85 @@ class HashCache:
                 self._dirty = True
             self._touched.add(rel)
 
+    # -- found moves -------------------------------------------------------------------------
+
+    def move_of(self, key: str) -> _Move | None:
+        """The move the drift pass found for `key` (an anchor's identity), kept in the manifest:
+        (path, path_now, sha256 of path_now then, whether path itself was gone).
+
+        A lead, not proof: the caller re-judges the anchor at `path_now` (through the guarded
+        open) and keeps the answer only while `path_now` still hashes to that sha256 here.
+        """
+        if not self._loaded:
+            self._load()
+        return self._moves.get(key)
+
+    def note_move(self, key: str, path: str, path_now: str, sha_now: str, gone: bool) -> None:
+        """Keep a found move for the next process (see `move_of`); unchanged, nothing to save."""
+        if not self._loaded:
+            self._load()
+        if not (_plain_rel(path) and _plain_rel(path_now) and len(sha_now) == 64 and _utf8(key + path + path_now)):
+            return  # never written: a manifest holds only what its reader accepts
+        move = (path, path_now, sha_now, bool(gone))
+        with self._lock:
+            if self._moves.get(key) == move:
+                return
+            self._moves.pop(key, None)  # re-inserted last: the oldest are dropped first
+            self._moves[key] = move
+            while len(self._moves) > _MOVES_KEPT:
+                oldest = next(iter(self._moves))
+                del self._moves[oldest]
+                self._moves_touched.add(oldest)
+            self._moves_touched.add(key)
+            self._gone = None
+            self._dirty = True
+
+    def drop_move(self, key: str) -> None:
+        """Forget a found move that no longer holds (its target changed, nothing found again)."""
+        if not self._loaded:
+            self._load()
+        with self._lock:
+            if self._moves.pop(key, None) is not None:
+                self._moves_touched.add(key)
+                self._gone = None
+                self._dirty = True
+
+    def drop_moves_from(self, path: str) -> None:
+        """`path` is back: forget the moves found for it while it was gone (re-judged in place)."""
+        if not self._loaded:
+            self._load()
+        with self._lock:
+            for key in [k for k, m in self._moves.items() if m[0] == path and m[3]]:
+                del self._moves[key]
+                self._moves_touched.add(key)
+                self._dirty = True
+            self._gone = None
+
+    def moved_from(self) -> frozenset[str]:
+        """The paths found gone and followed elsewhere (`move_of`, `gone`): the batch pre-pass
+        never vouches for them, so their anchors take the one-by-one check that follows them."""
+        if not self._loaded:
+            self._load()
+        gone = self._gone
+        if gone is None:
+            gone = self._gone = frozenset(m[0] for m in list(self._moves.values()) if m[3])
+        return gone
+
     # -- the manifest ----------------------------------------------------------------------
 
     def _load(self) -> None:
-        entries, sig = self._read_disk()
+        entries, sig, moves, old = self._read_disk_moves()
         with self._lock:
             if not self._loaded:
                 self._entries = entries
+                self._moves = moves
+                self._gone = None
                 self._version += 1
                 self._disk_sig = sig
                 self._set_window()
                 self._loaded = True
+                if old:  # an older layout: written in this one at the next save
+                    self._dirty = True
 
     def _set_window(self) -> None:
         self._window_version = self._version
@@ -473,6 +583,12 @@ class HashCache:
 
     def _read_disk(self) -> tuple[dict[str, _Entry], _Sig | None]:
         """Entries from the manifest with racy ones poisoned; anything unexpected is cold."""
+        entries, sig, _, _ = self._read_disk_moves()
+        return entries, sig
+
+    def _read_disk_moves(self) -> tuple[dict[str, _Entry], _Sig | None, dict[str, _Move], bool]:
+        """`_read_disk` with the found moves (none unless their own CRC and shape hold) and
+        whether the manifest is of an older version."""
         from .statefs import open_state  # a link here is refused (`WorkspaceError`), never read through
 
         try:
@@ -480,26 +596,26 @@ class HashCache:
                 st = os.fstat(f.fileno())
                 data = f.read()
         except OSError:
-            return {}, None
+            return {}, None, {}, False
         sig = _sig(st)
         try:
             doc: Any = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return {}, sig
+            return {}, sig, {}, False
         if (
             type(doc) is not dict
             or doc.get("format") != _FORMAT
             or type(doc.get("version")) is not int
-            or doc["version"] != MANIFEST_VERSION
+            or doc["version"] not in _READABLE
             or type(doc.get("entries")) is not dict
             or type(doc.get("crc32")) is not int
         ):
-            return {}, sig
-        start = data.find(_ENTRIES_KEY)
+            return {}, sig, {}, False
+        start = data.find(_ENTRIES_KEY)  # the first: only fixed keys and the `moves` list come before
         end = data.rfind(b"}")
         body = memoryview(data)[start + len(_ENTRIES_KEY) : end]
         if start < 0 or zlib.crc32(body) != doc["crc32"]:
-            return {}, sig  # not written by us (or edited by hand): trust nothing in it
+            return {}, sig, {}, False  # not written by us (or edited by hand): trust nothing in it
         entries: dict[str, _Entry] = doc["entries"]
         limit = st.st_mtime_ns - self._gran
         try:
@@ -509,8 +625,10 @@ class HashCache:
                 if not e[5] >= 0.0:  # a number, or this is not our shape after all
                     raise TypeError
         except (TypeError, IndexError, KeyError):
-            return {}, sig
-        return entries, sig
+            return {}, sig, {}, False
+        old = doc["version"] != MANIFEST_VERSION
+        moves = {} if old else _moves_of(doc.get("moves"), doc.get("moves_crc32"))
+        return entries, sig, moves, old
 
     def save(self, *, strict: bool = False) -> bool:
         """Write the manifest if an entry changed; return whether it was written.
@@ -536,23 +654,31 @@ class HashCache:
         from .statefs import create_temp, refuse_link  # never written through a link, nor over one
 
         entries = self._entries
+        moves = self._moves
         refuse_link(self.manifest_path)
         try:
             cur: _Sig | None = _sig(os.lstat(self.manifest_path))
         except FileNotFoundError:
             cur = None
         if cur is not None and cur != self._disk_sig:
-            theirs, _ = self._read_disk()
+            theirs, _, their_moves, _ = self._read_disk_moves()
             if theirs:
                 entries = dict(entries)
                 for rel, e in theirs.items():
                     if rel not in self._touched:
                         entries[rel] = e
+            if their_moves:
+                moves = dict(moves)
+                for key, m in their_moves.items():
+                    if key not in self._moves_touched:
+                        moves[key] = m
         body = orjson.dumps(entries)
-        head = orjson.dumps(
-            {"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)}
-        )
-        payload = head[:-1] + b"," + _ENTRIES_KEY + body + b"}"
+        head: dict[str, Any] = {"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)}
+        if moves:
+            listed = orjson.dumps([[key, *m] for key, m in moves.items()])
+            head["moves"] = orjson.Fragment(listed)
+            head["moves_crc32"] = zlib.crc32(listed)
+        payload = orjson.dumps(head)[:-1] + b"," + _ENTRIES_KEY + body + b"}"
         folder = self.manifest_path.parent
         fd, tmp = create_temp(self.manifest_path)
         try:
@@ -578,9 +704,12 @@ class HashCache:
             raise
         _fsync_dir(folder)
         self._entries = entries
+        self._moves = moves
+        self._gone = None
         self._version += 1
         self._set_window()
         self._touched.clear()
+        self._moves_touched.clear()
         self._dirty = False
         self._disk_sig = new_sig
 

@@ -25,7 +25,7 @@ import pytest
 import anchorfs
 from anchorfs.cli import main
 from anchorfs.errors import ConfigError, LedgerError, StoreError
-from anchorfs.hashing import HashCache
+from anchorfs.hashing import MANIFEST_VERSION, HashCache
 from anchorfs.ledger import Entry, Ledger
 from anchorfs.model import Drift, Memory, new_id, utcnow
 from anchorfs.workspace import Workspace
@@ -313,7 +313,7 @@ MANIFEST_DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "truncated": lambda good: good[: len(good) // 2],
     "json-array": lambda good: b"[]",
     "bad-crc": lambda good: good[:-3] + (b"0" if good[-3:-2] != b"0" else b"1") + good[-2:],
-    "future-version": lambda good: good.replace(b'"version":1', b'"version":99'),
+    "future-version": lambda good: good.replace(b'"version":%d' % MANIFEST_VERSION, b'"version":99'),
     "foreign-format": lambda good: good.replace(b'"anchorfs.manifest"', b'"other.manifest"'),
 }
 

@@ -385,8 +385,8 @@ def _bad_manifests(good: bytes, st: os.stat_result) -> dict[str, bytes]:
         "json_list": b"[1, 2, 3]",
         "json_string": b'"anchorfs.manifest"',
         "foreign_object": b'{"files": {"a.py": "abc"}}',
-        "future_version": good.replace(b'"version":1', b'"version":99'),
-        "version_as_string": good.replace(b'"version":1', b'"version":"1"'),
+        "future_version": good.replace(b'"version":%d' % MANIFEST_VERSION, b'"version":99'),
+        "version_as_string": good.replace(b'"version":%d' % MANIFEST_VERSION, b'"version":"%d"' % MANIFEST_VERSION),
         "hand_edited": orjson.dumps(doc),
         "no_crc": good.replace(b'"crc32"', b'"crc"'),
     }
@@ -842,3 +842,97 @@ def test_manifest_entry_with_a_recent_ctime_is_not_trusted(tmp_path: Path) -> No
     os.utime(f, ns=(st.st_mtime_ns, st.st_mtime_ns))
     # A 1-second filesystem shows the stat the entry holds, ctime included: pass exactly that.
     assert HashCache(manifest, granularity_ns=WINDOW_NS).sha256("a.py", f, st=st) == sha(b"TTL = 48\n")
+
+
+# -- found moves (issue 18): kept in the manifest for the next process --------------------------
+
+def _moves_manifest(entries: dict, moves: list) -> bytes:
+    """A version-2 manifest with `moves`, both CRCs right (what `save` writes)."""
+    body = orjson.dumps(entries)
+    listed = orjson.dumps(moves)
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": 2, "crc32": zlib.crc32(body),
+                         "moves": orjson.Fragment(listed), "moves_crc32": zlib.crc32(listed)})
+    return head[:-1] + b',"entries":' + body + b"}"
+
+
+def test_a_version_1_manifest_reads_warm_and_is_upgraded_with_its_moves_at_the_next_save(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    st = p.stat()
+    write_manifest(manifest(ws), {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"),
+                                           time.time()]}, version=1)
+    old = HashCache(manifest(ws))
+    assert old.sha256("a.py", p) == sha(b"a\n") and old.hashes == 0  # read fine: warm
+    assert old.moved_from() == frozenset() and old.move_of("gone.py\nx") is None
+    old.note_move("gone.py\nx", "gone.py", "moved/gone.py", "b" * 64, True)
+    assert old.save() is True
+    doc = read_manifest(manifest(ws))
+    assert doc["version"] == MANIFEST_VERSION == 2
+    assert doc["moves"] == [["gone.py\nx", "gone.py", "moved/gone.py", "b" * 64, True]]
+
+    new = HashCache(manifest(ws))
+    assert new.move_of("gone.py\nx") == ("gone.py", "moved/gone.py", "b" * 64, True)
+    assert new.moved_from() == frozenset({"gone.py"})
+    assert new.sha256("a.py", p) == sha(b"a\n") and new.hashes == 0
+    new.note_move("gone.py\nx", "gone.py", "moved/gone.py", "b" * 64, True)  # the same: nothing to save
+    assert new.save() is False
+    new.drop_moves_from("gone.py")  # the file is back: its moves are void
+    assert new.move_of("gone.py\nx") is None and new.moved_from() == frozenset()
+    assert new.save() is True and "moves" not in read_manifest(manifest(ws))
+
+
+def test_a_version_1_manifest_alone_is_rewritten_as_version_2(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    st = p.stat()
+    write_manifest(manifest(ws), {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"),
+                                           time.time()]}, version=1)
+    cache = HashCache(manifest(ws))
+    assert cache.sha256("a.py", p) == sha(b"a\n") and cache.hashes == 0
+    assert cache.save() is True and read_manifest(manifest(ws))["version"] == 2
+
+
+@pytest.mark.parametrize("lead", [
+    ["k", "gone.py", "../outside.py", "b" * 64, True],
+    ["k", "gone.py", "/etc/passwd", "b" * 64, True],
+    ["k", "gone.py", "a/\0b.py", "b" * 64, True],
+    ["k", "../gone.py", "moved.py", "b" * 64, True],
+    ["k", "gone.py", "moved.py", "short", True],
+    ["k", "gone.py", "moved.py", "b" * 64, 1],
+    ["k", "gone.py", "moved.py", "b" * 64],
+    "not a list",
+], ids=["dotdot", "absolute", "nul", "dotdot-source", "bad-sha", "int-flag", "short", "string"])
+def test_a_crafted_move_with_a_right_crc_drops_the_moves_and_keeps_the_entries(ws: Path, lead: object) -> None:
+    p = write(ws / "a.py", b"a\n")
+    st = p.stat()
+    entries = {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"), time.time()]}
+    manifest(ws).write_bytes(_moves_manifest(entries, [lead]))
+    cache = HashCache(manifest(ws))
+    assert cache.move_of("k") is None and cache.moved_from() == frozenset()
+    assert cache.sha256("a.py", p) == sha(b"a\n") and cache.hashes == 0  # the entries' own CRC still holds
+
+
+def test_moves_with_a_wrong_crc_are_dropped_and_unsafe_moves_are_never_noted(ws: Path) -> None:
+    p = write(ws / "a.py", b"a\n")
+    st = p.stat()
+    entries = {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"), time.time()]}
+    good = _moves_manifest(entries, [["k", "gone.py", "moved.py", "b" * 64, True]])
+    assert HashCache(manifest(ws)).move_of("k") is None  # no manifest yet
+    manifest(ws).write_bytes(good)
+    assert HashCache(manifest(ws)).move_of("k") == ("gone.py", "moved.py", "b" * 64, True)
+    manifest(ws).write_bytes(good.replace(b'"moved.py"', b'"mover.py"'))  # a hand edit of the moves
+    cache = HashCache(manifest(ws))
+    assert cache.move_of("k") is None
+    assert cache.sha256("a.py", p) == sha(b"a\n") and cache.hashes == 0
+    for path, now in [("gone.py", "../x.py"), ("gone.py", "/x.py"), ("/gone.py", "x.py"), ("gone.py", "x\udcff.py")]:
+        cache.note_move("k2", path, now, "c" * 64, True)
+        assert cache.move_of("k2") is None
+
+
+def test_two_instances_saving_merge_their_moves(ws: Path) -> None:
+    one, two = HashCache(manifest(ws)), HashCache(manifest(ws))
+    one.note_move("a", "a.py", "x/a.py", "a" * 64, True)
+    two.note_move("b", "b.py", "x/b.py", "b" * 64, False)
+    assert one.save() and two.save()
+    merged = HashCache(manifest(ws))
+    assert merged.move_of("a") == ("a.py", "x/a.py", "a" * 64, True)
+    assert merged.move_of("b") == ("b.py", "x/b.py", "b" * 64, False)
+    assert merged.moved_from() == frozenset({"a.py"})

@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import zlib
 from pathlib import Path
+
+import orjson
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +23,7 @@ from click.testing import CliRunner
 import anchorfs
 from anchorfs.cli import cli
 from anchorfs.errors import AnchorError, SymbolNotFoundError
+from anchorfs.hashing import HashCache
 from anchorfs.model import Drift, Verdict
 
 from conftest import git
@@ -264,3 +270,101 @@ def test_the_cli_reanchor_follows_a_rename_and_drift_json_names_path_now(tmp_pat
     out = runner.invoke(cli, ["reanchor", m.id, "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["anchors"][0]["path"] == "auth.py"
+
+
+# -- found moves outlive the process (the manifest keeps them) ----------------------------------
+
+FRESH_PASS = """
+import json, sys, anchorfs
+with anchorfs.open(sys.argv[1]) as ws:
+    print(json.dumps({r.memory.id: r.to_dict() for r in ws.drift().memories}))
+"""
+
+
+def fresh_drift(root: Path) -> dict[str, dict]:
+    """A whole drift pass in a new process, as every CLI run is: memory id -> row."""
+    here = str(Path(anchorfs.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-P", "-c", FRESH_PASS, str(root)], cwd=root,
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=here))
+    assert out.returncode == 0, out.stderr
+    rows: dict[str, dict] = json.loads(out.stdout)
+    return rows
+
+
+def moved_from(root: Path) -> frozenset[str]:
+    return HashCache(root / ".anchorfs" / "manifest.json").moved_from()
+
+
+def test_a_new_process_takes_the_move_an_earlier_one_found_without_searching_again(tmp_path: Path) -> None:
+    """After a `git mv`, the first pass finds the move through git and keeps it in the manifest;
+    a later process re-verifies it there: here git is gone and a copy of the bytes sits where a
+    search would look first (`a/token.py` sorts before `moved/token.py`), yet the answer is the
+    move found, not a new search's."""
+    root = make(tmp_path, {"token.py": TOKEN, "other.py": "X = 1\n"}, use_git=True)
+    with anchorfs.open(root) as ws:
+        m = ws.record("the token module signs with jwt", anchors=["token.py"])
+    move(root, "token.py", "moved/token.py", use_git=True)
+    row = fresh_drift(root)[m.id]
+    assert (row["drift"], row["anchors"][0]["verdict"], row["anchors"][0]["path_now"]) == ("fresh", "moved", "moved/token.py")
+    assert moved_from(root) == {"token.py"}
+
+    shutil.rmtree(root / ".git")
+    (root / "a").mkdir()
+    (root / "a" / "token.py").write_text(TOKEN)
+    row = fresh_drift(root)[m.id]
+    assert (row["anchors"][0]["verdict"], row["anchors"][0]["path_now"]) == ("moved", "moved/token.py"), row["anchors"][0]["detail"]
+
+
+def test_a_kept_move_whose_target_changed_is_judged_again(tmp_path: Path) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=True)
+    with anchorfs.open(root) as ws:
+        m = ws.record("the token module signs with jwt", anchors=["token.py"])
+        sym = ws.record("issue encodes the user", anchors=["token.py#TokenIssuer.issue"])
+    move(root, "token.py", "moved/token.py", use_git=True)
+    rows = fresh_drift(root)
+    assert [rows[i]["anchors"][0]["verdict"] for i in (m.id, sym.id)] == ["moved", "moved"]
+    (root / "moved" / "token.py").write_text(TOKEN.replace("return jwt.encode(user)", "return jwt.encode(user, key)"))
+    rows = fresh_drift(root)
+    assert [(rows[i]["drift"], rows[i]["anchors"][0]["verdict"], rows[i]["anchors"][0]["path_now"])
+            for i in (m.id, sym.id)] == [("stale", "changed", "moved/token.py")] * 2
+    assert moved_from(root) == frozenset()  # nothing kept that no longer holds
+
+
+def test_a_kept_move_whose_source_came_back_is_judged_in_place(tmp_path: Path) -> None:
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=False)
+    with anchorfs.open(root) as ws:
+        m = ws.record("the token module signs with jwt", anchors=["token.py"])
+    shutil.copy(root / "token.py", root / "copy.py")
+    (root / "token.py").unlink()
+    assert fresh_drift(root)[m.id]["anchors"][0]["path_now"] == "copy.py"
+    assert moved_from(root) == {"token.py"}
+    (root / "token.py").write_text(TOKEN)
+    row = fresh_drift(root)[m.id]
+    assert (row["drift"], row["anchors"][0]["verdict"], row["anchors"][0]["path_now"]) == ("fresh", "fresh", None)
+    assert moved_from(root) == frozenset()
+
+
+@pytest.mark.parametrize("target", ["link/token.py", ".anchorfs/token.py", "token.py"],
+                         ids=["symlinked-folder-out", "state-folder", "itself"])
+def test_a_crafted_kept_move_never_makes_a_path_outside_be_read(tmp_path: Path, target: str) -> None:
+    """A manifest with right CRCs whose move points out of the workspace (through a symlinked
+    folder), into `.anchorfs/`, or at the anchor's own path: the copy there has the anchored
+    bytes, and still the anchor is `deleted`: every kept path goes through the drift pass's guard."""
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "token.py").write_text(TOKEN)
+    (root / "link").symlink_to(outside)
+    (root / ".anchorfs" / "token.py").write_text(TOKEN)
+    with anchorfs.open(root) as ws:
+        m = ws.record("the token module signs with jwt", anchors=["token.py"])
+    (root / "token.py").unlink()
+    ref = m.anchors[0]
+    listed = orjson.dumps([[f"{ref.spec}\n{ref.sha256}", "token.py", target, ref.sha256, True]])
+    body = orjson.dumps({})
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": 2, "crc32": zlib.crc32(body),
+                         "moves": orjson.Fragment(listed), "moves_crc32": zlib.crc32(listed)})
+    (root / ".anchorfs" / "manifest.json").write_bytes(head[:-1] + b',"entries":' + body + b"}")
+    assert HashCache(root / ".anchorfs" / "manifest.json").moved_from() == {"token.py"}  # the lead is read
+    row = fresh_drift(root)[m.id]
+    assert (row["drift"], row["anchors"][0]["verdict"], row["anchors"][0]["path_now"]) == ("stale", "deleted", None)
