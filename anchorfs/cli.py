@@ -446,13 +446,14 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
 
 @cli.command()
 @_common
+@click.option("--all", "every", is_flag=True, help="List every checked memory, fresh ones too (default: the counts and the others).")
 @click.pass_context
-def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
+def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool) -> None:
     """Check every active anchored memory now; exit 90 when any is stale."""
     from .memo import Witness, replay
 
     with _session(ctx, root, as_json) as c:
-        replayed = replay(c.root, c.json)  # the last pass's output, while nothing it rested on moved
+        replayed = None if every else replay(c.root, c.json)  # the last pass's output, while nothing it rested on moved
         if replayed is not None:
             out, code = replayed
         else:
@@ -466,19 +467,23 @@ def drift(ctx: click.Context, root: str | None, as_json: bool) -> None:
             d = report.to_dict()
             outputs = {"json": _json_text(d), "text": _printable(_drift_text(report, d))}
             code = EXIT_STALE if report.stale else 0
-            witness.save(ws, report, outputs, code)
-            out = outputs["json" if c.json else "text"]
+            witness.save(ws, report, outputs, code)  # the memo keeps the short forms only: `--all` is never replayed
+            if every:
+                d = report.to_dict(every=True)
+                out = _json_text(d) if c.json else _printable(_drift_text(report, d, every=True))
+            else:
+                out = outputs["json" if c.json else "text"]
         sys.stdout.write(out)
         if code:
             ctx.exit(code)
 
 
-def _drift_text(report: "DriftReport", d: dict[str, Any]) -> str:
-    """`drift`'s output for people: the memories that are not fresh, then the counts."""
+def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False) -> str:
+    """`drift`'s output for people: the memories that are not fresh (`every`: all), then the counts."""
     from .model import Drift, drift_of
 
     text = ""
-    bad = report.flagged
+    bad = report.memories if every else report.flagged
     if bad:
         rows = []
         for md in bad:  # why = the anchors that are not fresh by drift (moved, reformatted: fresh)

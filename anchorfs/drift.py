@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from itertools import chain, repeat
-from operator import attrgetter, eq, is_, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, NamedTuple, cast
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, judge_at, resolve_path
@@ -49,26 +49,42 @@ class MemoryDrift(NamedTuple):
 class DriftReport:
     """Every checked memory's drift, in the order given.
 
-    A memory whose anchors all still hash as recorded is kept as `None` until read and built
-    on demand: a whole-workspace pass over 10,000 unchanged memories should cost about its
-    stat loop, and most callers only count them or read the few that are not fresh.
+    Only the memories a pass had to look at one by one carry a result; the rest (every anchor
+    still hashes as recorded) are built on demand: a whole-workspace pass over 100,000
+    unchanged memories should cost about the stat loop over their files, and most callers only
+    count them or read the few that are not fresh.
     """
 
-    __slots__ = ("checked", "_results", "_flagged", "_built")
+    __slots__ = ("checked", "_found", "_flagged", "_built")
 
     def __init__(self, checked: Sequence[Memory] = (), results: Sequence[MemoryDrift | None] | None = None) -> None:
         self.checked: list[Memory] = list(checked)
-        self._results: list[MemoryDrift | None] = [None] * len(self.checked) if results is None else list(results)
-        if len(self._results) != len(self.checked):
-            raise ValueError("one result per checked memory")
-        self._flagged = [r for r in self._results if r is not None and r.drift is not Drift.FRESH]
+        found: dict[int, MemoryDrift] = {}
+        if results is not None:
+            if len(results) != len(self.checked):
+                raise ValueError("one result per checked memory")
+            found = {i: r for i, r in enumerate(results) if r is not None}
+        self._set(found)
+
+    @classmethod
+    def _of(cls, checked: list[Memory], found: dict[int, MemoryDrift]) -> DriftReport:
+        """A pass's report from the results it built, by position (taken as they are, no copy)."""
+        report = cls.__new__(cls)
+        report.checked = checked
+        report._set(found)
+        return report
+
+    def _set(self, found: dict[int, MemoryDrift]) -> None:
+        self._found = found
+        self._flagged = [found[i] for i in sorted(found) if found[i].drift is not Drift.FRESH]
         self._built: list[MemoryDrift] | None = None
 
     @property
     def memories(self) -> list[MemoryDrift]:
         """One result per checked memory (fresh ones built on first read)."""
         if self._built is None:
-            self._built = [r if r is not None else _all_fresh(m) for m, r in zip(self.checked, self._results)]
+            found = self._found
+            self._built = [found.get(i) or _all_fresh(m) for i, m in enumerate(self.checked)]
         return self._built
 
     @property
@@ -84,13 +100,17 @@ class DriftReport:
     def stale(self) -> list[MemoryDrift]:
         return [m for m in self._flagged if m.drift is Drift.STALE]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, every: bool = False) -> dict[str, Any]:
+        """The counts, and the memories that are not fresh (`every`: all of them, in order).
+
+        At scale the fresh ones are nearly all of it and say nothing (100,000 of them printed
+        44 MB): what a hook or an agent acts on is the counts and the few to re-verify."""
         return {
             "checked": len(self.checked),
             "stale": self.count(Drift.STALE),
             "unknown": self.count(Drift.UNKNOWN),
             "fresh": self.count(Drift.FRESH),
-            "memories": [m.to_dict() for m in self.memories],
+            "memories": [m.to_dict() for m in (self.memories if every else self._flagged)],
         }
 
 
@@ -109,7 +129,7 @@ _PATH = attrgetter("path")
 _SHA = attrgetter("sha256")
 _HEAD = itemgetter(0)
 _CHUNK = 4096
-"""Memories per batch of the whole-workspace pass: bounds the lists built, paces the progress bar."""
+"""Files hashed per call in a cold whole-workspace pass: paces the progress bar."""
 
 
 _ERRNO_WORDS = {13: "permission denied", 21: "a directory where a file was", 40: "too many symlink levels"}
@@ -161,6 +181,7 @@ class DriftChecker:
         self._data: dict[str, bytes] = {}
         self._plain_dirs: dict[str, bool] = {}
         self._lstats: dict[str, os.stat_result] = {}  # from the batch pre-pass, used once by `_locate`
+        self._dir_stats: dict[str, os.stat_result | None] = {}  # `_odd_dirs`'s folder stats (None: gone)
 
     def _dir_real(self, rel_dir: str) -> str | None:
         """The realpath of a workspace folder if it stays inside and is not `.anchorfs/`."""
@@ -248,8 +269,6 @@ class DriftChecker:
             if followed and ref.path in followed:  # back again: the batch pre-pass may vouch for it
                 with _followed_lock:
                     followed.discard(ref.path)
-            if ref.path in self.cache.moved_from():  # and the moves found while it was gone are void
-                self.cache.drop_moves_from(ref.path)
             sha, st = cast("tuple[str, os.stat_result]", probe)
             if sha == ref.sha256:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
@@ -365,53 +384,25 @@ class DriftChecker:
     def _follow(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
         """Where the content of an anchor that would be `deleted` or `symbol_missing` is now:
         `moved` with `path_now` when found identical (or `reformatted` there), `changed` with
-        `path_now` when git names its file's new path and the text there differs, else `lost`.
-
-        Answers are kept while the file found hashes as it did: in this process (`_FOLLOWED`)
-        and, for the next ones, in the manifest (`HashCache.move_of`), re-judged there before
-        use, so a new CLI process pays neither git nor a search for a move already found."""
+        `path_now` when git names its file's new path and the text there differs, else `lost`."""
         key = (self.root_real, ref, self.strict)
         known = _FOLLOWED.get(key)
         if known is not None:
             path_now, sha_now, result = known
             if self._sha_of(path_now) == sha_now:
                 return result
-        gone = lost.verdict is Verdict.DELETED
-        kept = _move_key(ref)
-        lead = self.cache.move_of(kept)
-        found: AnchorCheck | None = None
-        if lead is not None and lead[0] == ref.path and lead[1] != ref.path:
-            sha = self._sha_of(lead[1])  # through `_locate`: a crafted path is refused, never read
-            if sha is not None and sha == lead[2]:
-                again = self._judge_in(ref, lead[1])
-                if again is not None and again.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
-                    found = again
-        result = found if found is not None else self._search(ref, lost)
-        if result.path_now is not None and gone:
+        result = self._search(ref, lost)
+        if result.path_now is not None and lost.verdict is Verdict.DELETED:
             with _followed_lock:
                 _GONE.setdefault(self.root_real, set()).add(ref.path)
-        now = result.path_now
-        sha = self._sha_of(now) if now is not None else None
-        if now is not None and sha is not None:
-            with _followed_lock:
-                _FOLLOWED[key] = (now, sha, result)
-                while len(_FOLLOWED) > _FOLLOWED_KEPT:
-                    _FOLLOWED.popitem(last=False)
-            if result.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
-                self.cache.note_move(kept, ref.path, now, sha, gone)
-                return result
-        if lead is not None:
-            self.cache.drop_move(kept)
+        if result.path_now is not None:
+            sha = self._sha_of(result.path_now)
+            if sha is not None:
+                with _followed_lock:
+                    _FOLLOWED[key] = (result.path_now, sha, result)
+                    while len(_FOLLOWED) > _FOLLOWED_KEPT:
+                        _FOLLOWED.popitem(last=False)
         return result
-
-    def _gone_paths(self) -> set[str] | frozenset[str] | None:
-        """Anchored paths found gone and followed, by this process (`_GONE`) or an earlier one
-        (the manifest's moves): the batch pre-pass `lstat`s the root in their place."""
-        here = _GONE.get(self.root_real)
-        kept = self.cache.moved_from()
-        if not kept:
-            return here
-        return kept | here if here else kept
 
     def _search(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
         """The search behind `_follow`. In git only new files count as where content went:
@@ -656,48 +647,50 @@ class DriftChecker:
                   progress: Callable[[int, int], None] | None = None) -> DriftReport:
         """`check` over many memories: the batch form, for whole-workspace passes.
 
-        Nearly every anchor is unchanged, so each batch first asks the hash cache to vouch for
-        all its files at once (`_vouched`: one `lstat` each, compared in C-level maps, no
-        per-file Python); only memories with an anchor it cannot vouch for take `check`.
+        The pass follows files, not memories: the hash cache vouches for each distinct anchored
+        file once (`_vouched`: one `lstat` each, compared in one C loop), the folders on their
+        way are checked once (`_odd_dirs`), and where a file's hash is the one every anchor on it
+        recorded, none of those memories is looked at. Only memories resting on a file it
+        cannot vouch for (or whose anchors disagree on its hash) take `check`. What the set of
+        memories asks (`_Plan`) is derived once and kept while the same memories come back.
         """
         checked = list(memories)
-        results: list[MemoryDrift | None] = []
         total = len(checked)
-        for start in range(0, total, _CHUNK):
-            batch = checked[start:start + _CHUNK]
-            plan = _plan_of(self.root_real, batch)
-            vouched = self._vouched(plan)
-            if vouched == plan.want and plan.hashed:
-                results += [None] * len(batch)
-            else:  # a Python step per memory, and per re-hashed one a tick of the progress bar
-                ok = list(map(eq, vouched, plan.want)) if plan.hashed else [False] * len(vouched)
-                at = 0
-                for m in batch:
-                    n = 1 if plan.single else len(m.anchors)
-                    if n and (ok[at] if n == 1 else all(ok[at:at + n])):
-                        results.append(None)
-                    else:
-                        results.append(self.check(m))
-                        if progress is not None:
-                            progress(len(results), total)
-                    at += n
-            if progress is not None:
-                progress(len(results), total)
-        return DriftReport(checked, results)
+        plan = _plan_of(self.root_real, checked)
+        hashes = self._vouched(plan, progress, total)
+        want = plan.want
+        if plan.hashed and hashes == want:
+            suspects: Sequence[int] = plan.always
+        else:
+            bad = [i for i, (sha, w) in enumerate(zip(hashes, want)) if sha is None or sha != w]
+            suspects = plan.suspects(bad)
+        found: dict[int, MemoryDrift] = {}
+        if suspects:
+            at = plan.at
+            for j in suspects:
+                m = checked[j]
+                refs = m.anchors
+                if refs and all(r.sha256 is not None and hashes[at[r.path]] == r.sha256 for r in refs):
+                    continue  # a file its other anchors disagree on: this memory's own hashes hold
+                found[j] = self.check(m)
+                if progress is not None:
+                    progress(j + 1, total)
+        if progress is not None:
+            progress(total, total)
+        return DriftReport._of(checked, found)
 
-    def _vouched(self, plan: _Plan) -> list[str | None]:
-        """Per anchor of the batch, the hash the cache vouches for after one `lstat`, or None.
+    def _vouched(self, plan: _Plan, progress: Callable[[int, int], None] | None = None,
+                 total: int = 0) -> list[str | None]:
+        """Per distinct file of the plan, the hash the cache vouches for after one `lstat`, or None.
 
         Only plain paths qualify (see `_plan_of`), and only under folders that are still their
-        own realpath: that is checked here, on every pass, one `lstat` per folder. A symlinked
-        file is `lstat`-ed as the link, which never matches its cached target, so links always
-        take the careful route in `_locate`.
+        own realpath (`_odd_dirs`, on every pass). A symlinked file is `lstat`-ed as the link,
+        which never matches its cached target, so links always take the careful route in
+        `_locate`. Files the cache has no word on are hashed here, stat in hand, `_CHUNK` at a
+        time (each chunk a tick of the progress bar).
         """
-        odd = {d for d in plan.dirs if not self._plain(d)}
-        fulls = plan.fulls
-        if odd:
-            fulls = [None if f is None or p.rpartition("/")[0] in odd else f for p, f in zip(plan.uniq, fulls)]
-        gone = self._gone_paths()
+        fulls = plan.fulls_under(self._odd_dirs(plan))
+        gone = _GONE.get(self.root_real)
         if gone:  # followed before: stat the root in their place (see `_GONE`), never vouched for
             root = self.root_real
             fulls = [root if f is not None and p in gone else f for p, f in zip(plan.uniq, fulls)]
@@ -707,23 +700,69 @@ class DriftChecker:
             for path in gone.intersection(seen):
                 del seen[path]
         if seen:  # files the cache has no word on, stat in hand: hash them in one loop
-            todo = [i for i, (path, sha) in enumerate(zip(plan.uniq, hashes)) if sha is None and path in seen]
-            got = self.cache.hash_many([plan.uniq[i] for i in todo], [fulls[i] for i in todo],  # type: ignore[misc]
-                                       [seen[plan.uniq[i]] for i in todo], root=self.root_real)
-            for i, sha in zip(todo, got):
-                if sha is not None:
-                    path = plan.uniq[i]
-                    hashes[i] = sha
-                    self._files[path] = (sha, seen.pop(path))  # `check` of a changed one reads it from here
-                    self._full[path] = fulls[i]  # type: ignore[assignment]
-        if plan.uniq is plan.paths:
-            return hashes
-        return list(map(dict(zip(plan.uniq, hashes)).__getitem__, plan.paths))
+            uniq = plan.uniq
+            todo = [i for i, (path, sha) in enumerate(zip(uniq, hashes)) if sha is None and path in seen]
+            for start in range(0, len(todo), _CHUNK):
+                part = todo[start:start + _CHUNK]
+                got = self.cache.hash_many([uniq[i] for i in part], [fulls[i] for i in part],  # type: ignore[misc]
+                                           [seen[uniq[i]] for i in part], root=self.root_real)
+                for i, sha in zip(part, got):
+                    if sha is not None:
+                        path = uniq[i]
+                        hashes[i] = sha
+                        self._files[path] = (sha, seen.pop(path))  # `check` of a changed one reads it from here
+                        self._full[path] = fulls[i]  # type: ignore[assignment]
+                if progress is not None and start + _CHUNK < len(todo):
+                    progress(total * (start + _CHUNK) // len(todo), total)
+        return hashes
+
+    def _odd_dirs(self, plan: _Plan) -> frozenset[str]:
+        """The plan's folders that are not their own realpath (a link on the way down) or are
+        the state folder: files under them take the careful route.
+
+        Every folder is `lstat`-ed on every pass: in one C loop against the stats the last
+        full check judged them by (a folder swapped for a link is another inode, so it never
+        matches), and the folders gone then must still be gone. Anything else, or no C loop,
+        judges each folder again from one `lstat` and keeps those stats for the next pass."""
+        from . import hashing
+
+        loop = hashing._statmatch
+        held = plan.folders
+        if held is not None and loop is not None:
+            live, packed, odd, gone = held
+            got = loop.match(live, packed) if live else b""
+            if got is not None and 0 not in got and all(map(_absent, gone)):
+                return odd
+        root = self.root_real
+        stats = self._dir_stats
+        live_paths: list[str] = []
+        keys: list[tuple[int, int, int, int]] = []
+        gone_paths: list[str] = []
+        keyed = True
+        for d in plan.dirs:
+            full = f"{root}/{d}"
+            try:
+                st = os.lstat(full)
+            except FileNotFoundError:
+                stats[d] = None
+                gone_paths.append(full)
+                continue
+            except (OSError, ValueError):
+                keyed = False  # judged not plain below (its `lstat` fails there too): no shortcut next pass
+                continue
+            stats[d] = st
+            live_paths.append(full)
+            keys.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        odd = frozenset(d for d in plan.dirs if not self._plain(d))
+        judged = loop.pack(keys) if keyed and loop is not None else None
+        plan.folders = None if judged is None else (live_paths, judged, odd, gone_paths)
+        return odd
 
     def _plain(self, rel_dir: str) -> bool:
         """Whether a workspace folder is its own realpath (no link on the way down from the root)
         and not `.anchorfs/`: then a file's path under it needs no resolving. A folder that is
-        gone counts as plain: its files' `lstat` fails and they take the careful route."""
+        gone counts as plain: its files' `lstat` fails and they take the careful route. Judged
+        from the `lstat` `_odd_dirs` took of it, when it took one."""
         known = self._plain_dirs.get(rel_dir)
         if known is not None:
             return known
@@ -733,19 +772,18 @@ class DriftChecker:
             parent, _, name = rel_dir.rpartition("/")
             plain = self._plain(parent) and not (not parent and is_state_name(name))
             if plain:
-                try:
-                    plain = not stat.S_ISLNK(os.lstat(f"{self.root_real}/{rel_dir}").st_mode)
-                except FileNotFoundError:
-                    pass
-                except (OSError, ValueError):
-                    plain = False
+                if rel_dir in self._dir_stats:
+                    st = self._dir_stats[rel_dir]
+                    plain = st is None or not stat.S_ISLNK(st.st_mode)
+                else:
+                    try:
+                        plain = not stat.S_ISLNK(os.lstat(f"{self.root_real}/{rel_dir}").st_mode)
+                    except FileNotFoundError:
+                        pass
+                    except (OSError, ValueError):
+                        plain = False
         self._plain_dirs[rel_dir] = plain
         return plain
-
-
-def _move_key(ref: AnchorRef) -> str:
-    """An anchor's identity in the manifest's found moves: its spec and the hash it rests on."""
-    return f"{ref.spec}\n{ref.content_hash or ref.sha256 or ''}"
 
 
 def _utf8(name: str) -> bool:
@@ -775,37 +813,102 @@ def _closeness(old: str) -> Callable[[str], tuple[bool, int, str]]:
     return key
 
 
-class _Plan(NamedTuple):
-    """What a batch of memories asks of the file system, derived from the memories alone."""
+class _Plan:
+    """What a set of memories asks of the file system, derived from the memories alone: the
+    distinct files, the hash their anchors recorded, the folders on their way. Kept between
+    passes (`_plan_of`); `folders` is what the last full folder check found (`_odd_dirs`)."""
 
-    memories: list[Memory]
-    want: list[str | None]  # per anchor, the recorded hash
-    hashed: bool  # every anchor has one
-    single: bool  # one anchor per memory
-    paths: list[str]  # per anchor
-    uniq: list[str]  # distinct paths, in order (`paths` itself when none repeats)
-    fulls: list[str | None]  # per distinct path: the absolute path to `lstat`, None if suspicious
-    dirs: list[str]  # distinct folders of `uniq`, to be checked on each pass
+    __slots__ = ("memories", "paths", "owner", "uniq", "want", "hashed", "fulls", "dirs", "at", "always",
+                 "folders", "_owners", "_under")
+
+    def __init__(self, memories: list[Memory], paths: list[str], owner: list[int] | None, uniq: list[str],
+                 want: list[str | None], fulls: list[str | None], dirs: list[str], at: dict[str, int],
+                 always: list[int]) -> None:
+        self.memories = memories
+        self.paths = paths  # per anchor, in memory order
+        self.owner = owner  # per anchor, its memory's position (None: one anchor each, the same position)
+        self.uniq = uniq  # distinct anchored paths, in order of first use
+        self.want = want  # per distinct path: the hash all its anchors recorded, None when they differ
+        self.hashed = None not in want
+        self.fulls = fulls  # per distinct path: the absolute path to `lstat`, None if suspicious
+        self.dirs = dirs  # every folder on the way to `uniq`, parents first
+        self.at = at  # distinct path -> its position in `uniq`
+        self.always = always  # memories with no anchor: `check` says so on every pass
+        self.folders: tuple[list[str], bytes, frozenset[str], list[str]] | None = None
+        self._owners: list[list[int]] | None = None
+        self._under: tuple[frozenset[str], list[str | None]] | None = None
+
+    def suspects(self, bad: list[int]) -> list[int]:
+        """The memories (positions, in order) resting on any of these files, and the unanchored.
+
+        A few files are looked for along the anchors' paths (one scan in C each); more build
+        the map of every file's memories once, kept with the plan."""
+        paths, owner = self.paths, self.owner
+        found: set[int] = set(self.always)
+        if len(bad) <= 4 and self._owners is None:
+            for i in bad:
+                path, k = self.uniq[i], -1
+                try:
+                    while True:
+                        k = paths.index(path, k + 1)
+                        found.add(k if owner is None else owner[k])
+                except ValueError:
+                    pass
+            return sorted(found)
+        owners = self._owners
+        if owners is None:
+            at = self.at
+            owners = [[] for _ in self.uniq]
+            for k, path in enumerate(paths):
+                owners[at[path]].append(k if owner is None else owner[k])
+            self._owners = owners
+        found.update(chain.from_iterable(owners[i] for i in bad))
+        return sorted(found)
+
+    def fulls_under(self, odd: frozenset[str]) -> list[str | None]:
+        """`fulls` with the files under odd folders left out (None: the careful route)."""
+        if not odd:
+            return self.fulls
+        under = self._under
+        if under is None or under[0] != odd:
+            fulls = [None if f is None or p.rpartition("/")[0] in odd else f for p, f in zip(self.uniq, self.fulls)]
+            self._under = under = (odd, fulls)
+        return under[1]
 
 
-_PLANS: OrderedDict[tuple[str, int, int], _Plan] = OrderedDict()
-_PLANS_KEPT = 16
+_PLANS: OrderedDict[tuple[str, int], _Plan] = OrderedDict()
+_PLANS_KEPT = 8
+_PLAN_MIN = 64
+"""Sets smaller than this (a query's hits) are planned afresh each time: cheap, and they would
+push a workspace's whole-set plan out of `_PLANS`."""
 _plans_lock = threading.Lock()
 
 
-def _plan_of(root_real: str, batch: list[Memory]) -> _Plan:
-    """The batch's plan, reused while the same memory objects come back (a long-lived process
-    checks the same memories pass after pass): only their files' stats can have changed."""
-    key = (root_real, len(batch), id(batch[0]) if batch else 0)
-    plan = _PLANS.get(key)
-    if plan is not None and all(map(is_, plan.memories, batch)):  # held: their ids are not reused
+def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:
+    """The plan of a set of memories, reused while the same memory objects come back in the
+    same order (a long-lived process checks the same memories pass after pass, and a fold
+    keeps the objects of unchanged memories): only their files' stats can have changed. Any
+    other set (a memory recorded, superseded, re-anchored: another object) is planned afresh."""
+    key = (root_real, len(memories))
+    plan = _PLANS.get(key) if len(memories) >= _PLAN_MIN else None
+    if plan is not None and all(map(is_, plan.memories, memories)):  # held: their ids are not reused
         return plan
-    refs = list(chain.from_iterable(map(_ANCHORS, batch)))
-    want: list[str | None] = list(map(_SHA, refs))
+    anchors = list(map(_ANCHORS, memories))
+    refs = list(chain.from_iterable(anchors))
     paths: list[str] = list(map(_PATH, refs))
-    uniq = list(dict.fromkeys(paths))
-    if len(uniq) == len(paths):
-        uniq = paths
+    shas: list[str | None] = list(map(_SHA, refs))
+    last = dict(zip(paths, shas))  # C loops only: this runs over every anchor of a new process's set
+    uniq = list(last)
+    at = dict(zip(uniq, range(len(uniq))))
+    if list(map(last.__getitem__, paths)) == shas:  # every file's anchors agree on its hash (the common case)
+        want = list(last.values())
+    else:
+        mixed = {p for p, sha in zip(paths, shas) if last[p] != sha}
+        want = [None if p in mixed else last[p] for p in uniq]
+    none_empty = all(anchors)
+    owner = None if none_empty and len(refs) == len(memories) else \
+        list(chain.from_iterable(map(repeat, range(len(memories)), map(len, anchors))))
+    always = [] if none_empty else [j for j, a in enumerate(anchors) if not a]
     prefix = root_real + "/"
     joined = "\n".join(uniq)
     folded = (joined if joined.isascii() else unicodedata.normalize("NFKC", joined)).casefold()
@@ -814,14 +917,32 @@ def _plan_of(root_real: str, batch: list[Memory]) -> _Plan:
         fulls = [None if _suspicious(p) else prefix + p for p in uniq]
     else:
         fulls = list(map(prefix.__add__, uniq))
-    plan = _Plan(batch, want, None not in want, len(refs) == len(batch) and all(map(len, map(_ANCHORS, batch))),
-                 paths, uniq, fulls, list(dict.fromkeys(map(_HEAD, map(str.rpartition, uniq, repeat("/"))))))
-    with _plans_lock:
-        _PLANS[key] = plan
-        _PLANS.move_to_end(key)
-        while len(_PLANS) > _PLANS_KEPT:
-            _PLANS.popitem(last=False)
+    dirs: dict[str, None] = {}
+    for head in dict.fromkeys(map(_HEAD, map(str.rpartition, uniq, repeat("/")))):
+        chain_up = []
+        while head and head not in dirs:
+            chain_up.append(head)
+            head = head.rpartition("/")[0]
+        dirs.update(dict.fromkeys(reversed(chain_up)))
+    plan = _Plan(memories, paths, owner, uniq, want, fulls, list(dirs), at, always)
+    if len(memories) >= _PLAN_MIN:
+        with _plans_lock:
+            _PLANS[key] = plan
+            _PLANS.move_to_end(key)
+            while len(_PLANS) > _PLANS_KEPT:
+                _PLANS.popitem(last=False)
     return plan
+
+
+def _absent(path: str) -> bool:
+    """Whether nothing is at `path` (its `lstat` says not found; any other answer: maybe)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _suspicious(path: str) -> bool:

@@ -229,8 +229,13 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
 def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[list[str], list[_Key], list[str], float] | None:
     """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
     on, or None when a stat cannot vouch for one of them."""
+    from itertools import chain
+    from operator import attrgetter
+
     from .config import CONFIG_FILE
     from .model import Verdict
+
+    anchors_of, path_of = attrgetter("anchors"), attrgetter("path")
 
     root = ws.root_real
     paths: list[str] = []
@@ -251,32 +256,27 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
         _record(root, limit_ns, paths, keys, folder=True)
         if any(check.verdict is Verdict.UNREADABLE for result in report.flagged for check in result.checks):
             return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
-        rels: set[str] = set()
         walked: set[str] = set()  # folders recorded, and paths found absent
         present: dict[str, _Key] = {}
-        for memory in report.checked:
-            for anchor in memory.anchors:
-                rel = anchor.path
-                if rel in rels:
+        # the distinct files, in C loops: 100,000 memories rest on a few thousand
+        for rel in dict.fromkeys(map(path_of, chain.from_iterable(map(anchors_of, report.checked)))):
+            parts = rel.split("/")
+            if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
+                return None  # `unsafe` and its kin: for the full pass to judge each time
+            path = root
+            for i, part in enumerate(parts):
+                path = os.path.join(path, part)
+                last = i == len(parts) - 1
+                if path in walked:
+                    if last or path in absent:
+                        break  # a file where a folder was, or gone: what it is was recorded
                     continue
-                rels.add(rel)
-                parts = rel.split("/")
-                if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
-                    return None  # `unsafe` and its kin: for the full pass to judge each time
-                path = root
-                for i, part in enumerate(parts):
-                    path = os.path.join(path, part)
-                    last = i == len(parts) - 1
-                    if path in walked:
-                        if last or path in absent:
-                            break  # a file where a folder was, or gone: what it is was recorded
-                        continue
-                    walked.add(path)
-                    if not _record(path, limit_ns, paths, keys, folder=not last):
-                        absent[path] = None  # its parent is recorded: a file created there changes it
-                        break
-                    if last:
-                        present[rel] = keys[-1]
+                walked.add(path)
+                if not _record(path, limit_ns, paths, keys, folder=not last):
+                    absent[path] = None  # its parent is recorded: a file created there changes it
+                    break
+                if last:
+                    present[rel] = keys[-1]
     except _Unvouched:
         return None
     until = ws.cache.trusted_until(present)

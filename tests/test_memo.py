@@ -190,8 +190,38 @@ def test_the_full_pass_after_a_change_reports_it(
     _edit_same_size(ws_root)
     code, out = run(ws_root, "--json", capsys=capsys)
     assert code == EXIT_STALE
+    d = json.loads(out)
+    assert (d["checked"], d["stale"], d["unknown"], d["fresh"]) == (3, 2, 0, 1)
+    verdicts = {m["content"]: m["drift"] for m in d["memories"]}
+    assert verdicts == {"helper adds one": "stale", "the token module": "stale"}  # the fresh one is counted only
+    code, out = run(ws_root, "--json", "--all", capsys=capsys)
+    assert code == EXIT_STALE
     verdicts = {m["content"]: m["drift"] for m in json.loads(out)["memories"]}
     assert verdicts == {"helper adds one": "stale", "the readme has three lines": "fresh", "the token module": "stale"}
+
+
+def test_drift_lists_counts_and_the_memories_not_fresh_and_all_lists_every_one(
+        ws_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """At scale the fresh memories are nearly all of the output and say nothing: `drift` prints
+    the counts and the others, `--all` every one (never from the memo, which keeps the short form)."""
+    code, out = run(ws_root, "--json", capsys=capsys)
+    assert code == 0
+    assert json.loads(out) == {"checked": 3, "stale": 0, "unknown": 0, "fresh": 3, "memories": []}
+    code, text = run(ws_root, capsys=capsys)
+    assert (code, text) == (0, "checked 3: 0 stale, 0 unknown, 3 fresh\n")
+    size = (ws_root / STATE_DIR / memo.MEMO_FILE).stat().st_size
+    code, out = run(ws_root, "--json", "--all", capsys=capsys)
+    every = json.loads(out)
+    assert code == 0 and (every["checked"], every["fresh"]) == (3, 3)
+    assert sorted(m["content"] for m in every["memories"]) == [
+        "helper adds one", "the readme has three lines", "the token module"]
+    assert {m["drift"] for m in every["memories"]} == {"fresh"}
+    assert all(a["verdict"] == "fresh" for m in every["memories"] for a in m["anchors"])
+    code, text = run(ws_root, "--all", capsys=capsys)
+    assert code == 0 and text.count("fresh") >= 3 and text.endswith("checked 3: 0 stale, 0 unknown, 3 fresh\n")
+    assert (ws_root / STATE_DIR / memo.MEMO_FILE).stat().st_size == size  # the memo holds the short forms only
+    code, out = replays(ws_root, "--json", capsys=capsys, monkeypatch=monkeypatch)  # and it still replays
+    assert code == 0 and json.loads(out)["memories"] == [] and json.loads(out)["fresh"] == 3
 
 
 def test_a_folder_behind_a_link_is_unsafe_and_never_memoized(
