@@ -54,7 +54,7 @@ PROTOCOL = 1
 NO_SERVER_ENV = "ANCHORFS_NO_SERVER"
 """Set (non-empty) to keep every command in process, server or not."""
 
-CONNECT_TIMEOUT = 1.0
+CONNECT_TIMEOUT = 2.0
 """Seconds for connecting and for the server's accept-or-decline: it serves one command at a
 time, so a busy one makes the caller fall back rather than queue."""
 RESULT_TIMEOUT = 120.0
