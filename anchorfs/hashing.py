@@ -480,6 +480,14 @@ class HashCache:
         e = self._entries.get(rel)
         return int(e[0]) if e is not None else None
 
+    def stat_of(self, rel: str) -> tuple[int, int, int, int] | None:
+        """(size, mtime_ns, ctime_ns, inode) of `rel` when last hashed here: how a gone file
+        is recognised where the file system renamed it (same inode, a later ctime)."""
+        if not self._loaded:
+            self._load()
+        e = self._entries.get(rel)
+        return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
+
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
         if not self._loaded:

@@ -202,15 +202,15 @@ def test_a_true_edit_after_a_rename_is_stale(tmp_path: Path, use_git: bool) -> N
         (root / "tokens.py").write_text(TOKEN.replace("return 24", "return 12"))
         md = ws.check(m)
         assert md.drift is Drift.STALE
+        c = md.checks[0]
+        assert (c.verdict, c.path_now) == (Verdict.CHANGED, "tokens.py")
         if use_git:
-            c = md.checks[0]
-            assert (c.verdict, c.path_now) == (Verdict.CHANGED, "tokens.py")
             assert c.detail == "token.py#expiry_hours now at tokens.py changed"
-        else:  # no git to pair the files: nothing identical found
-            assert md.checks[0].verdict is Verdict.DELETED
+        else:  # no git to pair the files: the same symbol, other text, in a file new since is the trace
+            assert c.detail == ("token.py#expiry_hours changed: token.py gone, expiry_hours found with other "
+                                "text in tokens.py")
         assert envelope_of(ws, "tokens expire after 24 hours", m.id).startswith("[STALE")
-        if use_git:  # reanchor re-verifies at the new path
-            assert ws.reanchor(m.id).anchors[0].spec == "tokens.py#expiry_hours"
+        assert ws.reanchor(m.id).anchors[0].spec == "tokens.py#expiry_hours"  # re-verified at the new path
 
 
 @GITS
@@ -368,3 +368,73 @@ def test_a_crafted_kept_move_never_makes_a_path_outside_be_read(tmp_path: Path, 
     assert HashCache(root / ".anchorfs" / "manifest.json").moved_from() == {"token.py"}  # the lead is read
     row = fresh_drift(root)[m.id]
     assert (row["drift"], row["anchors"][0]["verdict"], row["anchors"][0]["path_now"]) == ("stale", "deleted", None)
+
+
+# -- lines split off into a new file; a rename and an edit without git --------------------------
+
+@GITS
+def test_lines_split_off_into_a_new_file_while_the_old_file_stays_are_moved(tmp_path: Path, use_git: bool) -> None:
+    """A line anchor's text leaves its file (which stays, edited) for a new file: looked for in
+    the files new since (git: added or untracked; no git: changed after the anchor), `moved`."""
+    root = make(tmp_path, {"token.py": TOKEN, "old.py": "def expiry_hours():\n    return 24\n"}, use_git=use_git)
+    with anchorfs.open(root) as ws:
+        m = ws.record("tokens expire after 24 hours", anchors=["token.py:9-10"])
+        other = ws.record("helper returns one", anchors=["token.py:13-14"])
+        (root / "expiry.py").write_text(SPLIT_OFF)
+        (root / "token.py").write_text(TOKEN.replace("def expiry_hours():\n    return 24\n\n\n", ""))
+        if use_git:
+            git(root, "add", "expiry.py")
+        c = ws.check(m).checks[0]
+        assert (c.verdict, c.path_now, c.lines_now) == (Verdict.MOVED, "expiry.py", (4, 5))
+        assert c.detail == "token.py:9-10 now at expiry.py lines 4-5"  # not old.py: that copy was already there
+        assert ws.check(m).drift is Drift.FRESH
+        assert "now at expiry.py" in envelope_of(ws, "tokens expire after 24 hours", m.id)
+        assert checks(ws, other) == [(Verdict.MOVED, None, (9, 10))]  # moved up within its own file
+        (root / "expiry.py").write_text(SPLIT_OFF.replace("24", "12"))  # and a true edit is a change
+        assert checks(ws, m) == [(Verdict.CHANGED, None, None)]
+        assert ws.check(m).drift is Drift.STALE
+
+
+def test_lines_gone_with_no_new_file_anywhere_stay_changed_without_reading_old_files(tmp_path: Path) -> None:
+    """Without git only files changed since the anchor are searched: the same lines in a file
+    that was already there are a copy, not where the text went."""
+    root = make(tmp_path, {"token.py": TOKEN, "copy.py": TOKEN}, use_git=False)
+    with anchorfs.open(root) as ws:
+        m = ws.record("tokens expire after 24 hours", anchors=["token.py:9-10"])
+        (root / "token.py").write_text(TOKEN.replace("return 24", "return 12"))
+        assert checks(ws, m) == [(Verdict.CHANGED, None, None)]
+
+
+@pytest.mark.parametrize("edit_in_place", [True, False], ids=["edited-in-place", "rewritten"])
+def test_without_git_a_rename_and_an_edit_is_changed_naming_the_new_path(tmp_path: Path, edit_in_place: bool) -> None:
+    """No git to pair the files: a file renamed by the file system keeps its inode (the hash
+    cache saw it at the old path), and a symbol found under its name with other text in a file
+    new since is a trace too. Either is positive evidence of where it went: `changed` with that
+    `path_now`, still stale, never `deleted`; a file gone with no trace is `deleted`."""
+    root = make(tmp_path, {"token.py": TOKEN, "other.py": "X = 1\n"}, use_git=False)
+    with anchorfs.open(root) as ws:
+        whole = ws.record("the token module is final", anchors=["token.py"])
+        sym = ws.record("tokens expire after 24 hours", anchors=["token.py#expiry_hours"])
+        gone = ws.record("the other module sets X", anchors=["other.py"])
+        assert ws.drift().count(Drift.FRESH) == 3  # the hash cache has seen both files where they were
+        os.rename(root / "token.py", root / "tokens.py")
+        edited = TOKEN.replace("return 24", "return 12")
+        if edit_in_place:
+            with open(root / "tokens.py", "r+") as f:
+                f.write(edited)
+        else:  # an editor writing a new file over it: the inode is new, the symbol still names it
+            (root / "tokens.py.tmp").write_text(edited)
+            os.replace(root / "tokens.py.tmp", root / "tokens.py")
+        (root / "other.py").unlink()
+
+        w = ws.check(whole).checks[0]
+        if edit_in_place:
+            assert (w.verdict, w.path_now, w.detail) == (Verdict.CHANGED, "tokens.py",
+                                                         "token.py renamed to tokens.py and changed")
+        else:  # no inode, no symbol to go by: nothing says where it went
+            assert (w.verdict, w.path_now) == (Verdict.DELETED, None)
+        s = ws.check(sym).checks[0]
+        assert (s.verdict, s.path_now) == (Verdict.CHANGED, "tokens.py")
+        assert ws.check(whole).drift is ws.check(sym).drift is Drift.STALE
+        assert checks(ws, gone) == [(Verdict.DELETED, None, None)]
+        assert ws.reanchor(sym.id).anchors[0].spec == "tokens.py#expiry_hours"
