@@ -219,6 +219,33 @@ def test_a_request_for_another_workspace_is_declined(warm: tuple[Path, dict[str,
     assert out.returncode == 0 and "token expiry is 24h" in out.stdout and _served(root) == before
 
 
+def test_the_callers_output_encoding_is_the_one_written(warm: tuple[Path, dict[str, str]]) -> None:
+    """A caller whose stdout is ASCII gets the JSON `\\u` escapes its own process would write."""
+    import anchorfs
+
+    root, env = warm
+    with anchorfs.open(root) as ws:
+        ws.record("the café serves crème brûlée ☕ at noon")
+    args = ["--json", "query", "café crème", "-k", "1"]
+    alone = _cli({**env, "PYTHONIOENCODING": "ascii"}, root, *args, served=False)
+    assert alone.returncode == 0 and "\\u00e9" in alone.stdout and "é" not in alone.stdout
+    info = server.ping(root)
+    assert info is not None
+    sock = server._connect(str(root))
+    assert sock is not None
+    try:
+        req: dict[str, Any] = {**server._request(args, str(root)), "env": server._relevant_env(env), "cols": 80,
+                               "cwd": str(root), "install": info["install"],
+                               "out": ("ascii", "anchorfs.json-escape", False)}
+        server._send(sock, req)
+        assert server._recv(sock) == {"accept": True}
+        result = server._recv(sock)
+    finally:
+        sock.close()
+    assert result["code"] == 0
+    assert b"".join(data for fd, data in result["chunks"] if fd == 1).decode("ascii") == alone.stdout
+
+
 def test_a_planted_socket_link_is_never_followed(warm: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """A clone can carry `.anchorfs/server.sock -> <a live server's socket>`: the client does not
     connect through it, and `serve` refuses to replace it."""
