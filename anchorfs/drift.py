@@ -173,6 +173,9 @@ class DriftChecker:
         self._whitespace = whitespace
         self._renames: dict[str, Any] = {}  # commit -> git.Renames (None: no answer), per pass
         self._walked: list[str] | None = None
+        self._inodes: dict[int, list[str]] = {}  # inode -> walked files (`DirEntry.inode`: no extra stat)
+        self._stats: dict[str, os.stat_result | None] = {}  # candidates' `lstat`, once per pass
+        self._since_ns: int | None = None  # when the memory being checked was anchored (`check`)
         self._untracked: list[str] | None = None
         self._spent = 0
         self._dirs: dict[str, str | None] = {}
@@ -276,8 +279,9 @@ class DriftChecker:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
             changed = self._changed(ref, st)
             if changed is not None:
-                if changed.verdict is Verdict.SYMBOL_MISSING:
-                    return self._follow(ref, changed)
+                if changed.verdict is Verdict.SYMBOL_MISSING or (
+                        changed.verdict is Verdict.CHANGED and ref.lines and not ref.symbol):
+                    return self._follow(ref, changed)  # lines gone from a file still there: split off?
                 return changed
             # Swapped between the hash and the read: forget this pass's view of it, look again.
             self._files.pop(ref.path, None)
@@ -438,8 +442,14 @@ class DriftChecker:
         """The search behind `_follow`. In git only new files count as where content went:
         what `git diff -M` since the anchor's commit renamed or added, and untracked files (a
         copy that was already there is a copy, not a move). Without git every file under the
-        root does, closest paths first (same name, then the most folders in common), so a
-        renamed file wins over a copy elsewhere."""
+        root does for a gone file, closest paths first (same name, then the most folders in
+        common), so a renamed file wins over a copy elsewhere; for lines gone from a file still
+        there (a split), only the files changed since the anchor was taken.
+
+        Found identical: `moved`. Not identical, but a gone file's positive trace, `changed`
+        with that `path_now` (a candidate, still stale): git's rename, else without git the
+        same inode renamed (`_same_inode`), else the same symbol under its name, other text, in
+        a file new since."""
         from .symbols import MAX_PARSE_BYTES, language_for
 
         narrowed = bool(ref.symbol or ref.lines)
@@ -452,11 +462,16 @@ class DriftChecker:
                 return found
             if found is not None and found.verdict is Verdict.CHANGED:
                 evidence = found
+        since: int | None = None
         if renames is not None:
             candidates = [p for p in self._git_added(renames)
                           if p != ref.path and _utf8(p) and not is_state_name(p.partition("/")[0])]
         else:
             candidates = [p for p in self._walk() if p != ref.path]
+            seen = self.cache.stat_of(ref.path) if gone else None
+            since = self._since_ns if self._since_ns is not None else (seen[2] if seen is not None else None)
+            if not gone:  # lines gone from a file still there: only files changed since count
+                candidates = self._newer(candidates, since)
         candidates.sort(key=_closeness(ref.path))
         if gone and ref.sha256:  # the very bytes at a new path
             if renames is not None:
@@ -473,10 +488,19 @@ class DriftChecker:
                     break
                 if self._sha_of(path) == ref.sha256:
                     return self._moved_whole(ref, path)
+        if gone and evidence is None and renames is None:
+            renamed = self._same_inode(ref.path)
+            if renamed is not None:
+                found = self._judge_in(ref, renamed)
+                if found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
+                    return found
+                if found is not None and found.verdict is Verdict.CHANGED:
+                    evidence = found
         if narrowed:
             lang = language_for(ref.path)
             leaf = ref.symbol.rsplit(".", 1)[-1].encode() if ref.symbol else None
             ext = os.path.splitext(ref.path)[1]
+            newer: set[str] | None = None
             for path in candidates:
                 if (language_for(path) != lang) if ref.symbol else (os.path.splitext(path)[1] != ext):
                     continue
@@ -489,6 +513,13 @@ class DriftChecker:
                 found = self._judge_in(ref, path, data)
                 if found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
                     return found
+                if (gone and evidence is None and ref.symbol and found is not None
+                        and found.verdict is Verdict.CHANGED):
+                    if renames is None and newer is None:
+                        newer = set(self._newer(candidates, since))
+                    if renames is not None or path in cast("set[str]", newer):  # new since: a candidate
+                        evidence = found._replace(
+                            detail=f"{ref.spec} changed: {ref.path} gone, {ref.symbol} found with other text in {path}")
         return evidence or lost
 
     def body_candidates(self, ref: AnchorRef) -> list[str]:
@@ -580,11 +611,8 @@ class DriftChecker:
         known = self._files.get(path)
         if type(known) is tuple:
             return int(cast("tuple[str, os.stat_result]", known)[1].st_size)
-        try:
-            _, st = self._locate(path)
-        except (AnchorError, OSError):
-            return None
-        return int(st.st_size) if stat.S_ISREG(st.st_mode) else None
+        st = self._stat_of(path)
+        return int(st.st_size) if st is not None else None
 
     def _read(self, path: str) -> bytes | None:
         """A candidate file's bytes through the guarded open, or None (gone, unsafe, too big)."""
@@ -663,13 +691,68 @@ class DriftChecker:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(f"{rel}/{name}" if rel else name)
                     elif entry.is_file(follow_symlinks=False):
-                        out.append(f"{rel}/{name}" if rel else name)
+                        path = f"{rel}/{name}" if rel else name
+                        out.append(path)
+                        self._inodes.setdefault(entry.inode(), []).append(path)
                 except OSError:
                     continue
         self._walked = out
         return out
 
+    def _stat_of(self, path: str) -> os.stat_result | None:
+        """A candidate's `lstat` through `_locate` (None: not a plain file inside), once per pass."""
+        if path in self._stats:
+            return self._stats[path]
+        known = self._files.get(path)
+        st: os.stat_result | None = None
+        if type(known) is tuple:
+            st = cast("tuple[str, os.stat_result]", known)[1]
+        else:
+            try:
+                _, got = self._locate(path)
+            except (AnchorError, OSError):
+                got = None
+            st = got if got is not None and stat.S_ISREG(got.st_mode) else None
+        self._stats[path] = st
+        return st
+
+    def _newer(self, paths: list[str], since_ns: int | None) -> list[str]:
+        """The files among `paths` changed (mtime or ctime) after `since_ns`: without git, the
+        files new or changed since an anchor was taken. None known: no file qualifies."""
+        if since_ns is None:
+            return []
+        out = []
+        for path in paths:
+            st = self._stat_of(path)
+            if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) > since_ns:
+                out.append(path)
+        return out
+
+    def _same_inode(self, old: str) -> str | None:
+        """Without git, the file a gone one was renamed to by the file system: a walked file with
+        the inode the hash cache last saw at `old` (a rename keeps it; so does an in-place
+        edit), on the root's device, changed after that entry was taken (a rename sets the
+        ctime). A freed inode is soon reused by an unrelated file, so it must also keep the
+        extension and be within a factor of two of the size. Closest path first."""
+        seen = self.cache.stat_of(old)
+        if seen is None:
+            return None
+        size, _, ctime_ns, ino = seen
+        ext = os.path.splitext(old)[1]
+        self._walk()
+        try:
+            dev = os.lstat(self.root_real).st_dev
+        except OSError:
+            return None
+        for path in sorted(self._inodes.get(ino, ()), key=_closeness(old)):
+            st = self._stat_of(path)
+            if (path != old and st is not None and st.st_ino == ino and st.st_dev == dev and st.st_ctime_ns > ctime_ns
+                    and os.path.splitext(path)[1] == ext and size // 2 <= st.st_size <= 2 * size + 1):
+                return path
+        return None
+
     def check(self, memory: Memory) -> MemoryDrift:
+        self._since_ns = int((memory.verified_at or memory.recorded_at).timestamp() * 1e9)  # `_search`, no git
         checks = tuple(self.check_anchor(a) for a in memory.anchors)
         return MemoryDrift(memory, drift_of([c.verdict for c in checks]), checks)
 
