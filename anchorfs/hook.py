@@ -29,12 +29,15 @@ import shlex
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .errors import WorkspaceError
+from .errors import AnchorfsError, WorkspaceError
 
+TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
     from typing import Any
+
+    from .drift import DriftReport
+    from .model import Memory
 
     from .watch import DriftEvent
     from .workspace import Workspace
@@ -236,7 +239,7 @@ def run(ws: "Workspace", rev: str = "HEAD") -> list["DriftEvent"]:
     """The hook's work: re-check the memories on the paths `rev` touched, log transitions."""
     from .watch import record_transitions
 
-    paths = committed_paths(ws.root, rev)
+    paths = _mentioned(ws.root_real, committed_paths(ws.root, rev))  # none named: no fold to pay
     return record_transitions(ws, paths, source="hook") if paths else []
 
 
@@ -282,8 +285,9 @@ def agent_args(argv: list[str]) -> tuple[str, str | None, bool] | None:
 
 
 def _read_stdin() -> dict[str, "Any"]:
-    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe)."""
-    import orjson
+    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe). Read with
+    the standard `json`: a replayed digest (`_replay_digest`) never pays for importing orjson."""
+    import json
 
     stream = sys.stdin
     if stream is None or stream.isatty():
@@ -292,8 +296,8 @@ def _read_stdin() -> dict[str, "Any"]:
     if not raw.strip():
         return {}
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
         raise WorkspaceError("the hook's stdin is not JSON") from None
     if not isinstance(data, dict):
         raise WorkspaceError("the hook's stdin is not a JSON object")
@@ -323,13 +327,19 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     the fresh and unanchored ones most recent first (then most anchored: there is no search
     here), cut to `limit` characters (`hook.digest_chars`, 2,000 by default) saying how many
     were left out. Empty when the workspace holds no active memory."""
+    return _digest(ws, limit)[0]
+
+
+def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", list["Memory"]]:
+    """(the digest, the drift report it rests on, the active memories): `digest`, with what its
+    memo needs (`_save_digest`)."""
     from .drift import envelope
     from .model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
     active = ws.list(status="active")
     if not active:
-        return ""
+        return "", None, active
     report = ws.drift()  # every active anchored memory checked now, and the drift persisted
     flagged = {md.memory.id: md for md in report.flagged}
     now = utcnow()
@@ -379,18 +389,136 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     if shown < total:
         out.append(f"\n\n({total - shown} more not shown: `anchorfs list`, or `recall` over MCP)")
     text = "".join(out)
-    return text if len(text) <= cap else text[: max(0, cap - 1)] + "…"
+    return (text if len(text) <= cap else text[: max(0, cap - 1)] + "…"), report, active
 
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
     """The SessionStart hook's stdout: the digest as `additionalContext`; "" when nothing to say."""
+    return _session_output(digest(ws))
+
+
+def _session_output(text: str) -> str:
     import orjson
 
-    text = digest(ws)
     if not text:
         return ""
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return orjson.dumps(out).decode() + "\n"
+
+
+# -- the session-start memo: the last digest, replayed while nothing it rested on changed ---------
+#
+# A session starts far more often than the code under the memories changes, so the digest is
+# kept in `.anchorfs/digest.memo` with the `lstat` of everything it rested on, by the drift
+# memo's own rules (`anchorfs.memo`: the ledger first, the config, the code that ran, every
+# anchored file and folder on its way, each settled past the racy window; nothing a stat cannot
+# vouch for), the hash cache's TTL, and the moment the first envelope's words would change
+# with time (a memory reaching its kind's expiry, or an expired one's day count). JSON only:
+# nothing in it runs. Anything else, or any doubt, is the full digest.
+
+DIGEST_MEMO = "digest.memo"
+_DIGEST_FORMAT = 1
+
+
+def _digest_memo_path(root_real: str) -> str:
+    from .locate import STATE_DIR
+
+    return os.path.join(root_real, STATE_DIR, DIGEST_MEMO)
+
+
+def _plain(value: "Any") -> "Any":
+    """`value` as JSON gives it back (tuples as lists), to compare with what a memo holds."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _replay_digest(root_real: str) -> str | None:
+    """The session-start output of the last full digest if nothing it rested on changed, else
+    None. Never raises: any doubt is the full digest."""
+    import json
+    import time
+
+    from . import memo
+    from .locate import STATE_DIR
+
+    try:
+        if not stat.S_ISDIR(os.lstat(os.path.join(root_real, STATE_DIR)).st_mode):
+            return None
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(_digest_memo_path(root_real), flags)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            d = json.loads(fh.read(_STDIN_LIMIT))
+        if not isinstance(d, dict) or d.get("format") != _DIGEST_FORMAT or d.get("root") != root_real:
+            return None
+        if d.get("environment") != _plain(memo._environment()):
+            return None
+        written, until, paths, keys, absent, out = (d[k] for k in ("written", "until", "paths", "keys", "absent", "out"))
+        if not (type(written) in (int, float) and type(until) in (int, float) and written <= time.time() < until):
+            return None
+        if not (type(paths) is list and type(keys) is list and type(absent) is list and type(out) is str):
+            return None
+        if not paths or paths[0] != os.path.join(root_real, STATE_DIR, "ledger.jsonl") or len(paths) != len(keys):
+            return None
+        if not all(type(p) is str for p in paths + absent):
+            return None
+        tuples = [tuple(k) for k in keys]
+        if not all(len(k) == 4 and all(type(x) is int for x in k) for k in tuples):
+            return None
+        if not memo._unchanged(paths, tuples) or any(os.path.lexists(p) for p in absent):  # type: ignore[arg-type]
+            return None
+        return out
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return None
+
+
+def _envelopes_until(ws: "Workspace", active: list["Memory"], now: float) -> float:
+    """The first moment an active memory's envelope would read otherwise with time alone: its
+    kind's expiry reached, or, past it, the next whole day of `unverified for N days`."""
+    day = 86400.0
+    until = float("inf")
+    for m in active:
+        since = (m.verified_at or m.recorded_at).timestamp()
+        expiry = since + ws.config.expiry_days(m.kind) * day
+        if now <= expiry:
+            until = min(until, expiry)
+        else:
+            until = min(until, since + (int((now - since) / day) + 1) * day)
+    return until
+
+
+def _save_digest(ws: "Workspace", report: "DriftReport | None", active: list["Memory"], out: str,
+                 started_ns: int) -> None:
+    """Keep `out` as the digest memo when every ground can be vouched for; else drop the last one."""
+    import json
+    import time
+
+    from . import memo
+    from .drift import DriftReport
+    from .hashing import DEFAULT_GRANULARITY_NS
+    from .statefs import replace_state
+
+    path = _digest_memo_path(ws.root_real)
+    try:
+        grounds = memo._grounds(ws, report if report is not None else DriftReport([]), started_ns - DEFAULT_GRANULARITY_NS)
+        if grounds is not None:
+            paths, keys, absent, until = grounds
+            now = time.time()
+            until = min(until, _envelopes_until(ws, active, now))
+            if until > now:
+                payload = {"format": _DIGEST_FORMAT, "root": ws.root_real, "environment": _plain(memo._environment()),
+                           "written": now, "until": until, "paths": paths, "keys": [list(k) for k in keys],
+                           "absent": absent, "out": out}
+                replace_state(path, json.dumps(payload).encode())
+                return
+    except (OSError, ValueError, AnchorfsError):
+        pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _edited_path(root_real: str, event: dict[str, "Any"]) -> str | None:
@@ -444,29 +572,36 @@ def _ledger_mentions(root_real: str, rel: str) -> bool:
     anchored there and post-edit has nothing to say without folding the ledger (the common
     edit). Anything unusual (a name JSON would escape, an unreadable or odd ledger) says yes,
     leaving the judgement to the full path."""
+    return bool(_mentioned(root_real, [rel]))
+
+
+def _mentioned(root_real: str, rels: list[str]) -> list[str]:
+    """The paths of `rels` the ledger's bytes may name (`_ledger_mentions`, one read for all):
+    a path left out was never anchored, so no memory on it can have changed."""
     from .locate import STATE_DIR
 
-    if any(c in rel for c in '"\\') or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in rel):
-        return True
+    odd = {r for r in rels if any(c in r for c in '"\\') or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in r)}
+    if not rels or len(odd) == len(set(rels)):
+        return list(rels)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(os.path.join(root_real, STATE_DIR, "ledger.jsonl"), flags)
     except FileNotFoundError:
-        return False
+        return [r for r in rels if r in odd]
     except OSError:
-        return True
+        return list(rels)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return True
-        needle = ('"' + rel + '"').encode("utf-8", "surrogateescape")
+            return list(rels)
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-        return needle in b"".join(chunks)
+        data = b"".join(chunks)
     except OSError:
-        return True
+        return list(rels)
     finally:
         os.close(fd)
+    return [r for r in rels if r in odd or ('"' + r + '"').encode("utf-8", "surrogateescape") in data]
 
 
 def agent_main(event_name: str, root: str | None = None) -> int:
@@ -481,10 +616,13 @@ def agent_main(event_name: str, root: str | None = None) -> int:
             rel = _edited_path(found, event)
             if rel is None or not _ledger_mentions(found, rel):
                 return 0  # nothing anchored there: nothing to say, and no ledger fold to pay
-        from .workspace import Workspace
+        if event_name == "session-start":
+            out = _session_start_memoized(found)
+        else:
+            from .workspace import Workspace
 
-        with Workspace(Path(found)) as ws:
-            out = session_start(ws, event) if event_name == "session-start" else post_edit(ws, event)
+            with Workspace(Path(found)) as ws:
+                out = post_edit(ws, event)
         if out:
             sys.stdout.write(out)
             sys.stdout.flush()
@@ -497,6 +635,30 @@ def agent_main(event_name: str, root: str | None = None) -> int:
         except OSError:
             pass
     return 0
+
+def _session_start_memoized(root_real: str) -> str:
+    """The SessionStart answer: the memo's when it holds, else the full digest (then memoized,
+    unless its pass warned: a damaged ledger line is said on every run)."""
+    import time
+    import warnings
+
+    replayed = _replay_digest(root_real)
+    if replayed is not None:
+        return replayed
+    started = time.time_ns()  # before the workspace reads anything, its config included
+    from .workspace import Workspace
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Workspace(Path(root_real)) as ws:
+            text, report, active = _digest(ws)
+            out = _session_output(text)
+            if not any(issubclass(w.category, UserWarning) for w in caught):
+                _save_digest(ws, report, active, out, started)
+    for w in caught:  # said as if never caught, through the filters in force
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return out
+
 
 # -- the store follows git (post-checkout, post-merge, post-rewrite) ------------------------
 

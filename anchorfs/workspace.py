@@ -13,7 +13,6 @@ so git hooks and cron jobs stay fast.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -78,7 +77,7 @@ STATE_DIR = anchors_mod.STATE_DIR
 _DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
 UNANCHORED = "unanchored"
 """The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
-_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\n"
+_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\n"
 _GITIGNORE_BEFORE = (
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
     "applied\nlock\n*.tmp\nevents.jsonl\n",
@@ -390,6 +389,8 @@ class Workspace:
             try:
                 top = toplevel(self.root)
             except HistoryError as exc:  # git is not installed
+                import logging  # here only: its import is a tenth of an agent hook's budget
+
                 logging.getLogger("anchorfs").info("%s: anchors and envelopes go without commit names", exc)
                 top = None
             self._in_git = top is not None

@@ -348,3 +348,186 @@ def test_post_edit_of_a_file_no_memory_names_skips_the_ledger_fold(repo: Path) -
     (repo / "notes.txt").write_text("x\n")
     assert run(repo / "notes.txt") == {"code": 0, "workspace": False}  # no memory there: answered at once
     assert run(repo / "README.md") == {"code": 0, "workspace": True}  # anchored: the full check (still fresh)
+
+
+# -- the hooks start from the fold snapshot, and skip the fold where nothing is anchored -----------
+
+_COUNTING = ("import io, json, sys\n"
+             "import anchorfs.foldsnap as foldsnap\n"
+             "from anchorfs.ledger import Entry\n"
+             "from anchorfs.__main__ import main\n"
+             "foldsnap.MIN_LINES = 0\n"
+             "parsed = [0]\n"
+             "real = Entry.from_dict.__func__\n"
+             "def counting(cls, d):\n    parsed[0] += 1\n    return real(cls, d)\n"
+             "Entry.from_dict = classmethod(counting)\n"
+             "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[2].encode()))\n"
+             "try:\n    main(['hook', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+             "sys.stderr.write(json.dumps({'parsed': parsed[0]}))\n")
+
+
+def _counted(event: str, payload: dict[str, object], cwd: Path) -> tuple[str, int]:
+    """(stdout, ledger lines parsed) of one agent hook run as the host runs it."""
+    proc = subprocess.run([sys.executable, "-c", _COUNTING, event, __import__("json").dumps(payload)], cwd=cwd,
+                          capture_output=True, text=True, timeout=60, check=False)
+    report = __import__("json").loads(proc.stderr)
+    return proc.stdout, int(report["parsed"])
+
+
+def test_agent_hooks_answer_from_the_fold_snapshot_and_the_same_without_it(repo: Path) -> None:
+    from anchorfs.foldsnap import SNAP_FILE
+
+    with anchorfs.open(repo) as ws:
+        for i in range(6):
+            ws.record(f"issuer fact {i}", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("readme greets", anchors=["README.md"])
+    snap = repo / ".anchorfs" / SNAP_FILE
+    snap.unlink(missing_ok=True)
+    first, parsed = _counted("session-start", session_start_json(repo), repo)
+    assert parsed == 7 and snap.is_file()  # folded from the ledger once, and kept
+    again, parsed = _counted("session-start", session_start_json(repo), repo)
+    assert parsed == 0 and again == first  # the snapshot held: not one ledger line parsed, the same digest
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=1"))
+    edit = post_edit_json(repo, repo / "auth" / "token.py")
+    out, parsed = _counted("post-edit", edit, repo)
+    assert parsed == 0 and "made 6 memories stale" in out
+    snap.write_bytes(b"garbage" * 100)  # a damaged snapshot: the real fold, the same answer
+    (repo / "auth" / "token.py").write_text(TOKEN)
+    out, parsed = _counted("post-edit", edit, repo)
+    assert parsed == 7 and "fresh again" in out
+    after, _ = _counted("session-start", session_start_json(repo), repo)
+    assert after == first
+
+
+def test_post_commit_run_on_a_commit_naming_no_anchored_file_never_folds(repo: Path) -> None:
+    from anchorfs.hook import run
+    from anchorfs.workspace import Workspace
+
+    with anchorfs.open(repo) as ws:
+        ws.record("issue signs for 24h", anchors=["auth/token.py#TokenIssuer.issue"])
+    (repo / "NOTES.md").write_text("unanchored\n")
+    commit(repo, "notes")
+    with Workspace(repo) as ws:
+        assert run(ws) == [] and ws._fold is None  # the ledger names no committed path: nothing folded
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))
+    commit(repo, "expiry")
+    with Workspace(repo) as ws:
+        events = run(ws)
+        assert [e.after for e in events] == ["stale"] and ws._fold is not None
+
+
+# -- the session-start memo: the last digest replayed while nothing it rested on changed ------------
+
+_REPLAY = ("import io, json, sys\n"
+           "from anchorfs.__main__ import main\n"
+           "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+           "try:\n    main(['hook', 'session-start'])\nexcept SystemExit:\n    pass\n"
+           "sys.stderr.write(json.dumps({'full': 'anchorfs.workspace' in sys.modules}))\n")
+
+
+def _start(repo: Path) -> tuple[str, bool]:
+    """(stdout, whether the full digest ran) of a session-start run as the host runs it."""
+    proc = subprocess.run([sys.executable, "-c", _REPLAY, json.dumps(session_start_json(repo))], cwd=repo,
+                          capture_output=True, text=True, timeout=60, check=False)
+    return proc.stdout, bool(json.loads(proc.stderr)["full"])
+
+
+def test_session_start_replays_its_digest_as_the_host_runs_it(repo: Path) -> None:
+    import time
+
+    from anchorfs.hashing import DEFAULT_GRANULARITY_NS
+    from anchorfs.hook import DIGEST_MEMO
+
+    with anchorfs.open(repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    assert DIGEST_MEMO in (repo / ".anchorfs" / ".gitignore").read_text().splitlines()
+    time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)  # the real racy window, once: the ledger just moved
+    full, ran = _start(repo)
+    assert ran and (repo / ".anchorfs" / DIGEST_MEMO).is_file()
+    assert _start(repo) == (full, False)  # replayed: the workspace never imported, the same bytes
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))
+    out, ran = _start(repo)
+    assert ran and "1 stale" in out
+
+
+@pytest.fixture
+def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The racy window at 30 ms in this process (the memo's and the hash cache's), as test_memo."""
+    import anchorfs.hashing as hashing
+
+    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", 30_000_000)
+    kwdefaults = hashing.HashCache.__init__.__kwdefaults__
+    assert kwdefaults is not None
+    monkeypatch.setitem(kwdefaults, "granularity_ns", 30_000_000)
+
+
+def _full(repo: Path) -> str:
+    """A full session-start in this process, after the racy window; its output (memoized)."""
+    import time
+
+    from anchorfs.hook import _session_start_memoized
+
+    time.sleep(0.05)
+    return _session_start_memoized(os.path.realpath(repo))
+
+
+def test_session_start_replays_its_digest_until_something_under_it_changes(repo: Path, short_window: None) -> None:
+    from anchorfs.hook import DIGEST_MEMO, _replay_digest
+
+    real = os.path.realpath(repo)
+    with anchorfs.open(repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("readme greets", anchors=["README.md"])
+    full = _full(repo)
+    assert full and _replay_digest(real) == full
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))  # an anchored file edited
+    assert _replay_digest(real) is None
+    stale = _full(repo)
+    assert "1 stale" in stale and _replay_digest(real) == stale
+    with anchorfs.open(repo) as ws:  # the ledger moved
+        ws.record("we use pytest")
+    assert _replay_digest(real) is None
+    assert "we use pytest" in _full(repo)
+    (repo / ".anchorfs.toml").write_text("[hook]\ndigest_chars = 300\n")  # the config: the cap
+    assert _replay_digest(real) is None
+    capped = _full(repo)
+    assert _replay_digest(real) == capped
+    (repo / "auth" / "new.py").write_text("x = 1\n")  # a file beside an anchored one (a move's target?): full
+    assert _replay_digest(real) is None
+    capped = _full(repo)
+    memo_file = repo / ".anchorfs" / DIGEST_MEMO
+    for bad in (b"garbage", b"[1, 2]", b"{}", memo_file.read_bytes().replace(real.encode(), b"/elsewhere"),
+                memo_file.read_bytes().replace(b'"out": "', b'"out": 7, "x": "')):
+        memo_file.write_bytes(bad)
+        assert _replay_digest(real) is None  # a damaged or foreign memo is no memo
+        assert _full(repo) == capped  # and the full digest says the same
+
+
+def test_a_digest_that_warned_is_not_memoized(repo: Path, short_window: None) -> None:
+    from anchorfs.hook import DIGEST_MEMO, _replay_digest
+
+    with anchorfs.open(repo) as ws:
+        ws.record("readme greets", anchors=["README.md"])
+    with open(repo / ".anchorfs" / "ledger.jsonl", "ab") as fh:
+        fh.write(b'{"v": 1, "bad": true}\n')
+    with pytest.warns(UserWarning, match="bad line"):
+        assert "readme greets" in _full(repo)
+    assert not (repo / ".anchorfs" / DIGEST_MEMO).exists() and _replay_digest(os.path.realpath(repo)) is None
+
+
+def test_the_digest_memo_ends_when_an_envelope_would_read_otherwise(repo: Path) -> None:
+    from datetime import timedelta
+
+    from anchorfs.hook import _envelopes_until
+    from anchorfs.model import Memory, utcnow
+
+    now = utcnow()
+    day = 86400.0
+    with anchorfs.open(repo) as ws:
+        expiry = ws.config.expiry_days("note")
+        young = Memory(id="a", content="x", recorded_at=now - timedelta(days=1), valid_from=now)
+        old = Memory(id="b", content="y", recorded_at=now - timedelta(days=expiry + 2.5), valid_from=now)
+        t = now.timestamp()
+        assert _envelopes_until(ws, [young], t) == pytest.approx(young.recorded_at.timestamp() + expiry * day)
+        # past its expiry: `unverified for N days` turns N + 1 at the next whole day of its age
+        assert _envelopes_until(ws, [young, old], t) == pytest.approx(old.recorded_at.timestamp() + (expiry + 3) * day)
