@@ -428,9 +428,86 @@ def _detector() -> Callable[[str], list[str]]:
     return detect
 
 
+# -- the pre-screen: text no default plugin could flag never pays detect-secrets' import ----
+#
+# What the file scan gives each plugin: the text's lines, or lines its INI readers build as
+# `KEY = "VALUE"` from the text's keys and values. Without a `%` (configparser's interpolation,
+# the one step that could join pieces) every key and value is a piece of one line of the text,
+# and the pieces are joined only by ` = "`, `"` and a `\` put before a `"` in a value. Each
+# condition below is implied by every pattern of its plugin and matches nothing those
+# separators could add, so if a plugin flags a line, its condition matches the text: with
+# the plugin's own flags (case-insensitive ones fold case as the plugin does) on the
+# plugin's own characters, the context around a secret left out. Derived from
+# detect-secrets _SCREENED_FOR; any other version scans every text.
+_SCREENED_FOR = "1.5.0"
+_KEYWORDS = (  # plugins/keyword.py DENYLIST (tests/test_team.py checks it is the same)
+    "api_?key", "auth_?key", "service_?key", "account_?key", "db_?key", "database_?key", "priv_?key",
+    "private_?key", "client_?key", "db_?pass", "database_?pass", "key_?pass", "password", "passwd", "pwd",
+    "secret", "contraseña", "contrasena",
+)
+_SCREEN_EXACT = "|".join((
+    r"A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA",  # AWS access key
+    r"AKC|AP[\dABCDEF]",  # Artifactory
+    r"AccountKey=",  # Azure storage
+    r"[A-Za-z0-9+/\\\-_=]{22}",  # Base64 high entropy: > 4.5 bits needs 23 distinct characters (one may be an added \)
+    r"://",  # basic auth
+    r"[MNO][a-zA-Z\d_-]{23}",  # Discord
+    r"(?:ghp|gho|ghu|ghs|ghr)_",  # GitHub
+    r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941",  # GitLab
+    r"[0-9a-fA-F]{9}",  # hex high entropy: > 3 bits needs 9 distinct characters
+    r"eyJ",  # JWT
+    r"-us[0-9]",  # Mailchimp
+    r"_authToken=",  # npm
+    r"T3BlbkFJ",  # OpenAI
+    r"PRIVATE KEY|PuTTY-User-Key-File-2",  # private keys
+    r"[0-9]\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]",  # public IPv4
+    r"pypi-AgE",  # PyPI
+    r"SG\.",  # SendGrid
+    r"sq0csp-",  # Square
+    r"[rs]k_live_",  # Stripe
+    r"\d{8}:",  # Telegram
+    r"(?:AC|SK)[a-z0-9]{32}",  # Twilio
+))
+_SCREEN_FOLDED = "|".join((
+    r"aws",  # AWS secret access key (its keyword)
+    r"[a-z0-9_\-]{24}",  # Cloudant, IBM Cloud IAM, IBM COS HMAC, SoftLayer: their secrets' characters, shortest
+    r"xox[abposr]-|hooks\.slack\.com",  # Slack
+    *_KEYWORDS,  # every keyword pattern holds one
+))
+
+
+@functools.cache
+def _screen() -> Callable[[str], bool] | None:
+    """`could_hold(text)` for the installed detect-secrets, or None when it is not the version
+    the conditions were derived from (every text is then scanned)."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("detect_secrets")
+    where = spec.submodule_search_locations if spec is not None else None
+    if not where:
+        return None
+    try:
+        version = Path(next(iter(where)), "__version__.py").read_text()
+    except OSError:
+        return None
+    if re.fullmatch(r"VERSION = '([^']*)'\s*", version) is None or f"'{_SCREENED_FOR}'" not in version:
+        return None
+    exact, folded = re.compile(_SCREEN_EXACT), re.compile(_SCREEN_FOLDED, re.IGNORECASE)
+
+    def could_hold(text: str) -> bool:
+        return "%" in text or exact.search(text) is not None or folded.search(text) is not None
+
+    return could_hold
+
+
 def find_secrets(text: str) -> list[str]:
     """The kinds of secret `detect-secrets` sees in `text` (its default plugins, filters and
-    transformers, as its file scan runs them), sorted. Imported on the first call only."""
+    transformers, as its file scan runs them), sorted. Text that no plugin could flag (a
+    proven pre-screen, `_screen`) is answered without importing it."""
+    screen = _screen()
+    if screen is not None and not screen(text):
+        return []
     return _detector()(text)
 
 

@@ -683,7 +683,8 @@ def test_the_in_memory_scan_finds_what_detect_secrets_file_scan_finds() -> None:
         kinds.update(expected)
     assert len(kinds) >= 25  # nearly every default plugin seen flagging
     # the transformers a `.txt` file gets are the two INI readers the in-memory scan runs
-    taking = [type(t).__name__ for t in get_transformers() if t.should_parse_file(team._SCAN_NAME)]
+    every: list[Any] = list(get_transformers())
+    taking = [type(t).__name__ for t in every if t.should_parse_file(team._SCAN_NAME)]
     assert sorted(taking) == ["ConfigFileTransformer", "EagerConfigFileTransformer"]
 
     pieces = st.sampled_from([*SECRETS, *PLAIN, "\n", "[s]\n", " = ", ": ", "'", '"', "#", "x", "\r\n", "\t"])
@@ -718,3 +719,90 @@ def test_the_secret_check_leaves_what_a_scan_never_uses_unimported() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+
+
+POSITIVES = {  # per default plugin of detect-secrets 1.5.0: texts its file scan flags with that plugin
+    "AWS Access Key": ["the deploy key is AKIAIOSFODNN7EXAMPLE", "ASIAY34FZKBOKMUTVV7A in the env",
+                       "role A3T1IOSFODNN7EXAMPLE"],
+    "Artifactory Credentials": ["artifactory token AKCp5e2gMNzMDLXsU7mhT9Tk3aJy7BCqxSxBEMYDudiMDyyWP2JfSr3M5Akd9ga5EsVMVmZRt",
+                                "pw AP6xxxxxxxxxx"],
+    "Azure Storage Account access key": [SECRETS[3]],
+    "Base64 High Entropy String": ["secret = 'Zm9vYmFyYmF6cXV4cXV1eGZyb2JuaXR6MTIzNDU2Nzg5MA=='",
+                                   "use 'q8Zr/Tm+Lk2Vw9Xa_Pb4Nc7Yd-He1Jf0Gs5' there", "telegram 110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"],
+    "Basic Auth Credentials": ["clone https://alice:s3cr3tpassw0rd@example.com/repo.git", "redis://app:hunter2x@cache:6379"],
+    "Cloudant Credentials": [SECRETS[5], "https://acct:qwhvrtzbnmpoiuylkjhgfdsa@acct.cloudant.com"],
+    "Discord Bot Token": [SECRETS[6]],
+    "GitHub Token": [SECRETS[7], "gho_16C7e42F292c6912E7710c838347Ae178B4a"],
+    "GitLab Token": [SECRETS[8], "runner GR1348941aBcDeFgHiJkLmNoPqRsTuV", "glcbt-1a_aBcDeFgHiJkLmNoPqRsTuVwX"],
+    "Hex High Entropy String": ["value is '2b00042f7481c7b056c4b410d28f33cf'", "token: 3f9a8b7c6d5e4f3a2b1c9d8e"],
+    "IBM COS HMAC Credentials": [SECRETS[12]],
+    "IBM Cloud IAM Key": [SECRETS[11]],
+    "JSON Web Token": [SECRETS[13]],
+    "Mailchimp Access Key": [SECRETS[15]],
+    "NPM tokens": [SECRETS[16]],
+    "OpenAI Token": [SECRETS[17]],
+    "Private Key": [SECRETS[18], "-----BEGIN OPENSSH PRIVATE KEY-----", "PuTTY-User-Key-File-2: ssh-rsa"],
+    "PyPI Token": [SECRETS[19]],
+    "Secret Keyword": ["password = hunter2hunter2", "db_pass: 'hunter2x'", 'my_apikey = "qJ9w8e7r6x"',
+                       "Client_Key => 'hunter2x'", "contraseña = 'hunter2x'", "[s]\nPRIVATE_KEY = hunter2x"],
+    "SendGrid API Key": [SECRETS[20]],
+    "Slack Token": [SECRETS[21], "hook https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"],
+    "SoftLayer Credentials": [SECRETS[22]],
+    "Square OAuth Secret": [SECRETS[23]],
+    "Stripe Access Key": [SECRETS[24], "rk_live_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8"],
+    "Telegram Bot Token": ["bot 1102015430:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawx"],
+    "Twilio API Key": [SECRETS[26], "SKa1b2c3d4a1b2c3d4a1b2c3d4a1b2c3d4"],
+}
+
+
+def test_the_pre_screen_lets_through_every_text_a_plugin_flags() -> None:
+    """No text a default plugin flags is screened out: each plugin's positive examples, and
+    texts built around them (INI sections, quotes, `=`/`:`, a `%`, pieces cut out or
+    put in); the plugins and keywords are those the conditions were derived from."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    screen = team._screen()
+    assert screen is not None  # the installed detect-secrets is the one screened for
+    full = team._detector()
+    assert set(get_mapping_from_secret_type_to_class()) == set(POSITIVES) | {"Public IP (ipv4)"}
+    assert team._KEYWORDS == DENYLIST
+    for kind, texts in POSITIVES.items():
+        for text in texts:
+            assert kind in full(text), (kind, text)
+            assert screen(text), text
+    for text in SECRETS:
+        assert screen(text) and team.find_secrets(text) == full(text) != []
+    # what the screen is for: ordinary notes never import detect-secrets
+    for text in ("the token expiry is 24h in TokenIssuer.issue", "retries back off exponentially; see client.py",
+                 "the service port is 8080 behind TLS", ""):
+        assert not screen(text) and team.find_secrets(text) == []
+    # configparser's interpolation joins pieces of two lines: a `%` is always scanned
+    joined = "[s]\na = AKIAIOSF\nb = x\n  %(a)sODNN7EXAMPLE"
+    assert "AWS Access Key" in full(joined) and screen(joined)
+
+    every = [t for texts in POSITIVES.values() for t in texts]
+    noise = st.text(alphabet="ab Z9_-=:'\"\\\n%[]/.@", max_size=8)
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.sampled_from(every), st.integers(0, 200), st.integers(0, 12), noise, st.sampled_from(["", "[s]\n", "k = "]))
+    def implied(text: str, at: int, cut: int, put: str, head: str) -> None:
+        at %= len(text) + 1
+        mutated = head + text[:at] + put + text[at + cut:]
+        if full(mutated):
+            assert screen(mutated), mutated
+
+    implied()
+    # another detect-secrets version: no screen, every text scanned
+    team._screen.cache_clear()
+    real = team._SCREENED_FOR
+    try:
+        team._SCREENED_FOR = "0.0.0"
+        assert team._screen() is None
+        assert team.find_secrets("the deploy key is AKIAIOSFODNN7EXAMPLE") == ["AWS Access Key"]
+    finally:
+        team._SCREENED_FOR = real
+        team._screen.cache_clear()
