@@ -434,11 +434,12 @@ def _detector() -> Callable[[str], list[str]]:
 # `KEY = "VALUE"` from the text's keys and values. Without a `%` (configparser's interpolation,
 # the one step that could join pieces) every key and value is a piece of one line of the text,
 # and the pieces are joined only by ` = "`, `"` and a `\` put before a `"` in a value. Each
-# condition below is implied by every pattern of its plugin and matches nothing those
-# separators could add, so if a plugin flags a line, its condition matches the text: with
-# the plugin's own flags (case-insensitive ones fold case as the plugin does) on the
-# plugin's own characters, the context around a secret left out. Derived from
-# detect-secrets _SCREENED_FOR; any other version scans every text.
+# condition below is implied by every pattern of its plugin (the context around a secret
+# left out), with the plugin's own flags (a case-insensitive one folds case as the plugin
+# does) on the plugin's own characters, and can match none of those separators (the Base64
+# run, whose alphabet holds `\`, is one shorter for the `\` a value may gain before a `"`):
+# so if a plugin flags a line, its condition matches the text. Derived from detect-secrets
+# _SCREENED_FOR; under any other version every text is scanned.
 _SCREENED_FOR = "1.5.0"
 _KEYWORDS = (  # plugins/keyword.py DENYLIST (tests/test_team.py checks it is the same)
     "api_?key", "auth_?key", "service_?key", "account_?key", "db_?key", "database_?key", "priv_?key",
