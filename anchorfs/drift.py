@@ -148,6 +148,10 @@ _FOLLOWED: OrderedDict[tuple[Any, ...], tuple[str, str, AnchorCheck]] = OrderedD
 """Answers of the moved-content search, kept while the file found still hashes as it did (the
 hash cache's rules): a long-lived process pays the search once per move, not once per read."""
 _FOLLOWED_KEPT = 4096
+_UNFOUND: OrderedDict[tuple[Any, ...], tuple[str | None, Any, float]] = OrderedDict()
+"""Lines gone from a file still there and found in no new file: kept, as the hash cache keeps a
+hash, while that file hashes the same, git's index has the same stat and the cache's TTL runs
+(a changed line anchor is the most common stale memory: no git process on every read of it)."""
 _followed_lock = threading.Lock()
 _GONE: dict[str, set[str]] = {}
 """Per root, anchored paths found gone (and followed) by an earlier pass. The batch pre-pass
@@ -411,7 +415,18 @@ class DriftChecker:
                 again = self._judge_in(ref, lead[1])
                 if again is not None and again.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
                     found = again
+        split = lost.verdict is Verdict.CHANGED  # lines gone from a file still there
+        if found is None and split:
+            unfound = _UNFOUND.get(key)
+            if (unfound is not None and unfound[0] == self._sha_of(ref.path) and unfound[1] == self._index_sig()
+                    and self.cache.now() < unfound[2]):
+                return lost
         result = found if found is not None else self._search(ref, lost)
+        if split and result is lost:
+            with _followed_lock:
+                _UNFOUND[key] = (self._sha_of(ref.path), self._index_sig(), self.cache.now() + self.cache.ttl)
+                while len(_UNFOUND) > _FOLLOWED_KEPT:
+                    _UNFOUND.popitem(last=False)
         if result.path_now is not None and gone:
             with _followed_lock:
                 _GONE.setdefault(self.root_real, set()).add(ref.path)
@@ -428,6 +443,17 @@ class DriftChecker:
         if lead is not None:
             self.cache.drop_move(kept)
         return result
+
+    def _index_sig(self) -> Any:
+        """The stat of git's index (None: not known to be in git): a `git add` changes it."""
+        top = _TOPS.get(self.root_real)
+        if not top:
+            return None
+        try:
+            st = os.lstat(os.path.join(str(top), ".git", "index"))
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def _gone_paths(self) -> set[str] | frozenset[str] | None:
         """Anchored paths found gone and followed, by this process (`_GONE`) or an earlier one
@@ -470,8 +496,9 @@ class DriftChecker:
             candidates = [p for p in self._walk() if p != ref.path]
             seen = self.cache.stat_of(ref.path) if gone else None
             since = self._since_ns if self._since_ns is not None else (seen[2] if seen is not None else None)
-            if not gone:  # lines gone from a file still there: only files changed since count
-                candidates = self._newer(candidates, since)
+            if not gone:  # lines gone from a file still there: only files of its kind changed since count
+                ext = os.path.splitext(ref.path)[1]
+                candidates = self._newer([p for p in candidates if os.path.splitext(p)[1] == ext], since)
         candidates.sort(key=_closeness(ref.path))
         if gone and ref.sha256:  # the very bytes at a new path
             if renames is not None:
@@ -500,7 +527,6 @@ class DriftChecker:
             lang = language_for(ref.path)
             leaf = ref.symbol.rsplit(".", 1)[-1].encode() if ref.symbol else None
             ext = os.path.splitext(ref.path)[1]
-            newer: set[str] | None = None
             for path in candidates:
                 if (language_for(path) != lang) if ref.symbol else (os.path.splitext(path)[1] != ext):
                     continue
@@ -515,9 +541,7 @@ class DriftChecker:
                     return found
                 if (gone and evidence is None and ref.symbol and found is not None
                         and found.verdict is Verdict.CHANGED):
-                    if renames is None and newer is None:
-                        newer = set(self._newer(candidates, since))
-                    if renames is not None or path in cast("set[str]", newer):  # new since: a candidate
+                    if renames is not None or self._newer([path], since):  # new since: a candidate
                         evidence = found._replace(
                             detail=f"{ref.spec} changed: {ref.path} gone, {ref.symbol} found with other text in {path}")
         return evidence or lost

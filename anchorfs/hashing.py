@@ -480,6 +480,15 @@ class HashCache:
         e = self._entries.get(rel)
         return int(e[0]) if e is not None else None
 
+    @property
+    def ttl(self) -> float:
+        """Seconds a cached hash is trusted: also how long an answer resting on these hashes may be."""
+        return self._ttl
+
+    def now(self) -> float:
+        """This cache's clock (wall seconds; the TTL's), for answers kept by its rules."""
+        return self._clock()
+
     def stat_of(self, rel: str) -> tuple[int, int, int, int] | None:
         """(size, mtime_ns, ctime_ns, inode) of `rel` when last hashed here: how a gone file
         is recognised where the file system renamed it (same inode, a later ctime)."""

@@ -438,3 +438,36 @@ def test_without_git_a_rename_and_an_edit_is_changed_naming_the_new_path(tmp_pat
         assert ws.check(whole).drift is ws.check(sym).drift is Drift.STALE
         assert checks(ws, gone) == [(Verdict.DELETED, None, None)]
         assert ws.reanchor(sym.id).anchors[0].spec == "tokens.py#expiry_hours"
+
+
+def test_lines_found_nowhere_are_not_searched_again_until_git_the_file_or_the_ttl_says_so(tmp_path: Path) -> None:
+    """The search for lines gone from a file still there keeps its empty answer by the hash
+    cache's rules: while that file hashes the same, git's index keeps its stat and the TTL runs.
+    A new untracked file is seen once the TTL is over; a `git add` at once."""
+    from anchorfs.drift import DriftChecker
+
+    root = make(tmp_path, {"token.py": TOKEN}, use_git=True)
+    with anchorfs.open(root) as ws:
+        m = ws.record("tokens expire after 24 hours", anchors=["token.py:9-10"])
+    (root / "token.py").write_text(TOKEN.replace("def expiry_hours():\n    return 24\n\n\n", ""))
+    now = [1_000_000.0]
+    cache = HashCache(root / ".anchorfs" / "manifest.json", ttl=300, clock=lambda: now[0])
+    real = os.path.realpath(root)
+
+    def verdict() -> tuple[Verdict, str | None]:
+        c = DriftChecker(real, cache).check(m).checks[0]
+        return c.verdict, c.path_now
+
+    assert verdict() == (Verdict.CHANGED, None)
+    (root / "expiry.py").write_text(SPLIT_OFF)  # untracked: git's index is the same
+    now[0] += 299
+    assert verdict() == (Verdict.CHANGED, None)  # the kept answer, within the TTL
+    now[0] += 2
+    assert verdict() == (Verdict.MOVED, "expiry.py")  # past it: searched again, found
+
+    (root / "expiry.py").unlink()
+    (root / "token.py").write_text(TOKEN.replace("def expiry_hours():\n    return 24\n\n\n", "# gone\n"))
+    assert verdict() == (Verdict.CHANGED, None)  # the file changed: searched again, nothing
+    (root / "split.py").write_text(SPLIT_OFF)
+    git(root, "add", "split.py")  # the index moved: searched again at once
+    assert verdict() == (Verdict.MOVED, "split.py")
