@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +64,15 @@ def snap_path(ledger: Ledger) -> Path:
     return ledger.path.with_name(SNAP_FILE)
 
 
-@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A snapshot read from disk: its fold, and the file's identity (to re-stamp that file)."""
+    """A snapshot read from disk: its fold, and the file's identity (to re-stamp that file).
+    A plain class: a dataclass costs a millisecond of every hook's import."""
 
-    folded: Folded
-    ident: tuple[int, int, int, int]
+    __slots__ = ("folded", "ident")
+
+    def __init__(self, folded: Folded, ident: tuple[int, int, int, int]) -> None:
+        self.folded = folded
+        self.ident = ident
 
 
 def _folder(ledger: Ledger) -> _Folder | None:
@@ -306,6 +308,17 @@ def _worth_saving(ledger: Ledger, follow: catchup.Follow, state: FoldState, save
     return state.lines - saved >= max(MIN_LINES, len(state) // REWRITE_DIVISOR)
 
 
+def _warn_torn(ledger: Ledger, end: int) -> None:
+    try:
+        torn = os.lstat(ledger.path).st_size > end and not ledger._in_flight(end)
+    except OSError:
+        return
+    if torn:
+        import warnings
+
+        warnings.warn(f"{ledger.path}: skipping a torn last line at byte {end}", stacklevel=4)
+
+
 def current(ledger: Ledger, cached: Folded | None = None, *, write: bool = True) -> Folded:
     """The fold of the ledger as it is now.
 
@@ -323,6 +336,8 @@ def current(ledger: Ledger, cached: Folded | None = None, *, write: bool = True)
                 return snap.folded
             base = snap.folded
     follow = catchup.follow(ledger, base.prefix if base is not None else None)
+    if snap is not None and follow.kind != "rewritten":
+        _warn_torn(ledger, follow.prefix.offset)  # as a read from the first line would have
     saved: int | None
     if follow.kind == "same" and base is not None:
         state, saved = base.state, base.saved

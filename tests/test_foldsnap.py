@@ -268,6 +268,18 @@ def test_a_torn_tail_is_never_snapshotted_away(led: Ledger) -> None:
     assert not foldsnap.snap_path(led).exists() and view(served.state) == view(full_fold(led))
 
 
+def test_a_torn_tail_after_the_snapshot_is_still_said(led: Ledger) -> None:
+    """A crash mid-append after the snapshot was written: every new process still warns of it."""
+    want = build(led)
+    foldsnap.current(led)
+    with open(led.path, "ab") as fh:
+        fh.write(b'{"v": 1, "tx": "torn')
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="torn"):
+            served = foldsnap.current(led)
+        assert view(served.state) == view(want)
+
+
 def test_a_workspace_starts_from_the_snapshot_and_read_only_writes_none(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     anchorfs.init(tmp_path)
