@@ -13,7 +13,7 @@ Claude Code runs them (the `anchorfs` script, the documented JSON on stdin): `ho
 (the digest over all 1,000 memories) and `hook post-edit` after an edit of an unanchored file, of
 an anchored file whose memories stay fresh, and one that makes memories stale.
 
-Usage: python scripts/bench_hook.py [--memories 1000] [--repeat 7] [--write]
+Usage: python scripts/bench_hook.py [--memories 1000] [--repeat 7] [--base DIR] [--write]
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--memories", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
+    ap.add_argument("--base", help="also time another checkout's code (its folder, as PYTHONPATH) in this run")
     args = ap.parse_args()
 
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).
@@ -107,97 +108,124 @@ def main() -> None:
         setup = time.perf_counter() - t
         hook, _ = install(root)
 
-        def run_hook() -> str:
-            proc = subprocess.run([str(hook)], cwd=root, env=ENV, capture_output=True, text=True, check=True)
-            return proc.stdout + proc.stderr
+        def measure(env: dict[str, str]) -> dict[str, float]:
+            """Every case once, with the code `env` names (PYTHONPATH: `--base`), on this workspace."""
+            got: dict[str, float] = {}
 
-        def commit(rel: str, text: str) -> None:
-            (root / rel).write_text(text)
-            git(root, "-c", "core.hooksPath=/dev/null", "commit", "-qam", f"edit {rel}")  # the hook is timed alone
-            backdate(root, [rel])
+            def run_hook() -> str:
+                proc = subprocess.run([str(hook)], cwd=root, env=env, capture_output=True, text=True, check=True)
+                return proc.stdout + proc.stderr
 
-        baseline = median(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
+            def commit(rel: str, text: str) -> None:
+                (root / rel).write_text(text)
+                git(root, "-c", "core.hooksPath=/dev/null", "commit", "-qam", f"edit {rel}")  # the hook is timed alone
+                backdate(root, [rel])
 
-        # 1. nothing anchored touched
-        commit("CHANGELOG", "next\n")
-        assert run_hook() == ""
-        quiet = median(run_hook, args.repeat)
+            got["baseline"] = median(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
 
-        # 2. an anchored file touched, its memories all still fresh: an odd file (no whole-file
-        #    memory) gains a trailing comment, every symbol and line range on it is unchanged
-        target = rels[1]
-        commit(target, body(1) + "# trailing comment\n")
-        assert run_hook() == ""
-        touched_fresh = median(run_hook, args.repeat)
+            # 1. nothing anchored touched
+            commit("CHANGELOG", f"next {time.time()}\n")
+            assert run_hook() == ""
+            got["quiet"] = median(run_hook, args.repeat)
 
-        # 3. memories made stale, then fresh again: every run is a drift change
-        stale_times: list[float] = []
-        made_stale = 0
-        for k in range(args.repeat):
-            tweak = f" + {k + 1}"
-            commit(target, body(1, tweak) + "# trailing comment\n")
-            t = time.perf_counter()
-            out = run_hook()
-            stale_times.append(time.perf_counter() - t)
-            made_stale = max(made_stale, out.count("\n  "))
-            commit(target, body(1) + "# trailing comment\n")
-            run_hook()
-        stale_times.sort()
-        stale = stale_times[len(stale_times) // 2]
+            # 2. an anchored file touched, its memories all still fresh: an odd file (no whole-file
+            #    memory) gains a trailing comment, every symbol and line range on it is unchanged
+            target = rels[1]
+            commit(target, body(1) + f"# trailing comment {time.time()}\n")
+            assert run_hook() == ""
+            got["touched_fresh"] = median(run_hook, args.repeat)
 
-        # Claude Code's hooks: the console script, JSON on stdin, the project as cwd
-        script = str(Path(sys.executable).with_name("anchorfs"))
+            # 3. memories made stale, then fresh again: every run is a drift change
+            stale_times: list[float] = []
+            made_stale = 0
+            for k in range(args.repeat):
+                tweak = f" + {k + 1}"
+                commit(target, body(1, tweak) + "# trailing comment\n")
+                t = time.perf_counter()
+                out = run_hook()
+                stale_times.append(time.perf_counter() - t)
+                made_stale = max(made_stale, out.count("\n  "))
+                commit(target, body(1) + "# trailing comment\n")
+                run_hook()
+            stale_times.sort()
+            got["stale"] = stale_times[len(stale_times) // 2]
+            got["made_stale"] = made_stale
 
-        def agent(event: str, payload: dict[str, object]) -> str:
-            proc = subprocess.run([script, "hook", event], input=json.dumps(payload), cwd=root, env=ENV,
-                                  capture_output=True, text=True, check=True)
-            assert proc.stderr == "", proc.stderr
-            return proc.stdout
+            # Claude Code's hooks: the console script, JSON on stdin, the project as cwd
+            script = str(Path(sys.executable).with_name("anchorfs"))
 
-        def edit_json(rel: str) -> dict[str, object]:
-            return {"session_id": "bench", "cwd": str(root), "hook_event_name": "PostToolUse", "tool_name": "Edit",
-                    "tool_input": {"file_path": str(root / rel)}, "tool_response": {"success": True}}
+            def agent(event: str, payload: dict[str, object]) -> str:
+                proc = subprocess.run([script, "hook", event], input=json.dumps(payload), cwd=root, env=env,
+                                      capture_output=True, text=True, check=True)
+                assert proc.stderr == "", proc.stderr
+                return proc.stdout
 
-        start_json: dict[str, object] = {"session_id": "bench", "cwd": str(root), "hook_event_name": "SessionStart",
-                                         "source": "startup"}
-        assert json.loads(agent("session-start", start_json))["hookSpecificOutput"]["additionalContext"]
-        session = median(lambda: agent("session-start", start_json), args.repeat)
+            def edit_json(rel: str) -> dict[str, object]:
+                return {"session_id": "bench", "cwd": str(root), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                        "tool_input": {"file_path": str(root / rel)}, "tool_response": {"success": True}}
 
-        def after_edit() -> str:  # an anchored file rewritten (same bytes): no memo holds, the full digest
-            (root / rels[5]).write_text(body(5))
-            return agent("session-start", start_json)
+            start_json: dict[str, object] = {"session_id": "bench", "cwd": str(root),
+                                             "hook_event_name": "SessionStart", "source": "startup"}
+            assert json.loads(agent("session-start", start_json))["hookSpecificOutput"]["additionalContext"]
+            time.sleep(2.1)  # past the racy window: the memo's grounds settle, as between two sessions
+            agent("session-start", start_json)
+            got["session"] = median(lambda: agent("session-start", start_json), args.repeat)
 
-        session_full = median(after_edit, args.repeat)
-        (root / "CHANGELOG").write_text("edited\n")
-        assert agent("post-edit", edit_json("CHANGELOG")) == ""
-        edit_quiet = median(lambda: agent("post-edit", edit_json("CHANGELOG")), args.repeat)
-        target2 = rels[3]  # odd: no whole-file memory
-        (root / target2).write_text(body(3) + "# trailing comment\n")
-        backdate(root, [target2])
-        assert agent("post-edit", edit_json(target2)) == ""
-        edit_fresh = median(lambda: agent("post-edit", edit_json(target2)), args.repeat)
-        edit_times: list[float] = []
-        edit_stale = 0
-        for k in range(args.repeat):
-            (root / target2).write_text(body(3, f" + {k + 1}") + "# trailing comment\n")
-            t = time.perf_counter()
-            out = agent("post-edit", edit_json(target2))
-            edit_times.append(time.perf_counter() - t)
-            edit_stale = max(edit_stale, out.count("\\n- "))
+            def after_edit() -> str:  # an anchored file rewritten (same bytes): no memo holds, the full digest
+                (root / rels[5]).write_text(body(5))
+                return agent("session-start", start_json)
+
+            got["session_full"] = median(after_edit, args.repeat)
+            (root / "CHANGELOG").write_text("edited\n")
+            assert agent("post-edit", edit_json("CHANGELOG")) == ""
+            got["edit_quiet"] = median(lambda: agent("post-edit", edit_json("CHANGELOG")), args.repeat)
+            target2 = rels[3]  # odd: no whole-file memory
             (root / target2).write_text(body(3) + "# trailing comment\n")
-            agent("post-edit", edit_json(target2))
-        edit_times.sort()
-        edit_made_stale = edit_times[len(edit_times) // 2]
+            backdate(root, [target2])
+            assert agent("post-edit", edit_json(target2)) == ""
+            got["edit_fresh"] = median(lambda: agent("post-edit", edit_json(target2)), args.repeat)
+            edit_times: list[float] = []
+            edit_stale = 0
+            for k in range(args.repeat):
+                (root / target2).write_text(body(3, f" + {k + 1}") + "# trailing comment\n")
+                t = time.perf_counter()
+                out = agent("post-edit", edit_json(target2))
+                edit_times.append(time.perf_counter() - t)
+                edit_stale = max(edit_stale, out.count("\\n- "))
+                (root / target2).write_text(body(3) + "# trailing comment\n")
+                agent("post-edit", edit_json(target2))
+            edit_times.sort()
+            got["edit_made_stale"] = edit_times[len(edit_times) // 2]
+            got["edit_stale"] = edit_stale
+            return got
+
+        now = measure(ENV)
+        before = measure(dict(ENV, PYTHONPATH=args.base)) if args.base else None
+        baseline, quiet, touched_fresh, stale = now["baseline"], now["quiet"], now["touched_fresh"], now["stale"]
+        made_stale, session, session_full = int(now["made_stale"]), now["session"], now["session_full"]
+        edit_quiet, edit_fresh, edit_made_stale = now["edit_quiet"], now["edit_fresh"], now["edit_made_stale"]
+        edit_stale = int(now["edit_stale"])
+
+    def was(key: str) -> str:
+        """The `--base` code's ratio for the same case, in this run."""
+        if before is None:
+            return ""
+        return f" | {before[key] / before['baseline']:.1f}x"
 
     rows = [
-        ("`python3 -c pass` (baseline)", baseline, "1.0x"),
-        ("hook, commit touching no anchored file", quiet, f"{quiet / baseline:.1f}x"),
-        ("hook, anchored file touched, memories still fresh", touched_fresh, f"{touched_fresh / baseline:.1f}x"),
-        (f"hook, commit making {made_stale} {'memory' if made_stale == 1 else 'memories'} stale", stale, f"{stale / baseline:.1f}x"),
+        ("`python3 -c pass` (baseline)", baseline, "1.0x" + was("baseline")),
+        ("hook, commit touching no anchored file", quiet, f"{quiet / baseline:.1f}x" + was("quiet")),
+        ("hook, anchored file touched, memories still fresh", touched_fresh,
+         f"{touched_fresh / baseline:.1f}x" + was("touched_fresh")),
+        (f"hook, commit making {made_stale} {'memory' if made_stale == 1 else 'memories'} stale", stale,
+         f"{stale / baseline:.1f}x" + was("stale")),
     ]
-    table = "| case | wall time (median of {}) | vs baseline |\n|---|---:|---:|\n".format(args.repeat)
+    head = "| case | wall time (median of {}) | vs baseline |".format(args.repeat)
+    head += " before (`--base`) |\n|---|---:|---:|---:|\n" if before else "\n|---|---:|---:|\n"
+    table = head
     table += "\n".join(f"| {name} | {secs * 1000:.0f} ms | {ratio} |" for name, secs, ratio in rows)
-    text = f"""Machine: {machine()}.
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    text = f"""Machine: {machine()}. Load average at the end of the run: {load}.
 
 Workspace: a git repo of {len(rels)} Python files with {args.memories} anchored memories ({PER_FILE} per
 file: symbols, a line range, and on every other file the whole file), hash cache warm.
@@ -207,6 +235,7 @@ then `python3 -m anchorfs.cli hook run` with the interpreter that installed it),
 in the same run. Workspace set-up ({setup:.1f} s) is not timed.
 
 {table}
+{"" if before is None else f"The before column is `--base {args.base}` timed on the same workspace in the same run, after the rows above."}
 
 The hook reads the ledger and the hash cache only (the cost above the baseline is click and the
 CLI's imports, `git diff-tree`, and where the commit touched an anchored file the fold, read from
@@ -216,17 +245,18 @@ Reproduce: `python scripts/bench_hook.py --write`.
 """
     print(text)
     agent_rows = [
-        ("`python3 -c pass` (baseline)", baseline, "1.0x"),
+        ("`python3 -c pass` (baseline)", baseline, "1.0x" + was("baseline")),
         (f"`hook session-start`: digest of {args.memories} memories (replayed: nothing changed since the last)",
-         session, f"{session / baseline:.1f}x"),
+         session, f"{session / baseline:.1f}x" + was("session")),
         ("`hook session-start` right after an anchored file changed (the full digest)", session_full,
-         f"{session_full / baseline:.1f}x"),
-        ("`hook post-edit`, an unanchored file edited", edit_quiet, f"{edit_quiet / baseline:.1f}x"),
-        ("`hook post-edit`, anchored file edited, memories still fresh", edit_fresh, f"{edit_fresh / baseline:.1f}x"),
+         f"{session_full / baseline:.1f}x" + was("session_full")),
+        ("`hook post-edit`, an unanchored file edited", edit_quiet, f"{edit_quiet / baseline:.1f}x" + was("edit_quiet")),
+        ("`hook post-edit`, anchored file edited, memories still fresh", edit_fresh,
+         f"{edit_fresh / baseline:.1f}x" + was("edit_fresh")),
         (f"`hook post-edit`, the edit making {edit_stale} {'memory' if edit_stale == 1 else 'memories'} stale",
-         edit_made_stale, f"{edit_made_stale / baseline:.1f}x"),
+         edit_made_stale, f"{edit_made_stale / baseline:.1f}x" + was("edit_made_stale")),
     ]
-    agent_table = "| case | wall time (median of {}) | vs baseline |\n|---|---:|---:|\n".format(args.repeat)
+    agent_table = head
     agent_table += "\n".join(f"| {name} | {secs * 1000:.0f} ms | {ratio} |" for name, secs, ratio in agent_rows)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     agent_text = f"""Machine: {machine()}.
@@ -239,6 +269,7 @@ machine every process pays more than the baseline does, so compare with the git 
 from the same run above.
 
 {agent_table}
+{"" if before is None else "The before column: the `--base` code, in the same run (it has no digest memo: its two session-start rows are both the full digest)."}
 
 Both answer before click is imported (`anchorfs.__main__` hands them to `anchorfs.hook`) and read
 the ledger fold (from its checksummed snapshot, `.anchorfs/fold.snap`, while it holds), the hash
