@@ -451,7 +451,7 @@ class _Pool:
         from .config import CONFIG_FILE
 
         probe, git = self.root_real, None
-        while True:  # where `git.toplevel` would find the repo
+        while True:  # where `git.toplevel` would find the repo (which one, not its contents: git writes there)
             git = ident(os.path.join(probe, ".git"))
             parent = os.path.dirname(probe)
             if git is not None or parent == probe:
@@ -459,8 +459,11 @@ class _Pool:
             probe = parent
         state = ident(os.path.join(self.root_real, ".anchorfs"))
         store = ident(os.path.join(self.root_real, ".anchorfs", "memories.lance"))
-        # a re-created state folder, a store rebuilt by `reindex` (maybe with another embedder)
-        return ident(os.path.join(self.root_real, CONFIG_FILE)), state and state[0], store and store[0], probe, git
+        # the state folder and `.git` by inode alone (writes inside change their times); the
+        # store's folder by inode and ctime, which only its re-creation changes (the folders it
+        # holds are made with it): `reindex` rebuilt it, maybe with another embedder
+        return (ident(os.path.join(self.root_real, CONFIG_FILE)), state and state[0], store and (store[0], store[3]),
+                probe, git and git[0])
 
     def open(self, root: "str | os.PathLike[str] | None" = None, **kwargs: "Any") -> "Workspace":
         """The warm workspace, if `root` resolves to ours (as `workspace.open` resolves it);
@@ -688,6 +691,10 @@ class Server:
             _send(conn, self._run(req))
         except (OSError, ValueError, EOFError, TypeError):
             return  # the caller went away or spoke nonsense: it falls back on its own
+        except Exception:  # noqa: BLE001 - a bug here must not end the server; the caller falls back
+            import traceback
+
+            traceback.print_exc()
 
     def _refusal(self, req: dict[str, "Any"]) -> str | None:
         """Why this request is the in-process path's, or None to serve it."""

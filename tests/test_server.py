@@ -374,3 +374,35 @@ def test_a_long_workspace_path_gets_a_private_runtime_socket(tmp_path: Path, mon
         assert server.socket_path(deep, create=True) is None
     finally:
         shutil.rmtree(run)
+
+
+def test_the_warm_workspace_is_kept_across_git_writes_and_reopened_on_a_config_edit(tmp_path: Path) -> None:
+    """git writing in `.git` (a commit) keeps the warm workspace; `.anchorfs.toml` edited,
+    the store rebuilt by `reindex`, or a state link planted is what a fresh open would see."""
+    import anchorfs
+
+    root = tmp_path / "ws"
+    _workspace(root)
+    pool = server._Pool(os.path.realpath(root))
+    first = pool.open(str(root))
+    (root / "new.txt").write_text("x\n")
+    git(root, "add", "new.txt")
+    git(root, "commit", "-qm", "more")
+    assert pool.open(str(root)) is first
+    (root / ".anchorfs.toml").write_text("[search]\nk = 3\n")
+    second = pool.open(str(root))
+    assert second is not first and second.config["search.k"] == 3
+    with anchorfs.open(root) as ws:
+        ws.reindex()
+    third = pool.open(str(root))
+    assert third is not second
+    (tmp_path / "other").mkdir()
+    anchorfs.init(tmp_path / "other")
+    with pytest.raises(server.Declined):
+        pool.open(str(tmp_path / "other"))
+    (root / ".anchorfs" / "drift.json").unlink(missing_ok=True)
+    (root / ".anchorfs" / "drift.json").symlink_to(tmp_path / "elsewhere")
+    from anchorfs.errors import WorkspaceError
+
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        pool.open(str(root))
