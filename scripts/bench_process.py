@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Whole-process cost of the CLI: `query`, `record`, `context`, `drift --json` against
-`python3 -c pass`, measured in the same run, over a real source tree (issue 19).
+"""Whole-process cost of the CLI: `query`, `record`, `context`, `list`, `drift --json` against
+`python3 -c pass`, measured in the same run, over a real source tree (issue 19); `query`,
+`context`, `list` and `record` again with a warm server running (`anchorfs serve --detach`),
+which the command hands them to.
 
 The tree is the pinned Django sdist (fetched once with pip into the bench cache, see
 `_benchlib.source_tree`), else a synthetic one. Memories are anchored to its Python files
@@ -27,10 +29,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import machine, median_run, source_tree, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
+import anchorfs.server  # noqa: E402
 
 WORDS = ("request response middleware session cache queryset filter migration model field form "
          "template render url route view admin auth user permission signal database index "
          "transaction timezone locale translation static file storage email test").split()
+
+
+def _served(root: Path) -> int:
+    """The warm server's request count (asked again if a loaded machine made one ping slow)."""
+    for _ in range(20):
+        info = anchorfs.server.ping(root)
+        if info is not None:
+            return int(info["served"])
+        time.sleep(0.5)
+    raise SystemExit("the server does not answer (stopped: anchorfs's sources changed under it?)")
 
 
 def main() -> None:
@@ -44,6 +57,7 @@ def main() -> None:
     exe = shutil.which("anchorfs", path=str(Path(sys.executable).parent)) or "anchorfs"
     rng = random.Random(19)
     rows: list[str] = []
+    notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-process-") as tmp:
         root = Path(tmp) / "tree"
         t = time.perf_counter()
@@ -98,9 +112,28 @@ def main() -> None:
             # a query right after those records pays their catch-up: timed apart
             got["`anchorfs query` right after 7 one-shot records (catches them up)"] = median_run(
                 [*cmd, "query", next(queries)], 1)
+            # the same commands handed to a warm server (`anchorfs serve`, issue 19), in the same run
+            subprocess.run([*cmd, "serve", "--detach", "--idle-timeout", "900"], check=True, capture_output=True)
+            try:
+                subprocess.run([*cmd, "query", "warm"], check=True, capture_output=True)
+                served_before = _served(root)
+                got["`anchorfs query` (k=10), served"] = median_run([*cmd, "query", next(queries)], args.repeat)
+                got["`anchorfs context`, served"] = median_run([*cmd, "context", next(queries)], args.repeat)
+                got["`anchorfs list --limit 20`, served"] = median_run([*cmd, "list", "--limit", "20"], args.repeat)
+                got["`anchorfs record` (one unanchored memory), served"] = median_run(
+                    [*cmd, "record", next(texts)], args.repeat)
+                served = _served(root) - served_before
+                notes.append(f"{target:,}: {served} of the {4 * args.repeat} calls timed as served were served "
+                             "(a busy server's caller runs in process)")
+            finally:
+                subprocess.run([*cmd, "serve", "--stop"], check=False, capture_output=True)
+            got["`anchorfs list --limit 20` (in process)"] = median_run([*cmd, "list", "--limit", "20"], args.repeat)
+            got["for scale: the client alone (`import anchorfs.server`)"] = median_run(
+                [sys.executable, "-c", "import anchorfs.server"], args.repeat)
             base2 = median_run([sys.executable, "-c", "pass"], args.repeat)
             base = min(base, base2)
-            rows.append(f"| {target:,} | `python3 -c pass` (baseline) | {base * 1000:.0f} ms | 1.0x |")
+            load = os.getloadavg()[0]
+            rows.append(f"| {target:,} | `python3 -c pass` (baseline; load average {load:.1f}) | {base * 1000:.0f} ms | 1.0x |")
             for label, secs in got.items():
                 rows.append(f"| {target:,} | {label} | {secs * 1000:.0f} ms | {secs / base:.1f}x |")
             print("\n".join(rows[-len(got) - 1:]), flush=True)
@@ -112,6 +145,7 @@ def main() -> None:
         "entry point; the baseline is `python3 -c pass` with the same interpreter, in the same run (the lower of "
         "two medians, taken before and after).\n\n"
         "| memories | command | wall time | vs baseline |\n|---|---|---:|---:|\n" + "\n".join(rows)
+        + "\n\n" + "; ".join(notes) + ".\n"
     )
     print(body)
     if args.write:
