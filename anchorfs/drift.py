@@ -830,7 +830,12 @@ class DriftChecker:
         gone = self._gone_paths()
         if gone:  # followed before: stat the root in their place (see `_GONE`), never vouched for
             root = self.root_real
-            fulls = [root if f is not None and p in gone else f for p, f in zip(plan.uniq, fulls)]
+            fulls = list(fulls)  # a copy in C; only the gone paths' places are touched
+            at = plan.at
+            for path in gone:
+                i = at.get(path)
+                if i is not None and fulls[i] is not None:
+                    fulls[i] = root
         seen = self._lstats
         hashes = self.cache.vouch(plan.uniq, fulls, seen=seen)
         if gone and seen:  # the root's stat, taken in a gone file's place, is no file's stat
