@@ -87,6 +87,11 @@ class DriftReport:
             self._built = [found.get(i) or _all_fresh(m) for i, m in enumerate(self.checked)]
         return self._built
 
+    def paths_now(self) -> list[str]:
+        """Where anchors followed to another file are now (`path_now`): files the report rests
+        on besides the anchored ones (`anchorfs.memo` records them too)."""
+        return [c.path_now for r in self._found.values() for c in r.checks if c.path_now is not None]
+
     @property
     def flagged(self) -> list[MemoryDrift]:
         """The memories that are not fresh (stale or unknown), without building the rest."""

@@ -259,7 +259,8 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
         walked: set[str] = set()  # folders recorded, and paths found absent
         present: dict[str, _Key] = {}
         # the distinct files, in C loops: 100,000 memories rest on a few thousand
-        for rel in dict.fromkeys(map(path_of, chain.from_iterable(map(anchors_of, report.checked)))):
+        anchored = map(path_of, chain.from_iterable(map(anchors_of, report.checked)))
+        for rel in dict.fromkeys(chain(anchored, report.paths_now())):  # and where moved ones are now
             parts = rel.split("/")
             if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
                 return None  # `unsafe` and its kin: for the full pass to judge each time
