@@ -10,28 +10,27 @@ LanceDB is imported lazily: it costs about a second, and drift checks never need
 from __future__ import annotations
 
 import hashlib
-import math
 import os
-import re
 import warnings
 from datetime import timedelta
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from .errors import EmbedderError, StoreError
 from .ledger import fault
 from .model import Memory
+from .ranking import SearchRow
 
 if TYPE_CHECKING:
     import numpy as np
 
     from .embedders import Embedder
 
-__all__ = ["Store", "SearchRow", "search_text", "embed_text", "fuse", "TABLE", "SCHEMA_VERSION"]
+__all__ = ["Store", "SearchRow", "search_text", "embed_text", "TABLE", "SCHEMA_VERSION"]
 
 TABLE = "memories"
 NPROBES = 24
@@ -107,239 +106,6 @@ def _read(fn: Callable[[], _T], what: str) -> _T:
     except Exception as exc:  # lancedb raises plain RuntimeError / OSError / ValueError
         brief = " ".join(str(exc).split())[:300]  # one line for the CLI, however lance words it
         raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
-
-
-# -- fusion --------------------------------------------------------------------------------
-
-# Standard deviations below which a side's scores count as ties: a handful of near-equal
-# candidates must not be spread out to +-1 just because there are few of them.
-_COSINE_FLOOR = 0.01
-_BM25_FLOOR = 0.05  # of the best BM25 score
-_BM25_REFS = 10
-# Added to the fused score (in standard deviations) when a candidate is anchored where the
-# query points: the file (`src/auth/token.py`), or exactly the lines or symbol it names.
-_BONUS_FILE = 0.8
-_BONUS_EXACT = 3.0
-# A candidate that names (without anchoring) something the queried file defines is about that
-# file as much as one anchored to it somewhere.
-_BONUS_NAMED = _BONUS_FILE
-_REF_HINT = re.compile(r"[./\\#:_]|[a-z0-9][A-Z]")
-_LINES_RE = re.compile(r"^(.*?):(\d+)(?:-(\d+))?$")
-
-
-def _standardize(values: Sequence[float], floor: float) -> list[float]:
-    count = len(values)
-    mean = sum(values) / count
-    std = (sum((v - mean) ** 2 for v in values) / count) ** 0.5
-    scale = max(std, floor, 1e-12)
-    return [(v - mean) / scale for v in values]
-
-
-def _zscores(similarities: Sequence[float] | None, bm25: Sequence[float] | None,
-             count: int) -> tuple[list[float], list[float]]:
-    """Each side's standardized scores: how far a candidate stands out on it.
-
-    - vectors: every candidate's exact cosine, standardized over all candidates;
-    - full-text: BM25 (0 = no match) standardized over the matches plus one no-match
-      reference, and only ever positive (clipped at 0): a lone match stands out, a crowd of
-      weak matches on common words hardly counts, and no match costs nothing.
-    """
-    zv = _standardize(similarities, _COSINE_FLOOR) if similarities is not None and count else [0.0] * count
-    zt = [0.0] * count
-    if bm25 is not None and count:
-        matched = [v for v in bm25 if v > 0]
-        if matched:
-            # at least `_BM25_REFS` scores, padded with no-match zeros: a lone match stands out
-            # as far in a store of three memories as in one of thousands
-            ref = [*matched, *[0.0] * max(1, _BM25_REFS - len(matched))]
-            mean = sum(ref) / len(ref)
-            std = (sum((v - mean) ** 2 for v in ref) / len(ref)) ** 0.5
-            scale = max(std, _BM25_FLOOR * max(matched))
-            zt = [max(0.0, (v - mean) / scale) if v > 0 else 0.0 for v in bm25]
-    return zv, zt
-
-
-def fuse(
-    similarities: Sequence[float] | None,
-    bm25: Sequence[float] | None,
-    bonus: Sequence[float] | None = None,
-    *,
-    vector_weight: float = 1.0,
-    text_weight: float = 1.0,
-) -> list[int]:
-    """Candidate indexes, best first, by the weighted mean of each side's z-scores plus `bonus`.
-
-    The relative half of the ranking (see `_zscores`): reciprocal rank fusion gives the top of
-    a side the same weight however weak it is, z-scores count how far a candidate stands
-    out. `Store.search` adds the absolute evidence (`calibrated_relevance`). `None` leaves a
-    side out; ties go to the lower index.
-    """
-    count = len(similarities) if similarities is not None else len(bm25 or bonus or ())
-    zv, zt = _zscores(similarities, bm25, count)
-    total = (vector_weight if similarities is not None else 0.0) + (text_weight if bm25 is not None else 0.0)
-    fused = [0.0] * count
-    if total > 0:
-        fused = [(vector_weight * a * (similarities is not None) + text_weight * b * (bm25 is not None)) / total
-                 for a, b in zip(zv, zt)]
-    if bonus:
-        fused = [f + b for f, b in zip(fused, bonus)]
-    return sorted(range(count), key=lambda j: (-fused[j], j))
-
-
-class Calibration(NamedTuple):
-    """Logistic weights turning one candidate's evidence into a probability of relevance.
-
-    Fitted per embedder on the labeled set (evals/retrieval, `scripts/bench_retrieval.py
-    --calibrate`) at the default fusion weights; a side's terms scale with its configured
-    weight over that default, so `vector_weight = 0` drops the vector evidence.
-    """
-
-    intercept: float
-    vec_z: float  # the cosine standardized over the candidates (stands out)
-    vec_cos: float  # the raw cosine (absolute: a query about nothing has low ones)
-    text_z: float  # BM25 standardized over the matches (stands out)
-    text_cover: float  # share of the query's terms the memory holds, rarer terms weighing more
-    anchor_file: float  # anchored to (or naming what is defined in) the file the query names
-    anchor_exact: float  # anchored to exactly the symbol or lines the query names
-    vector_weight: float = 1.0  # the fusion weights it was fitted at
-    text_weight: float = 0.5
-
-
-# Fitted on evals/retrieval (its fresh queries, the CJK ones and the queries about nothing
-# in the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights.
-# The z-score of the cosine is not used (0): next to the raw cosine it carried nothing, and
-# made relevance depend on how many memories the store holds.
-CALIBRATIONS: dict[str, Calibration] = {
-    "hashing": Calibration(-6.784, 0.0, 1.48, 1.16, 2.98, 1.687, 1.818),
-    "e5": Calibration(-8.245, 0.0, 1.999, 1.162, 3.156, 1.753, 1.871),
-    "minilm": Calibration(-6.964, 0.0, 4.122, 1.102, 2.435, 1.806, 1.722),
-}
-RUNNER_UP_GAMMA = 1.0
-"""How hard a candidate is discounted for falling behind the query's best one (see `search`)."""
-_GENERIC = "hashing"
-
-
-_SYNONYM_CREDIT = 0.5  # a query term found only as a synonym counts half
-
-
-def _coverage(query: str, texts: Sequence[str]) -> list[float]:
-    """Per candidate, the share of the query's terms its full-text holds, each term weighted
-    by how rare it is among the candidates (a term none holds weighs most: the store knows
-    nothing of it); a term found only as a synonym counts half. Absolute where BM25 is not:
-    a query about nothing covers little of any memory, however they compare among themselves.
-    """
-    from .lexicon import synonyms
-    from .textutil import search_terms, term_key
-
-    terms = list(dict.fromkeys(search_terms(query)))
-    if not terms or not texts:
-        return [0.0] * len(texts)
-    docs = [frozenset(search_terms(t)) for t in texts]
-    syn = [frozenset(term_key(w) for w in synonyms(t)) - {t} for t in terms]
-    n = len(docs)
-    weights = [math.log(1.0 + (n + 1.0) / (sum(1 for d in docs if t in d) + 0.5)) for t in terms]
-    total = sum(weights)
-    out = []
-    for d in docs:
-        got = 0.0
-        for t, w, alt in zip(terms, weights, syn):
-            if t in d:
-                got += w
-            elif alt and not alt.isdisjoint(d):
-                got += _SYNONYM_CREDIT * w
-        out.append(got / total)
-    return out
-
-
-def calibrated_relevance(features: Sequence[float], cal: Calibration, *, vector_weight: float,
-                         text_weight: float) -> float:
-    """Relevance in [0, 1] from one candidate's `features` (zv, cos, zt, cover, file, exact)."""
-    zv, cos, zt, cover, file_hit, exact = features
-    vr = vector_weight / cal.vector_weight if cal.vector_weight else 0.0
-    tr = text_weight / cal.text_weight if cal.text_weight else 0.0
-    logit = (cal.intercept + vr * (cal.vec_z * zv + cal.vec_cos * cos) + tr * (cal.text_z * zt + cal.text_cover * cover)
-             + cal.anchor_file * file_hit + cal.anchor_exact * exact)
-    if logit >= 0:
-        return 1.0 / (1.0 + math.exp(-logit))
-    e = math.exp(logit)
-    return e / (1.0 + e)
-
-
-def _anchor_refs(text: str) -> list[tuple[str, str, str | None, tuple[int, int] | None]]:
-    """Code references in a query: (token, path, symbol, lines) for `PATH`, `PATH#SYM`,
-    `PATH:N-M` and bare dotted or snake/camel names; plain words are no references."""
-    from .textutil import _tokens
-
-    out: list[tuple[str, str, str | None, tuple[int, int] | None]] = []
-    for token in _tokens(text):
-        if not _REF_HINT.search(token):
-            continue
-        path, _, symbol = token.partition("#")
-        lines = None
-        m = _LINES_RE.match(path)
-        if m:
-            path = m.group(1)
-            a = int(m.group(2))
-            lines = (a, int(m.group(3) or a))
-        out.append((token, path, symbol or None, lines))
-    return out
-
-
-def _anchor_bonus(refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]],
-                  anchors: Iterable[dict[str, Any]]) -> float:
-    best = 0.0
-    for anchor in anchors:
-        apath = anchor.get("path") or ""
-        asym = anchor.get("symbol")
-        alines = anchor.get("lines")
-        for token, path, symbol, lines in refs:
-            if asym and token == asym:  # a bare `TokenIssuer.issue` or `lock_key`
-                return _BONUS_EXACT
-            if not path or not (apath == path or (("/" in path or "." in path) and apath.endswith("/" + path))):
-                continue
-            if symbol is not None:
-                exact = symbol == asym
-            else:
-                exact = lines is not None and alines is not None and alines[0] <= lines[1] and lines[0] <= alines[1]
-            best = max(best, _BONUS_EXACT if exact else _BONUS_FILE)
-    return best
-
-
-def _fts_query(fts_text: str, file_names: Sequence[str] = ()) -> str:
-    """The full-text query: the words typed, widened by their synonyms and, for a query naming
-    a file, by the names that file defines.
-
-    One plain query string (its terms' scores add up, as a boolean query's clauses would at
-    the same boost): LanceDB's boolean query made every query about 40% slower at 10,000
-    memories, for the same ranking.
-    """
-    from .lexicon import expand_words
-    from .textutil import words
-
-    extra = expand_words(words(fts_text))
-    if not extra and not file_names:
-        return fts_text
-    added = " ".join([*extra, *file_names])
-    # as the typed words were: no punctuation reaches the full-text parser (`e-mail`)
-    return fts_text + " " + "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in added)
-
-
-class SearchRow:
-    """One candidate from the store: the memory, raw cosine similarity, calibrated relevance
-    in [0, 1] and the evidence it was computed from (`calibrated_relevance`'s features)."""
-
-    __slots__ = ("memory", "similarity", "relevance", "features", "match")
-
-    def __init__(self, memory: Memory, similarity: float, relevance: float,
-                 features: tuple[float, ...] = ()) -> None:
-        self.memory = memory
-        self.similarity = similarity
-        self.relevance = relevance
-        self.features = features
-        self.match = relevance
-        """The calibrated probability on its own, before the runner-up discount: what the
-        relevance floor judges, so a second good match is never called weak only for having
-        a better one beside it."""
 
 
 class Store:
@@ -755,15 +521,18 @@ class Store:
         """Hybrid search: full-text and vector candidates, each with a relevance in [0, 1].
 
         A side whose weight is 0 is not searched at all (full-text alone, vectors alone).
-        Relevance is a calibrated probability (`calibrated_relevance`, fitted per embedder)
-        from absolute evidence (the cosine, the share of the query's terms a memory holds) and
-        relative evidence (how far its BM25 stands out, anchor matches), discounted for
-        falling behind the query's best candidate. Returns up to `k` candidates, most relevant
+        Relevance is a calibrated probability (`anchorfs.ranking`, fitted per embedder) from
+        evidence of the (query, memory) pair alone: the cosine, BM25 in rare-term units, the
+        share of the query's terms a memory holds, anchor matches; so it does not depend on
+        how many memories the store holds. Each row's `score` is its relevance discounted for
+        falling behind the query's best candidate. Returns up to `k` candidates, best score
         first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
         """
         import numpy as np
 
-        from .textutil import compound_keys, expand_for_search
+        from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
+                              calibration, coverage, fts_query, rank, term_sets)
+        from .textutil import compound_keys, expand_for_search, search_terms
 
         table = self.table()
         n = max(1, candidates, k)
@@ -780,12 +549,12 @@ class Store:
             vec_rows = _read(vq.select([*cols, "_distance"]).limit(fetch).to_list, "search")
             vec_rows = sorted(vec_rows, key=lambda r: (float(r["_distance"]), r["id"]))[:n]
         fts_rows: list[dict[str, Any]] = []
-        refs = _anchor_refs(text)
+        refs = anchor_refs(text)
         file_names = self._file_names(refs) if refs else []
         fts_text = " ".join([*expand_for_search(text).split(), *compound_keys(text)])
         fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
         if fts_text and use_text:
-            fq = table.search(_fts_query(fts_text, file_names), query_type="fts", fts_columns="text")
+            fq = table.search(fts_query(fts_text, file_names), query_type="fts", fts_columns="text")
             if where:
                 fq = fq.where(where, prefilter=True)
             try:
@@ -821,33 +590,41 @@ class Store:
 
             defined = set(file_names)
             for j, mid in enumerate(ids):
-                bonus[j] = _anchor_bonus(refs, doc(mid).get("anchors") or ())
-                if defined and bonus[j] < _BONUS_NAMED and name_keys(doc(mid).get("content") or "") & defined:
-                    bonus[j] = _BONUS_NAMED
-        zv, zt = _zscores(sims if use_vector else None, [bm25.get(i, 0.0) for i in ids] if use_text else None, len(ids))
-        cover = _coverage(fts_text, [rows[i].get("text") or "" for i in ids]) if use_text else [0.0] * len(ids)
-        cal = CALIBRATIONS.get(self.embedder.name, CALIBRATIONS[_GENERIC])
+                bonus[j] = anchor_bonus(refs, doc(mid).get("anchors") or ())
+                if defined and bonus[j] < BONUS_NAMED and name_keys(doc(mid).get("content") or "") & defined:
+                    bonus[j] = BONUS_NAMED
+        if use_text:
+            docs_terms = term_sets([rows[i].get("text") or "" for i in ids])
+            if refs and any(bonus):
+                # a memory anchored where the query points (or naming what the queried file
+                # defines) is about what the query names: it holds the reference's terms
+                named = " ".join(" ".join([expand_for_search(tok), *compound_keys(tok)]) for tok, *_ in refs)
+                ref_terms = frozenset(search_terms("".join(ch if ch.isalnum() or ch.isspace() else " " for ch in named)))
+                cover = coverage(search_terms(fts_text), [d | ref_terms if b > 0 else d
+                                                          for d, b in zip(docs_terms, bonus)])
+            else:
+                cover = coverage(search_terms(fts_text), docs_terms)
+            # the query's terms' document frequencies, counted over the candidates: exact in a
+            # small store (every memory holding one is a candidate), where they matter
+            asked = set(search_terms(fts_query(fts_text, file_names)))
+            df: dict[str, int] = {}
+            for d in docs_terms:
+                for t in asked.intersection(d):
+                    df[t] = df.get(t, 0) + 1
+            table_rows = int(_read(table.count_rows, "count"))  # BM25's idf grows with the table
+            units = [bm25_units(bm25.get(i, 0.0), table_rows, [df[t] for t in asked.intersection(d)])
+                     for i, d in zip(ids, docs_terms)]
+        else:
+            units = cover = [0.0] * len(ids)
+        cal = calibration(self.embedder.name)
         out = []
         for j, mid in enumerate(ids):
-            features = (zv[j], sims[j] if use_vector else 0.0, zt[j], cover[j],
-                        1.0 if 0 < bonus[j] < _BONUS_EXACT else 0.0, 1.0 if bonus[j] >= _BONUS_EXACT else 0.0)
+            features = (sims[j] if use_vector else 0.0, units[j], cover[j],
+                        1.0 if 0 < bonus[j] < BONUS_EXACT else 0.0, 1.0 if bonus[j] >= BONUS_EXACT else 0.0)
             rel = calibrated_relevance(features, cal, vector_weight=vector_weight if use_vector else 0.0,
                                        text_weight=text_weight if use_text else 0.0)
             out.append(SearchRow(Memory.from_dict(doc(mid)), sims[j], rel, features))
-        # The probability of each candidate, discounted by how far it falls behind the best one
-        # (p x (p / p_best) ** gamma): the best keeps its probability, a close second nearly
-        # all of it, a distant one little. So the gap between the answer and what merely
-        # resembles it survives a stale demotion (x 0.5): on the stale variant of the labeled
-        # set (hashing), stale MRR 0.84 x fresh with gamma 0, 0.93 x with 1, 0.97 x with 3; but
-        # a higher gamma also pushes a second relevant memory under the floor (of the relevant
-        # hits in the top 10, 80% clear it with gamma 0, 75% with 1, 71% with 3).
-        best = max((c.relevance for c in out), default=0.0)
-        if best > 0:
-            for c in out:
-                c.match = c.relevance
-                c.relevance = c.relevance * (c.relevance / best) ** RUNNER_UP_GAMMA
-        out.sort(key=lambda c: (-c.relevance, c.memory.id))
-        return out[:k]
+        return rank(out)[:k]
 
     def _file_names(self, refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
         """Name keys of what the files a query names (`src/billing/dunning.py`) define."""

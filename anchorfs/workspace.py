@@ -1072,7 +1072,7 @@ class Workspace:
                 if (stale == "exclude" and md.drift is Drift.STALE) or (stale == "only" and md.drift is not Drift.STALE):
                     continue
                 days = self.config.expiry_days(m.kind)
-                score = row.relevance
+                score = row.score  # relevance, discounted behind the query's best match (ranking.rank)
                 if md.drift is Drift.STALE:
                     score *= stale_factor
                 if expired(m, days, now):

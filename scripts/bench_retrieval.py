@@ -94,6 +94,8 @@ def run_embedder(name: str, queries: list[dict], *, misses: bool) -> dict:
             "k_bad": bad,
             "floor": float(ws.config["search.relevance_floor"]),
             "rates": load.floor_rates(real, nothing),
+            "sweep": floor_sweep(real, nothing),
+            "under": _under_floor(real),
             "top_ok": _top_ok(real),
             "nothing": len(nothing),
             "cjk": load.score(cjk).mrr,
@@ -107,6 +109,74 @@ def run_embedder(name: str, queries: list[dict], *, misses: bool) -> dict:
                 if r.weak and not r.weak[0]:
                     print(f"  nothing-query above the floor {name} {r.qid}: {r.ranked[0]} {r.relevance[0]:.3f}")
         ws.close()
+    out["trust"]["sizes"] = size_band(name, queries)
+    return out
+
+
+SIZES = (1, 2, 10, 200)
+
+
+def size_band(name: str, queries: list[dict], *, every: int = 8) -> dict[str, float]:
+    """How far an answer's relevance moves with the size of the store: for every `every`-th
+    query (superseded wording left out), its first answer recorded alone, then with 1, 9 and
+    199 other memories of the set (in file order); the spread (max - min) of its relevance
+    over the four sizes, max and median over the queries."""
+    import shutil
+
+    import anchorfs
+
+    mems = [m for m in load.load_memories(cjk=False) if not m.get("supersedes")]
+    by_id = {m["id"]: m for m in mems}
+    spreads: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for q in [q for q in queries if q["style"] != "superseded"][::every]:
+            ans = by_id.get(q["relevant"][0])
+            if ans is None:
+                continue
+            pool = [ans, *[m for m in mems if m["id"] not in q["relevant"]]]
+            dest = Path(tmp) / q["id"]
+            shutil.copytree(load.HERE / "repo", dest)
+            anchorfs.init(dest)
+            values: list[float] = []
+            with anchorfs.open(dest, embedder=name) as ws:
+                have = 0
+                target = ""
+                for size in SIZES:
+                    got = ws.record_many([dict(content=m["content"], kind=m["kind"], tags=m["tags"],
+                                               anchors=m["anchors"]) for m in pool[have:size]])
+                    target = target or got[0].id
+                    have = size
+                    hit = next((h for h in ws.query(q["query"], k=size) if h.memory.id == target), None)
+                    if hit is not None:
+                        values.append(hit.relevance)
+            shutil.rmtree(dest)
+            if values:
+                spreads.append(max(values) - min(values))
+    return {"max": max(spreads, default=0.0), "median": statistics.median(spreads) if spreads else 0.0,
+            "n": len(spreads)}
+
+
+def floor_sweep(real: list, nothing: list, *, clear: float = 0.9) -> dict[str, float]:
+    """The floor the set supports: the lowest at which a share `clear` of the nothing-queries
+    has no hit at or above it, and the share of real answers (the first relevant hit, among
+    queries whose answer is in the top 10) at or above that floor. A hit is weak when its
+    relevance is under the floor, so the sweep needs only the relevances."""
+    tops = sorted(max(r.relevance, default=0.0) for r in nothing)
+    need = -(-int(clear * 1000) * len(tops) // 1000)  # ceil(clear x n) queries must stay clear
+    floor = tops[need - 1] + 1e-3 if tops and need else 0.0
+    answers = [next((rel for mid, rel in zip(r.ranked, r.relevance) if mid in r.relevant), None) for r in real]
+    found = [a for a in answers if a is not None]
+    return {"floor": floor, "answered_found": sum(a >= floor for a in found) / max(1, len(found)),
+            "answered": sum(a >= floor for a in found) / max(1, len(real))}
+
+
+def _under_floor(results: list) -> dict[str, int]:
+    """Per query style, the real queries whose answer is in the top 10 but weak."""
+    out: dict[str, int] = {}
+    for r in results:
+        at = next((i for i, mid in enumerate(r.ranked) if mid in r.relevant), None)
+        if at is not None and r.weak[at]:
+            out[r.style] = out.get(r.style, 0) + 1
     return out
 
 
@@ -119,8 +189,9 @@ def _top_ok(results: list) -> float:
 def trust_table(runs: list[dict]) -> str:
     lines = [
         "| embedder | fresh MRR | stale MRR (ratio) | stale MRR, anchored answers (ratio) | k-invariant | "
-        "nothing-queries clear of the floor | answers above the floor: at rank 1 / anywhere in the top 10 / of all | CJK MRR |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "nothing-queries clear of the floor | answers above the floor: at rank 1 / anywhere in the top 10 / of all | "
+        "floor this embedder supports: value, found answers above it | CJK MRR | store-size spread: max / median |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in runs:
         t = run["trust"]
@@ -131,7 +202,8 @@ def trust_table(runs: list[dict]) -> str:
             f"| {100 * (t['k_checked'] - len(t['k_bad'])) / t['k_checked']:.0f}% of {t['k_checked']} "
             f"| {100 * rates['nothing_clear']:.0f}% of {t['nothing']} "
             f"| {100 * t['top_ok']:.0f}% / {100 * rates['answered_found']:.0f}% / {100 * rates['answered']:.0f}% "
-            f"| {t['cjk']:.2f} ({t['cjk_n']}) |"
+            f"| {t['sweep']['floor']:.3f}, {100 * t['sweep']['answered_found']:.0f}% "
+            f"| {t['cjk']:.2f} ({t['cjk_n']}) | {t['sizes']['max']:.2f} / {t['sizes']['median']:.2f} ({t['sizes']['n']}) |"
         )
     return "\n".join(lines)
 
@@ -175,6 +247,7 @@ def body(runs: list[dict], queries: list[dict], memories: list[dict]) -> str:
     if "minilm" in by_name:
         goals.append(f"`minilm` {by_name['minilm']:.3f} (no goal)")
     default = next((r for r in runs if r["name"] == DEFAULT_EMBEDDER), runs[0])
+    under = ", ".join(f"{n} {st}" for st, n in sorted(default["trust"]["under"].items(), key=lambda kv: -kv[1])) or "none"
     goal_of = {DEFAULT_EMBEDDER: 0.80, "e5": 0.90}
     verdicts = [f"`{n}` {'meets' if by_name[n] >= g else 'misses'} its goal" for n, g in goal_of.items() if n in by_name]
     met = ("**" + ", ".join(verdicts) + ".**") if verdicts else ""
@@ -221,10 +294,16 @@ MRR / recall@5 per query style (number of queries in brackets):
 
 ### Ranking an agent can trust (issue 17)
 
-Relevance is a calibrated probability (`anchorfs/store.py`, `CALIBRATIONS`, fitted per
-embedder with `--calibrate` on this set's fresh, CJK and nothing-queries), discounted for
-falling behind the query's best candidate; `score = relevance x drift factor (stale 0.5) x age
-factor`; hits are demoted first and cut to k after. Measured, hybrid, k = 10:
+Relevance is a calibrated probability (`anchorfs/ranking.py`, `CALIBRATIONS`, fitted per
+embedder with `--calibrate` on this set's fresh, CJK and nothing-queries) from evidence of the
+(query, memory) pair alone: the cosine, LanceDB's BM25 in units of one rare matched term (its
+idf read as if the table held 10,000 more memories, so that it does not shrink in a small
+store), the share of the query's terms the memory holds, anchor matches. Nothing in it
+depends on the other candidates, so a memory reads the same relevance in a store of one
+memory as in one of hundreds (last column). `score = relevance x (relevance / best) x drift
+factor (stale 0.5) x age factor`: the lead factor keeps the answer's gap over what merely
+resembles it through a stale demotion, and orders like relevance squared whatever the number
+of candidates. Hits are demoted first and cut to k after. Measured, hybrid, k = 10:
 
 - stale MRR: every query again with its relevant memories made stale, by editing the code
   they are anchored to in the workspace copy (a word added to the anchored lines or symbol, a
@@ -233,14 +312,25 @@ factor`; hits are demoted first and cut to k after. Measured, hybrid, k = 10:
 - k-invariant: queries (real, nothing, CJK) whose hits at k = 1, 3, 5 are the first ones of k = 10.
 - floor (`search.relevance_floor` = {default['trust']['floor']}): {default['trust']['nothing']} queries
   about nothing in the store (goal: 90% with no hit above the floor); real queries whose answer
-  is above the floor, among those answered at rank 1, among those whose answer is anywhere in
-  the top 10, and of all (goal 95%).
+  (the first relevant hit) is above the floor, among those answered at rank 1, among those
+  whose answer is anywhere in the top 10 (the issue's measure: the floor can only judge an
+  answer the search returned), and of all 104 (bounded by recall@10). "Floor this embedder
+  supports": the lowest floor that keeps 90% of the nothing-queries clear, and the found
+  answers above it.
+- store-size spread: for every 8th query, its answer's relevance in a store holding it alone,
+  then 2, 10 and 200 memories of the set; max and median of (max - min) over the four sizes.
 - CJK: {default['trust']['cjk_n']} Chinese and Japanese queries, no spaces inside words, against
   6 memories written the same way (character pairs indexed for runs of CJK characters).
 
 {trust_table(runs)}
 
 Reading the figures:
+- What limits the floor: of the found answers under it ({under}), nearly all answer
+  `paraphrase` queries, written to share no content word with their answer. Their evidence
+  (a cosine of 0.0-0.1, a synonym or none) is that of a query about nothing in the store
+  (whose best hits read 0.01-0.03 with the default), so no floor tells them apart: at the floor
+  where 90% of the nothing-queries are clear, {100 * default['trust']['sweep']['answered_found']:.0f}% of the found answers are above it
+  (goal 95%); the answers to the other styles clear it.
 - Goals: {"; ".join(goals)}. {met}
   The `paraphrase` queries ({counts['paraphrase']} of {len(queries)}) were written to
   share no content word with the memories that answer them (after splitting identifiers,
@@ -331,13 +421,14 @@ Reading the figures:
 
 
 def calibrate(name: str) -> str:
-    """Fit the relevance calibration of one embedder (`anchorfs.store.CALIBRATIONS`).
+    """Fit the relevance calibration of one embedder (`anchorfs.ranking.CALIBRATIONS`).
 
     Every candidate of every fresh, CJK and nothing-query is one example (label: listed as
-    relevant), its features those `Store.search` computes; an L2-regularized (1.0) logistic
-    regression, fitted by Newton steps, gives the weights. The z-score of the cosine is left
-    out (weight 0): next to the raw cosine it carried nothing and made relevance depend on
-    the size of the store.
+    relevant), its features those `Store.search` computes (all facts of the query and the
+    memory alone); an L2-regularized (1.0) logistic regression, fitted by Newton steps, gives
+    the weights. A feature whose weight comes out negative is dropped (0) and the rest refitted:
+    being anchored where the query points is never evidence against a memory (with the
+    hashing embedder the file match is already in the coverage, see `Store.search`).
     """
     import numpy as np
 
@@ -354,20 +445,28 @@ def calibrate(name: str) -> str:
                                    vector_weight=float(ws.config["search.vector_weight"]),
                                    text_weight=float(ws.config["search.text_weight"]))
             for r in rows:
-                _, cos, zt, cover, file_hit, exact = r.features
-                xs.append([1.0, cos, zt, cover, file_hit, exact])
+                xs.append([1.0, *r.features])
                 ys.append(1.0 if loaded.back.get(r.memory.id) in q["relevant"] else 0.0)
         ws.close()
     x, y = np.asarray(xs), np.asarray(ys)
+    keep = list(range(x.shape[1]))
+    while True:  # evidence only ever adds: a feature fitted negative is left out and the rest refitted
+        xk = x[:, keep]
+        wk = np.zeros(len(keep))
+        ridge = np.diag([0.0] + [1.0] * (len(keep) - 1))
+        for _ in range(60):
+            p = 1.0 / (1.0 + np.exp(-(xk @ wk)))
+            grad = xk.T @ (p - y) + ridge @ wk
+            hess = (xk.T * (p * (1 - p))) @ xk + ridge
+            wk -= np.linalg.solve(hess, grad)
+        negative = [i for j, i in enumerate(keep) if j and wk[j] < 0]
+        if not negative:
+            break
+        keep = [i for i in keep if i not in negative]
     w = np.zeros(x.shape[1])
-    ridge = np.diag([0.0] + [1.0] * (x.shape[1] - 1))
-    for _ in range(60):
-        p = 1.0 / (1.0 + np.exp(-(x @ w)))
-        grad = x.T @ (p - y) + ridge @ w
-        hess = (x.T * (p * (1 - p))) @ x + ridge
-        w -= np.linalg.solve(hess, grad)
-    b, cos, zt, cover, file_hit, exact = (round(float(v), 3) for v in w)
-    return (f'"{name}": Calibration({b}, 0.0, {cos}, {zt}, {cover}, {file_hit}, {exact}),'
+    w[keep] = wk
+    b, cos, bm25, cover, file_hit, exact = (round(float(v), 3) + 0.0 for v in w)
+    return (f'"{name}": Calibration({b}, {cos}, {bm25}, {cover}, {file_hit}, {exact}),'
             f"  # {int(y.sum())} relevant of {len(y)} candidates")
 
 

@@ -5,7 +5,10 @@ text without spaces (CJK) found. Real files, real LanceDB, the default (hashing)
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -69,7 +72,7 @@ def test_the_issue_example_a_query_about_nothing_says_so(issue_ws: Path) -> None
     text = run(issue_ws, "query", "kubernetes helm chart")
     assert text.startswith("no memory matches well; closest:\n")
     hits = json.loads(run(issue_ws, "--json", "query", "kubernetes helm chart"))["hits"]
-    assert hits and all(h["weak"] and h["relevance"] < 0.15 for h in hits)
+    assert hits and all(h["weak"] and h["relevance"] < 0.025 for h in hits)
     assert all(h["envelope"].count("weak match") == 1 for h in hits)
     block = json.loads(run(issue_ws, "--json", "context", "kubernetes helm chart"))
     assert block["fresh"] == block["stale"] == block["unknown"] == []
@@ -171,3 +174,82 @@ def test_cjk_text_without_spaces_is_found(tmp_path: Path) -> None:
         for text in ("会话 密钥", "会话密钥", "刷新令牌"):
             hits = ws.query(text, k=3)
             assert hits[0].memory.id == target.id and not hits[0].weak, text
+
+
+# --------------------------------------------------------------------------- store size
+
+SIZES = (1, 2, 10, 200)
+BAND = 0.2
+"""How far one (query, memory) pair's relevance may move between a store of 1, 2, 10 and 200
+memories. What is left is BM25's idf and length norm: in 200 memories a word many of them hold
+says a little less than in two (measured on 19 eval answers: at most 0.16, median 0.07;
+before, with features taken relative to the other candidates: up to 0.70, median 0.15, and
+0.001-0.05 against 0.6 for the issue's pair)."""
+
+
+def _fillers(count: int) -> list[dict[str, Any]]:
+    """Memories of the eval set (evals/retrieval), unanchored, as filler."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
+    import load
+
+    mems = [m for m in load.load_memories(cjk=False) if not m.get("supersedes")]
+    return [dict(content=m["content"], kind=m["kind"], tags=m["tags"]) for m in mems[:count]]
+
+
+def _relevance_by_size(root: Path, first: dict[str, Any], others: list[dict[str, Any]],
+                       query: str, track: int = 1) -> list[dict[str, float]]:
+    """Record `first`, then `others` a batch at a time until the store holds each of SIZES;
+    after each, the relevance of the first `track` memories recorded for `query`."""
+    root.mkdir(exist_ok=True)
+    anchorfs.init(root)
+    out: list[dict[str, float]] = []
+    ids: list[str] = []
+    with anchorfs.open(root) as ws:
+        have = 0
+        pending = [first, *others]
+        for size in SIZES:
+            batch, pending = pending[:size - have], pending[size - have:]
+            ids.extend(m.id for m in ws.record_many(batch))
+            have = size
+            hits = {h.memory.id: h for h in ws.query(query, k=size)}
+            out.append({mid: hits[mid].relevance for mid in ids[:track] if mid in hits})
+    return out
+
+
+def test_the_issue_pair_reads_the_same_relevance_and_order_at_every_store_size(tmp_path: Path) -> None:
+    """The open item of issue 17: with two memories, "token expiry is 24 hours" read 0.001-0.05
+    for "token expiry and revoke" while its neighbour read 0.6; a new user's first memories are
+    exactly this case."""
+    a: dict[str, Any] = dict(content="token expiry is 24 hours")
+    b: dict[str, Any] = dict(content="token revoke does not check expiry yet")
+    task = "token expiry and revoke"
+    fillers = _fillers(198)
+    both = _relevance_by_size(tmp_path / "ab", a, [b, *fillers], task, track=2)
+    alone_b = _relevance_by_size(tmp_path / "b", b, fillers, task)[0]
+    first = both[0]
+    (id_a,) = first
+    series_a = [r[id_a] for r in both]
+    id_b = next(mid for mid in both[1] if mid != id_a)
+    series_b = [list(alone_b.values())[0], *[r[id_b] for r in both[1:]]]
+    for series in (series_a, series_b):
+        assert max(series) - min(series) <= BAND, (series_a, series_b)
+    # the memory that holds every word of the task leads at every size, the other is a partial match
+    assert all(rb > ra_ for ra_, rb in zip(series_a[1:], series_b[1:])), (series_a, series_b)
+    assert min(series_b) >= 0.4 and max(series_a) < min(series_b), (series_a, series_b)
+
+
+@pytest.mark.parametrize("qid", ["q001", "q021", "q069", "q073", "q081"])
+def test_an_answer_reads_the_same_relevance_in_a_store_of_1_2_10_or_200_memories(tmp_path: Path, qid: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
+    import load
+
+    q = next(q for q in load.load_queries() if q["id"] == qid)
+    mems = {m["id"]: m for m in load.load_memories(cjk=False)}
+    ans = mems[q["relevant"][0]]
+    shutil.copytree(load.HERE / "repo", tmp_path / "repo")  # the answer's anchors hold
+    others = [dict(content=m["content"], kind=m["kind"], tags=m["tags"], anchors=m["anchors"])
+              for m in mems.values() if m["id"] not in q["relevant"] and not m.get("supersedes")][:199]
+    series = [next(iter(r.values())) for r in _relevance_by_size(
+        tmp_path / "repo", dict(content=ans["content"], kind=ans["kind"], tags=ans["tags"], anchors=ans["anchors"]),
+        others, q["query"])]
+    assert max(series) - min(series) <= BAND, series
