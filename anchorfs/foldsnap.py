@@ -29,6 +29,7 @@ a torn tail (those are said on every read, so no later process may skip reading 
 
 from __future__ import annotations
 
+import gc
 import os
 import stat as stat_mod
 from collections.abc import Iterator
@@ -137,6 +138,7 @@ def _state(body: Any) -> FoldState:
     state = FoldState()
     state.top, state.lines = _int(body["top"]), _int(body["lines"])
     heads_all, named_all = state.heads, state.named
+    from_dict = Memory.from_dict
     for rec in body["memories"]:
         if type(rec) is not list or len(rec) != 4:
             raise ValueError("a bad memory record")
@@ -151,8 +153,9 @@ def _state(body: Any) -> FoldState:
         for h in heads_in:
             if type(h) is not list or len(h) != 7:
                 raise ValueError("a bad head")
-            seq, line, tx, op, actor, at_s = h[0], h[1], _str(h[2]), _str(h[3]), _str(h[4]), _str(h[5])
-            if op not in OPS or tx in heads:
+            seq, line, tx, op, actor, at_s, snap = h
+            if type(tx) is not str or type(actor) is not str or type(at_s) is not str or op not in OPS \
+                    or tx in heads:
                 raise ValueError("a bad head")
             at = from_iso(at_s)
             if at is None:
@@ -163,7 +166,10 @@ def _state(body: Any) -> FoldState:
                 rank: tuple[Any, ...] = (seq, at, tx)
             else:
                 rank = (0, _int(line))
-            heads[tx] = Head(rank, tx, op, actor, at, _memory(h[6], mid))
+            check_snapshot(snap)
+            if snap["id"] != mid:
+                raise ValueError("a snapshot under another id")
+            heads[tx] = Head(rank, tx, op, actor, at, from_dict(snap))
         heads_all[mid] = heads
         if named_in is not None:
             if type(named_in) is not list:
@@ -326,7 +332,22 @@ def current(ledger: Ledger, cached: Folded | None = None, *, write: bool = True)
     it holds; the lines after either are folded in, and a ledger that no longer starts with
     their prefix is folded afresh. The snapshot is written anew (when `write`) after a fresh
     fold, or once enough lines were folded in since it was last written.
+
+    The cyclic collector is paused meanwhile: a fold allocates one memory (and its dicts) per
+    snapshot and frees nothing, so each collection it would trigger walks a growing heap for
+    no garbage (a third of the time at 20,000 memories).
     """
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _current(ledger, cached, write=write)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _current(ledger: Ledger, cached: Folded | None, *, write: bool) -> Folded:
     base = cached
     snap: Snapshot | None = None
     if base is None:
