@@ -29,22 +29,24 @@ from anchorfs.textutil import compound_keys, search_terms
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
 import load  # noqa: E402  (evals/retrieval/load.py, shared with scripts/bench_retrieval.py)
 
-# Measured 2026-12-02 with the default (hashing) embedder, after issue 17's second round
-# (relevance from features of the pair alone, stable in store size): hybrid MRR 0.816,
-# recall@5 0.834; per style 1.00 exact identifiers, 0.97 identifier parts, 0.34 paraphrases
-# (0.43 before: their answers share only synonyms with the query, which the table-relative
-# idf weighed more), 0.75 questions, 0.96 paths; stale MRR 0.94 x fresh, k-invariant 100%,
-# 94% of nothing-queries clear of the floor (0.025), 88% of found answers above it, CJK 1.00.
+# Measured 2026-12-02 with the default (hashing) embedder on this test's build (one batch;
+# the benchmark records one memory at a time and reads a little lower, docs/benchmarks.md),
+# after issue 17's second round (relevance from features of the pair alone, stable in store
+# size): hybrid MRR 0.810, recall@5 0.833; per style 1.00 exact identifiers, 1.00 identifier
+# parts, 0.34 paraphrases (0.43 before: their answers share only synonyms with the query, which
+# the table-relative idf weighed more), 0.78 questions, 0.93 paths (recall@5 0.83), 1.00
+# superseded wording; stale MRR 0.97 x fresh, k-invariant 100%, 97% of nothing-queries clear
+# of the floor (0.025), 84% of found answers above it, CJK MRR 1.00.
 FLOOR_MRR = 0.80
 FLOOR_RECALL_5 = 0.79
-FLOOR_PATH_RECALL_5 = 0.72
+FLOOR_PATH_RECALL_5 = 0.78
 # Issue 17 (docs/benchmarks.md "Ranking an agent can trust").
 FLOOR_STALE_RATIO = 0.9
 FLOOR_NOTHING_CLEAR = 0.9
 FLOOR_ANSWERED_FOUND = 0.80
 FLOOR_CJK_MRR = 0.95
-FLOOR_STYLE_MRR = {"exact_identifier": 0.95, "identifier_part": 0.93, "paraphrase": 0.31, "question": 0.70,
-                   "path": 0.90, "superseded": 0.95}
+FLOOR_STYLE_MRR = {"exact_identifier": 0.95, "identifier_part": 0.95, "paraphrase": 0.31, "question": 0.72,
+                   "path": 0.88, "superseded": 0.95}
 
 
 class Eval(NamedTuple):
