@@ -91,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         hooked = agent_args(args)
         if hooked is not None:
             sys.exit(agent_main(hooked[0], hooked[1]))
+        from .hook import commit_args, commit_main
+
+        commit = commit_args(args)  # the installed post-commit line: `-m anchorfs hook run --root R`
+        if commit is not None:
+            sys.exit(commit_main(*commit))
     parsed = drift_args(args)
     if parsed is not None:
         from .memo import replay

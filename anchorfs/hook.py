@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BEGIN", "END", "hook_path", "hook_command", "install", "uninstall", "is_installed", "committed_paths", "run",
+    "commit_args", "commit_main",
     "AGENT_EVENTS", "agent_args", "agent_main", "session_start", "post_edit", "digest",
     "SYNC_HOOKS", "sync_command", "install_sync", "uninstall_sync",
 ]
@@ -73,9 +74,13 @@ def hook_path(root: Path) -> Path:
 
 
 def hook_command(root: Path) -> str:
-    """The block's command line: this interpreter, by absolute path, on this workspace."""
+    """The block's command line: this interpreter, by absolute path, on this workspace.
+
+    `-m anchorfs` (not `-m anchorfs.cli`): `anchorfs.__main__` hands `hook run` to `commit_main`
+    before click is imported, a third of a quiet commit's cost. An installed `-m anchorfs.cli`
+    line still works and is refreshed in place by the next `install`."""
     exe = shlex.quote(os.path.abspath(sys.executable))
-    return f"{exe} -m anchorfs.cli hook run --root {shlex.quote(str(root))} || true"
+    return f"{exe} -m anchorfs hook run --root {shlex.quote(str(root))} || true"
 
 
 def _split(text: str) -> tuple[str, list[str], str] | None:
@@ -172,14 +177,30 @@ def install(root: Path) -> tuple[Path, bool]:
                 new = _block(body) + text
     else:
         before, body, after = parts
-        kept = [line for line in body if not _for_root(line, root)]
-        if _NOTE not in kept:
-            kept.insert(0, _NOTE)
-        new = before + _block([*kept, command]) + after
+        new = before + _block(_refreshed(body, root, command)) + after
     if new == text:
         return path, False
     _write(path, new)
     return path, True
+
+
+def _refreshed(body: list[str], root: Path, command: str) -> list[str]:
+    """The block's lines with this workspace's line replaced by `command` where it stood (an
+    older form, such as `-m anchorfs.cli hook run`, upgraded in place), or added at the end."""
+    out: list[str] = []
+    placed = False
+    for line in body:
+        if _for_root(line, root):
+            if not placed:
+                out.append(command)
+                placed = True
+        else:
+            out.append(line)
+    if not placed:
+        out.append(command)
+    if _NOTE not in out:
+        out.insert(0, _NOTE)
+    return out
 
 
 def _block(body: list[str]) -> str:
@@ -241,6 +262,93 @@ def run(ws: "Workspace", rev: str = "HEAD") -> list["DriftEvent"]:
 
     paths = _mentioned(ws.root_real, committed_paths(ws.root, rev))  # none named: no fold to pay
     return record_transitions(ws, paths, source="hook") if paths else []
+
+
+def commit_args(argv: list[str]) -> tuple[str | None, str, bool] | None:
+    """(root, rev, as_json) when `argv` is `hook run` with at most `--root R`, `--rev REV` and
+    `--json` around it (as the CLI places them); None for anything else, which click parses."""
+    values: dict[str, str] = {}
+    as_json = False
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if arg == "--json":
+            as_json = True
+        elif name in ("--root", "--rev"):
+            if "=" in arg:
+                value = arg.split("=", 1)[1]
+            else:
+                i += 1
+                if i == len(argv):
+                    return None
+                value = argv[i]
+            if not value or value.startswith("-") or name in values:
+                return None  # the odd and the repeated: the CLI's parser and its errors
+            values[name] = value
+        elif arg.startswith("-"):
+            return None
+        else:
+            words.append(arg)
+        i += 1
+    if words != ["hook", "run"]:
+        return None
+    return values.get("--root"), values.get("--rev", "HEAD"), as_json
+
+
+_UNPRINTABLE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"  # as `anchorfs.cli._printable`
+
+
+def _printable(text: str) -> str:
+    """Text for a terminal, control characters as escapes (`anchorfs.cli._printable`'s rule)."""
+    import re
+
+    return re.sub(_UNPRINTABLE, lambda m: repr(m.group())[1:-1], text)
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> int:
+    """`anchorfs hook run` without click (what the installed post-commit line runs): what the
+    CLI's `hook run` prints, and 0 whatever the check met (a missing workspace included)."""
+    import warnings
+
+    from .workspace import open as open_ws
+
+    def warn(message: "Any", category: "Any", filename: str, lineno: int, file: "Any" = None,
+             line: "Any" = None) -> None:
+        sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
+
+    warnings.showwarning = warn  # as `anchorfs.cli.main` says a warning
+    out: list[str] = []
+    try:
+        with open_ws(root) as ws:
+            events = run(ws, rev)
+    except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
+        sys.stderr.write(f"anchorfs: hook: {exc}\n")
+        return 0
+    if as_json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps({"events": [e.to_dict() for e in events]}, option=orjson.OPT_INDENT_2).decode()
+                         + "\n")
+        return 0
+    stale = [e for e in events if e.after == "stale"]
+    if stale:
+        n = len(stale)
+        out.append(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
+        out += [f"  {e.id}  {e.detail}  · {_short(e.content, 50)}" for e in stale]
+        out.append("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
+    out += [f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}"
+            for e in events if e.after != "stale"]
+    if out:
+        sys.stdout.write("".join(_printable(line) + "\n" for line in out))
+        sys.stdout.flush()
+    return 0
 
 
 # -- agent hooks (Claude Code) -------------------------------------------------------------------

@@ -2,7 +2,7 @@
 """Benchmark the post-commit hook on a workspace of 1,000 anchored memories.
 
 Times the installed hook script itself (what git runs after a commit: `sh`, then this Python
-with `-m anchorfs.cli hook run`), warm hash cache, in three cases:
+with `-m anchorfs hook run`), warm hash cache, in three cases:
 
 - the commit touched no anchored file (the common case);
 - it touched an anchored file, but every memory on it stayed fresh (an edit elsewhere);
@@ -249,7 +249,7 @@ def main() -> None:
 Workspace: a git repo of {len(rels)} Python files with {args.memories} anchored memories ({PER_FILE} per
 file: symbols, a line range, and on every other file the whole file), hash cache warm.
 Timed: the installed `.git/hooks/post-commit` script run as git runs it after a commit (`sh`,
-then `python3 -m anchorfs.cli hook run` with the interpreter that installed it), median of
+then `python3 -m anchorfs hook run` with the interpreter that installed it), median of
 {args.repeat} runs. Baseline: `python3 -c pass` with the same interpreter ({sys.executable}),
 in the same run. Workspace set-up ({setup:.1f} s) is not timed.
 
@@ -257,8 +257,9 @@ in the same run. Workspace set-up ({setup:.1f} s) is not timed.
 {"Times are CPU time (user + sys of every process a run starts: sh, Python, git), which other work on a loaded machine inflates far less than wall time." if args.cpu else ""}
 {"" if before is None else f"The before column is `--base {args.base}` timed on the same workspace in the same run, after the rows above."}
 
-The hook reads the ledger and the hash cache only (the cost above the baseline is click and the
-CLI's imports, `git diff-tree`, and where the commit touched an anchored file the fold, read from
+The hook reads the ledger and the hash cache only, and never imports click (`anchorfs.__main__`
+hands `hook run` to `anchorfs.hook.commit_main`): the cost above the baseline is the imports,
+`git diff-tree`, and where the commit touched an anchored file the fold, read from
 its snapshot, and the check; a commit whose paths the ledger never names folds nothing). LanceDB is never loaded: a drift change
 is written to `drift.json` and reaches the store's drift column when the store is next opened.
 Reproduce: `python scripts/bench_hook.py --write`.

@@ -51,7 +51,7 @@ def test_install_creates_an_executable_hook_and_twice_is_harmless(repo: Path) ->
     assert changed and path == repo / ".git" / "hooks" / "post-commit"
     text = path.read_text()
     assert text.startswith("#!/bin/sh\n") and BEGIN in text and END in text
-    assert f"{sys.executable} -m anchorfs.cli hook run --root {repo}" in text
+    assert f"{sys.executable} -m anchorfs hook run --root {repo} || true" in text  # click-free (issue 20)
     assert path.stat().st_mode & stat.S_IXUSR
     assert is_installed(repo)
     assert install(repo) == (path, False)
@@ -531,3 +531,67 @@ def test_the_digest_memo_ends_when_an_envelope_would_read_otherwise(repo: Path) 
         assert _envelopes_until(ws, [young], t) == pytest.approx(young.recorded_at.timestamp() + expiry * day)
         # past its expiry: `unverified for N days` turns N + 1 at the next whole day of its age
         assert _envelopes_until(ws, [young, old], t) == pytest.approx(old.recorded_at.timestamp() + (expiry + 3) * day)
+
+
+# -- post-commit without click: `-m anchorfs hook run` (issue 20) ------------------------------------
+
+_COMMIT_PROBE = ("import json, sys\n"
+                 "from anchorfs.__main__ import main\n"
+                 "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+                 "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lancedb', 'pyarrow', 'click', 'mcp'))\n"
+                 "sys.stderr.write(json.dumps({'code': code, 'heavy': heavy}))\n")
+
+
+def test_post_commit_run_answers_without_click_as_the_cli_does(repo: Path) -> None:
+    from anchorfs.hook import commit_args
+
+    with anchorfs.open(repo) as ws:
+        m = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    install(repo)
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "shorter")  # the hook is run below, by hand
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", *args], cwd=repo, capture_output=True,
+                              text=True, check=True)
+        return proc.stdout
+
+    proc = subprocess.run([sys.executable, "-c", _COMMIT_PROBE, "hook", "run", "--root", str(repo)], cwd=repo,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert json.loads(proc.stderr) == {"code": 0, "heavy": []}  # neither click nor LanceDB imported
+    assert proc.stdout.startswith("anchorfs: this commit made 1 memory stale:\n")
+    assert f"  {m.id}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours\n" in proc.stdout
+    (repo / "auth" / "token.py").write_text(TOKEN)  # fresh again: the click CLI says the same as the fast path
+    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "back")
+    fast = subprocess.run([sys.executable, "-m", "anchorfs", "hook", "run", "--json", f"--root={repo}"], cwd=repo,
+                          capture_output=True, text=True, check=True).stdout
+    assert [e["to"] for e in json.loads(fast)["events"]] == ["fresh"]
+    assert cli("hook", "run", "--root", str(repo), "--json") == '{\n  "events": []\n}\n'  # logged once, as before
+    assert fast.startswith('{\n  "events": [\n')  # the CLI's indented JSON
+    # what the fast path takes, and what it leaves to click
+    assert commit_args(["hook", "run", "--root", "/r", "--rev", "HEAD~1"]) == ("/r", "HEAD~1", False)
+    assert commit_args(["--json", "hook", "run"]) == (None, "HEAD", True)
+    for odd in (["hook", "run", "--rev"], ["hook", "run", "--root", "/a", "--root", "/b"], ["hook", "run", "-h"],
+                ["hook", "install"], ["hook", "run", "extra"]):
+        assert commit_args(odd) is None, odd
+
+
+def test_install_upgrades_an_old_click_line_in_place(repo: Path) -> None:
+    path = repo / ".git" / "hooks" / "post-commit"
+    other = "/usr/bin/python3 -m anchorfs.cli hook run --root /elsewhere || true"
+    old = f"{sys.executable} -m anchorfs.cli hook run --root {repo} || true"
+    path.write_text(f"#!/bin/sh\n{BEGIN}\n# note\n{old}\n{other}\n{END}\necho user\n")
+    path.chmod(0o755)
+    assert install(repo) == (path, True)
+    text = path.read_text()
+    new = f"{sys.executable} -m anchorfs hook run --root {repo} || true"
+    lines = text.splitlines()
+    assert lines[lines.index(BEGIN) + 1:lines.index(END)] == [
+        "# Added by `anchorfs hook install`; `anchorfs hook uninstall` removes this block only.",
+        "# note", new, other]  # where the old line stood; another workspace's line untouched
+    assert text.endswith(f"{END}\necho user\n") and is_installed(repo)
+    assert install(repo) == (path, False)
+    with anchorfs.open(repo) as ws:
+        m = ws.record("readme greets", anchors=["README.md"])
+    (repo / "README.md").write_text("bye\n")
+    assert m.id in commit(repo, "bye").stderr  # the upgraded line runs
