@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["MEMO_FILE", "Witness", "replay", "save"]
 
 MEMO_FILE = "drift.memo"
-_FORMAT = 1
+_FORMAT = 2
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -82,11 +82,31 @@ def _environment() -> tuple[Any, ...]:
     return (sys.hexversion, sys.implementation.cache_tag, marshal.version, ids, env, code)
 
 
-def _unchanged(paths: list[str], keys: list[_Key]) -> bool:
-    if _statmatch is not None:
+_PACKED = "=qqqQ"  # one key as `_statmatch.pack` lays it out: size, mtime_ns, ctime_ns (int64), inode (uint64)
+
+
+def _pack(keys: list[_Key]) -> bytes | list[_Key]:
+    """The keys as the C loop takes them (a memo of 10,000 files loads in a fraction of the
+    time as one bytes object than as 10,000 tuples), or as they are where that cannot be had."""
+    packed = _statmatch.pack(keys) if _statmatch is not None else None
+    return keys if packed is None else packed
+
+
+def _unchanged(paths: list[str], keys: bytes | list[_Key]) -> bool:
+    if isinstance(keys, bytes):
+        import struct
+
+        if len(keys) != struct.calcsize(_PACKED) * len(paths):
+            return False
+        if _statmatch is not None:
+            got = _statmatch.match(paths, keys)  # None: a path is gone, or a name C cannot pass
+            if got is not None:
+                return 0 not in got
+        keys = list(struct.iter_unpack(_PACKED, keys))
+    elif _statmatch is not None:
         packed = _statmatch.pack(keys)
         if packed is not None:
-            got = _statmatch.match(paths, packed)  # None: a path is gone, or a name C cannot pass
+            got = _statmatch.match(paths, packed)
             if got is not None:
                 return 0 not in got
     try:
@@ -116,8 +136,9 @@ def replay(root: str | os.PathLike[str] | None, as_json: bool) -> tuple[str, int
             return None
         if not written <= time.time() < until:  # the TTL, and a clock that went backwards
             return None
-        if type(paths) is not list or type(keys) is not list or type(absent) is not list:
+        if type(paths) is not str or type(keys) not in (bytes, list) or type(absent) is not list:
             return None
+        paths = paths.split("\0")  # one string: no path holds a NUL, and it loads at once
         if not paths or paths[0] != os.path.join(state, "ledger.jsonl"):
             return None  # every memo `save` writes rests on the ledger first: anything else is not ours
         if not _unchanged(paths, keys) or any(os.path.lexists(p) for p in absent):
@@ -215,7 +236,7 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
         grounds = _grounds(ws, report, limit)
         if grounds is not None:
             paths, keys, absent, until = grounds
-            memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, paths, keys, absent,
+            memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, "\0".join(paths), _pack(keys), absent,
                     {"json": outputs["json"], "text": outputs["text"]}, code)
             upgrade_gitignore(ws.state)  # a workspace made before the memo must not offer it for commit
             _replace_atomic(Path(_memo_path(ws.root_real)), marshal.dumps(memo), "memo-write")

@@ -497,3 +497,15 @@ def test_an_earlier_gitignore_learns_of_the_memo_and_an_edited_one_is_left_alone
     run(ws_root, "--json", capsys=capsys)
     assert saved(ws_root)
     assert ignore.read_text() == edited
+
+
+def test_a_memo_replays_without_the_c_loop_and_still_sees_a_change(
+        ws_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo keeps its stats packed as the C loop takes them; without the C loop they are
+    unpacked and compared in Python, with the same answers."""
+    first = run(ws_root, "--json", capsys=capsys)
+    with monkeypatch.context() as m:
+        m.setattr(memo, "_statmatch", None)
+        assert replays(ws_root, "--json", capsys=capsys, monkeypatch=monkeypatch) == first
+        _edit_same_size(ws_root)
+        assert memo.replay(str(ws_root), True) is None
