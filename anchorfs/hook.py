@@ -25,15 +25,14 @@ nothing when there is nothing to say. `agent_main` is what `anchorfs hook sessio
 from __future__ import annotations
 
 import os
-import shlex
 import stat
 import sys
-from pathlib import Path
 
 from .errors import AnchorfsError, WorkspaceError
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from .drift import DriftReport
@@ -66,6 +65,8 @@ def _repo(root: Path) -> Path:
 
 def hook_path(root: Path) -> Path:
     """The post-commit hook git will run for the repo holding `root` (core.hooksPath honoured)."""
+    from pathlib import Path
+
     from .git import run_git
 
     _repo(root)
@@ -79,6 +80,8 @@ def hook_command(root: Path) -> str:
     `-m anchorfs` (not `-m anchorfs.cli`): `anchorfs.__main__` hands `hook run` to `commit_main`
     before click is imported, a third of a quiet commit's cost. An installed `-m anchorfs.cli`
     line still works and is refreshed in place by the next `install`."""
+    import shlex
+
     exe = shlex.quote(os.path.abspath(sys.executable))
     return f"{exe} -m anchorfs hook run --root {shlex.quote(str(root))} || true"
 
@@ -139,6 +142,8 @@ def is_installed(root: Path) -> bool:
 
 
 def _for_root(line: str, root: Path) -> bool:
+    import shlex
+
     try:
         words = shlex.split(line, comments=True)
     except ValueError:
@@ -149,6 +154,8 @@ def _for_root(line: str, root: Path) -> bool:
 
 def install(root: Path) -> tuple[Path, bool]:
     """Add (or refresh) this workspace's line in the post-commit hook; (hook path, changed)."""
+    from pathlib import Path
+
     root = Path(root)
     path = hook_path(root)
     command = hook_command(root)
@@ -213,6 +220,8 @@ def uninstall(root: Path) -> tuple[Path, bool]:
 
     A hook that held nothing but our block is deleted; anything else in it stays as it was.
     """
+    from pathlib import Path
+
     root = Path(root)
     path = hook_path(root)
     return path, _remove(path, root)
@@ -317,8 +326,6 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     CLI's `hook run` prints, and 0 whatever the check met (a missing workspace included)."""
     import warnings
 
-    from .workspace import open as open_ws
-
     def warn(message: "Any", category: "Any", filename: str, lineno: int, file: "Any" = None,
              line: "Any" = None) -> None:
         sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
@@ -326,8 +333,17 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     warnings.showwarning = warn  # as `anchorfs.cli.main` says a warning
     out: list[str] = []
     try:
-        with open_ws(root) as ws:
-            events = run(ws, rev)
+        from .locate import locate
+
+        found = locate(root)
+        events: list["DriftEvent"] = []
+        from pathlib import Path
+
+        if _mentioned(found, committed_paths(Path(found), rev)):  # else no memory rests on them: nothing to open
+            from .workspace import open as open_ws
+
+            with open_ws(root) as ws:
+                events = run(ws, rev)
     except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
         sys.stderr.write(f"anchorfs: hook: {exc}\n")
         return 0
@@ -727,6 +743,8 @@ def agent_main(event_name: str, root: str | None = None) -> int:
         if event_name == "session-start":
             out = _session_start_memoized(found)
         else:
+            from pathlib import Path
+
             from .workspace import Workspace
 
             with Workspace(Path(found)) as ws:
@@ -754,6 +772,8 @@ def _session_start_memoized(root_real: str) -> str:
     if replayed is not None:
         return replayed
     started = time.time_ns()  # before the workspace reads anything, its config included
+    from pathlib import Path
+
     from .workspace import Workspace
 
     with warnings.catch_warnings(record=True) as caught:
@@ -775,12 +795,16 @@ SYNC_HOOKS = ("post-checkout", "post-merge", "post-rewrite")
 
 def sync_command(root: Path) -> str:
     """The sync block's command line: the store follows the ledger as it is now."""
+    import shlex
+
     exe = shlex.quote(os.path.abspath(sys.executable))
     return f"{exe} -m anchorfs.team sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
 
 
 def _git_hook(root: Path, name: str) -> Path:
     """The hook file git runs for `name` in the repo holding `root` (core.hooksPath honoured)."""
+    from pathlib import Path
+
     from .git import run_git
 
     out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
@@ -791,6 +815,8 @@ def install_sync(root: Path) -> list[Path]:
     """Add (or refresh) this workspace's line in git's post-checkout, post-merge and
     post-rewrite hooks (a read would catch up anyway; these make it eager). Returns the hooks
     changed; a hook that is not a shell script is left alone."""
+    from pathlib import Path
+
     root = Path(root)
     _repo(root)
     command = sync_command(root)
@@ -826,6 +852,8 @@ def uninstall_sync(root: Path) -> list[Path]:
     """Take this workspace's line out of the post-checkout, post-merge and post-rewrite hooks
     (`install_sync`'s); every other line stays byte for byte, and a hook file goes only when
     nothing but what anchorfs wrote is left in it. Returns the hooks changed."""
+    from pathlib import Path
+
     root = Path(root)
     _repo(root)
     return [path for path in (_git_hook(root, name) for name in SYNC_HOOKS) if _remove(path, root)]

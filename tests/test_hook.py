@@ -595,3 +595,19 @@ def test_install_upgrades_an_old_click_line_in_place(repo: Path) -> None:
         m = ws.record("readme greets", anchors=["README.md"])
     (repo / "README.md").write_text("bye\n")
     assert m.id in commit(repo, "bye").stderr  # the upgraded line runs
+
+
+def test_post_commit_naming_no_anchored_path_opens_no_workspace(repo: Path) -> None:
+    with anchorfs.open(repo) as ws:
+        ws.record("issue signs for 24h", anchors=["auth/token.py#TokenIssuer.issue"])
+    (repo / "NOTES.md").write_text("unanchored\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qm", "notes")
+    probe = _COMMIT_PROBE.replace("'heavy': heavy", "'heavy': heavy, 'ws': 'anchorfs.workspace' in sys.modules")
+    for extra, out in (((), ""), (("--json",), '{\n  "events": []\n}\n')):
+        proc = subprocess.run([sys.executable, "-c", probe, "hook", "run", "--root", str(repo), *extra], cwd=repo,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert json.loads(proc.stderr) == {"code": 0, "heavy": [], "ws": False} and proc.stdout == out
+    missing = subprocess.run([sys.executable, "-m", "anchorfs", "hook", "run", "--root", str(repo / "auth")],
+                             cwd=repo, capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 0 and missing.stderr.startswith("anchorfs: hook: ") and "not an anchorfs" in missing.stderr
