@@ -170,6 +170,13 @@ def floor_sweep(real: list, nothing: list, *, clear: float = 0.9) -> dict[str, f
             "answered": sum(a >= floor for a in found) / max(1, len(real))}
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages, as `uptime` prints them."""
+    import os
+
+    return " / ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
 def _under_floor(results: list) -> dict[str, int]:
     """Per query style, the real queries whose answer is in the top 10 but weak."""
     out: dict[str, int] = {}
@@ -264,7 +271,8 @@ def body(runs: list[dict], queries: list[dict], memories: list[dict]) -> str:
               f"{e5run['modes']['vectors']['styles']['paraphrase'].mrr:.2f}, and the full-text half adds what it "
               f"adds for every embedder (what\n  was measured against the gap is below)") if e5run else ""
     return f"""
-Machine: {machine()}.
+Machine: {machine()}; load average {_load()} when written (quality figures do not depend on
+load; latencies and throughput do).
 `python scripts/bench_retrieval.py --write` (needs the `e5` and `minilm` extras for those rows).
 
 The set (`evals/retrieval/`, see its README): {len(memories)} memories about a small codebase ({retired} of
