@@ -32,7 +32,7 @@ from __future__ import annotations
 import gc
 import os
 import stat as stat_mod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from .model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
 from .statefs import create_temp, open_state
 
 __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "current", "decode", "encode", "load",
-           "save", "snap_path"]
+           "on_paths", "save", "snap_path"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
@@ -130,6 +130,56 @@ def _int(x: Any) -> int:
     return x
 
 
+def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
+    """One memory record read back (id, heads, named ids, the memory the fold gives), checked as
+    the ledger reader checks a line; any surprise raises."""
+    if type(rec) is not list or len(rec) != 4:
+        raise ValueError("a bad memory record")
+    mid, heads_in, named_in, lone = _str(rec[0]), rec[1], rec[2], rec[3]
+    if not mid:
+        raise ValueError("a memory without an id")
+    if heads_in is None:
+        raise ValueError("a memory without heads")  # every memory folded has a heads entry
+    if type(heads_in) is not list:
+        raise ValueError("bad heads")
+    from_dict = Memory.from_dict
+    heads: dict[str, Head] = {}
+    for h in heads_in:
+        if type(h) is not list or len(h) != 7:
+            raise ValueError("a bad head")
+        seq, line, tx, op, actor, at_s, snap = h
+        if type(tx) is not str or type(actor) is not str or type(at_s) is not str or op not in OPS \
+                or tx in heads:
+            raise ValueError("a bad head")
+        at = from_iso(at_s)
+        if at is None:
+            raise ValueError("a head without a time")
+        if seq is not None:
+            if type(seq) is not int or seq < 1 or line is not None:
+                raise ValueError("a bad rank")
+            rank: tuple[Any, ...] = (seq, at, tx)
+        else:
+            rank = (0, _int(line))
+        check_snapshot(snap)
+        if snap["id"] != mid:
+            raise ValueError("a snapshot under another id")
+        heads[tx] = Head(rank, tx, op, actor, at, from_dict(snap))
+    named: set[str] | None = None
+    if named_in is not None:
+        if type(named_in) is not list:
+            raise ValueError("bad names")
+        named = {_str(t) for t in named_in}
+    if heads and lone is not None:
+        raise ValueError("a lone snapshot beside heads")
+    if len(heads) == 1:
+        memory = next(iter(heads.values())).memory
+    elif heads:
+        memory = max(heads.values(), key=lambda x: x.rank).memory
+    else:
+        memory = _memory(lone, mid)
+    return mid, heads, named, memory
+
+
 def _state(body: Any) -> FoldState:
     """The body read back into a `FoldState`, checked as the ledger reader checks a line; any
     surprise raises (the caller treats it as no snapshot)."""
@@ -138,53 +188,14 @@ def _state(body: Any) -> FoldState:
     state = FoldState()
     state.top, state.lines = _int(body["top"]), _int(body["lines"])
     heads_all, named_all = state.heads, state.named
-    from_dict = Memory.from_dict
     for rec in body["memories"]:
-        if type(rec) is not list or len(rec) != 4:
-            raise ValueError("a bad memory record")
-        mid, heads_in, named_in, lone = _str(rec[0]), rec[1], rec[2], rec[3]
-        if not mid or mid in state:
+        mid, heads, named, memory = _record(rec)
+        if mid in state:
             raise ValueError("a memory twice")
-        if heads_in is None:
-            raise ValueError("a memory without heads")  # every memory folded has a heads entry
-        if type(heads_in) is not list:
-            raise ValueError("bad heads")
-        heads: dict[str, Head] = {}
-        for h in heads_in:
-            if type(h) is not list or len(h) != 7:
-                raise ValueError("a bad head")
-            seq, line, tx, op, actor, at_s, snap = h
-            if type(tx) is not str or type(actor) is not str or type(at_s) is not str or op not in OPS \
-                    or tx in heads:
-                raise ValueError("a bad head")
-            at = from_iso(at_s)
-            if at is None:
-                raise ValueError("a head without a time")
-            if seq is not None:
-                if type(seq) is not int or seq < 1 or line is not None:
-                    raise ValueError("a bad rank")
-                rank: tuple[Any, ...] = (seq, at, tx)
-            else:
-                rank = (0, _int(line))
-            check_snapshot(snap)
-            if snap["id"] != mid:
-                raise ValueError("a snapshot under another id")
-            heads[tx] = Head(rank, tx, op, actor, at, from_dict(snap))
         heads_all[mid] = heads
-        if named_in is not None:
-            if type(named_in) is not list:
-                raise ValueError("bad names")
-            named_all[mid] = {_str(t) for t in named_in}
-        if len(heads) == 1:
-            if lone is not None:
-                raise ValueError("a lone snapshot beside a head")
-            state[mid] = next(iter(heads.values())).memory
-        elif heads:
-            if lone is not None:
-                raise ValueError("a lone snapshot beside heads")
-            state[mid] = max(heads.values(), key=lambda x: x.rank).memory
-        else:
-            state[mid] = _memory(lone, mid)
+        if named is not None:
+            named_all[mid] = named
+        state[mid] = memory
     return state
 
 
@@ -192,30 +203,41 @@ def decode(data: bytes, seen_ns: int, folder: _Folder | None) -> Folded | None:
     """The snapshot in `data` (its prefix's `seen_ns` is the file's mtime), or None for anything
     that is not a whole, well-formed snapshot written in this state folder."""
     try:
-        cut = data.find(b"\n", 0, _HEAD_LIMIT)
-        if cut < 0:
+        checked = _checked(data, seen_ns, folder)
+        if checked is None:
             return None
-        header = orjson.loads(data[:cut])
-        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
-            return None
-        if folder is None or header.get("folder") != list(folder):
-            return None
-        body = data[cut + 1:]
-        if header.get("size") != len(body) or header.get("body") != blake3.blake3(body).hexdigest():
-            return None
-        prefix = Prefix.from_dict(header.get("prefix"), seen_ns)
-        if prefix is None:
-            return None
+        prefix, body = checked
         state = _state(orjson.loads(body))
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, SnapshotError,
-            orjson.JSONDecodeError):
+    except _SURPRISES:
         return None
     return Folded(prefix, state, state.lines)
 
 
-def load(ledger: Ledger) -> Snapshot | None:
-    """The snapshot beside `ledger`, checked as it is read; None when missing or not usable
-    (a link there is never followed, only ignored)."""
+_SURPRISES = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, SnapshotError,
+              orjson.JSONDecodeError)
+
+
+def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix, bytes] | None:
+    """(prefix, body) of a snapshot whose header is ours (format, version, this state folder)
+    and whose body matches its size and checksum; None otherwise. May raise on garbage."""
+    cut = data.find(b"\n", 0, _HEAD_LIMIT)
+    if cut < 0:
+        return None
+    header = orjson.loads(data[:cut])
+    if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
+        return None
+    if folder is None or header.get("folder") != list(folder):
+        return None
+    body = data[cut + 1:]
+    if header.get("size") != len(body) or header.get("body") != blake3.blake3(body).hexdigest():
+        return None
+    prefix = Prefix.from_dict(header.get("prefix"), seen_ns)
+    return None if prefix is None else (prefix, body)
+
+
+def _read(ledger: Ledger) -> tuple[bytes, os.stat_result] | None:
+    """The snapshot file's bytes and its `fstat`; None when missing, a link (never followed,
+    only ignored), unreadable, or larger than any fold of that ledger."""
     try:
         fd = open_state(snap_path(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
@@ -232,10 +254,88 @@ def load(ledger: Ledger) -> Snapshot | None:
         return None
     finally:
         os.close(fd)
-    folded = decode(b"".join(chunks), st.st_mtime_ns, _folder(ledger))
+    return b"".join(chunks), st
+
+
+def load(ledger: Ledger) -> Snapshot | None:
+    """The snapshot beside `ledger`, checked as it is read; None when missing or not usable
+    (a link there is never followed, only ignored)."""
+    read = _read(ledger)
+    if read is None:
+        return None
+    data, st = read
+    folded = decode(data, st.st_mtime_ns, _folder(ledger))
     if folded is None:
         return None
     return Snapshot(folded, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def _may_rest_on(rec: Any, hit: Callable[[str], bool]) -> bool:
+    """Whether the record's memory may be active and anchored to a path `hit` takes, judged on
+    its raw JSON without building it: True for any snapshot of it that is, and for anything
+    odd (then `_record` judges it, and refuses what is wrong)."""
+    try:
+        snaps = [h[6] for h in rec[1]] if rec[1] else [rec[3]]
+        for snap in snaps:
+            if snap.get("status") != "active":
+                continue
+            if any(hit(a["path"]) for a in snap["anchors"]):
+                return True
+        return False
+    except (TypeError, KeyError, IndexError, AttributeError):
+        return True
+
+
+def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
+    """The active memories anchored to `paths` (a path also covers the files under it, as
+    `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
+    hold the whole ledger as it stands now (missing, damaged, of another folder, or the ledger
+    changed since: the full fold, `current`, decides then).
+
+    What the agent and git hooks need, at a fraction of `current`'s cost: the body is
+    checksummed and parsed whole, as `decode` does, but only the records that may rest on
+    `paths` are built into memories, each checked as `decode` checks it (`_record`:
+    `check_snapshot` on every snapshot). Writes nothing."""
+    read = _read(ledger)
+    if read is None:
+        return None
+    data, st = read
+    wanted = {p.strip("/") for p in paths if p and p.strip("/")}
+
+    def hit(path: str) -> bool:
+        if path in wanted:
+            return True
+        parts = path.split("/")
+        return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        checked = _checked(data, st.st_mtime_ns, _folder(ledger))
+        if checked is None or not catchup.settled(ledger, checked[0]):
+            return None
+        body = orjson.loads(checked[1])
+        if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
+            return None
+        _int(body["top"]), _int(body["lines"])
+        out: list[Memory] = []
+        seen: set[str] = set()
+        for rec in body["memories"]:
+            if type(rec) is not list or len(rec) != 4 or type(rec[0]) is not str or type(rec[1]) is not list \
+                    or rec[0] in seen:
+                return None
+            seen.add(rec[0])
+            if _may_rest_on(rec, hit):
+                memory = _record(rec)[3]
+                if memory.status == "active" and any(hit(a.path) for a in memory.anchors):
+                    out.append(memory)
+        return out
+    except _SURPRISES:
+        return None
+    finally:
+        if paused:
+            gc.enable()
 
 
 def save(ledger: Ledger, folded: Folded) -> bool:

@@ -339,7 +339,8 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
         events: list["DriftEvent"] = []
         from pathlib import Path
 
-        if _mentioned(found, committed_paths(Path(found), rev)):  # else no memory rests on them: nothing to open
+        named = _mentioned(found, committed_paths(Path(found), rev))  # else no memory rests on them
+        if named and not _quiet_recheck(found, named):  # a drift changed (or a doubt): the full path
             from .workspace import open as open_ws
 
             with open_ws(root) as ws:
@@ -728,6 +729,68 @@ def _mentioned(root_real: str, rels: list[str]) -> list[str]:
     return [r for r in rels if r in odd or ('"' + r + '"').encode("utf-8", "surrogateescape") in data]
 
 
+def _quiet_recheck(root_real: str, paths: list[str]) -> bool:
+    """True when the memories anchored to `paths`, re-checked from the fold snapshot alone
+    (`foldsnap.on_paths`: only those memories are built), all kept the drift last recorded
+    for them: nothing to report, nothing to write but the hash cache. False leaves it to the
+    full path (the workspace's `recheck` under the events lock), as does any doubt: no
+    snapshot that holds, a damaged `drift.json`, a read-only state folder, an error.
+
+    A drift change is never judged here, only the absence of one, so a watcher or another
+    hook racing this one still logs each transition once."""
+    try:
+        from pathlib import Path
+
+        from . import foldsnap
+        from .config import load_config
+        from .drift import DriftChecker
+        from .hashing import HashCache
+        from .ledger import Ledger
+        from .locate import STATE_DIR
+        from .statefs import check_state, read_state
+
+        state = Path(root_real) / STATE_DIR
+        check_state(state)  # a link at any state path: the full path refuses it, as always
+        if not os.access(state, os.W_OK):
+            return False
+        targets = foldsnap.on_paths(Ledger(state), paths)
+        if targets is None:
+            return False
+        if not targets:
+            return True  # no active memory rests there
+        known = _known_drift(read_state(state / "drift.json"))
+        if known is None:
+            return False
+        cache = HashCache(state / "manifest.json", ttl=float(load_config(Path(root_real))["drift.cache_ttl"]))
+        report = DriftChecker(root_real, cache).check_all(targets)
+        if any(known.get(md.memory.id, "fresh") != md.drift.value for md in report.memories):
+            return False
+        cache.save()
+        return True
+    except Exception:  # noqa: BLE001 - a doubt here is the full path, which says what went wrong
+        return False
+
+
+def _known_drift(raw: bytes | None) -> dict[str, str] | None:
+    """`drift.json`'s last known drift per memory as the workspace reads it; None when it is
+    anything but a clean version-1 file (the full path then rewrites it)."""
+    import json
+
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data["drift"], dict):
+            return None
+        known, pending = data["drift"], data.get("pending") or {}
+    except (ValueError, KeyError, RecursionError):
+        return None
+    drifts = ("fresh", "stale", "unknown")  # `workspace._DRIFTS`: any other value marks the file damaged
+    if not isinstance(pending, dict) or not all(type(v) is str and v in drifts for v in (*known.values(), *pending.values())):
+        return None
+    return known
+
+
 def agent_main(event_name: str, root: str | None = None) -> int:
     """Run one agent hook as the host runs it: the hook's JSON on stdin, the answer on stdout.
 
@@ -740,6 +803,8 @@ def agent_main(event_name: str, root: str | None = None) -> int:
             rel = _edited_path(found, event)
             if rel is None or not _ledger_mentions(found, rel):
                 return 0  # nothing anchored there: nothing to say, and no ledger fold to pay
+            if _quiet_recheck(found, [rel]):
+                return 0  # its memories kept their drift: nothing to say, and no whole fold to pay
         if event_name == "session-start":
             out = _session_start_memoized(found)
         else:

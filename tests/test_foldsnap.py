@@ -368,3 +368,84 @@ def test_state_via_the_snapshot_is_the_full_fold(tmp_path_factory: pytest.TempPa
         assert view(fresh.state) == want, step
         cached = foldsnap.current(led, cached)  # a long-lived one: its own fold, then the new lines
         assert view(cached.state) == want, step
+
+
+# -- on_paths: the memories on a few paths, from the snapshot alone (the hooks, issue 20) ----------
+
+def _anchored(led: Ledger) -> FoldState:
+    """A ledger whose memories rest on files: kept, superseded away, retracted, under a folder."""
+    from anchorfs.model import AnchorRef
+
+    state = full_fold(led)
+    now = utcnow()
+
+    def on(*paths: str) -> tuple[AnchorRef, ...]:
+        return tuple(AnchorRef(path=p, sha256="0" * 64) for p in paths)
+
+    mems = [Memory(id=f"a{i}", content=f"about {p}", anchors=on(*p), recorded_at=now, valid_from=now)
+            for i, p in enumerate([("auth/token.py",), ("auth/token.py", "README.md"), ("auth/keys/rsa.py",),
+                                   ("README.md",), ("auth/token.py",), ("docs/auth/token.py",)])]
+    mems.append(Memory(id="plain", content="unanchored", recorded_at=now, valid_from=now))
+    for m in mems:
+        write(led, state, "record", [m])
+        state = full_fold(led)
+    old = state["a0"]
+    new = Memory(id="a0-new", content="moved on", anchors=on("other.py"), supersedes="a0", recorded_at=now,
+                 valid_from=now)
+    write(led, state, "supersede", [old.replace(status="superseded", superseded_by=new.id, valid_until=now), new])
+    write(led, full_fold(led), "retract", [full_fold(led)["a4"].replace(status="retracted", valid_until=now)])
+    return full_fold(led)
+
+
+def _on(state: FoldState, paths: list[str]) -> list[Memory]:
+    """What `Workspace.recheck` would check for `paths`, from the full fold."""
+    def hit(p: str) -> bool:
+        parts = p.split("/")
+        return p in paths or any("/".join(parts[:i]) in paths for i in range(1, len(parts)))
+
+    return [m for m in state.values() if m.status == "active" and any(hit(a.path) for a in m.anchors)]
+
+
+def test_on_paths_gives_the_full_folds_memories_on_those_paths(led: Ledger) -> None:
+    state = _anchored(led)
+    assert foldsnap.on_paths(led, ["auth/token.py"]) is None  # no snapshot yet: the full fold decides
+    foldsnap.current(led)
+    settle()
+    foldsnap.current(led)  # the prefix verified settled: trusted on the stat from now on
+    for paths in (["auth/token.py"], ["README.md"], ["auth"], ["auth/token.py", "other.py"], ["nothing.py"], []):
+        got = foldsnap.on_paths(led, paths)
+        assert got is not None and got == _on(state, paths), paths  # the same memories, built the same
+    assert [m.id for m in foldsnap.on_paths(led, ["auth/token.py"]) or []] == ["a1"]  # a0 superseded, a4 retracted
+
+
+@pytest.mark.parametrize("change", ["grown", "body", "memory", "folder", "link"])
+def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_path: Path, change: str) -> None:
+    state = _anchored(led)
+    foldsnap.current(led)
+    settle()
+    foldsnap.current(led)
+    path = foldsnap.snap_path(led)
+    head, _, body = path.read_bytes().partition(b"\n")
+    header = orjson.loads(head)
+    if change == "grown":  # a memory recorded since: only the full fold has it
+        write(led, state, "record", [Memory(id="late", content="late", anchors=state["a1"].anchors)])
+    elif change == "body":
+        i = body.index(b"about")
+        path.write_bytes(head + b"\n" + body[:i] + b"A" + body[i + 1:])
+    elif change == "memory":  # checksum right, the record on the path refused by the reader's rules
+        bad = orjson.loads(body)
+        rec = next(r for r in bad["memories"] if r[0] == "a1")
+        rec[1][0][6]["tags"] = [1]
+        nb = orjson.dumps(bad)
+        import blake3
+
+        path.write_bytes(orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb)
+    elif change == "folder":
+        path.write_bytes(orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body)
+    elif change == "link":
+        outside = tmp_path / "outside.snap"
+        shutil.copyfile(path, outside)
+        path.unlink()
+        path.symlink_to(outside)
+    assert foldsnap.on_paths(led, ["auth/token.py"]) is None
+    assert _on(full_fold(led), ["auth/token.py"]) == _on(foldsnap.current(led).state, ["auth/token.py"])

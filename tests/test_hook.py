@@ -611,3 +611,47 @@ def test_post_commit_naming_no_anchored_path_opens_no_workspace(repo: Path) -> N
     missing = subprocess.run([sys.executable, "-m", "anchorfs", "hook", "run", "--root", str(repo / "auth")],
                              cwd=repo, capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 0 and missing.stderr.startswith("anchorfs: hook: ") and "not an anchorfs" in missing.stderr
+
+
+_EDIT_PROBE = ("import io, json, sys\n"
+               "from anchorfs import foldsnap\n"
+               "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
+               "from anchorfs.__main__ import main\n"
+               "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+               "try:\n    main(['hook', 'post-edit'])\nexcept SystemExit:\n    pass\n"
+               "sys.stderr.write(json.dumps({'full': 'anchorfs.workspace' in sys.modules}))\n")
+
+
+def test_post_edit_keeping_drift_is_judged_from_the_snapshot_alone(repo: Path) -> None:
+    """An edit that changes no memory's drift is re-checked from the fold snapshot without the
+    workspace (`_quiet_recheck`); a change, or any doubt, takes the full path, which says it."""
+    import time
+
+    from anchorfs import catchup
+
+    with anchorfs.open(repo) as ws:
+        m = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("revoke is a no-op", anchors=["auth/token.py#TokenIssuer.revoke"])
+        ws.record("readme greets", anchors=["README.md"])
+    token = repo / "auth" / "token.py"
+    edit = json.dumps(post_edit_json(repo, token))
+
+    def post_edit() -> tuple[str, bool]:
+        proc = subprocess.run([sys.executable, "-c", _EDIT_PROBE, edit], cwd=repo, capture_output=True, text=True,
+                              timeout=60, check=False)
+        return proc.stdout, bool(json.loads(proc.stderr)["full"])
+
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    token.write_text(TOKEN + "# a comment\n")
+    assert post_edit() == ("", True)  # no snapshot yet: the full path, which writes it
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    token.write_text(TOKEN + "# another comment\n")
+    assert post_edit() == ("", False)  # every memory on it still fresh: said from the snapshot alone
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    out, full = post_edit()
+    assert full and "made 1 memory stale" in out and m.id in out  # a change: the full path says it, once
+    assert post_edit() == ("", False)  # still stale, as recorded: nothing new, nothing opened
+    (repo / ".anchorfs" / "drift.json").write_bytes(b"{damaged")
+    token.write_text(TOKEN)
+    assert post_edit() == ("", True)  # a damaged drift.json: never judged from, the full path mends it
+    assert json.loads((repo / ".anchorfs" / "drift.json").read_text())["v"] == 1
