@@ -102,14 +102,39 @@ _THREAD = threading.local()
 
 
 def _language(lang: str) -> Language:
+    """The grammar of `lang`, loaded once. Straight from the language pack's `bindings/` folder
+    when it is there: the pack's `__init__` imports three grammars and `importlib.resources`
+    (a seventh of an agent hook's cost, issue 20); else, or on any surprise, its `get_language`."""
     language = _LANGUAGES.get(lang)
     if language is None:
-        from tree_sitter_language_pack import get_language
-
         with _LANG_LOCK:
             language = _LANGUAGES.get(lang)
             if language is None:
-                language = _LANGUAGES[lang] = get_language(lang)  # type: ignore[arg-type]
+                try:
+                    import importlib.machinery
+                    import importlib.util
+
+                    from tree_sitter import Language as _Language
+
+                    spec = importlib.util.find_spec("tree_sitter_language_pack")  # found, not imported
+                    where = list(spec.submodule_search_locations or ()) if spec is not None else []
+                    name = f"anchorfs._grammar.{lang}"  # the binding's init function is named for `lang`
+                    for suffix in importlib.machinery.EXTENSION_SUFFIXES if where and lang.isidentifier() else ():
+                        path = os.path.join(where[0], "bindings", lang + suffix)
+                        if os.path.isfile(path):
+                            loader = importlib.machinery.ExtensionFileLoader(name, path)
+                            binding = importlib.util.module_from_spec(
+                                importlib.util.spec_from_file_location(name, path, loader=loader))  # type: ignore[arg-type]
+                            loader.exec_module(binding)
+                            language = _Language(binding.language())
+                            break
+                except Exception:  # noqa: BLE001 - the pack's own loader below says what is wrong
+                    language = None
+                if language is None:
+                    from tree_sitter_language_pack import get_language
+
+                    language = get_language(lang)  # type: ignore[arg-type]
+                _LANGUAGES[lang] = language
     return language
 
 

@@ -655,3 +655,24 @@ def test_post_edit_keeping_drift_is_judged_from_the_snapshot_alone(repo: Path) -
     token.write_text(TOKEN)
     assert post_edit() == ("", True)  # a damaged drift.json: never judged from, the full path mends it
     assert json.loads((repo / ".anchorfs" / "drift.json").read_text())["v"] == 1
+
+
+def test_a_symbol_check_loads_its_grammar_without_the_language_packs_init() -> None:
+    """`symbols._language` loads a bundled grammar straight from the pack's `bindings/` (its
+    `__init__` imports three more grammars and importlib.resources, a seventh of a hook's cost);
+    the symbols found are those the pack's own loader gives."""
+    probe = ("import json, sys\n"
+             "from anchorfs.symbols import list_symbols\n"
+             "src = b'class A:\\n    def f(self):\\n        return 1\\n\\ndef g():\\n    pass\\n'\n"
+             "direct = [s.name for s in list_symbols('m.py', src)]\n"
+             "loaded = 'tree_sitter_language_pack' in sys.modules\n"
+             "import anchorfs.symbols as sy\n"
+             "from tree_sitter_language_pack import get_language\n"
+             "sy._LANGUAGES.clear(); sy._QUERIES.clear()\n"
+             "sy._LANGUAGES['python'] = get_language('python')\n"
+             "sy._cached_symbols.cache_clear(); sy._THREAD.parsers = {}\n"
+             "packed = [s.name for s in list_symbols('m.py', src + b'\\n')]\n"
+             "print(json.dumps({'direct': direct, 'packed': packed, 'loaded': loaded}))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    report = json.loads(proc.stdout)
+    assert report["loaded"] is False and report["direct"] == report["packed"] and "A.f" in report["direct"]
