@@ -33,8 +33,8 @@ DEFAULT_EXPIRY_DAYS: dict[str, float] = {
 KEYS: dict[str, tuple[type, Any]] = {
     "embedder": (str, "hashing"),
     "author": (str, ""),
-    "drift.stale_factor": (float, 0.5),
-    "drift.expired_factor": (float, 0.6),
+    "drift.stale_factor": (float, 0.7),
+    "drift.expired_factor": (float, 0.77),
     "drift.cache_ttl": (float, 300.0),
     "drift.whitespace": (str, "tokens"),
     "search.k": (int, 10),

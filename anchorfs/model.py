@@ -506,8 +506,7 @@ class AnchorCheck(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One query result. `relevance` in [0, 1] is how well the memory matches the query;
-    `score = relevance x lead x drift factor x age factor` orders the results (lead: its
-    relevance over the query's best one, `anchorfs.ranking.rank`, 1 for the best); `weak` marks a
+    `score = relevance x drift factor x age factor` orders the results; `weak` marks a
     relevance under the floor (`search.relevance_floor`): the closest thing, not an answer."""
 
     memory: Memory

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from .model import Memory
 
-__all__ = ["Calibration", "CALIBRATIONS", "RUNNER_UP_GAMMA", "SearchRow", "calibrated_relevance", "coverage",
+__all__ = ["Calibration", "CALIBRATIONS", "SearchRow", "calibrated_relevance", "coverage",
            "bm25_units", "term_sets", "rank", "anchor_refs", "anchor_bonus", "fts_query"]
 
 # Added evidence when a candidate is anchored where the query points: the file
@@ -76,13 +76,6 @@ CALIBRATIONS: dict[str, Calibration] = {
 }
 _GENERIC = "hashing"
 
-RUNNER_UP_GAMMA = 1.0
-"""How hard a candidate's score is discounted for falling behind the query's best match: its
-rank key is relevance x (relevance / best) ** gamma (`rank`). The best keeps its relevance, a
-close second nearly all of it, a distant one little, so the answer's lead over what merely
-resembles it survives a stale demotion (x 0.5). Since relevance is a function of the pair
-alone, the order this gives is that of relevance ** (1 + gamma) x drift x age, whatever the
-number of candidates: a store of two ranks like a store of two thousand."""
 
 
 def calibration(embedder: str) -> Calibration:
@@ -170,8 +163,8 @@ def calibrated_relevance(features: Sequence[float], cal: Calibration, *, vector_
 class SearchRow:
     """One candidate from the store: the memory, its raw cosine, its `relevance` (the
     calibrated probability, a fact of the pair: what a hit reports and the floor judges), the
-    evidence it was computed from, and `score`, the relevance discounted behind the query's
-    best match (`RUNNER_UP_GAMMA`): what the drift pass demotes and ranks by."""
+    evidence it was computed from, and `score`, what the drift pass demotes and ranks by (the
+    relevance itself, until the drift and age factors are applied)."""
 
     __slots__ = ("memory", "similarity", "relevance", "features", "score")
 
@@ -190,11 +183,17 @@ class SearchRow:
 
 
 def rank(rows: list[SearchRow]) -> list[SearchRow]:
-    """`rows` with their scores set (relevance x (relevance / best) ** gamma), best first,
-    ties by id (never by where rows lie on disk, so a reindexed store ranks the same)."""
-    best = max((r.relevance for r in rows), default=0.0)
+    """`rows` best relevance first, ties by id (never by where rows lie on disk, so a reindexed
+    store ranks the same); each score starts as its relevance.
+
+    The score a hit reports is relevance x drift factor x age factor and nothing else, so a
+    user can read the demotion off the hit. An earlier discount by the lead over the best
+    match (relevance x relevance / best) ordered hits as relevance^2 x drift x age, which is
+    the order of relevance x sqrt(drift x age): the defaults `drift.stale_factor` 0.7 and
+    `drift.expired_factor` 0.77 (about sqrt(0.5) and sqrt(0.6)) keep that order without a
+    factor nobody could see."""
     for r in rows:
-        r.score = r.relevance * (r.relevance / best) ** RUNNER_UP_GAMMA if best > 0 else r.relevance
+        r.score = r.relevance
     rows.sort(key=lambda r: (-r.score, r.memory.id))
     return rows
 

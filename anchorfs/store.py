@@ -524,9 +524,8 @@ class Store:
         Relevance is a calibrated probability (`anchorfs.ranking`, fitted per embedder) from
         evidence of the (query, memory) pair alone: the cosine, BM25 in rare-term units, the
         share of the query's terms a memory holds, anchor matches; so it does not depend on
-        how many memories the store holds. Each row's `score` is its relevance discounted for
-        falling behind the query's best candidate. Returns up to `k` candidates, best score
-        first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
+        how many memories the store holds. Each row's `score` starts as its relevance. Returns
+        up to `k` candidates, best first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
         """
         import numpy as np
 

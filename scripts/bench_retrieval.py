@@ -308,10 +308,10 @@ embedder with `--calibrate` on this set's fresh, CJK and nothing-queries) from e
 idf read as if the table held 10,000 more memories, so that it does not shrink in a small
 store), the share of the query's terms the memory holds, anchor matches. Nothing in it
 depends on the other candidates, so a memory reads the same relevance in a store of one
-memory as in one of hundreds (last column). `score = relevance x (relevance / best) x drift
-factor (stale 0.5) x age factor`: the lead factor keeps the answer's gap over what merely
-resembles it through a stale demotion, and orders like relevance squared whatever the number
-of candidates. Hits are demoted first and cut to k after. Measured, hybrid, k = 10:
+memory as in one of hundreds (last column). `score = relevance x drift factor (stale 0.7) x
+age factor (past expiry 0.77)`, nothing else, so a hit's score reads off its parts; the
+factors are the square roots of the earlier 0.5 and 0.6 with a lead discount (relevance x
+relevance / best), which gave this same order. Hits are demoted first and cut to k after. Measured, hybrid, k = 10:
 
 - stale MRR: every query again with its relevant memories made stale, by editing the code
   they are anchored to in the workspace copy (a word added to the anchored lines or symbol, a

@@ -37,8 +37,8 @@ def test_no_file_gives_the_defaults(tmp_path: Path) -> None:
     assert cfg.values == {k: default for k, (_, default) in KEYS.items()}
     assert cfg.values == Config().values
     assert cfg.embedder == "hashing"
-    assert cfg["drift.stale_factor"] == 0.5
-    assert cfg["drift.expired_factor"] == 0.6
+    assert cfg["drift.stale_factor"] == 0.7
+    assert cfg["drift.expired_factor"] == 0.77
     assert cfg["drift.cache_ttl"] == 300.0
     assert load_config(None, environ={}).values == cfg.values
 

@@ -201,7 +201,7 @@ def test_query_demotes_stale_and_resorts(ws: anchorfs.Workspace) -> None:
     hits = ws.query("deployment region eu-west", k=2)
     by_id = {h.memory.id: h for h in hits}
     assert by_id[stale_id].drift is Drift.STALE
-    assert by_id[stale_id].score == pytest.approx(before[stale_id].score * 0.5)
+    assert by_id[stale_id].score == pytest.approx(before[stale_id].score * float(ws.config["drift.stale_factor"]))
     assert hits[-1].memory.id == stale_id  # demoted below the fresh one
     assert hits[0].score >= hits[1].score
     assert by_id[stale_id].envelope.startswith("[STALE · ")

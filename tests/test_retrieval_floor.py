@@ -184,14 +184,14 @@ def test_coverage_is_a_fact_of_the_pair_not_of_the_other_candidates() -> None:
     assert coverage(search_terms("error"), term_sets(["raise an exception"])) == [0.5]
 
 
-def test_rank_discounts_behind_the_best_and_orders_like_relevance_squared() -> None:
+def test_rank_orders_by_relevance_and_the_score_is_the_relevance_until_demoted() -> None:
     from anchorfs.model import Memory
 
     rows = [SearchRow(Memory(content=c, id=f"m{i}"), 0.0, r) for i, (c, r) in enumerate(
         [("a", 0.2), ("b", 0.8), ("c", 0.4), ("d", 0.4)])]
     ranked = rank(rows)
     assert [r.memory.id for r in ranked] == ["m1", "m2", "m3", "m0"]  # ties by id
-    assert [r.score for r in ranked] == pytest.approx([0.8, 0.2, 0.2, 0.05])
+    assert [r.score for r in ranked] == pytest.approx([0.8, 0.4, 0.4, 0.2])  # nothing hidden in it
     assert [r.relevance for r in ranked] == [0.8, 0.4, 0.4, 0.2]  # relevance itself untouched
     assert rank([]) == []
 

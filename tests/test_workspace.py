@@ -539,7 +539,7 @@ def test_drift_flags_a_changed_anchor_and_query_demotes_it(ws: Workspace, repo: 
     assert [m.id for m in ws.list(drift="stale")] == [stale.id]
     hits = {h.memory.id: h for h in ws.query("helper")}
     assert hits[stale.id].drift is Drift.STALE
-    assert hits[stale.id].score == pytest.approx(hits[stale.id].relevance * 0.5)  # demoted, not buried
+    assert hits[stale.id].score == pytest.approx(hits[stale.id].relevance * 0.7)  # demoted (drift.stale_factor), not buried
     assert "stale" in hits[stale.id].envelope.lower()
     assert "stale" not in hits[fresh.id].envelope.lower()
 
