@@ -32,7 +32,7 @@ from __future__ import annotations
 import gc
 import os
 import stat as stat_mod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "current",
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 1
+VERSION = 2
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -101,11 +101,25 @@ def _records(state: FoldState) -> Iterator[list[Any]]:
 
 
 def encode(folded: Folded, folder: _Folder) -> bytes:
-    """The file's bytes: a header line (format, prefix, folder, the body's checksum), the body."""
+    """The file's bytes: a header line (format, prefix, folder, the body's checksum), the body:
+    a line with the fold's counts and the index (anchored path -> where the records of the active
+    memories resting on it start, in bytes after that line; `on_paths`), then one line per
+    memory record."""
     state = folded.state
     if not isinstance(state, FoldState):
         raise TypeError("only a FoldState is snapshotted")
-    body = orjson.dumps({"top": state.top, "lines": state.lines, "memories": list(_records(state))})
+    records: list[bytes] = []
+    index: dict[str, list[int]] = {}
+    at = 0
+    for rec in _records(state):
+        line = orjson.dumps(rec) + b"\n"  # orjson escapes every newline inside a string
+        memory = state[rec[0]]
+        if memory.status == "active":
+            for path in dict.fromkeys(a.path for a in memory.anchors):
+                index.setdefault(path, []).append(at)
+        records.append(line)
+        at += len(line)
+    body = orjson.dumps({"top": state.top, "lines": state.lines, "index": index}) + b"\n" + b"".join(records)
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "prefix": folded.prefix.to_dict(), "folder": list(folder),
                            "size": len(body), "body": blake3.blake3(body).hexdigest()})
     return header + b"\n" + body
@@ -180,16 +194,31 @@ def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
     return mid, heads, named, memory
 
 
-def _state(body: Any) -> FoldState:
+def _split(body: bytes) -> tuple[dict[str, Any], bytes]:
+    """(the counts-and-index line, parsed and checked for shape; the records' bytes)."""
+    cut = body.find(b"\n")
+    if cut < 0:
+        raise ValueError("not a fold")
+    head = orjson.loads(body[:cut])
+    if not isinstance(head, dict) or not isinstance(head.get("index"), dict):
+        raise ValueError("not a fold")
+    _int(head["top"]), _int(head["lines"])
+    records = body[cut + 1:]
+    if records and not records.endswith(b"\n"):
+        raise ValueError("a torn record")
+    return head, records
+
+
+def _state(body: bytes) -> FoldState:
     """The body read back into a `FoldState`, checked as the ledger reader checks a line; any
     surprise raises (the caller treats it as no snapshot)."""
-    if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
-        raise ValueError("not a fold")
+    head, records = _split(body)
     state = FoldState()
-    state.top, state.lines = _int(body["top"]), _int(body["lines"])
+    state.top, state.lines = head["top"], head["lines"]
     heads_all, named_all = state.heads, state.named
-    for rec in body["memories"]:
-        mid, heads, named, memory = _record(rec)
+    loads = orjson.loads
+    for line in records.split(b"\n")[:-1]:
+        mid, heads, named, memory = _record(loads(line))
         if mid in state:
             raise ValueError("a memory twice")
         heads_all[mid] = heads
@@ -207,7 +236,7 @@ def decode(data: bytes, seen_ns: int, folder: _Folder | None) -> Folded | None:
         if checked is None:
             return None
         prefix, body = checked
-        state = _state(orjson.loads(body))
+        state = _state(body)
     except _SURPRISES:
         return None
     return Folded(prefix, state, state.lines)
@@ -270,32 +299,16 @@ def load(ledger: Ledger) -> Snapshot | None:
     return Snapshot(folded, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
 
 
-def _may_rest_on(rec: Any, hit: Callable[[str], bool]) -> bool:
-    """Whether the record's memory may be active and anchored to a path `hit` takes, judged on
-    its raw JSON without building it: True for any snapshot of it that is, and for anything
-    odd (then `_record` judges it, and refuses what is wrong)."""
-    try:
-        snaps = [h[6] for h in rec[1]] if rec[1] else [rec[3]]
-        for snap in snaps:
-            if snap.get("status") != "active":
-                continue
-            if any(hit(a["path"]) for a in snap["anchors"]):
-                return True
-        return False
-    except (TypeError, KeyError, IndexError, AttributeError):
-        return True
-
-
 def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     """The active memories anchored to `paths` (a path also covers the files under it, as
     `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
     hold the whole ledger as it stands now (missing, damaged, of another folder, or the ledger
     changed since: the full fold, `current`, decides then).
 
-    What the agent and git hooks need, at a fraction of `current`'s cost: the body is
-    checksummed and parsed whole, as `decode` does, but only the records that may rest on
-    `paths` are built into memories, each checked as `decode` checks it (`_record`:
-    `check_snapshot` on every snapshot). Writes nothing."""
+    What the agent and git hooks need, at a fraction of `current`'s cost: the whole body is
+    checksummed, as `decode` does, then only the records the index names for `paths` are
+    parsed and built, each checked as `decode` checks it (`_record`: `check_snapshot` on every
+    snapshot) and kept only if it does rest there. Writes nothing."""
     read = _read(ledger)
     if read is None:
         return None
@@ -315,21 +328,24 @@ def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
         checked = _checked(data, st.st_mtime_ns, _folder(ledger))
         if checked is None or not catchup.settled(ledger, checked[0]):
             return None
-        body = orjson.loads(checked[1])
-        if not isinstance(body, dict) or not isinstance(body.get("memories"), list):
-            return None
-        _int(body["top"]), _int(body["lines"])
+        head, records = _split(checked[1])
+        starts: set[int] = set()
+        for path, where in head["index"].items():
+            if type(where) is not list:
+                return None
+            if hit(path):
+                starts.update(where)
         out: list[Memory] = []
         seen: set[str] = set()
-        for rec in body["memories"]:
-            if type(rec) is not list or len(rec) != 4 or type(rec[0]) is not str or type(rec[1]) is not list \
-                    or rec[0] in seen:
+        for at in sorted(starts):
+            if type(at) is not int or not 0 <= at < len(records) or (at and records[at - 1] != 0x0A):
+                return None  # not the start of a record line
+            mid, _, _, memory = _record(orjson.loads(records[at:records.index(b"\n", at)]))
+            if mid in seen:
                 return None
-            seen.add(rec[0])
-            if _may_rest_on(rec, hit):
-                memory = _record(rec)[3]
-                if memory.status == "active" and any(hit(a.path) for a in memory.anchors):
-                    out.append(memory)
+            seen.add(mid)
+            if memory.status == "active" and any(hit(a.path) for a in memory.anchors):
+                out.append(memory)
         return out
     except _SURPRISES:
         return None

@@ -168,9 +168,11 @@ def test_a_damaged_snapshot_is_not_there(led: Ledger, damage: str) -> None:
     elif damage == "folder":  # a copy from another state folder (a clone, `cp -r`)
         data = orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body
     elif damage == "memory":  # well-formed JSON with its checksum right, a snapshot the reader's rules refuse
-        bad = orjson.loads(body)
-        bad["memories"][0][1][0][6]["tags"] = [1, 2]
-        nb = orjson.dumps(bad)
+        first, rest = body.split(b"\n", 1)
+        rec, others = rest.split(b"\n", 1)
+        bad = orjson.loads(rec)
+        bad[1][0][6]["tags"] = [1, 2]
+        nb = first + b"\n" + orjson.dumps(bad) + b"\n" + others
         import blake3
 
         data = orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb
@@ -418,7 +420,7 @@ def test_on_paths_gives_the_full_folds_memories_on_those_paths(led: Ledger) -> N
     assert [m.id for m in foldsnap.on_paths(led, ["auth/token.py"]) or []] == ["a1"]  # a0 superseded, a4 retracted
 
 
-@pytest.mark.parametrize("change", ["grown", "body", "memory", "folder", "link"])
+@pytest.mark.parametrize("change", ["grown", "body", "memory", "index", "folder", "link"])
 def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_path: Path, change: str) -> None:
     state = _anchored(led)
     foldsnap.current(led)
@@ -433,10 +435,19 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
         i = body.index(b"about")
         path.write_bytes(head + b"\n" + body[:i] + b"A" + body[i + 1:])
     elif change == "memory":  # checksum right, the record on the path refused by the reader's rules
-        bad = orjson.loads(body)
-        rec = next(r for r in bad["memories"] if r[0] == "a1")
-        rec[1][0][6]["tags"] = [1]
-        nb = orjson.dumps(bad)
+        lines = body.split(b"\n")
+        n = next(i for i, line in enumerate(lines) if line.startswith(b'["a1"'))
+        assert b'{"id":"a1"' in lines[n]
+        lines[n] = lines[n].replace(b'{"id":"a1"', b'{"id":"a9"')  # the same length: the index still holds
+        nb = b"\n".join(lines)
+        import blake3
+
+        path.write_bytes(orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb)
+    elif change == "index":  # checksum right, the index pointing into the middle of a record
+        first, rest = body.split(b"\n", 1)
+        counts = orjson.loads(first)
+        counts["index"]["auth/token.py"] = [at + 1 for at in counts["index"]["auth/token.py"]]
+        nb = orjson.dumps(counts) + b"\n" + rest
         import blake3
 
         path.write_bytes(orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb)
