@@ -397,7 +397,7 @@ def save(ledger: Ledger, folded: Folded) -> bool:
 
 
 def _upgrade_gitignore(ledger: Ledger) -> None:
-    from .workspace import upgrade_gitignore
+    from .statedir import upgrade_gitignore
 
     upgrade_gitignore(ledger.path.parent)
 

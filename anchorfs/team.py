@@ -306,7 +306,7 @@ def set_mode(root: Path, shared: bool) -> str:
     """Make the workspace shared (ledger committed, driver installed) or private (the whole
     state folder ignored). Returns a one-line note of what to do in git, if anything."""
     from .git import run_git, toplevel
-    from .workspace import _GITIGNORE, STATE_DIR
+    from .statedir import _GITIGNORE, STATE_DIR
 
     root = Path(root)
     ignore = root / STATE_DIR / ".gitignore"

@@ -41,8 +41,9 @@ from .errors import (
 )
 from .hashing import HashCache
 from .ledger import Entry, FoldState, Fork, Ledger, current_actor, fault, fold, stamped
-from .locate import ROOT_ENV, locate
-from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
+from .locate import locate
+from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
+from .statefs import check_state, read_state
 from .model import (
     KINDS,
     AnchorRef,
@@ -77,86 +78,11 @@ STATE_DIR = anchors_mod.STATE_DIR
 _DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
 UNANCHORED = "unanchored"
 """The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
-_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\n"
-_GITIGNORE_BEFORE = (
-    "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
-    "applied\nlock\n*.tmp\nevents.jsonl\n",
-    "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
-    "drift.memo\napplied\nlock\n*.tmp\nevents.jsonl\n",
-)
-"""Earlier anchorfs's `.gitignore`, upgraded in place when found untouched (`upgrade_gitignore`)."""
-
-
-def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
-    """Write `path` whole or not at all: temp file + `os.replace`, the temp removed on any failure.
-
-    Not fsynced: these files (checkpoint, drift cache) are rebuilt when torn or missing, so a
-    crash costs a replay, never a wrong answer. `point` is the test-only fault switch's name.
-    A link at `path` is refused (`statefs.replace_state`), never written through or over.
-    """
-    replace_state(path, payload, fault_point=point)
-
-
-def upgrade_gitignore(state: Path) -> None:
-    """Give an untouched `.gitignore` from an earlier anchorfs the state files added since, so a
-    new derived file never shows up for commit; one a person edited is left alone. A link
-    there is refused (`WorkspaceError`), never read through."""
-    ignore = state / ".gitignore"
-    try:
-        text = read_state(ignore)
-        if text is not None and text.decode("utf-8") in _GITIGNORE_BEFORE:
-            _replace_atomic(ignore, _GITIGNORE.encode(), "gitignore-write")
-    except (OSError, UnicodeDecodeError):
-        pass
 
 
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
     """`root`, else $ANCHORFS_ROOT, else the nearest parent of the cwd holding `.anchorfs/`."""
     return Path(locate(root))
-
-
-def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
-    """Create `.anchorfs/` (idempotent). Returns the workspace root.
-
-    A folder inside another workspace is refused unless `nested`: the new workspace would
-    hide the parent's memories from every command run below it (found like git).
-    A state folder that is a link, or holds one at a state path, is refused before anything
-    is written (`statefs.check_state`): `init` in a hostile clone must not write through it.
-    """
-    path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
-    if not path.is_dir():
-        raise WorkspaceError(f"{path} is not a folder")
-    if type(nested) is not bool:
-        raise InputError(f"nested must be true or false, got {type(nested).__name__}")
-    if not nested and not os.path.lexists(path / STATE_DIR):
-        here = below = os.path.realpath(path)
-        parent = os.path.dirname(below)
-        while parent != below:
-            if os.path.isdir(os.path.join(parent, STATE_DIR)):
-                raise WorkspaceError(
-                    f"{here} is inside the anchorfs workspace at {parent}, whose memories a workspace here "
-                    f"would hide; use that one, or pass --nested (SDK: nested=True) for a separate workspace")
-            below, parent = parent, os.path.dirname(parent)
-    state = path / STATE_DIR
-    check_state(state)
-    try:
-        try:
-            os.mkdir(state)  # never through a link: mkdir does not follow one at its last component
-        except FileExistsError:
-            check_state_dir(state)  # raced with another init, or a link planted meanwhile
-        ignore = state / ".gitignore"
-        try:
-            fd = open_state(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        except FileExistsError:
-            upgrade_gitignore(state)
-        else:
-            try:
-                os.write(fd, _GITIGNORE.encode())
-            finally:
-                os.close(fd)
-    except OSError as exc:
-        raise WorkspaceError(f"cannot create {state}: {exc.strerror}") from None
-    return path.resolve()
 
 
 def open(root: str | os.PathLike[str] | None = None, *, embedder: str | None = None) -> "Workspace":  # noqa: A001

@@ -303,7 +303,7 @@ def test_a_workspace_starts_from_the_snapshot_and_read_only_writes_none(tmp_path
 
 
 def test_an_earlier_gitignore_learns_of_the_snapshot(led: Ledger) -> None:
-    from anchorfs.workspace import _GITIGNORE_BEFORE
+    from anchorfs.statedir import _GITIGNORE_BEFORE
 
     ignore = led.path.parent / ".gitignore"
     ignore.write_text(_GITIGNORE_BEFORE[-1])
