@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
-import orjson
-
 from . import anchors as anchors_mod
-from . import catchup, foldsnap
+from . import catchup, foldsnap, writeback
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired, weak_envelope
 from .errors import (
@@ -43,7 +41,8 @@ from .hashing import HashCache
 from .ledger import Entry, FoldState, Fork, Ledger, current_actor, fault, fold, stamped
 from .locate import locate
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
-from .statefs import check_state, read_state
+from .statefs import check_state
+from .writeback import DRIFTS, UNANCHORED
 from .model import (
     KINDS,
     AnchorRef,
@@ -75,9 +74,6 @@ if TYPE_CHECKING:
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
 
 STATE_DIR = anchors_mod.STATE_DIR
-_DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in _DRIFTS` is False, not a TypeError
-UNANCHORED = "unanchored"
-"""The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
 
 
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -157,7 +153,6 @@ class Workspace:
         self._in_git: bool | None = None
         self._git_top: tuple[Path, str] | None = None
         self._history_memo: dict[tuple[Any, ...], str | None] = {}
-        self._drift_damaged = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -245,8 +240,8 @@ class Workspace:
                 self._applied_at = None
                 raise
         assert self._store is not None
-        if opened:
-            self._flush_pending_drift()
+        if opened:  # drift found by store-less checks (hooks, cron), into the store's column
+            writeback.flush_pending(self.state, self._store, read_only=self.read_only)
         return self._store
 
     def _checkpoint(self) -> "catchup.Prefix | None":
@@ -801,7 +796,7 @@ class Workspace:
         `last_drift_of`): fresh, stale, unknown, or unanchored for a memory with no anchors."""
         mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
         if drift is not None:
-            if drift not in (*_DRIFTS, UNANCHORED):
+            if drift not in (*DRIFTS, UNANCHORED):
                 raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown, unanchored")
             known = self.last_drift()
             mems = [m for m in mems if self.last_drift_of(m, known) == drift]
@@ -809,103 +804,25 @@ class Workspace:
         return mems[:limit] if limit else mems
 
     def _drift_state(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`.
-
-        A damaged, foreign or future-version file reads as a cold cache (`_drift_damaged` set,
-        so the next check rewrites it).
-        """
-        self._drift_damaged = False
-        try:
-            raw = read_state(self.state / "drift.json")
-            if raw is None:
-                return {}, {}
-            data = orjson.loads(raw)
-        except (OSError, ValueError, orjson.JSONDecodeError):
-            self._drift_damaged = True
-            return {}, {}
-        try:
-            if data.get("v") != 1:
-                raise ValueError("unknown version")
-            # Only known drift values: a hand-edited `[1]` would reach the store's update as a key.
-            raw_known, raw_pending = dict(data["drift"]), dict(data.get("pending") or {})
-            known = {k: v for k, v in raw_known.items() if isinstance(v, str) and v in _DRIFTS}
-            pending = {k: v for k, v in raw_pending.items() if isinstance(v, str) and v in _DRIFTS}
-            self._drift_damaged = len(known) != len(raw_known) or len(pending) != len(raw_pending)
-            return known, pending
-        except (ValueError, KeyError, TypeError, AttributeError):
-            self._drift_damaged = True
-            return {}, {}
+        """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`
+        (`anchorfs.writeback`); a damaged file reads as a cold cache."""
+        return writeback.read(self.state)[:2]
 
     def last_drift(self) -> dict[str, str]:
         """Drift as of the last check, without re-checking (`.anchorfs/drift.json`); it records
         only memories found not fresh (`last_drift_of` reads it per memory)."""
-        return self._drift_state()[0]
+        return writeback.read(self.state)[0]
 
     @staticmethod
     def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
         """One memory's last known drift from `last_drift()`: `unanchored` without anchors,
         else its recorded drift, else fresh (anchors are hashed when taken)."""
-        if memory.stale_claims:  # its own text found stale (`verify --mark`), anchored or not
-            return Drift.STALE.value
-        if not memory.anchors:
-            return UNANCHORED
-        return known.get(memory.id, Drift.FRESH.value)
+        return writeback.last_drift_of(memory, known)
 
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
-        """Persist drift that changed since the last check; a read that changed nothing writes nothing.
-
-        `drift.json` answers `list --drift` at once. The store's drift column is written in one
-        batch when the store is open in this process; otherwise the change waits in `pending`
-        and lands when the store is next opened, so a git hook or cron `drift` never pays for
-        importing LanceDB.
-        """
-        if self.read_only:
-            return 0
-        known, pending = self._drift_state()
-        # A memory is fresh when recorded (its anchors were just hashed): no entry means fresh.
-        if isinstance(results, DriftReport):  # a whole pass: build no result for a fresh memory
-            flagged = results.flagged
-            changes = {r.memory.id: r.drift.value for r in flagged if known.get(r.memory.id, "fresh") != r.drift.value}
-            was_flagged = {k for k, v in known.items() if v != "fresh"}
-            if was_flagged:
-                now_flagged = {r.memory.id for r in flagged}
-                for m in results.checked:
-                    if m.id in was_flagged and m.id not in now_flagged:
-                        changes[m.id] = "fresh"
-        else:
-            changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id, "fresh") != r.drift.value}
-        if not changes and not self._drift_damaged:
-            return 0
-        merged = {**known, **changes}
-        pending = {**pending, **changes}
-        # Both are caches: a read never fails for them, and the next read retries what failed.
-        if self._store is not None:
-            try:
-                self._store.set_drift(pending)
-                pending = {}
-            except AnchorfsError:
-                pass
-        try:
-            _replace_atomic(self.state / "drift.json", orjson.dumps({"v": 1, "drift": merged, "pending": pending}),
-                            "drift-write")
-        except OSError:
-            return 0
-        return len(changes)
-
-    def _flush_pending_drift(self) -> None:
-        """Mirror drift found by store-less checks (hooks, cron) into the store's column."""
-        assert self._store is not None
-        if self.read_only:
-            return
-        known, pending = self._drift_state()
-        if not pending:
-            return
-        try:
-            self._store.set_drift(pending)
-            _replace_atomic(self.state / "drift.json", orjson.dumps({"v": 1, "drift": known, "pending": {}}),
-                            "drift-write")
-        except (AnchorfsError, OSError):
-            pass
+        """Persist drift that changed since the last check (`anchorfs.writeback`): the store's
+        column at once when the store is open here, else when it is next opened."""
+        return writeback.write_back(self.state, results, store=self._store, read_only=self.read_only)
 
     def drift(self, *, progress: Callable[[int, int], None] | None = None) -> DriftReport:
         """Check every active anchored memory now.

@@ -1,0 +1,122 @@
+"""Drift write-back: each memory's last known drift, kept in `.anchorfs/drift.json`.
+
+Apart from the `Workspace` because it is its own cache with its own rules: `list --drift` and
+the hooks answer from it without re-checking, a read that changed nothing writes nothing, and
+the store's drift column is mirrored from it lazily (`pending`), so a git hook or cron `drift`
+never pays for importing LanceDB. Both files are caches: a failure here never fails a read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from .drift import DriftReport, MemoryDrift
+from .errors import AnchorfsError
+from .model import Drift, Memory
+from .statedir import _replace_atomic
+from .statefs import read_state
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["DRIFTS", "UNANCHORED", "read", "last_drift_of", "write_back", "flush_pending"]
+
+DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in DRIFTS` is False, not a TypeError
+UNANCHORED = "unanchored"
+"""The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
+
+
+def read(state: Path) -> tuple[dict[str, str], dict[str, str], bool]:
+    """(last known drift, drift not yet mirrored into the store, damaged) from `state/drift.json`.
+
+    A damaged, foreign or future-version file reads as a cold cache (damaged: true, so the
+    next check rewrites it).
+    """
+    try:
+        raw = read_state(state / "drift.json")
+        if raw is None:
+            return {}, {}, False
+        data = orjson.loads(raw)
+    except (OSError, ValueError, orjson.JSONDecodeError):
+        return {}, {}, True
+    try:
+        if data.get("v") != 1:
+            raise ValueError("unknown version")
+        # Only known drift values: a hand-edited `[1]` would reach the store's update as a key.
+        raw_known, raw_pending = dict(data["drift"]), dict(data.get("pending") or {})
+        known = {k: v for k, v in raw_known.items() if isinstance(v, str) and v in DRIFTS}
+        pending = {k: v for k, v in raw_pending.items() if isinstance(v, str) and v in DRIFTS}
+        return known, pending, len(known) != len(raw_known) or len(pending) != len(raw_pending)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}, {}, True
+
+
+def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
+    """One memory's last known drift from `read(...)[0]`: `unanchored` without anchors,
+    else its recorded drift, else fresh (anchors are hashed when taken)."""
+    if memory.stale_claims:  # its own text found stale (`verify --mark`), anchored or not
+        return Drift.STALE.value
+    if not memory.anchors:
+        return UNANCHORED
+    return known.get(memory.id, Drift.FRESH.value)
+
+
+def write_back(state: Path, results: Iterable[MemoryDrift] | DriftReport, *, store: "Store | None",
+               read_only: bool) -> int:
+    """Persist drift that changed since the last check; a read that changed nothing writes nothing.
+
+    `drift.json` answers `list --drift` at once. The store's drift column is written in one
+    batch when the store is open in this process (`store`); otherwise the change waits in
+    `pending` and lands when the store is next opened (`flush_pending`).
+    """
+    if read_only:
+        return 0
+    known, pending, damaged = read(state)
+    # A memory is fresh when recorded (its anchors were just hashed): no entry means fresh.
+    if isinstance(results, DriftReport):  # a whole pass: build no result for a fresh memory
+        flagged = results.flagged
+        changes = {r.memory.id: r.drift.value for r in flagged if known.get(r.memory.id, "fresh") != r.drift.value}
+        was_flagged = {k for k, v in known.items() if v != "fresh"}
+        if was_flagged:
+            now_flagged = {r.memory.id for r in flagged}
+            for m in results.checked:
+                if m.id in was_flagged and m.id not in now_flagged:
+                    changes[m.id] = "fresh"
+    else:
+        changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id, "fresh") != r.drift.value}
+    if not changes and not damaged:
+        return 0
+    merged = {**known, **changes}
+    pending = {**pending, **changes}
+    # Both are caches: a read never fails for them, and the next read retries what failed.
+    if store is not None:
+        try:
+            store.set_drift(pending)
+            pending = {}
+        except AnchorfsError:
+            pass
+    try:
+        _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": merged, "pending": pending}),
+                        "drift-write")
+    except OSError:
+        return 0
+    return len(changes)
+
+
+def flush_pending(state: Path, store: "Store", *, read_only: bool) -> None:
+    """Mirror drift found by store-less checks (hooks, cron) into the store's column."""
+    if read_only:
+        return
+    known, pending, _ = read(state)
+    if not pending:
+        return
+    try:
+        store.set_drift(pending)
+        _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": known, "pending": {}}),
+                        "drift-write")
+    except (AnchorfsError, OSError):
+        pass
