@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from . import anchors as anchors_mod
-from . import catchup, foldsnap, writeback
+from . import catchup, foldsnap, storesync, writeback
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired, weak_envelope
 from .errors import (
@@ -213,88 +213,11 @@ class Workspace:
         """
         if self._store is not None and catchup.settled(self.ledger, self._applied_at):
             return self._store
-        opened = self._store is None
-        if opened:
-            from .store import Store
-
-            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]),
-                          index_rows=0 if self.read_only else int(self.config["store.index_rows"]))
-            seen = self._checkpoint() if store.exists() else None  # a store created now has taken in nothing
-            if store.exists():
-                store.table()
-            else:
-                with self.ledger.lock():  # first writers racing to create it would conflict
-                    store.table()
-            self._store = store
-            self._store_opened = True
-        else:
-            seen = self._checkpoint()  # another process may have moved store and checkpoint on
-        if catchup.settled(self.ledger, seen):
-            self._applied_at = seen
-        else:
-            try:
-                with self.ledger.lock():
-                    self._catch_up(from_start=seen is None)
-            except BaseException:
-                self._store = None  # never serve a store that lags: the next use catches up again
-                self._applied_at = None
-                raise
-        assert self._store is not None
-        if opened:  # drift found by store-less checks (hooks, cron), into the store's column
-            writeback.flush_pending(self.state, self._store, read_only=self.read_only)
-        return self._store
-
-    def _checkpoint(self) -> "catchup.Prefix | None":
-        """The ledger prefix the store has taken in (`.anchorfs/applied`); None when unknown."""
-        return catchup.load(self.state / "applied")
+        return storesync.open_store(self)
 
     def _applied(self) -> int:
         """Ledger bytes the store has taken in; -1 when unknown (no store or no checkpoint)."""
-        seen = self._checkpoint()
-        return seen.offset if seen is not None and (self.state / "memories.lance").exists() else -1
-
-    def _set_applied(self, offset: int, prefix: "catchup.Prefix | None" = None) -> None:
-        """Advance the checkpoint to `offset` (caller holds the lock; the store holds the ledger
-        to there). The checksum is extended from the last prefix taken in, not re-read whole.
-        Never fails a write: a checkpoint left behind only makes the next use verify and replay
-        what the store already holds (upserts by id, so nothing doubles)."""
-        try:
-            if prefix is None:
-                prefix = catchup.extend(self.ledger, self._applied_at, offset)
-            self._applied_at = prefix
-            if self.read_only:  # known in this process; a read-only workspace writes nothing
-                return
-            _replace_atomic(self.state / "applied", prefix.to_bytes(), "applied-write")
-            catchup.stamp(self.state / "applied", prefix)
-        except OSError:
-            pass
-
-    def _catch_up(self, *, from_start: bool = False) -> None:
-        """Bring the store to the ledger now (caller holds the lock): the lines past the
-        checkpoint while the prefix it took in still holds, else a row-by-row reconcile with
-        the fold (a checkout, reset, rebase or truncation rewrote the ledger)."""
-        assert self._store is not None
-        seen: catchup.Prefix | None = None
-        if not from_start:
-            seen = self._applied_at if catchup.settled(self.ledger, self._applied_at) else self._checkpoint()
-            if catchup.settled(self.ledger, seen):
-                self._applied_at = seen
-                return
-        follow, state, inserted = catchup.catch_up(self._store, self.ledger, seen)
-        if inserted:  # back from another branch: its last known drift, as `reindex` gives it
-            known = self.last_drift()
-            self._store.set_drift({i: known[i] for i in inserted if known.get(i, "fresh") != "fresh"})
-        if state is not None and follow.prefix.stat is not None:
-            self._fold = catchup.Folded(follow.prefix, state)
-        if seen is None or follow.prefix.to_bytes() != seen.to_bytes():
-            self._set_applied(follow.prefix.offset, follow.prefix)
-            return
-        self._applied_at = follow.prefix
-        if catchup.settled(self.ledger, follow.prefix) and not self.read_only:  # verified whole again: later readers may trust the stat
-            try:
-                catchup.stamp(self.state / "applied", follow.prefix)
-            except OSError:
-                pass
+        return storesync.applied(self.state)
 
     def _git_place(self) -> tuple[Path, str] | None:
         """The git repo's top level and the workspace's path prefix in it, looked up once;
@@ -391,7 +314,7 @@ class Workspace:
             [Entry.new(op, memories, at=at, reason=reason)]
         with self.ledger.lock():
             if store is not None:
-                self._catch_up()
+                storesync.catch_up(self)
             self._guard(based_on)
             state = self._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
             entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
@@ -412,7 +335,7 @@ class Workspace:
                 warnings.warn(f"the {op} is recorded, but the search index lags behind: {exc}", stacklevel=3)
                 return
             fault("kill-after-store")
-            self._set_applied(size)
+            storesync.set_applied(self, size)
 
     def _guard(self, based_on: Sequence[Memory]) -> None:
         """Under the lock: the snapshots a revision was computed from must still be the latest,
@@ -1132,7 +1055,7 @@ class Workspace:
             self._store = store
             if follow.prefix.stat is not None:
                 self._fold = catchup.Folded(follow.prefix, state)
-            self._set_applied(follow.prefix.offset, follow.prefix)
+            storesync.set_applied(self, follow.prefix.offset, follow.prefix)
         return len(mems)
 
     # -- agents: prompt context, watch mode, git hook ----------------------------------------

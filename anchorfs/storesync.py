@@ -1,0 +1,113 @@
+"""Keeping the LanceDB store the fold of the ledger: the checkpoint and the catch-up.
+
+The ledger is the record and the store only its searchable copy, so every use of the store
+first makes sure it holds the ledger as it is now (`anchorfs.catchup` follows a ledger git or a
+hand rewrote). Apart from the `Workspace` because it is one concept with its own file
+(`.anchorfs/applied`) and its own failure rules: a checkpoint left behind costs a replay, never
+a wrong answer. Functions of the workspace whose store, fold and checkpoint they move on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import catchup, writeback
+from .statedir import _replace_atomic
+
+if TYPE_CHECKING:
+    from .store import Store
+    from .workspace import Workspace
+
+__all__ = ["open_store", "checkpoint", "applied", "set_applied", "catch_up"]
+
+
+def open_store(ws: "Workspace") -> "Store":
+    """The store, opened (created on first use, under the lock) and caught up with the ledger;
+    on any failure the workspace holds no store, so the next use catches up again."""
+    opened = ws._store is None
+    if opened:
+        from .store import Store
+
+        store = Store(ws.state, ws.embedder, compact_fragments=int(ws.config["store.compact_fragments"]),
+                      index_rows=0 if ws.read_only else int(ws.config["store.index_rows"]))
+        seen = checkpoint(ws.state) if store.exists() else None  # a store created now has taken in nothing
+        if store.exists():
+            store.table()
+        else:
+            with ws.ledger.lock():  # first writers racing to create it would conflict
+                store.table()
+        ws._store = store
+        ws._store_opened = True
+    else:
+        seen = checkpoint(ws.state)  # another process may have moved store and checkpoint on
+    if catchup.settled(ws.ledger, seen):
+        ws._applied_at = seen
+    else:
+        try:
+            with ws.ledger.lock():
+                catch_up(ws, from_start=seen is None)
+        except BaseException:
+            ws._store = None  # never serve a store that lags: the next use catches up again
+            ws._applied_at = None
+            raise
+    assert ws._store is not None
+    if opened:  # drift found by store-less checks (hooks, cron), into the store's column
+        writeback.flush_pending(ws.state, ws._store, read_only=ws.read_only)
+    return ws._store
+
+
+def checkpoint(state: Path) -> "catchup.Prefix | None":
+    """The ledger prefix the store has taken in (`.anchorfs/applied`); None when unknown."""
+    return catchup.load(state / "applied")
+
+
+def applied(state: Path) -> int:
+    """Ledger bytes the store has taken in; -1 when unknown (no store or no checkpoint)."""
+    seen = checkpoint(state)
+    return seen.offset if seen is not None and (state / "memories.lance").exists() else -1
+
+
+def set_applied(ws: "Workspace", offset: int, prefix: "catchup.Prefix | None" = None) -> None:
+    """Advance the checkpoint to `offset` (caller holds the lock; the store holds the ledger
+    to there). The checksum is extended from the last prefix taken in, not re-read whole.
+    Never fails a write: a checkpoint left behind only makes the next use verify and replay
+    what the store already holds (upserts by id, so nothing doubles)."""
+    try:
+        if prefix is None:
+            prefix = catchup.extend(ws.ledger, ws._applied_at, offset)
+        ws._applied_at = prefix
+        if ws.read_only:  # known in this process; a read-only workspace writes nothing
+            return
+        _replace_atomic(ws.state / "applied", prefix.to_bytes(), "applied-write")
+        catchup.stamp(ws.state / "applied", prefix)
+    except OSError:
+        pass
+
+
+def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
+    """Bring the store to the ledger now (caller holds the lock): the lines past the
+    checkpoint while the prefix it took in still holds, else a row-by-row reconcile with
+    the fold (a checkout, reset, rebase or truncation rewrote the ledger)."""
+    assert ws._store is not None
+    seen: catchup.Prefix | None = None
+    if not from_start:
+        seen = ws._applied_at if catchup.settled(ws.ledger, ws._applied_at) else checkpoint(ws.state)
+        if catchup.settled(ws.ledger, seen):
+            ws._applied_at = seen
+            return
+    follow, state, inserted = catchup.catch_up(ws._store, ws.ledger, seen)
+    if inserted:  # back from another branch: its last known drift, as `reindex` gives it
+        known = ws.last_drift()
+        ws._store.set_drift({i: known[i] for i in inserted if known.get(i, "fresh") != "fresh"})
+    if state is not None and follow.prefix.stat is not None:
+        ws._fold = catchup.Folded(follow.prefix, state)
+    if seen is None or follow.prefix.to_bytes() != seen.to_bytes():
+        set_applied(ws, follow.prefix.offset, follow.prefix)
+        return
+    ws._applied_at = follow.prefix
+    if catchup.settled(ws.ledger, follow.prefix) and not ws.read_only:  # verified whole again: later readers may trust the stat
+        try:
+            catchup.stamp(ws.state / "applied", follow.prefix)
+        except OSError:
+            pass
