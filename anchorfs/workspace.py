@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from . import anchors as anchors_mod
-from . import catchup, foldsnap, storesync, writeback
+from . import catchup, foldsnap, recall, storesync, writeback
 from .config import Config, load_config
-from .drift import DriftChecker, DriftReport, MemoryDrift, envelope, expired, weak_envelope
+from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
 from .errors import (
     AnchorError,
     AnchorfsError,
@@ -42,6 +42,7 @@ from .ledger import Entry, FoldState, Fork, Ledger, current_actor, fault, fold, 
 from .locate import locate
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
 from .statefs import check_state
+from .recall import with_claims
 from .writeback import DRIFTS, UNANCHORED
 from .model import (
     KINDS,
@@ -60,7 +61,6 @@ from .model import (
     utcnow,
     validate_anchor,
     validate_memory,
-    validate_query_args,
 )
 
 if TYPE_CHECKING:
@@ -111,17 +111,6 @@ class HistoryEvent:
 
 
 AnchorLike = str | AnchorRef
-
-
-_ANCHOR_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
-
-
-def _with_claims(md: MemoryDrift) -> MemoryDrift:
-    """A memory's drift as every read serves it: stale when `verify --mark` found its own text
-    stale (`Memory.stale_claims`), whatever its anchors say; prose is evidence too."""
-    if md.memory.stale_claims and md.drift is not Drift.STALE:
-        return md._replace(drift=Drift.STALE)
-    return md
 
 
 class _ReadOnlyCache(HashCache):
@@ -241,19 +230,6 @@ class Workspace:
             if top is not None:
                 self._git_top = (Path(os.path.realpath(top)), prefix_of(self.root, top))
         return self._git_top
-
-    def _git_head(self) -> tuple[bool, str | None]:
-        """(in a git repo, HEAD now): read per call since commits happen meanwhile, with a
-        process only when a file HEAD rests on changed (`git.current_head`)."""
-        from .git import current_head
-
-        place = self._git_place()
-        if place is None:
-            return False, None
-        try:
-            return True, current_head(place[0])
-        except HistoryError:  # git went away since: do without, as when it was never there
-            return True, None
 
     def _stamp_git(self, refs: Sequence[Sequence[AnchorRef]]) -> _list[tuple[AnchorRef, ...]]:
         """Give taken anchors HEAD's commit and their dirty flag: one git process for the
@@ -767,13 +743,8 @@ class Workspace:
 
     def check(self, memory: Memory) -> MemoryDrift:
         """One memory's drift now: its anchors, and any claim of its text `verify --mark` found stale."""
-        return _with_claims(DriftChecker(self.root_real, self.cache,
+        return with_claims(DriftChecker(self.root_real, self.cache,
                                          whitespace=str(self.config["drift.whitespace"])).check(memory))
-
-    def _as_of(self, when: datetime) -> dict[str, Memory]:
-        """The memories active at `when`, each as it stood then (status, bounds, anchors)."""
-        state = fold(self.ledger.read(until=when))
-        return {m.id: m for m in state.values() if m.status == Status.ACTIVE and m.valid_from <= when}
 
     def query(self, text: str, *, k: int | None = None, include_superseded: bool = False,
               as_of: str | datetime | None = None, stale: str = "include") -> _list[Hit]:
@@ -783,113 +754,7 @@ class Workspace:
         memories active at that instant, each as it stood then, its anchors of then checked
         against the files now; such a read writes no drift back.
         """
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("a query needs text")
-        if stale not in ("include", "exclude", "only"):
-            raise InputError(f"stale must be include, exclude or only, not {stale!r}")
-        k_given, when_given = validate_query_args(k, include_superseded, as_of)
-        k = k_given if k_given is not None else int(self.config["search.k"])
-        if k < 1:
-            raise InputError("k must be at least 1")
-        from .store import id_filter
-
-        # a proposed memory is under review: not a belief of any time, so never a hit
-        where: str | None = "status != 'proposed'" if include_superseded else "status = 'active'"
-        then: dict[str, Memory] | None = None
-        if when_given is not None:
-            then = self._as_of(when_given)
-            if not then:
-                return []
-            where = id_filter(then)
-        store = self.store
-        qvec = self.embedder.embed_query(text)
-        checker = DriftChecker(self.root_real, self.cache)
-        now = utcnow()
-        stale_factor = float(self.config["drift.stale_factor"])
-        expired_factor = float(self.config["drift.expired_factor"])
-        floor = float(self.config["search.relevance_floor"])
-        # Demote first, cut to k after. The candidates come in tiers of a size fixed by
-        # `search.candidates`, never by k (doubling only when a tier leaves fewer than k hits):
-        # each tier is checked, demoted and sorted on its own and follows the one before, so
-        # the first j hits of any k >= j are the hits of k = j.
-        size = max(1, int(self.config["search.candidates"]))
-        hits: _list[Hit] = []
-        results: _list[MemoryDrift] = []
-        seen: set[str] = set()
-        while True:
-            rows = store.search(
-                text, qvec, k=2 * size, where=where, candidates=size, rrf_k=float(self.config["search.rrf_k"]),
-                vector_weight=float(self.config["search.vector_weight"]),
-                text_weight=float(self.config["search.text_weight"]),
-            )
-            tier: _list[Hit] = []
-            for row in rows:  # best relevance first
-                if row.memory.id in seen:
-                    continue
-                seen.add(row.memory.id)
-                if len(tier) >= k and row.relevance < tier[k - 1].score:
-                    break  # no later row can enter the top k: its score is at most its relevance
-                # as of an instant: the memory as it stood then (later retired or re-anchored, it
-                # showed neither), its anchors of then checked against the files now
-                m = row.memory if then is None else then.get(row.memory.id, row.memory)
-                md = checker.check(m)  # retired memories too: their ground may have moved as well
-                results.append(md)  # the anchors' drift is what drift.json keeps; the claims live in the snapshot
-                md = _with_claims(md)
-                if (stale == "exclude" and md.drift is Drift.STALE) or (stale == "only" and md.drift is not Drift.STALE):
-                    continue
-                days = self.config.expiry_days(m.kind)
-                score = row.score  # relevance, discounted behind the query's best match (ranking.rank)
-                if md.drift is Drift.STALE:
-                    score *= stale_factor
-                if expired(m, days, now):
-                    score *= expired_factor
-                weak = row.match < floor  # the match on its own, not discounted behind a better one
-                tier.append(Hit(m, row.similarity, score, md.drift, md.checks,
-                                envelope(m, md.drift, md.checks, expiry_days=days, now=now, weak=weak),
-                                row.relevance, weak))
-                tier.sort(key=lambda h: (-h.score, h.memory.id))
-            hits.extend(tier)
-            if len(hits) >= k or len(rows) < size:
-                break
-            size *= 2
-        self.cache.save()
-        if then is None:  # the drift of anchors as they stood then is not the memory's drift now
-            self._write_back(results)
-        hits = self._flag_conflicts(hits[:k])
-        if hits and self.config["history.envelope"]:
-            hits = self._with_history(hits, now)
-            hits = [dataclasses.replace(h, envelope=weak_envelope(h.envelope)) if h.weak else h for h in hits]
-        return hits
-
-    def _with_history(self, hits: _list[Hit], now: datetime) -> _list[Hit]:
-        """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts); HEAD and
-        the top level are looked up once per query, not per hit."""
-        from .history import history_envelope
-
-        if not any(a.commit for h in hits for a in h.memory.anchors):
-            return hits
-        in_git, head = self._git_head()
-        place = self._git_top
-        if not in_git or head is None or place is None:
-            return hits
-        memo = self._history_memo
-        if len(memo) >= 4096 or (memo and next(iter(memo))[1] != head):
-            memo.clear()  # HEAD moved (every entry names the old one), or a long-lived process grew it
-        out = []
-        for h in hits:
-            m = h.memory
-            if m.status != Status.ACTIVE or not any(a.commit for a in m.anchors) or (
-                    m.stale_claims and not any(c.verdict in _ANCHOR_STALE for c in h.checks)):
-                out.append(h)  # stale by its text alone: git has no commit to name (and no bisect to run)
-                continue
-            key = (m.id, head, h.drift.value, tuple((c.verdict.value, c.lines_now) for c in h.checks))
-            hist = self._history_memo.get(key, "")
-            if hist == "":
-                hist = history_envelope(self.root, m, h.drift, top=place[0], head=head)
-                self._history_memo[key] = hist
-            env = envelope(m, h.drift, h.checks, expiry_days=self.config.expiry_days(m.kind), now=now, history=hist)
-            out.append(dataclasses.replace(h, envelope=env))
-        return out
+        return recall.query(self, text, k=k, include_superseded=include_superseded, as_of=as_of, stale=stale)
 
     def bisect(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "BisectResult":
         """The commit (or the working tree) that staled a memory, with its hunk."""
@@ -1081,10 +946,10 @@ class Workspace:
         self.cache.save()
         if m.status == Status.ACTIVE:
             self._write_back([md])
-        md = _with_claims(md)
+        md = with_claims(md)
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
-            env = self._with_history([Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
+            env = recall.with_history(self, [Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
         return md, env
 
     def anchored_paths(self) -> dict[str, _list[str]]:
@@ -1162,23 +1027,6 @@ class Workspace:
         Resolved by superseding one side (the successor replaces every side) or retracting one."""
         state = self._memories()
         return state.forks() if isinstance(state, FoldState) else []
-
-    def _flag_conflicts(self, hits: _list[Hit]) -> _list[Hit]:
-        """Hits that stand in a fork name the other sides (`conflict`) and show them in the envelope."""
-        state = self._memories()
-        against = state.in_conflict() if isinstance(state, FoldState) and hits else {}
-        if not against:
-            return hits
-        out = []
-        for h in hits:
-            others = against.get(h.memory.id)
-            if not others:
-                out.append(h)
-                continue
-            shown = "; ".join(f"{o}: {state[o].content[:80]!r}" for o in others if o in state)
-            out.append(dataclasses.replace(h, conflict=tuple(others),
-                                           envelope=f"{h.envelope} [in conflict with {shown}: see `anchorfs conflicts`]"))
-        return out
 
     def _over_fork(self, old: Memory, new_id: str, now: datetime) -> tuple[_list[Memory], _list[Memory]]:
         """(snapshots to write, snapshots they replace) so that superseding `old`, one side of a
