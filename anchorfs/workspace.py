@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from . import anchors as anchors_mod
-from . import catchup, foldsnap, recall, storesync, writeback
+from . import catchup, foldsnap, recall, storesync, writeback, writes
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
 from .errors import (
@@ -34,32 +33,29 @@ from .errors import (
     InputError,
     NotFoundError,
     RevisionError,
-    StoreError,
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, FoldState, Fork, Ledger, current_actor, fault, fold, stamped
+from .ledger import Entry, FoldState, Fork, Ledger, fold, stamped
 from .locate import locate
+from .recall import with_claims
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
 from .statefs import check_state
-from .recall import with_claims
 from .writeback import DRIFTS, UNANCHORED
+from .writes import AnchorLike
 from .model import (
-    KINDS,
     AnchorRef,
     Drift,
     Hit,
     Memory,
     Status,
     MIN_ID_PREFIX,
-    Verdict,
     anchor_items,
     check_optional_str,
     claim_key,
     new_id,
     parse_time,
     utcnow,
-    validate_anchor,
     validate_memory,
 )
 
@@ -108,9 +104,6 @@ class HistoryEvent:
             "status": self.memory.status,
             "memory": self.memory.to_dict(),
         }
-
-
-AnchorLike = str | AnchorRef
 
 
 class _ReadOnlyCache(HashCache):
@@ -231,23 +224,6 @@ class Workspace:
                 self._git_top = (Path(os.path.realpath(top)), prefix_of(self.root, top))
         return self._git_top
 
-    def _stamp_git(self, refs: Sequence[Sequence[AnchorRef]]) -> _list[tuple[AnchorRef, ...]]:
-        """Give taken anchors HEAD's commit and their dirty flag: one git process for the
-        whole batch (HEAD and every path's status together), none outside git."""
-        paths = sorted({r.path for group in refs for r in group})
-        place = self._git_place() if paths else None
-        if place is None:
-            return [tuple(group) for group in refs]
-        from .git import head_and_dirty
-
-        try:
-            head, dirty = head_and_dirty(Path(self.root_real), paths, prefix=place[1])
-        except HistoryError:
-            head, dirty = None, set()
-        if head is None:
-            return [tuple(group) for group in refs]
-        return [tuple(dataclasses.replace(r, commit=head, dirty=r.path in dirty) for r in group) for group in refs]
-
     # -- the ledger as state --------------------------------------------------------------
 
     def _memories(self) -> dict[str, Memory]:
@@ -265,128 +241,6 @@ class Workspace:
             return cached.state
         self._fold = foldsnap.current(self.ledger, cached, write=not self.read_only)
         return self._fold.state
-
-    def _commit(self, op: str, memories: list[Memory], *, reason: str | None = None,
-                new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),
-                allow_secret: bool = False) -> None:
-        """Ledger first (fsynced), then the store, under the writer lock.
-
-        A process that has not opened the store leaves it out: the ledger is the record, and
-        the next read catches the store up from it (`anchorfs.catchup`), so a one-shot
-        `anchorfs record` never imports LanceDB (about a second of its time). A process that
-        reads too (MCP server, watch, SDK) writes the store at once, as before, and so does
-        the first write of all, which creates the store with the embedder chosen then.
-        """
-        if self.read_only:
-            raise WorkspaceError(f"the workspace at {self.root} is open read-only; the {op} was not written")
-        from .team import secret_check
-
-        secret = secret_check(self, [m for m in memories if op in ("record", "supersede")
-                                     and m.status in ("active", "proposed")],
-                              allow_secret)
-        through = self._store is not None or self._store_opened or not (self.state / "memories.lance").exists()
-        store = self.store if through else None
-        entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
-            [Entry.new(op, memories, at=at, reason=reason)]
-        with self.ledger.lock():
-            if store is not None:
-                storesync.catch_up(self)
-            self._guard(based_on)
-            state = self._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
-            entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
-            size = self.ledger.append(entries)
-            fault("kill-after-ledger")
-            if store is None:  # the checkpoint stays where the store is: the next read replays the rest
-                fault("kill-after-store")
-                return
-            try:
-                if new:
-                    store.add(memories)
-                else:
-                    store.upsert(memories)
-            except StoreError as exc:
-                # The ledger has it, so the write happened (failing it now would invite a retry
-                # and a duplicate); like a crash here, the next use of the store replays it.
-                self._store = None
-                warnings.warn(f"the {op} is recorded, but the search index lags behind: {exc}", stacklevel=3)
-                return
-            fault("kill-after-store")
-            storesync.set_applied(self, size)
-
-    def _guard(self, based_on: Sequence[Memory]) -> None:
-        """Under the lock: the snapshots a revision was computed from must still be the latest,
-        or two writers racing on one memory would fork its chain or undo each other."""
-        if not based_on:
-            return
-        mems = self._memories()
-        for seen in based_on:
-            now = mems.get(seen.id)
-            if now == seen:
-                continue
-            if now is not None and now.status == Status.SUPERSEDED:
-                head = self._head_of(now)
-                raise RevisionError(f"memory {now.id} was superseded meanwhile; the head of its chain is {head.id}")
-            raise RevisionError(f"memory {seen.id} was changed by another writer meanwhile "
-                                f"(now {now.status if now else 'missing'}); try again")
-
-    # -- anchoring -------------------------------------------------------------------------
-
-    def _take_anchors(self, content: str, anchors: Iterable[AnchorLike] | None, *,
-                      stamp: bool = True) -> tuple[AnchorRef, ...]:
-        """Parse, validate and hash the anchors; `stamp=False` leaves git's commit and dirty
-        flag to one `_stamp_git` over a whole batch. Wrong types are an InputError naming the
-        item, before any file is read."""
-        wanted: list[AnchorRef] = []
-        for i, a in enumerate(anchor_items(anchors)):
-            if isinstance(a, AnchorRef):
-                wanted.append(validate_anchor(a, f"anchors[{i}]"))
-            else:
-                wanted.append(anchors_mod.parse_spec(a))
-        wanted.extend(anchors_mod.parse_markers(content))
-        if not wanted:
-            return ()
-        taken: list[AnchorRef] = []
-        for w in wanted:
-            ref = anchors_mod.take(self.root_real, w)
-            if ref not in taken:
-                taken.append(ref)
-        return self._stamp_git([taken])[0] if stamp else tuple(taken)
-
-    def _validate(self, content: str, kind: str | None, tags: Sequence[str] | None) -> tuple[str, str, tuple[str, ...]]:
-        """Content, kind and tags checked for type and value before any file is read or any
-        byte written; content is capped (`limits.content_chars`) so one memory cannot bloat
-        every later recall."""
-        if not isinstance(content, str):
-            raise InputError(f"content must be a string, got {type(content).__name__}")
-        if not content.strip():
-            raise InputError("a memory needs content: empty text given")
-        cap = int(self.config["limits.content_chars"])
-        if len(content) > cap:
-            raise InputError(f"content is {len(content):,} characters, over the limit of {cap:,} "
-                             "(limits.content_chars); nothing was written")
-        if kind is None:
-            kind = "note"
-        if not isinstance(kind, str):
-            raise InputError(f"kind must be a string, got {type(kind).__name__}")
-        if kind not in KINDS:
-            raise InputError(f"unknown kind {kind!r}; one of: {', '.join(KINDS)}")
-        if tags is None:
-            tags = ()
-        elif isinstance(tags, str):
-            tags = [tags]
-        elif isinstance(tags, (bytes, bytearray, dict)) or not hasattr(tags, "__iter__"):
-            raise InputError(f"tags must be a list of strings, got {type(tags).__name__}")
-        clean: list[str] = []
-        for t in tags:
-            if not isinstance(t, str) or not t.strip():
-                raise InputError(f"bad tag {t!r}: tags are non-empty strings")
-            if t.strip() not in clean:
-                clean.append(t.strip())
-        return content, kind, tuple(clean)
-
-    def _author(self, author: str | None) -> str:
-        check_optional_str(author, "author")
-        return author or self.config["author"] or current_actor()
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -424,9 +278,9 @@ class Workspace:
             unknown = set(item) - {"content", "kind", "tags", "anchors", "author"}
             if unknown:
                 raise InputError(f"unknown field(s) for a memory: {', '.join(sorted(map(str, unknown)))}")
-            content, kind, tags = self._validate(item["content"], item.get("kind", "note"), item.get("tags", ()))
-            author = self._author(item.get("author"))
-            anchors = self._take_anchors(content, item.get("anchors", ()), stamp=False)
+            content, kind, tags = writes.validate(self, item["content"], item.get("kind", "note"), item.get("tags", ()))
+            author = writes.author(self, item.get("author"))
+            anchors = writes.take_anchors(self, content, item.get("anchors", ()), stamp=False)
             prepared.append((content, kind, tags, anchors, author))
         if not prepared:
             return []
@@ -448,9 +302,9 @@ class Workspace:
             out.append(m)
         if not memories:
             return out
-        stamped = self._stamp_git([m.anchors for m in memories])  # one git process per batch
+        stamped = writes.stamp_git(self, [m.anchors for m in memories])  # one git process per batch
         done = {m.id: validate_memory(dataclasses.replace(m, anchors=a)) for m, a in zip(memories, stamped)}
-        self._commit("record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
+        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
         return [dataclasses.replace(done[m.id], duplicate=m.duplicate) if m.id in done else m for m in out]
 
     def _resolve_id(self, memory_id: str) -> Memory:
@@ -520,25 +374,25 @@ class Workspace:
             raise RevisionError(f"memory {old.id} is already superseded; supersede the head of its chain, {head.id}")
         if old.status == Status.RETRACTED:
             raise RevisionError(f"memory {old.id} is retracted; `revert` it first")
-        content, kind, tags_t = self._validate(content, kind or old.kind, old.tags if tags is None else tags)
-        author = self._author(author)
+        content, kind, tags_t = writes.validate(self, content, kind or old.kind, old.tags if tags is None else tags)
+        author = writes.author(self, author)
         if drop_anchors:
-            new_anchors = self._take_anchors(content, ())
+            new_anchors = writes.take_anchors(self, content, ())
         elif not items:
             # inherit the old anchors, re-taken against the files as they are now
-            new_anchors = self._take_anchors(content, self._current_specs(old))
+            new_anchors = writes.take_anchors(self, content, writes.current_specs(self, old))
         else:
-            new_anchors = self._take_anchors(content, items)
+            new_anchors = writes.take_anchors(self, content, items)
         now = utcnow()
         new = validate_memory(Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
                                      author=author, recorded_at=now, valid_from=now, supersedes=old.id,
                                      reason=reason, status=(Status.PROPOSED if propose else Status.ACTIVE).value))
         if propose:  # the old memory stands until the proposal is accepted
-            self._commit("supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
+            writes.commit(self, "supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
             return new
         retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
-        over, seen = self._over_fork(old, new.id, now)  # one supersede over every side of a fork
-        self._commit("supersede", [new, retired, *over], reason=reason, at=now, based_on=[old, *seen],
+        over, seen = writes.over_fork(self, old, new.id, now)  # one supersede over every side of a fork
+        writes.commit(self, "supersede", [new, retired, *over], reason=reason, at=now, based_on=[old, *seen],
                      allow_secret=allow_secret)
         return new
 
@@ -550,7 +404,7 @@ class Workspace:
             raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
         now = utcnow()
         retired = validate_memory(old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
-        self._commit("retract", [retired], reason=reason, at=now, based_on=[old])
+        writes.commit(self, "retract", [retired], reason=reason, at=now, based_on=[old])
         return retired
 
     def accept(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -566,7 +420,7 @@ class Workspace:
         now = utcnow()
         accepted = validate_memory(m.replace(status=Status.ACTIVE.value, valid_from=now))
         if not m.supersedes:
-            self._commit("accept", [accepted], reason=reason, at=now, based_on=[m])
+            writes.commit(self, "accept", [accepted], reason=reason, at=now, based_on=[m])
             return accepted
         old = self._memories().get(m.supersedes)
         if old is None or old.status != Status.ACTIVE:
@@ -575,8 +429,8 @@ class Workspace:
             raise RevisionError(f"memory {m.id} proposes to supersede {m.supersedes}, which is {now_is} now{head}; "
                                 f"`reject {m.id}`, or supersede what stands instead")
         retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=m.id))
-        over, seen = self._over_fork(old, m.id, now)  # as `supersede` does: every side of a fork
-        self._commit("accept", [accepted, retired, *over], reason=reason, at=now, based_on=[m, old, *seen])
+        over, seen = writes.over_fork(self, old, m.id, now)  # as `supersede` does: every side of a fork
+        writes.commit(self, "accept", [accepted, retired, *over], reason=reason, at=now, based_on=[m, old, *seen])
         return accepted
 
     def reject(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -588,7 +442,7 @@ class Workspace:
             raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be rejected")
         now = utcnow()
         rejected = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
-        self._commit("reject", [rejected], reason=reason, at=now, based_on=[m])
+        writes.commit(self, "reject", [rejected], reason=reason, at=now, based_on=[m])
         return rejected
 
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -622,7 +476,7 @@ class Workspace:
                     changed.append(validate_memory(successor.replace(
                         status=Status.RETRACTED.value, valid_until=now, reason=reason or f"reverted to {old.id}")))
         restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None))
-        self._commit("revert", [restored, *changed], reason=reason, at=now, based_on=based)
+        writes.commit(self, "revert", [restored, *changed], reason=reason, at=now, based_on=based)
         return restored
 
     def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
@@ -654,38 +508,14 @@ class Workspace:
         elif not items:
             if not old.anchors:
                 raise AnchorError(f"memory {old.id} has no anchors; give some with --anchor")
-            taken = self._take_anchors("", self._current_specs(old))
+            taken = writes.take_anchors(self, "", writes.current_specs(self, old))
         else:
-            taken = self._take_anchors("", items)
+            taken = writes.take_anchors(self, "", items)
         now = utcnow()
         # re-verified by a person: what `verify --mark` found stale in its text is cleared too
         updated = validate_memory(old.replace(anchors=taken, verified_at=now, stale_claims=()))
-        self._commit("reanchor", [updated], reason=reason, at=now, based_on=[old])
+        writes.commit(self, "reanchor", [updated], reason=reason, at=now, based_on=[old])
         return updated
-
-    def _current_specs(self, memory: Memory) -> list[AnchorLike]:
-        """A memory's anchors as requests for the content as it stands now: moved lines and
-        files followed (`path_now`, `lines_now`). A missing symbol or a file gone without a
-        trace is refused naming what can be taken instead (`reanchor ID --to SPEC`)."""
-        from .errors import SymbolNotFoundError
-
-        checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
-        wanted: list[AnchorLike] = []
-        for a in memory.anchors:
-            check = checker.check_anchor(a)
-            if check.verdict is Verdict.UNSAFE:
-                raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}")
-            if check.verdict is Verdict.SYMBOL_MISSING or (check.verdict is Verdict.DELETED and a.symbol):
-                found = tuple(checker.body_candidates(a))
-                offer = (f"; the same body is at {', '.join(found)}: take one with --to SPEC" if found
-                         else "; give its new place with --to SPEC")
-                raise SymbolNotFoundError(f"cannot re-anchor {memory.id}: {check.detail}{offer}", candidates=found)
-            if check.verdict is Verdict.DELETED:
-                raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}, and its content was not found "
-                                  "elsewhere; give its new place with --to SPEC")
-            lines = (check.lines_now or a.lines) if a.lines else None
-            wanted.append(AnchorRef(path=check.path_now or a.path, symbol=a.symbol, lines=lines))
-        return wanted
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -1027,27 +857,6 @@ class Workspace:
         Resolved by superseding one side (the successor replaces every side) or retracting one."""
         state = self._memories()
         return state.forks() if isinstance(state, FoldState) else []
-
-    def _over_fork(self, old: Memory, new_id: str, now: datetime) -> tuple[_list[Memory], _list[Memory]]:
-        """(snapshots to write, snapshots they replace) so that superseding `old`, one side of a
-        fork, supersedes every other side too and merges the forked memory's heads."""
-        state = self._memories()
-        if not isinstance(state, FoldState):
-            return [], []
-        out: dict[str, Memory] = {}
-        seen: dict[str, Memory] = {}
-        for fork in state.forks():
-            ids = {s.id for s in fork.sides}
-            if old.id not in ids and old.id != fork.memory.id:
-                continue
-            for i in sorted(ids | {fork.memory.id}):
-                if i == old.id or i in out:
-                    continue
-                m = state[i]
-                seen[i] = m
-                out[i] = validate_memory(m.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new_id)
-                                         if m.status == Status.ACTIVE else m)  # a retired base: re-written, heads merged
-        return list(out.values()), list(seen.values())
 
     def share(self, shared: bool = True) -> str:
         """Make the workspace shared (ledger committed, merge driver installed) or private (the

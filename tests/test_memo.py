@@ -397,7 +397,7 @@ def test_a_stale_memo_is_removed_when_the_next_pass_cannot_save_one(
 def test_an_unwritable_state_folder_never_fails_the_command(
         ws_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANCHORFS_TEST_FAULT", "memo-write")
-    monkeypatch.setattr("anchorfs.workspace.fault", lambda point: (_ for _ in ()).throw(OSError(28, "No space left")))
+    monkeypatch.setattr("anchorfs.writes.fault", lambda point: (_ for _ in ()).throw(OSError(28, "No space left")))
     code, out = run(ws_root, "--json", capsys=capsys)
     assert code == 0 and json.loads(out)["fresh"] == 3
     assert not saved(ws_root)

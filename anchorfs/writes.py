@@ -1,0 +1,224 @@
+"""The write doors' common steps: validating the input, taking anchors, and the commit itself.
+
+Apart from the `Workspace` because every write (record, supersede, retract, accept, reject,
+revert, reanchor, mark) goes through the same steps in the same order (DESIGN.md): type and
+value checks before any file is read, anchors hashed by anchorfs outside the lock, then under
+the writer lock a revision checked against the snapshots it was computed from, the ledger
+appended (fsynced) and only then the store written. Functions of the workspace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import anchors as anchors_mod
+from . import storesync
+from .drift import DriftChecker
+from .errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
+from .ledger import Entry, FoldState, current_actor, fault, stamped
+from .model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, validate_anchor,
+                    validate_memory)
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
+
+__all__ = ["AnchorLike", "validate", "author", "take_anchors", "stamp_git", "current_specs", "guard", "over_fork",
+           "commit"]
+
+AnchorLike = str | AnchorRef
+"""An anchor as the SDK takes it: a spec string (`PATH#SYMBOL`, `PATH:START-END`) or an AnchorRef."""
+
+
+def validate(ws: "Workspace", content: str, kind: str | None, tags: Sequence[str] | None) -> tuple[str, str, tuple[str, ...]]:
+    """Content, kind and tags checked for type and value before any file is read or any
+    byte written; content is capped (`limits.content_chars`) so one memory cannot bloat
+    every later recall."""
+    if not isinstance(content, str):
+        raise InputError(f"content must be a string, got {type(content).__name__}")
+    if not content.strip():
+        raise InputError("a memory needs content: empty text given")
+    cap = int(ws.config["limits.content_chars"])
+    if len(content) > cap:
+        raise InputError(f"content is {len(content):,} characters, over the limit of {cap:,} "
+                         "(limits.content_chars); nothing was written")
+    if kind is None:
+        kind = "note"
+    if not isinstance(kind, str):
+        raise InputError(f"kind must be a string, got {type(kind).__name__}")
+    if kind not in KINDS:
+        raise InputError(f"unknown kind {kind!r}; one of: {', '.join(KINDS)}")
+    if tags is None:
+        tags = ()
+    elif isinstance(tags, str):
+        tags = [tags]
+    elif isinstance(tags, (bytes, bytearray, dict)) or not hasattr(tags, "__iter__"):
+        raise InputError(f"tags must be a list of strings, got {type(tags).__name__}")
+    clean: list[str] = []
+    for t in tags:
+        if not isinstance(t, str) or not t.strip():
+            raise InputError(f"bad tag {t!r}: tags are non-empty strings")
+        if t.strip() not in clean:
+            clean.append(t.strip())
+    return content, kind, tuple(clean)
+
+
+def author(ws: "Workspace", author: str | None) -> str:
+    check_optional_str(author, "author")
+    return author or ws.config["author"] or current_actor()
+
+
+def take_anchors(ws: "Workspace", content: str, anchors: Iterable[AnchorLike] | None, *,
+                 stamp: bool = True) -> tuple[AnchorRef, ...]:
+    """Parse, validate and hash the anchors; `stamp=False` leaves git's commit and dirty
+    flag to one `_stamp_git` over a whole batch. Wrong types are an InputError naming the
+    item, before any file is read."""
+    wanted: list[AnchorRef] = []
+    for i, a in enumerate(anchor_items(anchors)):
+        if isinstance(a, AnchorRef):
+            wanted.append(validate_anchor(a, f"anchors[{i}]"))
+        else:
+            wanted.append(anchors_mod.parse_spec(a))
+    wanted.extend(anchors_mod.parse_markers(content))
+    if not wanted:
+        return ()
+    taken: list[AnchorRef] = []
+    for w in wanted:
+        ref = anchors_mod.take(ws.root_real, w)
+        if ref not in taken:
+            taken.append(ref)
+    return stamp_git(ws, [taken])[0] if stamp else tuple(taken)
+
+
+def stamp_git(ws: "Workspace", refs: Sequence[Sequence[AnchorRef]]) -> list[tuple[AnchorRef, ...]]:
+    """Give taken anchors HEAD's commit and their dirty flag: one git process for the
+    whole batch (HEAD and every path's status together), none outside git."""
+    paths = sorted({r.path for group in refs for r in group})
+    place = ws._git_place() if paths else None
+    if place is None:
+        return [tuple(group) for group in refs]
+    from .git import head_and_dirty
+
+    try:
+        head, dirty = head_and_dirty(Path(ws.root_real), paths, prefix=place[1])
+    except HistoryError:
+        head, dirty = None, set()
+    if head is None:
+        return [tuple(group) for group in refs]
+    return [tuple(dataclasses.replace(r, commit=head, dirty=r.path in dirty) for r in group) for group in refs]
+
+
+def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
+    """A memory's anchors as requests for the content as it stands now: moved lines and
+    files followed (`path_now`, `lines_now`). A missing symbol or a file gone without a
+    trace is refused naming what can be taken instead (`reanchor ID --to SPEC`)."""
+    from .errors import SymbolNotFoundError
+
+    checker = DriftChecker(ws.root_real, ws.cache, whitespace=str(ws.config["drift.whitespace"]))
+    wanted: list[AnchorLike] = []
+    for a in memory.anchors:
+        check = checker.check_anchor(a)
+        if check.verdict is Verdict.UNSAFE:
+            raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}")
+        if check.verdict is Verdict.SYMBOL_MISSING or (check.verdict is Verdict.DELETED and a.symbol):
+            found = tuple(checker.body_candidates(a))
+            offer = (f"; the same body is at {', '.join(found)}: take one with --to SPEC" if found
+                     else "; give its new place with --to SPEC")
+            raise SymbolNotFoundError(f"cannot re-anchor {memory.id}: {check.detail}{offer}", candidates=found)
+        if check.verdict is Verdict.DELETED:
+            raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}, and its content was not found "
+                              "elsewhere; give its new place with --to SPEC")
+        lines = (check.lines_now or a.lines) if a.lines else None
+        wanted.append(AnchorRef(path=check.path_now or a.path, symbol=a.symbol, lines=lines))
+    return wanted
+
+
+def guard(ws: "Workspace", based_on: Sequence[Memory]) -> None:
+    """Under the lock: the snapshots a revision was computed from must still be the latest,
+    or two writers racing on one memory would fork its chain or undo each other."""
+    if not based_on:
+        return
+    mems = ws._memories()
+    for seen in based_on:
+        now = mems.get(seen.id)
+        if now == seen:
+            continue
+        if now is not None and now.status == Status.SUPERSEDED:
+            head = ws._head_of(now)
+            raise RevisionError(f"memory {now.id} was superseded meanwhile; the head of its chain is {head.id}")
+        raise RevisionError(f"memory {seen.id} was changed by another writer meanwhile "
+                            f"(now {now.status if now else 'missing'}); try again")
+
+
+def over_fork(ws: "Workspace", old: Memory, new_id: str, now: datetime) -> tuple[list[Memory], list[Memory]]:
+    """(snapshots to write, snapshots they replace) so that superseding `old`, one side of a
+    fork, supersedes every other side too and merges the forked memory's heads."""
+    state = ws._memories()
+    if not isinstance(state, FoldState):
+        return [], []
+    out: dict[str, Memory] = {}
+    seen: dict[str, Memory] = {}
+    for fork in state.forks():
+        ids = {s.id for s in fork.sides}
+        if old.id not in ids and old.id != fork.memory.id:
+            continue
+        for i in sorted(ids | {fork.memory.id}):
+            if i == old.id or i in out:
+                continue
+            m = state[i]
+            seen[i] = m
+            out[i] = validate_memory(m.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new_id)
+                                     if m.status == Status.ACTIVE else m)  # a retired base: re-written, heads merged
+    return list(out.values()), list(seen.values())
+
+
+def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | None = None,
+           new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),
+           allow_secret: bool = False) -> None:
+    """Ledger first (fsynced), then the store, under the writer lock.
+
+    A process that has not opened the store leaves it out: the ledger is the record, and
+    the next read catches the store up from it (`anchorfs.catchup`), so a one-shot
+    `anchorfs record` never imports LanceDB (about a second of its time). A process that
+    reads too (MCP server, watch, SDK) writes the store at once, as before, and so does
+    the first write of all, which creates the store with the embedder chosen then.
+    """
+    if ws.read_only:
+        raise WorkspaceError(f"the workspace at {ws.root} is open read-only; the {op} was not written")
+    from .team import secret_check
+
+    secret = secret_check(ws, [m for m in memories if op in ("record", "supersede")
+                                 and m.status in ("active", "proposed")],
+                          allow_secret)
+    through = ws._store is not None or ws._store_opened or not (ws.state / "memories.lance").exists()
+    store = ws.store if through else None
+    entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
+        [Entry.new(op, memories, at=at, reason=reason)]
+    with ws.ledger.lock():
+        if store is not None:
+            storesync.catch_up(ws)
+        guard(ws, based_on)
+        state = ws._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
+        entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
+        size = ws.ledger.append(entries)
+        fault("kill-after-ledger")
+        if store is None:  # the checkpoint stays where the store is: the next read replays the rest
+            fault("kill-after-store")
+            return
+        try:
+            if new:
+                store.add(memories)
+            else:
+                store.upsert(memories)
+        except StoreError as exc:
+            # The ledger has it, so the write happened (failing it now would invite a retry
+            # and a duplicate); like a crash here, the next use of the store replays it.
+            ws._store = None
+            warnings.warn(f"the {op} is recorded, but the search index lags behind: {exc}", stacklevel=3)
+            return
+        fault("kill-after-store")
+        storesync.set_applied(ws, size)
