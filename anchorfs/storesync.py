@@ -9,17 +9,19 @@ a wrong answer. Functions of the workspace whose store, fold and checkpoint they
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import catchup, writeback
+from .ledger import fold
 from .statedir import _replace_atomic
 
 if TYPE_CHECKING:
     from .store import Store
     from .workspace import Workspace
 
-__all__ = ["open_store", "checkpoint", "applied", "set_applied", "catch_up"]
+__all__ = ["open_store", "checkpoint", "applied", "set_applied", "catch_up", "rebuild"]
 
 
 def open_store(ws: "Workspace") -> "Store":
@@ -111,3 +113,51 @@ def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
             catchup.stamp(ws.state / "applied", follow.prefix)
         except OSError:
             pass
+
+
+def rebuild(ws: "Workspace", *, embedder: str | None = None,
+            progress: Callable[[int, int], None] | None = None) -> int:
+    """`Workspace.reindex`: the store rebuilt from the ledger alone, under the lock, the fold and
+    the checkpoint's checksum taken from the same bytes; the memories' count."""
+    from datetime import timedelta
+
+    from .embedders import get_embedder
+    from .store import Store
+
+    if embedder is not None:
+        ws._embedder_name = embedder
+        ws._embedder = get_embedder(embedder)
+    with ws.ledger.lock():
+        # the fold and the checkpoint's checksum from the same bytes, never into a torn tail
+        follow = catchup.follow(ws.ledger, None)
+        state = fold(follow.entries)
+        mems = list(state.values())
+        try:  # a rebuild cut short must be redone from the start, not trusted as caught up
+            (ws.state / "applied").unlink(missing_ok=True)
+        except OSError:
+            pass
+        ws._applied_at = None
+        if ws._store is not None:
+            ws._store.drop()
+        else:
+            Store(ws.state, ws.embedder).drop()
+        ws._store = None
+        store = Store(ws.state, ws.embedder, compact_fragments=int(ws.config["store.compact_fragments"]),
+                      index_rows=0)  # no background build halfway: the index comes once all rows are in
+        store.table()
+        known = ws.last_drift()
+        step = 5000 if progress is None else 256
+        for start in range(0, len(mems), step):
+            store.add(mems[start:start + step])
+            if progress is not None:
+                progress(min(start + step, len(mems)), len(mems))
+        ids = {m.id for m in mems}
+        store.set_drift({mid: d for mid, d in known.items() if mid in ids})
+        store.index_rows = int(ws.config["store.index_rows"])
+        store.maybe_index(background=False)  # past `store.index_rows`: the vector index, now
+        store.maybe_compact(force=True, keep=timedelta(0))  # under the lock: no version is needed any more
+        ws._store = store
+        if follow.prefix.stat is not None:
+            ws._fold = catchup.Folded(follow.prefix, state)
+        set_applied(ws, follow.prefix.offset, follow.prefix)
+    return len(mems)

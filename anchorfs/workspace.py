@@ -36,7 +36,7 @@ from .errors import (
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, FoldState, Fork, Ledger, fold, stamped
+from .ledger import Entry, FoldState, Fork, Ledger, stamped
 from .locate import locate
 from .recall import with_claims
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
@@ -710,48 +710,7 @@ class Workspace:
 
         Past `store.index_rows` rows the vector index is built at once; every older version is
         deleted after (the folder is rebuilt from nothing, so no reader can still need one)."""
-        from datetime import timedelta
-
-        from .embedders import get_embedder
-        from .store import Store
-
-        if embedder is not None:
-            self._embedder_name = embedder
-            self._embedder = get_embedder(embedder)
-        with self.ledger.lock():
-            # the fold and the checkpoint's checksum from the same bytes, never into a torn tail
-            follow = catchup.follow(self.ledger, None)
-            state = fold(follow.entries)
-            mems = list(state.values())
-            try:  # a rebuild cut short must be redone from the start, not trusted as caught up
-                (self.state / "applied").unlink(missing_ok=True)
-            except OSError:
-                pass
-            self._applied_at = None
-            if self._store is not None:
-                self._store.drop()
-            else:
-                Store(self.state, self.embedder).drop()
-            self._store = None
-            store = Store(self.state, self.embedder, compact_fragments=int(self.config["store.compact_fragments"]),
-                          index_rows=0)  # no background build halfway: the index comes once all rows are in
-            store.table()
-            known = self.last_drift()
-            step = 5000 if progress is None else 256
-            for start in range(0, len(mems), step):
-                store.add(mems[start:start + step])
-                if progress is not None:
-                    progress(min(start + step, len(mems)), len(mems))
-            ids = {m.id for m in mems}
-            store.set_drift({mid: d for mid, d in known.items() if mid in ids})
-            store.index_rows = int(self.config["store.index_rows"])
-            store.maybe_index(background=False)  # past `store.index_rows`: the vector index, now
-            store.maybe_compact(force=True, keep=timedelta(0))  # under the lock: no version is needed any more
-            self._store = store
-            if follow.prefix.stat is not None:
-                self._fold = catchup.Folded(follow.prefix, state)
-            storesync.set_applied(self, follow.prefix.offset, follow.prefix)
-        return len(mems)
+        return storesync.rebuild(self, embedder=embedder, progress=progress)
 
     # -- agents: prompt context, watch mode, git hook ----------------------------------------
 
