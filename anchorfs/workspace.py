@@ -36,7 +36,7 @@ from .errors import (
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, FoldState, Fork, Ledger, stamped
+from .ledger import Entry, FoldState, Fork, Ledger
 from .locate import locate
 from .recall import with_claims
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
@@ -653,31 +653,14 @@ class Workspace:
         `mark` finds the claim holds again, or it is superseded or re-anchored. Only a memory
         whose findings changed gets an entry: a verify that changed nothing writes nothing.
         """
-        from .verify import mark_reason, marked_claims, verify as verify_claims
+        from .verify import verify as verify_claims
 
         if mark and self.read_only:
             raise WorkspaceError(f"the workspace at {self.root} is open read-only; verify --mark was not written")
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE]
         report = verify_claims(self.root_real, active, net=net, timeout=timeout)
         if mark and report.results:
-            checked = {m.id: m for m in active}
-            now = utcnow()
-            with self.ledger.lock():
-                state = self._memories()
-                entries = []
-                for r in report.results:
-                    m = state.get(r.id)
-                    if m is None or m != checked.get(r.id):
-                        continue  # changed meanwhile: the verdict is about a text no longer current
-                    claims = marked_claims(m, r, now)
-                    if claims == m.stale_claims:
-                        continue
-                    updated = validate_memory(m.replace(stale_claims=claims))
-                    entry = Entry.new("mark", [updated], at=now, reason=mark_reason(r, m.stale_claims, claims))
-                    entries.append(stamped(entry, state))
-                if entries:
-                    # the ledger only: the store takes the new snapshots in on its next use (catch-up)
-                    self.ledger.append(entries)
+            writes.mark(self, report, active)
         return report
 
     def suggest(self, *, apply: bool = False) -> "SuggestReport":

@@ -21,14 +21,15 @@ from . import storesync
 from .drift import DriftChecker
 from .errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
 from .ledger import Entry, FoldState, current_actor, fault, stamped
-from .model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, validate_anchor,
-                    validate_memory)
+from .model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
+                    validate_anchor, validate_memory)
 
 if TYPE_CHECKING:
+    from .verify import VerifyReport
     from .workspace import Workspace
 
 __all__ = ["AnchorLike", "validate", "author", "take_anchors", "stamp_git", "current_specs", "guard", "over_fork",
-           "commit"]
+           "commit", "mark"]
 
 AnchorLike = str | AnchorRef
 """An anchor as the SDK takes it: a spec string (`PATH#SYMBOL`, `PATH:START-END`) or an AnchorRef."""
@@ -222,3 +223,29 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
             return
         fault("kill-after-store")
         storesync.set_applied(ws, size)
+
+
+def mark(ws: "Workspace", report: "VerifyReport", checked_from: Sequence[Memory]) -> None:
+    """`verify --mark`: one `mark` entry per memory whose findings changed, under the lock, for
+    the memories still as they were checked (`checked_from`); the ledger only, the store takes
+    the new snapshots in on its next use (catch-up)."""
+    from .verify import mark_reason, marked_claims
+
+    checked = {m.id: m for m in checked_from}
+    now = utcnow()
+    with ws.ledger.lock():
+        state = ws._memories()
+        entries = []
+        for r in report.results:
+            m = state.get(r.id)
+            if m is None or m != checked.get(r.id):
+                continue  # changed meanwhile: the verdict is about a text no longer current
+            claims = marked_claims(m, r, now)
+            if claims == m.stale_claims:
+                continue
+            updated = validate_memory(m.replace(stale_claims=claims))
+            entry = Entry.new("mark", [updated], at=now, reason=mark_reason(r, m.stale_claims, claims))
+            entries.append(stamped(entry, state))
+        if entries:
+            # the ledger only: the store takes the new snapshots in on its next use (catch-up)
+            ws.ledger.append(entries)
