@@ -8,6 +8,10 @@ next open; a failed ledger append means nothing happened.
 Read path: search the store, run the drift pass on the hits through the hash cache, demote,
 re-sort, write back drift that changed. `drift()` and `list()` read the ledger, never LanceDB,
 so git hooks and cron jobs stay fast.
+
+This module is the SDK's face; the logic lives one concept per module: `writes` (the write
+doors' steps), `recall` (the query path), `writeback` (drift.json), `storesync` (the store
+kept the fold of the ledger), `statedir` (`init`, the state folder's `.gitignore`).
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ class Workspace:
             self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
         self._embedder: Embedder | None = None
         self._store: Store | None = None
-        self._store_opened = False  # once opened here, writes go through it (see `_commit`)
+        self._store_opened = False  # once opened here, writes go through it (see `writes.commit`)
         self._fold: catchup.Folded | None = None  # the in-process fold and the ledger prefix it took in
         self._applied_at: catchup.Prefix | None = None  # the prefix the store holds, as last verified
         self._in_git: bool | None = None

@@ -76,7 +76,7 @@ def author(ws: "Workspace", author: str | None) -> str:
 def take_anchors(ws: "Workspace", content: str, anchors: Iterable[AnchorLike] | None, *,
                  stamp: bool = True) -> tuple[AnchorRef, ...]:
     """Parse, validate and hash the anchors; `stamp=False` leaves git's commit and dirty
-    flag to one `_stamp_git` over a whole batch. Wrong types are an InputError naming the
+    flag to one `stamp_git` over a whole batch. Wrong types are an InputError naming the
     item, before any file is read."""
     wanted: list[AnchorRef] = []
     for i, a in enumerate(anchor_items(anchors)):
