@@ -38,12 +38,22 @@ class MemoryDrift(NamedTuple):
     checks: tuple[AnchorCheck, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.memory.id,
             "content": self.memory.content,
             "drift": self.drift.value,
             "anchors": [c.to_dict() for c in self.checks],
         }
+        if self.memory.stale_claims:  # what `verify --mark` found stale in the text itself
+            out["stale_claims"] = [c.to_dict() for c in self.memory.stale_claims]
+        return out
+
+    def with_claims(self) -> MemoryDrift:
+        """This drift as every read serves it: stale when `verify --mark` found a claim of the
+        memory's own text stale (`Memory.stale_claims`), whatever its anchors say."""
+        if self.memory.stale_claims and self.drift is not Drift.STALE:
+            return self._replace(drift=Drift.STALE)
+        return self
 
 
 class DriftReport:
@@ -86,6 +96,23 @@ class DriftReport:
             found = self._found
             self._built = [found.get(i) or _all_fresh(m) for i, m in enumerate(self.checked)]
         return self._built
+
+    def with_claims(self, unanchored: Sequence[Memory] = ()) -> DriftReport:
+        """The report as reads serve it: a memory whose text `verify --mark` found stale counts
+        stale whatever its anchors say, and `unanchored` such memories (nothing for the pass to
+        check) are added after the checked ones. The anchors' own drift, which drift.json
+        keeps, is this report before the call."""
+        if not unanchored and not any(m.stale_claims for m in self.checked):
+            return self
+        found = dict(self._found)
+        for i, m in enumerate(self.checked):
+            if m.stale_claims:
+                found[i] = (found.get(i) or _all_fresh(m)).with_claims()
+        checked = list(self.checked)
+        for m in unanchored:
+            found[len(checked)] = _new(MemoryDrift, (m, Drift.STALE, ()))
+            checked.append(m)
+        return DriftReport._of(checked, found)
 
     def paths_now(self) -> list[str]:
         """Where anchors followed to another file are now (`path_now`): files the report rests

@@ -20,18 +20,10 @@ from .model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_a
 if TYPE_CHECKING:
     from .workspace import Workspace
 
-__all__ = ["ANCHOR_STALE", "with_claims", "git_head", "active_at", "query", "with_history", "flag_conflicts"]
+__all__ = ["ANCHOR_STALE", "git_head", "active_at", "query", "with_history", "flag_conflicts"]
 
 
 ANCHOR_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
-
-
-def with_claims(md: MemoryDrift) -> MemoryDrift:
-    """A memory's drift as every read serves it: stale when `verify --mark` found its own text
-    stale (`Memory.stale_claims`), whatever its anchors say; prose is evidence too."""
-    if md.memory.stale_claims and md.drift is not Drift.STALE:
-        return md._replace(drift=Drift.STALE)
-    return md
 
 
 def git_head(ws: "Workspace") -> tuple[bool, str | None]:
@@ -113,16 +105,16 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
             m = row.memory if then is None else then.get(row.memory.id, row.memory)
             md = checker.check(m)  # retired memories too: their ground may have moved as well
             results.append(md)  # the anchors' drift is what drift.json keeps; the claims live in the snapshot
-            md = with_claims(md)
+            md = md.with_claims()
             if (stale == "exclude" and md.drift is Drift.STALE) or (stale == "only" and md.drift is not Drift.STALE):
                 continue
             days = ws.config.expiry_days(m.kind)
-            score = row.score  # relevance, discounted behind the query's best match (ranking.rank)
+            score = row.score  # the relevance (ranking.rank); demoted below by the drift and age factors
             if md.drift is Drift.STALE:
                 score *= stale_factor
             if expired(m, days, now):
                 score *= expired_factor
-            weak = row.match < floor  # the match on its own, not discounted behind a better one
+            weak = row.relevance < floor  # how well it matches, before any demotion
             tier.append(Hit(m, row.similarity, score, md.drift, md.checks,
                             envelope(m, md.drift, md.checks, expiry_days=days, now=now, weak=weak),
                             row.relevance, weak))

@@ -42,7 +42,6 @@ from .errors import (
 from .hashing import HashCache
 from .ledger import Entry, FoldState, Fork, Ledger
 from .locate import locate
-from .recall import with_claims
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
 from .statefs import check_state
 from .writeback import DRIFTS, UNANCHORED
@@ -558,27 +557,31 @@ class Workspace:
         return writeback.write_back(self.state, results, store=self._store, read_only=self.read_only)
 
     def drift(self, *, progress: Callable[[int, int], None] | None = None) -> DriftReport:
-        """Check every active anchored memory now.
+        """Check every active anchored memory now; a memory whose text `verify --mark` found
+        stale counts stale, anchored or not (`DriftReport.with_claims`), while drift.json keeps
+        what the anchors alone say.
 
-        The list of them is kept while the fold is the same object (a fold is never changed in
+        The lists are kept while the fold is the same object (a fold is never changed in
         place): at 100,000 memories picking them out again costs as much as the pass itself."""
         state = self._memories()
         held = self.__dict__.get("_drift_targets")
         if held is not None and held[0] is state:
-            targets = held[1]
+            targets, marked = held[1], held[2]
         else:
-            targets = [m for m in state.values() if m.status == Status.ACTIVE and m.anchors]
-            self._drift_targets = (state, targets)
+            active = [m for m in state.values() if m.status == Status.ACTIVE]
+            targets = [m for m in active if m.anchors]
+            marked = [m for m in active if m.stale_claims and not m.anchors]
+            self._drift_targets = (state, targets, marked)
         checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
         report = checker.check_all(targets, progress)
         self.cache.save()
         self._write_back(report)
-        return report
+        return report.with_claims(marked)
 
     def check(self, memory: Memory) -> MemoryDrift:
         """One memory's drift now: its anchors, and any claim of its text `verify --mark` found stale."""
-        return with_claims(DriftChecker(self.root_real, self.cache,
-                                         whitespace=str(self.config["drift.whitespace"])).check(memory))
+        checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
+        return checker.check(memory).with_claims()
 
     def query(self, text: str, *, k: int | None = None, include_superseded: bool = False,
               as_of: str | datetime | None = None, stale: str = "include") -> _list[Hit]:
@@ -722,7 +725,7 @@ class Workspace:
         self.cache.save()
         if m.status == Status.ACTIVE:
             self._write_back([md])
-        md = with_claims(md)
+        md = md.with_claims()
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
             env = recall.with_history(self, [Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope

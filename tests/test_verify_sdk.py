@@ -320,3 +320,29 @@ def test_mark_on_a_read_only_workspace_is_refused_and_writes_nothing(tmp_path: P
     with pytest.raises(WorkspaceError, match="read-only; verify --mark was not written"):
         ws.verify(mark=True)
     assert (root / ".anchorfs" / "ledger.jsonl").stat().st_size == size
+
+
+def test_a_drift_pass_counts_a_marked_memory_stale_with_its_claim(tmp_path: Path) -> None:
+    """`anchorfs drift`, MCP check_drift and the hooks read `Workspace.drift()`: a memory whose
+    text `verify --mark` found stale is stale there too (anchored or not), the claim named,
+    while drift.json keeps what the anchors alone say."""
+    root, session = make_keys(tmp_path)
+    (root / "src" / "legacy_ttl.py").write_text("TTL = 12\n")
+    with anchorfs.open(root) as ws:
+        anchored = ws.record("TTL is 24 hours; the old value lived in src/legacy_ttl.py", anchors=["src/token.py"])
+        (root / "src" / "legacy_ttl.py").unlink()
+        ws.verify(mark=True)
+        report = ws.drift()
+        by_id = {md.memory.id: md for md in report.memories}
+        assert set(by_id) == {anchored.id, session}  # the unanchored marked one is in the pass
+        assert by_id[anchored.id].drift is Drift.STALE and [c.verdict for c in by_id[anchored.id].checks] == [Verdict.FRESH]
+        assert by_id[session].drift is Drift.STALE and by_id[session].checks == ()
+        assert report.count(Drift.STALE) == 2 and report.count(Drift.FRESH) == 0
+        listed = {m["id"]: m for m in report.to_dict()["memories"]}
+        assert listed[session]["stale_claims"][0]["value"] == "src/old.py"
+        assert listed[anchored.id]["stale_claims"][0]["value"] == "src/legacy_ttl.py"
+        assert ws.last_drift().get(anchored.id, "fresh") == "fresh"  # the anchors' own drift
+    r = CliRunner().invoke(cli, ["--root", str(root), "--json", "drift"])
+    assert r.exit_code == 90, r.output
+    out = json.loads(r.output)
+    assert (out["stale"], out["fresh"]) == (2, 0)
