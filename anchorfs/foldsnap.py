@@ -16,7 +16,10 @@ It is derived and never trusted blindly:
   snapshot that is torn, garbage, a link, of another version or another state folder, or
   whose body does not match its own checksum) is ignored: the fold is rebuilt from the
   ledger and written anew;
-- it is data only (JSON: a header line, then the body): nothing in it is ever executed, and
+- it is data only (JSON lines: a header, then the body: the fold's counts with an index of
+  anchored path -> byte offsets of its active memories' records, then one record per memory,
+  all under the header's checksum; `on_paths` builds only the records a hook needs): nothing
+  in it is ever executed, and
   every memory in it passes the ledger reader's own rules (`model.check_snapshot`) as it is
   loaded. It names the state folder it was written in (device and inode), so a copy
   committed to a clone, or carried over with `cp -r`, is never read.

@@ -9,7 +9,11 @@ stop a commit, and a memory check must never look like a failed one.
 `run` is what the hook calls. It re-checks only the memories anchored to the paths the new
 commit touched (the working tree is what is checked, as everywhere in anchorfs) and logs each
 transition to `.anchorfs/events.jsonl`. It reads the ledger and the hash cache, never LanceDB
-unless some drift changed, so a commit pays tens of milliseconds.
+unless some drift changed, so a commit pays tens of milliseconds. The installed line runs
+`python -m anchorfs hook run`, which `anchorfs.__main__` hands to `commit_main` before click is
+imported; a commit whose paths the ledger never names opens nothing, and one whose memories
+keep their drift is judged from the fold snapshot's index alone (`_quiet_recheck`, which
+`post_edit` uses too).
 
 The agent hooks (Claude Code's `SessionStart` and `PostToolUse`, see `anchorfs.hosts`) live
 here too: `session_start` hands the session a capped digest of the stale memories first, then
