@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .argv import option_value
+
 __all__ = ["main", "drift_args", "usable_stdout"]
 
 TYPE_CHECKING = False
@@ -34,14 +36,8 @@ def drift_args(argv: Sequence[str]) -> tuple[str | None, bool] | None:
             command = True
         elif arg == "--json":
             as_json = True
-        elif arg == "--root" or arg.startswith("--root="):
-            if arg == "--root":
-                i += 1
-                if i == len(argv):
-                    return None
-                value = argv[i]
-            else:
-                value = arg[len("--root="):]
+        elif (got := option_value(argv, i)) is not None:
+            value, i = got
             if not value or value.startswith("-") or roots[command] is not None:
                 return None  # leave the odd and the repeated to the CLI's parser and its errors
             roots[command] = value

@@ -35,7 +35,7 @@ from __future__ import annotations
 import gc
 import os
 import stat as stat_mod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ from .ledger import OPS, FoldState, Head, Ledger, fold, refold
 from .model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
 from .statefs import create_temp, open_state
 
-__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "current", "decode", "encode", "load",
+__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "covered_by", "current", "decode", "encode", "load",
            "on_paths", "save", "snap_path"]
 
 SNAP_FILE = "fold.snap"
@@ -302,6 +302,20 @@ def load(ledger: Ledger) -> Snapshot | None:
     return Snapshot(folded, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
 
 
+def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
+    """Whether an anchored path is one of `paths` or lies under one (a folder covers the files
+    under it): how `on_paths` and `Workspace.recheck` both read the paths an edit touched."""
+    wanted = {p.strip("/") for p in paths if p and p.strip("/")}
+
+    def hit(path: str) -> bool:
+        if path in wanted:
+            return True
+        parts = path.split("/")
+        return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+
+    return hit
+
+
 def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     """The active memories anchored to `paths` (a path also covers the files under it, as
     `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
@@ -316,13 +330,7 @@ def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     if read is None:
         return None
     data, st = read
-    wanted = {p.strip("/") for p in paths if p and p.strip("/")}
-
-    def hit(path: str) -> bool:
-        if path in wanted:
-            return True
-        parts = path.split("/")
-        return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+    hit = covered_by(paths)
 
     paused = gc.isenabled()
     if paused:

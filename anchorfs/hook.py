@@ -32,6 +32,7 @@ import os
 import stat
 import sys
 
+from .argv import option_value
 from .errors import AnchorfsError, WorkspaceError
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
@@ -392,14 +393,8 @@ def agent_args(argv: list[str]) -> tuple[str, str | None, bool] | None:
         arg = argv[i]
         if arg == "--json":
             as_json = True
-        elif arg == "--root" or arg.startswith("--root="):
-            if arg == "--root":
-                i += 1
-                if i == len(argv):
-                    return None
-                value = argv[i]
-            else:
-                value = arg[len("--root="):]
+        elif (got := option_value(argv, i)) is not None:
+            value, i = got
             if not value or value.startswith("-"):
                 return None
             root = value

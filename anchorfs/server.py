@@ -32,6 +32,8 @@ import sys
 
 import _socket
 
+from .argv import option_value
+
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs the client ~2 ms
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -176,14 +178,8 @@ def served_command(argv: "Sequence[str]") -> tuple[str, str | None] | None:
             return None
         if arg == "--" and command is not None:
             return None if "-" in argv[i + 1:] else (command, roots[1] or roots[0])
-        if arg == "--root" or arg.startswith("--root="):
-            if arg == "--root":
-                i += 1
-                if i == len(argv):
-                    return None
-                value = argv[i]
-            else:
-                value = arg[len("--root="):]
+        if (got := option_value(argv, i)) is not None:
+            value, i = got
             if not value:
                 return None
             roots[command is not None] = value

@@ -752,14 +752,7 @@ class Workspace:
         """
         targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
         if paths is not None:
-            wanted = {p.strip("/") for p in paths if p and p.strip("/")}
-
-            def hit(path: str) -> bool:
-                if path in wanted:
-                    return True
-                parts = path.split("/")
-                return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
-
+            hit = foldsnap.covered_by(paths)
             targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
         if not targets:
             return []
