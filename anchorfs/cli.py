@@ -487,7 +487,9 @@ def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False
     if bad:
         rows = []
         for md in bad:  # why = the anchors that are not fresh by drift (moved, reformatted: fresh)
-            detail = "; ".join(ch.detail for ch in md.checks if drift_of((ch.verdict,)) is not Drift.FRESH)
+            why = [ch.detail for ch in md.checks if drift_of((ch.verdict,)) is not Drift.FRESH]
+            why += [f"claim `{c.value}`: {c.detail}" for c in md.memory.stale_claims]  # found by verify --mark
+            detail = "; ".join(why)
             rows.append((md.memory.id, md.drift.value, _short(md.memory.content, 40), detail))
         text = _table(rows, ["id", "drift", "memory", "why"]) + "\n"
     return text + f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh\n"
