@@ -546,7 +546,7 @@ _MUTATIONS = ["same_size_old_mtime", "rewrite", "touch", "delete", "to_dir", "li
     mutations=st.lists(st.tuples(st.sampled_from(_MUTATIONS), st.sampled_from(_FILES)), max_size=4),
     chunk=st.integers(1, 5),
 )
-@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+@settings(max_examples=120, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: list[list[str]],
                                                           mutations: list[tuple[str, str]], chunk: int) -> None:

@@ -461,7 +461,7 @@ def _mutations(root: Path) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.sampled_from(sorted(_mutations(Path("/")))), min_size=1, max_size=6),
        as_json=st.booleans())
 def test_whatever_changes_a_replay_equals_a_full_pass(
