@@ -3,7 +3,7 @@
     import anchorfs
     with anchorfs.open() as ws:
         ws.record("token expiry is 24h", kind="constraint", anchors=["auth/token.py:7"])
-        for hit in ws.query("how long do tokens last"):
+        for hit in ws.query("when do tokens expire"):
             print(hit.envelope, hit.memory.content)
 """
 

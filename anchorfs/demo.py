@@ -97,8 +97,8 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
                           kind="note", anchors=["auth/token.py#get_user_by_id"])
             for m in (a, b, c):
                 say(f"   {m.id}  {m.content}  -> {', '.join(x.spec for x in m.anchors)}")
-            say("\n2. query 'how long do tokens last' while the code still says so")
-            first = ws.query("how long do tokens last", k=1)
+            say("\n2. query 'when do tokens expire' while the code still says so")
+            first = ws.query("when do tokens expire", k=1)
             for h in first:
                 say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
             out["before"] = [h.to_dict() for h in first]
@@ -112,7 +112,7 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
                 _git(root, "commit", "-qam", "raise token expiry to a week")
 
             say("\n4. the same query: the memory is served, flagged and demoted, never hidden")
-            after = ws.query("how long do tokens last", k=3)
+            after = ws.query("when do tokens expire", k=3)
             for h in after:
                 say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
             out["after"] = [h.to_dict() for h in after]
@@ -126,7 +126,7 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
             say("\n6. correct it: supersede keeps the old belief with its validity bounds")
             new = ws.supersede(a.id, "Token expiry is 7 days (168h, TokenIssuer.EXPIRY_HOURS)",
                                reason="expiry raised")
-            final = ws.query("how long do tokens last", k=1)
+            final = ws.query("when do tokens expire", k=1)
             for h in final:
                 say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
             out["final"] = [h.to_dict() for h in final]
