@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import InputError, WorkspaceError
+from .errors import AnchorfsError, InputError, WorkspaceError
 from .ledger import Entry, rank
 
 if TYPE_CHECKING:
@@ -182,10 +182,15 @@ def install_merge(root: Path) -> bool:
     return True
 
 
+_ATTRIBUTES_MAX = 1 << 20  # the largest attributes file read
+
+
 def _read_text(path: Path) -> str:
     """A text file as it is (line ends kept, any bytes round-trip); "" when absent."""
-    try:
-        return path.read_bytes().decode("utf-8", "surrogateescape")
+    from .guard import read_guarded
+
+    try:  # the one guarded open: a crafted clone's link to /dev/zero or a fifo is refused, not read
+        return read_guarded(path, max_bytes=_ATTRIBUTES_MAX).decode("utf-8", "surrogateescape")
     except FileNotFoundError:
         return ""
 
@@ -280,8 +285,8 @@ def mode(root: Path) -> str:
     if "*" in (line.strip() for line in ignore.splitlines()):
         return "private"
     try:
-        attrs = (root / ".gitattributes").read_text()
-    except (OSError, UnicodeDecodeError):
+        attrs = _read_text(root / ".gitattributes")
+    except (OSError, AnchorfsError):  # a link, not a file, too large: nothing it says counts
         return "unset"
     lines = attrs.splitlines()
     return "shared" if any(_is(x, ATTRIBUTE) or _is(x, LEGACY_ATTRIBUTE) for x in lines) else "unset"

@@ -806,3 +806,20 @@ def test_the_pre_screen_lets_through_every_text_a_plugin_flags() -> None:
     finally:
         team._SCREENED_FOR = real
         team._screen.cache_clear()
+
+
+def test_a_gitattributes_link_to_dev_zero_is_refused_in_one_line_not_read(tmp_path: Path) -> None:
+    """A crafted clone's `.gitattributes -> /dev/zero` made `init` read forever: it goes through
+    the guarded open now, so it is one error line and the link stays as it was."""
+    import subprocess
+    import sys
+
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitattributes").symlink_to("/dev/zero")
+    r = subprocess.run([sys.executable, "-m", "anchorfs", "--root", str(repo), "init"], cwd=repo,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and ".gitattributes" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert os.readlink(repo / ".gitattributes") == "/dev/zero"
