@@ -148,16 +148,17 @@ def read_state(path: Path | str) -> bytes | None:
         os.close(fd)
 
 
-def create_temp(path: Path | str) -> tuple[int, str]:
+def create_temp(path: Path | str, mode: int = 0o644) -> tuple[int, str]:
     """(fd, name) of a new temp file beside `path`, for a write that ends in `os.replace`.
 
     The name is random and the create exclusive and no-follow, so neither a stale temp nor a
     link planted at a guessable name can redirect the write. Names end in `.tmp` (ignored).
+    `mode` is filtered by the umask, as any create is (`replace_state` sets it exactly).
     """
     folder, name = os.path.split(os.fspath(path))
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
     except OSError as exc:
         if exc.errno in _LINK_ERRNOS:
             raise _refusal(tmp, "temp file") from None
@@ -165,15 +166,30 @@ def create_temp(path: Path | str) -> tuple[int, str]:
     return fd, tmp
 
 
-def replace_state(path: Path | str, payload: bytes, *, fsync: bool = False, fault_point: str | None = None) -> None:
-    """Write a state file whole or not at all: a `create_temp` file, then `os.replace`.
+def replace_state(
+    path: Path | str,
+    payload: bytes,
+    *,
+    fsync: bool = False,
+    fault_point: str | None = None,
+    mode: int | None = None,
+    mtime_ns: int | None = None,
+) -> os.stat_result:
+    """Write a file whole or not at all: a `create_temp` file, then `os.replace`. The one
+    writer of every state file (and of a person's rules file, `hosts.replace_text`), so the
+    exclusive temp, the fsync and the cleanup on failure exist once.
 
     A link at `path` is refused before anything is written (`os.replace` would only swap the
-    link, but a clone that plants one is not a workspace to write in). `fault_point` names the
+    link, but a clone that plants one is not a workspace to write in). `mode` is set exactly on
+    the temp file (the umask does not apply), so the file never appears with another. `mtime_ns`
+    becomes the file's mtime (and atime) before the replace, for a reader whose trust rule
+    measures from a moment other than the write (the fold snapshot). `fsync` makes the bytes
+    durable before the rename; the folder's own fsync is the caller's. `fault_point` names the
     test-only fault switch (`anchorfs.ledger.fault`): half the temp file lands, then ENOSPC.
+    Returns the `fstat` of the file written, which the rename keeps (inode, size, mtime).
     """
     refuse_link(path)
-    fd, tmp = create_temp(path)
+    fd, tmp = create_temp(path, 0o644 if mode is None else mode)
     try:
         try:
             view = memoryview(payload)
@@ -185,8 +201,13 @@ def replace_state(path: Path | str, payload: bytes, *, fsync: bool = False, faul
                     fault(fault_point)
             while view:
                 view = view[os.write(fd, view):]
+            if mode is not None:
+                os.fchmod(fd, mode)
+            if mtime_ns is not None:
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
             if fsync:
                 os.fsync(fd)
+            st = os.fstat(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -196,3 +217,4 @@ def replace_state(path: Path | str, payload: bytes, *, fsync: bool = False, faul
         except OSError:
             pass
         raise
+    return st
