@@ -668,7 +668,7 @@ class HashCache:
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
-        from .statefs import create_temp, refuse_link  # never written through a link, nor over one
+        from .statefs import refuse_link, replace_state  # never written through a link, nor over one
 
         entries = self._entries
         moves = self._moves
@@ -697,28 +697,7 @@ class HashCache:
             head["moves_crc32"] = zlib.crc32(listed)
         payload = orjson.dumps(head)[:-1] + b"," + _ENTRIES_KEY + body + b"}"
         folder = self.manifest_path.parent
-        fd, tmp = create_temp(self.manifest_path)
-        try:
-            try:
-                view = memoryview(payload)
-                from .ledger import armed, fault  # the test-only fault switch
-
-                if armed("manifest-write"):  # a full disk mid-temp-file: half lands, then ENOSPC
-                    view = view[os.write(fd, view[: len(view) // 2]) :]
-                    fault("manifest-write")
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-                new_sig = _sig(os.fstat(fd))  # a rename keeps inode, size and mtime
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.manifest_path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
         _fsync_dir(folder)
         self._entries = entries
         self._moves = moves

@@ -214,9 +214,7 @@ def _write(path: Path, text: str, *, old: str | None) -> bool:
         return False
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode) if old is not None else None
-        replace_state(path, text.encode("utf-8"))
-        if mode is not None:
-            os.chmod(path, mode)
+        replace_state(os.fspath(path), text.encode("utf-8"), mode=mode)
     except OSError as exc:
         raise WorkspaceError(f"cannot write {path}: {exc.strerror}") from None
     return True
@@ -383,24 +381,13 @@ def write_rules(root: str | os.PathLike[str], host: str) -> Written | None:
 
 
 def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> None:
-    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode: an
-    exclusive temp file beside it (never through a planted link), then `os.replace`."""
-    path = os.fspath(path)
+    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode:
+    `statefs.replace_state` (an exclusive temp file beside it, never through a planted link,
+    the mode set before the rename), so a reader sees the old file or the new, never half."""
+    from .statefs import replace_state
+
     mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.anchorfs.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_state(os.fspath(path), text.encode("utf-8"), mode=mode)
 
 
 # -- Claude Code hooks ---------------------------------------------------------------------------
