@@ -157,11 +157,10 @@ class HashingEmbedder:
     """
 
     name = "hashing"
-    # Read by `Store.search`: the configured `search.text_weight` counts this many times over
-    # with this embedder (0.5 -> 2.0 by default). Its vectors are lexical like the full-text
-    # half, but only the full-text half has the anchored code's words and the synonym table,
-    # so it should lead (MRR on evals/retrieval 0.751 at 1x, 0.808 at 4x; docs/benchmarks.md).
-    text_weight_scale = 4.0
+    # How much the full-text half counts beside these (lexical) vectors is not a property of
+    # the embedder any more: the relevance calibration fits each side's weight per embedder
+    # (`anchorfs.ranking.CALIBRATIONS`), so a fixed multiplier here would only be undone by the
+    # next fit (docs/benchmarks.md, "Ranking an agent can trust").
 
     def __init__(self, dim: int = 512) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
