@@ -34,8 +34,10 @@ __all__ = [
 
 STORE_DIR = "memories.lance"
 STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "drift.memo", "applied", "events.jsonl",
-               ".gitignore", STORE_DIR)
-"""Every name anchorfs keeps in `.anchorfs/`; none of them may be a link."""
+               ".gitignore", "fold.snap", "digest.memo", "server.sock", STORE_DIR)
+"""Every name anchorfs keeps in `.anchorfs/`; none of them may be a link. Spelled out, not
+imported from their owners (`foldsnap.SNAP_FILE`, `hook.DIGEST_MEMO`, `server.SOCKET_NAME`),
+so that checking them costs the fast paths no import; a test keeps the two in step."""
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
