@@ -623,8 +623,8 @@ _EDIT_PROBE = ("import io, json, sys\n"
 
 
 def test_post_edit_keeping_drift_is_judged_from_the_snapshot_alone(repo: Path) -> None:
-    """An edit that changes no memory's drift is re-checked from the fold snapshot without the
-    workspace (`_quiet_recheck`); a change, or any doubt, takes the full path, which says it."""
+    """An edit is re-checked from the fold snapshot without the workspace (`hook_recheck`),
+    a drift change written and said there too; any doubt takes the full path, which says it."""
     import time
 
     from anchorfs import catchup
@@ -649,7 +649,7 @@ def test_post_edit_keeping_drift_is_judged_from_the_snapshot_alone(repo: Path) -
     assert post_edit() == ("", False)  # every memory on it still fresh: said from the snapshot alone
     token.write_text(TOKEN.replace("hours=24", "hours=12"))
     out, full = post_edit()
-    assert full and "made 1 memory stale" in out and m.id in out  # a change: the full path says it, once
+    assert not full and "made 1 memory stale" in out and m.id in out  # a change: said from the snapshot too, once
     assert post_edit() == ("", False)  # still stale, as recorded: nothing new, nothing opened
     (repo / ".anchorfs" / "drift.json").write_bytes(b"{damaged")
     token.write_text(TOKEN)

@@ -1,0 +1,154 @@
+"""The hooks' re-check of the memories on a few paths, without the workspace.
+
+Both the git post-commit hook and the agent's post-edit hook re-check only the memories
+anchored to the paths a commit or an edit touched. The workspace (its config, its whole fold of
+the ledger, its lock) is the general path; a hook needs far less, so this one reads only:
+
+- the ledger's bytes, to see whether it names a path at all (`mentioned`: none named, no
+  memory rests there, nothing else is read);
+- the fold snapshot's index and the records it names for those paths (`foldsnap.on_paths`),
+  never the snapshot's unrelated records;
+- `drift.json` and the hash cache, then the drift checker on those memories alone.
+
+A memory whose drift changed is judged under the events lock (`watch._events_fd`, the lock
+`watch.record_transitions` takes), its drift written to `drift.json` (`writeback.write_back`,
+its `pending` column for the store) and the transition appended to `events.jsonl`: what the
+workspace's `record_transitions` writes, byte for byte but the time. So a watcher, the other
+hook or a second run racing this one still logs each transition once. Any doubt (no snapshot
+that holds the ledger as it is, a damaged `drift.json`, a read-only state folder, an error
+before anything is written) answers None: the caller takes the workspace's path, which says
+what went wrong. LanceDB is never imported here.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .drift import DriftChecker, MemoryDrift
+    from .hashing import HashCache
+    from .model import Memory
+    from .watch import DriftEvent
+
+__all__ = ["mentioned", "recheck_paths", "known_drift"]
+
+
+def mentioned(root_real: str, rels: list[str]) -> list[str]:
+    """The paths of `rels` the ledger's bytes may name (one read for all): a path left out was
+    never anchored, so no memory on it can have changed. Anything unusual (a name JSON would
+    escape, an unreadable or odd ledger) is kept, leaving the judgement to the full check.
+    The ledger is opened as every state file is (`statefs.open_state`: no link followed)."""
+    from .locate import STATE_DIR
+    from .statefs import read_state
+
+    odd = {r for r in rels if any(c in r for c in '"\\') or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in r)}
+    if not rels or len(odd) == len(set(rels)):
+        return list(rels)
+    try:
+        data = read_state(os.path.join(root_real, STATE_DIR, "ledger.jsonl"))
+    except Exception:  # noqa: BLE001 - a link, a folder, an I/O error: the full check says what is wrong
+        return list(rels)
+    if data is None:
+        return [r for r in rels if r in odd]
+    return [r for r in rels if r in odd or ('"' + r + '"').encode("utf-8", "surrogateescape") in data]
+
+
+def known_drift(raw: bytes | None) -> dict[str, str] | None:
+    """`drift.json`'s last known drift per memory as the workspace reads it; None when it is
+    anything but a clean version-1 file (the full path then rewrites it)."""
+    import orjson
+
+    if raw is None:
+        return {}
+    try:
+        data = orjson.loads(raw)
+        if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data["drift"], dict):
+            return None
+        known, pending = data["drift"], data.get("pending") or {}
+    except (ValueError, KeyError):
+        return None
+    drifts = ("fresh", "stale", "unknown")  # `writeback.DRIFTS`: any other value marks the file damaged
+    if not isinstance(pending, dict) or not all(type(v) is str and v in drifts for v in (*known.values(), *pending.values())):
+        return None
+    return known
+
+
+def _changed(known: dict[str, str], results: "list[MemoryDrift]") -> "list[tuple[str, MemoryDrift]]":
+    """(drift before, result) of each memory whose drift is not the one last recorded (a
+    memory never checked was fresh: its anchors were hashed when it was recorded)."""
+    return [(known.get(md.memory.id, "fresh"), md) for md in results if known.get(md.memory.id, "fresh") != md.drift.value]
+
+
+def recheck_paths(root_real: str, paths: list[str], *, source: str,
+                  exact: str | None = None) -> "list[DriftEvent] | None":
+    """Re-check the active memories anchored to `paths` (a folder covers the files under it)
+    and log each drift transition, as `watch.record_transitions(ws, paths, source=...)` does,
+    from the fold snapshot's records for those paths alone; the transitions, [] when there is
+    none, None when this cannot be judged here (the caller opens the workspace then).
+
+    `exact`: say nothing (and write nothing) unless some memory rests on that very path, as
+    the post-edit hook does (`anchored_paths` names files, not the folders above them)."""
+    try:
+        from pathlib import Path
+
+        from . import foldsnap
+        from .config import load_config
+        from .drift import DriftChecker
+        from .hashing import HashCache
+        from .ledger import Ledger
+        from .locate import STATE_DIR
+        from .statefs import check_state, read_state
+
+        state = Path(root_real) / STATE_DIR
+        check_state(state)  # a link at any state path: the full path refuses it, as always
+        if not os.access(state, os.W_OK):
+            return None
+        targets = foldsnap.on_paths(Ledger(state), paths)
+        if targets is None:
+            return None
+        if exact is not None and not any(a.path == exact for m in targets for a in m.anchors):
+            return []  # nothing rests on that file itself (an empty list included): nothing to say
+        if not targets:
+            return []
+        known = known_drift(read_state(state / "drift.json"))
+        if known is None:
+            return None
+        cache = HashCache(state / "manifest.json", ttl=float(load_config(Path(root_real))["drift.cache_ttl"]))
+        checker = DriftChecker(root_real, cache)
+        if not _changed(known, checker.check_all(targets).memories):
+            cache.save()
+            return []  # the common case: every memory kept its drift, nothing to write but the cache
+    except Exception:  # noqa: BLE001 - a doubt here is the full path, which says what went wrong
+        return None
+    return _log_transitions(state, targets, checker, cache, source)
+
+
+def _log_transitions(state: "Path", targets: "list[Memory]", checker: "DriftChecker", cache: "HashCache",
+                     source: str) -> "list[DriftEvent] | None":
+    """A drift changed: judge it again under the events lock (the files may have moved on, and
+    another process may have logged it meanwhile), write `drift.json` and append the events.
+    None (nothing written) when `drift.json` turns out damaged under the lock."""
+    import orjson
+
+    from .model import utcnow
+    from .statefs import read_state
+    from .watch import DriftEvent, _detail, _events_fd
+    from .writeback import write_back
+
+    with _events_fd(state) as fd:
+        known = known_drift(read_state(state / "drift.json"))
+        if known is None:
+            return None
+        changed = _changed(known, checker.check_all(targets).memories)
+        cache.save()
+        write_back(state, [md for _, md in changed], store=None, read_only=False)
+        now = utcnow()
+        events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
+                  for before, md in changed]
+        if events:
+            # One write with O_APPEND: lines from the watcher and the hook never interleave.
+            os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
+    return events

@@ -1,0 +1,237 @@
+"""The hooks' re-check without the workspace (`anchorfs.hook_recheck`), and their hook files read
+through the one guarded open (`anchorfs.hook_git._read`).
+
+A drift change after an edit or a commit is written (`drift.json`, `events.jsonl`) and said from
+the fold snapshot's records for the touched paths alone: no workspace, no LanceDB, no other
+memory built. What it writes and says is what the workspace's path writes and says."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+import anchorfs
+from anchorfs import catchup
+from anchorfs.errors import WorkspaceError
+from anchorfs.hook import install, install_sync, is_installed, uninstall, uninstall_sync
+
+TOKEN = """class TokenIssuer:
+    def issue(self, user):
+        return sign(user, hours=24)
+
+    def revoke(self, token):
+        return None
+"""
+
+# One hook run as the host runs it, in a fresh interpreter: what it imported, and how many
+# memories it built (`Memory.from_dict`), reported on stderr; the hook's own answer on stdout.
+_PROBE = ("import io, json, sys\n"
+          "import anchorfs.foldsnap as foldsnap\n"
+          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
+          "from anchorfs.model import Memory\n"
+          "built = [0]\n"
+          "real = Memory.from_dict.__func__\n"
+          "def counting(cls, d):\n    built[0] += 1\n    return real(cls, d)\n"
+          "Memory.from_dict = classmethod(counting)\n"
+          "from anchorfs.__main__ import main\n"
+          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
+          "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lancedb', 'pyarrow', 'click'))\n"
+          "sys.stderr.write(json.dumps({'built': built[0], 'workspace': 'anchorfs.workspace' in sys.modules,"
+          " 'heavy': heavy}))\n")
+
+
+def probe(repo: Path, stdin: str, *argv: str) -> tuple[str, dict[str, object]]:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.stderr.startswith("{"), proc.stderr
+    report = json.loads(proc.stderr)
+    assert isinstance(report, dict)
+    return proc.stdout, report
+
+
+def edit_json(repo: Path, path: Path) -> str:
+    return json.dumps({"session_id": "s1", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(path)}, "tool_response": {"success": True}})
+
+
+def settle() -> None:
+    """Past the ledger's racy window, so the fold snapshot written a moment ago holds."""
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+
+
+@pytest.fixture
+def repo(git_repo: Path) -> Path:
+    (git_repo / "auth").mkdir()
+    (git_repo / "auth" / "token.py").write_text(TOKEN)
+    (git_repo / "README.md").write_text("hello\n")
+    (git_repo / "notes.txt").write_text("notes\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "initial")
+    anchorfs.init(git_repo)
+    return git_repo
+
+
+def _many(repo: Path) -> list[str]:
+    """Two memories on auth/token.py among 40 on other files; their ids."""
+    with anchorfs.open(repo) as ws:
+        ws.record_many([{"content": f"readme fact {i}", "anchors": ["README.md"]} for i in range(20)]
+                       + [{"content": f"notes fact {i}", "anchors": ["notes.txt"]} for i in range(20)])
+        issue = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        revoke = ws.record("revoke is a no-op", anchors=["auth/token.py#TokenIssuer.revoke"])
+    return [issue.id, revoke.id]
+
+
+def _events(repo: Path) -> list[dict[str, object]]:
+    lines = (repo / ".anchorfs" / "events.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k != "at"} for line in lines]
+
+
+def test_an_edit_making_a_memory_stale_is_written_from_its_records_alone(repo: Path, tmp_path: Path) -> None:
+    issue, revoke = _many(repo)
+    token = repo / "auth" / "token.py"
+    settle()
+    assert probe(repo, edit_json(repo, token), "hook", "post-edit")[0] == ""  # writes the snapshot (full path)
+    settle()
+    twin = tmp_path / "twin"
+    shutil.copytree(repo, twin, symlinks=True)
+    for root in (repo, twin):
+        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    (twin / ".anchorfs" / "fold.snap").unlink()  # the twin can only take the workspace's path
+
+    out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
+    assert report == {"built": 2, "workspace": False, "heavy": []}  # the two memories on the file, nothing else
+    twin_out, twin_report = probe(twin, edit_json(twin, twin / "auth" / "token.py"), "hook", "post-edit")
+    assert twin_report["workspace"] is True and int(str(twin_report["built"])) >= 42
+    assert out == twin_out  # the same answer, word for word
+    text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert text.startswith("anchorfs: this edit of auth/token.py made 1 memory stale")
+    assert f"- {issue}: auth/token.py#TokenIssuer.issue changed · token expiry is 24 hours" in text
+    assert revoke not in text
+    # what it wrote is what the workspace's path writes
+    for name in ("drift.json",):
+        assert (repo / ".anchorfs" / name).read_bytes() == (twin / ".anchorfs" / name).read_bytes()
+    assert json.loads((repo / ".anchorfs" / "drift.json").read_text()) == {
+        "v": 1, "drift": {issue: "stale"}, "pending": {issue: "stale"}}
+    assert _events(repo) == _events(twin) == [{"id": issue, "from": "fresh", "to": "stale", "source": "post-edit",
+                                               "detail": "auth/token.py#TokenIssuer.issue changed",
+                                               "content": "token expiry is 24 hours"}]
+    # said once: the same edit again says nothing and logs nothing; the code put back is fresh again
+    assert probe(repo, edit_json(repo, token), "hook", "post-edit") == ("", {"built": 2, "workspace": False,
+                                                                            "heavy": []})
+    token.write_text(TOKEN)
+    out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
+    assert report["workspace"] is False and f"anchorfs: {issue} is fresh again after this edit" in out
+    assert [e["to"] for e in _events(repo)] == ["stale", "fresh"]
+    with anchorfs.open(repo) as ws:  # the workspace reads what the hook wrote
+        assert ws.last_drift() == {issue: "fresh"} and ws.list(drift="stale") == []
+
+
+def test_a_commit_making_a_memory_stale_is_written_from_its_records_alone(repo: Path, tmp_path: Path) -> None:
+    issue, _ = _many(repo)
+    install(repo)
+    settle()
+    (repo / "README.md").write_text("bye\n")
+    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "readme")
+    probe(repo, "", "hook", "run", "--root", str(repo))  # 20 stale: the snapshot is written by this first run
+    settle()
+    twin = tmp_path / "twin"
+    shutil.copytree(repo, twin, symlinks=True)
+    for root in (repo, twin):
+        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))
+        git(root, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "expiry")
+    (twin / ".anchorfs" / "fold.snap").unlink()
+
+    out, report = probe(repo, "", "hook", "run", "--root", str(repo))
+    assert report == {"built": 2, "workspace": False, "heavy": []}
+    twin_out, twin_report = probe(twin, "", "hook", "run", "--root", str(twin))
+    assert twin_report["workspace"] is True
+    assert out == twin_out
+    assert out.startswith("anchorfs: this commit made 1 memory stale:\n")
+    assert f"  {issue}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours\n" in out
+    assert (repo / ".anchorfs" / "drift.json").read_bytes() == (twin / ".anchorfs" / "drift.json").read_bytes()
+    assert _events(repo) == _events(twin)
+    assert _events(repo)[-1] == {"id": issue, "from": "fresh", "to": "stale", "source": "hook",
+                                 "detail": "auth/token.py#TokenIssuer.issue changed", "content": "token expiry is 24 hours"}
+    # the JSON form, a commit putting it back: fresh again, from the snapshot, once
+    (repo / "auth" / "token.py").write_text(TOKEN)
+    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "back")
+    out, report = probe(repo, "", "hook", "run", "--json", "--root", str(repo))
+    assert report["workspace"] is False
+    assert [(e["id"], e["from"], e["to"]) for e in json.loads(out)["events"]] == [(issue, "stale", "fresh")]
+    assert json.loads(probe(repo, "", "hook", "run", "--json", "--root", str(repo))[0]) == {"events": []}
+
+
+def test_a_damaged_drift_file_or_no_snapshot_takes_the_workspaces_path(repo: Path) -> None:
+    issue, _ = _many(repo)
+    token = repo / "auth" / "token.py"
+    settle()
+    probe(repo, edit_json(repo, token), "hook", "post-edit")
+    settle()
+    (repo / ".anchorfs" / "drift.json").write_bytes(b'{"v": 1, "drift": {"x": [1]}}')
+    token.write_text(TOKEN.replace("hours=24", "hours=1"))
+    out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
+    assert report["workspace"] is True and issue in out  # never judged from a damaged file; the full path mends it
+    assert json.loads((repo / ".anchorfs" / "drift.json").read_text())["drift"] == {issue: "stale"}
+
+
+def test_post_edit_reads_any_json_the_standard_reader_takes(repo: Path) -> None:
+    """orjson first, `json` for what orjson refuses: an integer past 64 bits is no reason to go quiet."""
+    issue, _ = _many(repo)
+    token = repo / "auth" / "token.py"
+    token.write_text(TOKEN.replace("hours=24", "hours=3"))
+    payload = edit_json(repo, token)[:-1] + ', "n": 123456789012345678901234567890}'
+    out, _ = probe(repo, payload, "hook", "post-edit")
+    assert issue in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+# -- hook files through the one guarded open ----------------------------------------------------
+
+def test_a_hook_that_is_a_link_is_refused_never_written_through(repo: Path, tmp_path: Path) -> None:
+    shared = tmp_path / "shared-post-commit"
+    shared.write_text("#!/bin/sh\necho shared\n")
+    hooks = repo / ".git" / "hooks"
+    hooks.mkdir(exist_ok=True)
+    link = hooks / "post-commit"
+    link.symlink_to(shared)
+    with pytest.raises(WorkspaceError) as err:
+        install(repo)
+    assert "symbolic link" in str(err.value) and "add this line to it yourself" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert link.is_symlink() and shared.read_text() == "#!/bin/sh\necho shared\n"  # nothing written, either side
+    assert not is_installed(repo)
+    assert uninstall(repo) == (link, False) and link.is_symlink()
+    # the sync hooks: a link is left alone, as a hook in another language is
+    (hooks / "post-merge").symlink_to(shared)
+    changed = install_sync(repo)
+    assert hooks / "post-merge" not in changed and (hooks / "post-merge").is_symlink()
+    assert hooks / "post-checkout" in changed
+    assert hooks / "post-merge" not in uninstall_sync(repo) and (hooks / "post-merge").is_symlink()
+    assert shared.read_text() == "#!/bin/sh\necho shared\n"
+
+
+def test_a_hook_that_is_a_fifo_is_refused_not_read_forever(repo: Path) -> None:
+    """A hooks folder in the worktree (`core.hooksPath`) can come with a clone: a FIFO (or a link
+    to /dev/zero) there made `install` wait (or read) forever."""
+    hooks = repo / ".githooks"
+    hooks.mkdir()
+    os.mkfifo(hooks / "post-commit")
+    (hooks / "post-merge").symlink_to("/dev/zero")
+    git(repo, "config", "core.hooksPath", ".githooks")
+    code = ("import json, sys\nfrom pathlib import Path\nfrom anchorfs.hook import install, install_sync\n"
+            "try:\n    install(Path(sys.argv[1]))\n    said = ''\nexcept Exception as exc:\n    said = str(exc)\n"
+            "print(json.dumps({'said': said, 'sync': [p.name for p in install_sync(Path(sys.argv[1]))]}))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, timeout=20,
+                          check=False)
+    report = json.loads(proc.stdout)
+    assert "not a regular file" in report["said"] and "\n" not in report["said"]
+    assert report["sync"] == ["post-checkout", "post-rewrite"]  # the link to /dev/zero left alone
+    assert (hooks / "post-merge").is_symlink()
