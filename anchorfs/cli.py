@@ -292,9 +292,18 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
     if absolute and not hosts:
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
-        path = init_ws(c.root, nested=nested)
-        from .team import init_mode
+        from .hosts import check_setup
+        from .statedir import check_init
+        from .team import check_mode, init_mode
 
+        # every refusal before the first write: a refused init leaves no .anchorfs/ behind
+        planned = check_init(c.root, nested=nested)
+        check_mode(planned, shared)
+        if hosts:
+            check_setup(planned, hosts)
+        if write_mcp:
+            check_setup(planned, ["claude"], mcp_only=True)
+        path = init_ws(c.root, nested=nested)
         init_mode(path, shared)
         mcp_path = None
         written = []

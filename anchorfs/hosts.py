@@ -47,6 +47,7 @@ __all__ = [
     "write_rules",
     "write_claude_hooks",
     "setup",
+    "check_setup",
     "replace_block",
     "find_block",
 ]
@@ -482,11 +483,19 @@ def _folder_ok(root: Path, rel: str) -> None:
         raise WorkspaceError(f"refusing {root / rel}: its folder resolves outside the workspace")
 
 
-def _preflight(root: Path, hosts: Sequence[str]) -> None:
+def check_setup(root: str | os.PathLike[str], hosts: Sequence[str], *, mcp_only: bool = False) -> None:
+    """Raise what `setup(root, hosts)` would refuse with (`mcp_only`: what `write_mcp` for each
+    host would), writing nothing: `anchorfs init` runs it before the state folder is made."""
+    _preflight(Path(root), expand_hosts(hosts), mcp_only=mcp_only)
+
+
+def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> None:
     """Refuse before writing anything: each config file must parse, none may be a link, and
     no folder on the way may lead outside the workspace."""
-    rels = [MCP_FILES[h] for h in hosts] + [RULES_FILES[h] for h in hosts if h in RULES_FILES]
-    for rel in rels + ([CLAUDE_SETTINGS] if "claude" in hosts else []):
+    rels = [MCP_FILES[h] for h in hosts]
+    if not mcp_only:
+        rels += [RULES_FILES[h] for h in hosts if h in RULES_FILES] + ([CLAUDE_SETTINGS] if "claude" in hosts else [])
+    for rel in rels:
         _folder_ok(root, rel)
     for host in hosts:
         rel = MCP_FILES[host]
@@ -502,7 +511,7 @@ def _preflight(root: Path, hosts: Sequence[str]) -> None:
                 key = _SERVERS_KEY[host]
                 if not isinstance(data.get(key, {}), dict):
                     raise InputError(f"{path}: `{key}` is not an object; fix or remove it first, nothing was written")
-        rules = RULES_FILES.get(host)
+        rules = None if mcp_only else RULES_FILES.get(host)
         if rules is not None and os.path.lexists(root / rules):
             real = os.path.realpath(root / rules)
             if not _inside(os.path.realpath(root), real):
@@ -513,7 +522,7 @@ def _preflight(root: Path, hosts: Sequence[str]) -> None:
                 raise InputError(f"{root / rules} is not UTF-8 text (byte {exc.start}); nothing was written") from None
             except OSError as exc:
                 raise WorkspaceError(f"cannot read {root / rules}: {exc.strerror}") from None
-    if "claude" in hosts:
+    if "claude" in hosts and not mcp_only:
         path = root / CLAUDE_SETTINGS
         if os.path.islink(path):
             raise WorkspaceError(f"refusing {path}: it is a symbolic link (anchorfs never writes through one there)")

@@ -15,7 +15,7 @@ from .errors import InputError, WorkspaceError
 from .locate import ROOT_ENV
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
 
-__all__ = ["init", "upgrade_gitignore", "STATE_DIR"]
+__all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR"]
 
 _GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\n"
 _GITIGNORE_BEFORE = (
@@ -50,14 +50,9 @@ def upgrade_gitignore(state: Path) -> None:
         pass
 
 
-def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
-    """Create `.anchorfs/` (idempotent). Returns the workspace root.
-
-    A folder inside another workspace is refused unless `nested`: the new workspace would
-    hide the parent's memories from every command run below it (found like git).
-    A state folder that is a link, or holds one at a state path, is refused before anything
-    is written (`statefs.check_state`): `init` in a hostile clone must not write through it.
-    """
+def _checked(root: str | os.PathLike[str] | None, nested: bool) -> Path:
+    """The folder `init` would make a workspace of, as given, after every check that can refuse
+    it; nothing is written."""
     path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
     if not path.is_dir():
         raise WorkspaceError(f"{path} is not a folder")
@@ -72,8 +67,27 @@ def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) ->
                     f"{here} is inside the anchorfs workspace at {parent}, whose memories a workspace here "
                     f"would hide; use that one, or pass --nested (SDK: nested=True) for a separate workspace")
             below, parent = parent, os.path.dirname(parent)
+    check_state(path / STATE_DIR)
+    return path
+
+
+def check_init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
+    """Raise what `init(root, nested=nested)` would refuse with, writing nothing; returns the
+    root `init` would return. For a caller with checks of its own to run first (`anchorfs init
+    --shared --for HOST`): a refusal anywhere must leave no new `.anchorfs/` behind."""
+    return _checked(root, nested).resolve()
+
+
+def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
+    """Create `.anchorfs/` (idempotent). Returns the workspace root.
+
+    A folder inside another workspace is refused unless `nested`: the new workspace would
+    hide the parent's memories from every command run below it (found like git).
+    A state folder that is a link, or holds one at a state path, is refused before anything
+    is written (`statefs.check_state`): `init` in a hostile clone must not write through it.
+    """
+    path = _checked(root, nested)
     state = path / STATE_DIR
-    check_state(state)
     try:
         try:
             os.mkdir(state)  # never through a link: mkdir does not follow one at its last component

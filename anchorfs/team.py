@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER", "ATTRIBUTE", "LEGACY_ATTRIBUTE", "PRIVATE_IGNORE", "merge_ledger", "merged_lines", "is_ledger_path",
-    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "elsewhere", "SecretError",
+    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "check_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "elsewhere", "SecretError",
 ]
 
 DRIVER = "anchorfs-ledger"
@@ -175,6 +175,7 @@ def install_merge(root: Path) -> bool:
     top = toplevel(root)
     if top is None:
         return False
+    _check_merge(root)  # both attributes files readable and writable before git's config is touched
     run_git(root, "config", "--local", f"merge.{DRIVER}.name", "anchorfs ledger: union by entry id")
     run_git(root, "config", "--local", f"merge.{DRIVER}.driver", _driver_command())
     write_attributes(root)
@@ -183,6 +184,30 @@ def install_merge(root: Path) -> bool:
 
 
 _ATTRIBUTES_MAX = 1 << 20  # the largest attributes file read
+
+
+def _check_merge(root: Path) -> None:
+    """Raise what `install_merge` would refuse with once it had begun writing: a link at
+    `.gitattributes` or `info/attributes`, or one the guarded open will not read."""
+    for path in (Path(root) / ".gitattributes", _local_attributes_path(root)):
+        _check_replaceable(path)
+        _read_text(path)
+
+
+def check_mode(root: Path, shared: bool | None) -> None:
+    """Raise what `init_mode(root, shared)` would refuse with, writing nothing: `anchorfs init`
+    runs it before the state folder is made, so a refused init leaves no `.anchorfs/` (nor a
+    merge driver in git's config) behind. The state folder's `.gitignore` is `statefs`'s check."""
+    from .git import toplevel
+
+    root = Path(root)
+    if shared is False:
+        return
+    in_git = toplevel(root) is not None
+    if shared and not in_git:
+        raise WorkspaceError(_NOT_IN_GIT.format(root=root))
+    if in_git and (shared or mode(root) != "private"):
+        _check_merge(root)
 
 
 def _read_text(path: Path) -> str:
@@ -242,14 +267,13 @@ def _pattern(rel: str) -> str:
 def write_local_attributes(root: Path, top: Path | None = None) -> bool:
     """Name this clone's driver for this workspace's ledger in `$GIT_DIR/info/attributes`
     (never committed; it wins over `.gitattributes`). True when the file changed."""
-    from .git import run_git, toplevel
+    from .git import toplevel
 
     root = Path(root)
     top = top if top is not None else toplevel(root)
     if top is None:
         return False
-    out = os.fsdecode(run_git(root, "rev-parse", "--git-path", "info/attributes").strip())
-    path = Path(out) if os.path.isabs(out) else root / out
+    path = _local_attributes_path(root)
     rel = os.path.relpath(os.path.realpath(root), os.path.realpath(top)).replace(os.sep, "/")
     line = f"{_pattern(LEDGER_PATH if rel == os.curdir else f'{rel}/{LEDGER_PATH}')} merge={DRIVER}"
     text = _read_text(path)
@@ -262,9 +286,21 @@ def write_local_attributes(root: Path, top: Path | None = None) -> bool:
     return True
 
 
-def _replace(path: Path, text: str) -> None:
+def _local_attributes_path(root: Path) -> Path:
+    """This clone's `$GIT_DIR/info/attributes` (a worktree's or a submodule's own included)."""
+    from .git import run_git
+
+    out = os.fsdecode(run_git(root, "rev-parse", "--git-path", "info/attributes").strip())
+    return Path(out) if os.path.isabs(out) else Path(root) / out
+
+
+def _check_replaceable(path: Path) -> None:
     if path.is_symlink():
         raise WorkspaceError(f"{path} is a link; refusing to write through it")
+
+
+def _replace(path: Path, text: str) -> None:
+    _check_replaceable(path)
     tmp = path.with_name(f".{path.name}.anchorfs.{os.getpid()}.tmp")
     tmp.write_bytes(text.encode("utf-8", "surrogateescape"))
     os.replace(tmp, path)
@@ -307,6 +343,9 @@ def is_shared(root: Path) -> bool:
     return mode(root) == "shared"
 
 
+_NOT_IN_GIT = "{root} is not in a git repository; a shared workspace's ledger is committed there"
+
+
 def set_mode(root: Path, shared: bool) -> str:
     """Make the workspace shared (ledger committed, driver installed) or private (the whole
     state folder ignored). Returns a one-line note of what to do in git, if anything."""
@@ -318,7 +357,7 @@ def set_mode(root: Path, shared: bool) -> str:
     in_git = toplevel(root) is not None
     if shared:
         if not in_git:
-            raise WorkspaceError(f"{root} is not in a git repository; a shared workspace's ledger is committed there")
+            raise WorkspaceError(_NOT_IN_GIT.format(root=root))
         _replace(ignore, _GITIGNORE)
         install_merge(root)
         return "commit .anchorfs/ledger.jsonl, .anchorfs/.gitignore and .gitattributes to share the memories"

@@ -1,0 +1,112 @@
+"""`anchorfs init` refused writes nothing: not `.anchorfs/`, not `.gitattributes`, not git's
+config or `info/attributes`, not a host's files. The team mode's checks (`team.check_mode`),
+the hosts' and the MCP config's run before the state folder is made; a refusal used to come
+after it, leaving a new `.anchorfs/` (and the merge driver in `.git/config`) behind."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from anchorfs.cli import main
+
+from conftest import git
+
+OUTSIDE = b"* text=auto\n"
+
+
+def _snapshot(top: Path) -> dict[str, tuple[str, bytes]]:
+    """Every path under `top`, never following a link: its type and its bytes or link target."""
+    out: dict[str, tuple[str, bytes]] = {}
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[path] = ("link", os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                out[path] = ("dir", b"")
+            else:
+                with open(path, "rb") as fh:
+                    out[path] = ("file", fh.read())
+    return out
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    code = exc.value.code
+    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """A git repository with one commit and no `.anchorfs/`, beside a file outside it."""
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "app.py").write_text("x = 1\n")
+    git(repo, "add", "app.py")
+    git(repo, "commit", "-q", "-m", "one")
+    (tmp_path / "outside").write_bytes(OUTSIDE)
+    return repo
+
+
+@pytest.mark.parametrize("mode", [(), ("--shared",)], ids=["default", "shared"])
+@pytest.mark.parametrize("target", ["outside", "/dev/zero"])
+def test_init_refused_for_a_linked_gitattributes_writes_nothing(
+        mode: tuple[str, ...], target: str, clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (clone / ".gitattributes").symlink_to(tmp_path / "outside" if target == "outside" else target)
+    before = _snapshot(tmp_path)
+    code, err = _cli(capsys, "init", *mode, "--root", str(clone))
+    assert code == 1 and err.count("\n") == 1 and err.startswith("anchorfs: error: ") and ".gitattributes" in err, err
+    assert not os.path.lexists(clone / ".anchorfs")
+    assert _snapshot(tmp_path) == before  # nor .git/config (the driver), nor info/attributes, nor the target
+
+
+def test_init_refused_for_a_linked_info_attributes_writes_nothing(
+        clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    info = clone / ".git" / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").unlink(missing_ok=True)
+    (info / "attributes").symlink_to(tmp_path / "outside")
+    before = _snapshot(tmp_path)
+    code, err = _cli(capsys, "init", "--shared", "--root", str(clone))
+    assert code == 1 and err.count("\n") == 1 and "attributes" in err, err
+    assert not os.path.lexists(clone / ".anchorfs") and not os.path.lexists(clone / ".gitattributes")
+    assert _snapshot(tmp_path) == before
+
+
+def test_init_shared_outside_git_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, err = _cli(capsys, "init", "--shared", "--root", str(plain))
+    assert code == 1 and err.count("\n") == 1 and "not in a git repository" in err, err
+    assert list(plain.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [("--for", "claude"), ("--mcp",)], ids=["for-claude", "mcp"])
+def test_init_refused_for_a_linked_host_config_writes_nothing(
+        args: tuple[str, ...], clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (clone / ".mcp.json").symlink_to(tmp_path / "outside")
+    before = _snapshot(tmp_path)
+    code, err = _cli(capsys, "init", *args, "--root", str(clone))
+    assert code == 1 and err.count("\n") == 1 and ".mcp.json" in err, err
+    assert not os.path.lexists(clone / ".anchorfs") and not os.path.lexists(clone / ".gitattributes")
+    assert _snapshot(tmp_path) == before
+
+
+def test_init_that_succeeds_still_writes_every_file(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The checks moved earlier, not away: a clean clone gets the state folder, the attribute
+    line, the local driver and the host's files in one `init --shared --for claude`."""
+    code, err = _cli(capsys, "init", "--shared", "--for", "claude", "--root", str(clone))
+    assert code == 0, err
+    assert (clone / ".anchorfs" / ".gitignore").is_file()
+    assert "merge=union" in (clone / ".gitattributes").read_text()
+    assert "anchorfs" in subprocess.run(["git", "config", "--local", "--get-regexp", "merge\\."], cwd=clone,
+                                        capture_output=True, text=True, check=True).stdout
+    assert (clone / ".mcp.json").is_file() and (clone / "CLAUDE.md").is_file()
