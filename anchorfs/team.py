@@ -300,10 +300,13 @@ def _check_replaceable(path: Path) -> None:
 
 
 def _replace(path: Path, text: str) -> None:
+    """`path` replaced whole through `statefs.replace_state`: an exclusive temp under a random
+    name, as a guessable one (`.gitattributes.anchorfs.PID.tmp`) was written through a link a
+    crafted clone planted there."""
+    from .statefs import replace_state
+
     _check_replaceable(path)
-    tmp = path.with_name(f".{path.name}.anchorfs.{os.getpid()}.tmp")
-    tmp.write_bytes(text.encode("utf-8", "surrogateescape"))
-    os.replace(tmp, path)
+    replace_state(path, text.encode("utf-8", "surrogateescape"))
 
 
 def mode(root: Path) -> str:

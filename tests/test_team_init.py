@@ -110,3 +110,21 @@ def test_init_that_succeeds_still_writes_every_file(clone: Path, capsys: pytest.
     assert "anchorfs" in subprocess.run(["git", "config", "--local", "--get-regexp", "merge\\."], cwd=clone,
                                         capture_output=True, text=True, check=True).stdout
     assert (clone / ".mcp.json").is_file() and (clone / "CLAUDE.md").is_file()
+
+
+def test_init_never_writes_through_a_link_planted_at_a_temp_name(
+        clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The attributes files were written through `.gitattributes.anchorfs.PID.tmp`, a name a
+    crafted clone can plant a link at (the pid is small and guessable): the write went to the
+    link's target, and the rename made `.gitattributes` that link."""
+    planted = [clone / f".gitattributes.anchorfs.{os.getpid()}.tmp",
+               clone / ".git" / "info" / f".attributes.anchorfs.{os.getpid()}.tmp"]
+    planted[1].parent.mkdir(exist_ok=True)
+    for link in planted:
+        link.symlink_to(tmp_path / "outside")
+    code, err = _cli(capsys, "init", "--shared", "--root", str(clone))
+    assert code == 0, err
+    assert (tmp_path / "outside").read_bytes() == OUTSIDE
+    for path in (clone / ".gitattributes", clone / ".git" / "info" / "attributes"):
+        assert not path.is_symlink() and "merge=" in path.read_text()
+    assert all(link.is_symlink() for link in planted)  # left as they were
