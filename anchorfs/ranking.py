@@ -68,11 +68,18 @@ class Calibration(NamedTuple):
 
 
 # Fitted on evals/retrieval (its fresh queries, the CJK ones and the queries about nothing in
-# the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights.
+# the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights. e5 and
+# minilm refitted 2026-12-02 after the path-coverage change (a memory anchored where a path
+# query points holds the path's terms, so the file match is in the coverage and its own weight
+# fits 0) and the path labels' fix (the CJK memories anchored to a queried file). hashing's is
+# still right: refitted, (-8.548, 2.707, 2.035, 3.963, 0, 1.681) ranks the set the same (MRR
+# 0.819) with the same rates at the configured floor (97% of nothing-queries clear, 84% of found
+# answers above), but its lower intercept puts an exact two-word CJK match in a store of three
+# memories just under the floor (tests/test_ranking.py), so the earlier fit stays.
 CALIBRATIONS: dict[str, Calibration] = {
     "hashing": Calibration(-8.443, 2.258, 2.014, 3.969, 0.0, 1.753),
-    "e5": Calibration(-10.178, 2.249, 2.228, 4.17, 0.545, 1.884),
-    "minilm": Calibration(-8.474, 4.739, 1.379, 3.768, 0.971, 1.89),
+    "e5": Calibration(-10.379, 2.303, 2.262, 4.231, 0.0, 1.866),
+    "minilm": Calibration(-8.777, 4.849, 1.43, 4.105, 0.0, 1.723),
 }
 _GENERIC = "hashing"
 

@@ -31,22 +31,22 @@ import load  # noqa: E402  (evals/retrieval/load.py, shared with scripts/bench_r
 
 # Measured 2026-12-02 with the default (hashing) embedder on this test's build (one batch;
 # the benchmark records one memory at a time and reads a little lower, docs/benchmarks.md),
-# after issue 17's second round (relevance from features of the pair alone, stable in store
-# size): hybrid MRR 0.810, recall@5 0.833; per style 1.00 exact identifiers, 1.00 identifier
-# parts, 0.34 paraphrases (0.43 before: their answers share only synonyms with the query, which
-# the table-relative idf weighed more), 0.78 questions, 0.93 paths (recall@5 0.83), 1.00
-# superseded wording; stale MRR 0.97 x fresh, k-invariant 100%, 97% of nothing-queries clear
-# of the floor (0.025), 84% of found answers above it, CJK MRR 1.00.
-FLOOR_MRR = 0.80
+# after issue 17's third round (calibrations refitted; the three path queries naming a file a
+# CJK memory is anchored to count it as relevant, by the set's own rule): hybrid MRR 0.819
+# (0.809 on the old labels), recall@5 0.827; per style 1.00 exact identifiers, 1.00 identifier
+# parts, 0.33 paraphrases, 0.78 questions, 1.00 paths (recall@5 0.86), 1.00 superseded wording;
+# stale MRR 0.96 x fresh (70 of 97 anchored answers flagged among the hits), k-invariant 100%,
+# 97% of nothing-queries clear of the floor (0.025), 84% of found answers above it, CJK MRR 1.00.
+FLOOR_MRR = 0.81
 FLOOR_RECALL_5 = 0.79
-FLOOR_PATH_RECALL_5 = 0.78
+FLOOR_PATH_RECALL_5 = 0.83
 # Issue 17 (docs/benchmarks.md "Ranking an agent can trust").
 FLOOR_STALE_RATIO = 0.9
 FLOOR_NOTHING_CLEAR = 0.9
 FLOOR_ANSWERED_FOUND = 0.80
 FLOOR_CJK_MRR = 0.95
 FLOOR_STYLE_MRR = {"exact_identifier": 0.95, "identifier_part": 0.95, "paraphrase": 0.31, "question": 0.72,
-                   "path": 0.88, "superseded": 0.95}
+                   "path": 0.95, "superseded": 0.95}
 
 
 class Eval(NamedTuple):
@@ -102,7 +102,7 @@ def test_stale_answers_stay_on_top_the_cut_never_depends_on_k_and_the_floor_sort
     loaded, queries, fresh = eval_set
     stale, stalable = load.run_stale_queries(loaded, queries)
     # the edits did stale the answers: where an anchored answer is among the hits, it is flagged
-    # (72 of 97 measured: the other answers, mostly paraphrases, are not in the top 10 at all)
+    # (70 of 97 measured: the other answers, mostly paraphrases, are not in the top 10 at all)
     flagged = [r for r in stale if r.qid in stalable
                and any(d == "stale" for mid, d in zip(r.ranked, r.drift) if mid in r.relevant)]
     assert len(flagged) >= 0.7 * len(stalable)
