@@ -14,12 +14,12 @@ import stat
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast, overload
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, judge, judge_at, resolve_path
 from .errors import AnchorError, UnsafePathError
@@ -62,13 +62,18 @@ class DriftReport:
     Only the memories a pass had to look at one by one carry a result; the rest (every anchor
     still hashes as recorded) are built on demand: a whole-workspace pass over 100,000
     unchanged memories should cost about the stat loop over their files, and most callers only
-    count them or read the few that are not fresh.
+    count them or read the few that are not fresh. `checked` may itself build its memories on
+    demand (`driftplan`: a new process's pass from the fold snapshot's plan): counts,
+    `flagged`, `stale` and `anchored_paths` never read it whole.
     """
 
-    __slots__ = ("checked", "_found", "_flagged", "_built")
+    __slots__ = ("checked", "_found", "_flagged", "_built", "_claims", "_paths")
+    checked: Sequence[Memory]
 
     def __init__(self, checked: Sequence[Memory] = (), results: Sequence[MemoryDrift | None] | None = None) -> None:
-        self.checked: list[Memory] = list(checked)
+        self.checked = list(checked)
+        self._claims: Sequence[int] | None = None
+        self._paths: list[str] | None = None
         found: dict[int, MemoryDrift] = {}
         if results is not None:
             if len(results) != len(self.checked):
@@ -77,10 +82,14 @@ class DriftReport:
         self._set(found)
 
     @classmethod
-    def _of(cls, checked: list[Memory], found: dict[int, MemoryDrift]) -> DriftReport:
-        """A pass's report from the results it built, by position (taken as they are, no copy)."""
+    def _of(cls, checked: Sequence[Memory], found: dict[int, MemoryDrift], *, claims: Sequence[int] | None = None,
+            paths: list[str] | None = None) -> DriftReport:
+        """A pass's report from the results it built, by position (taken as they are, no copy).
+        `claims` (the positions of the memories with `stale_claims`) and `paths` (`anchored_paths`),
+        when the caller knows them without reading every memory."""
         report = cls.__new__(cls)
         report.checked = checked
+        report._claims, report._paths = claims, paths
         report._set(found)
         return report
 
@@ -102,17 +111,29 @@ class DriftReport:
         stale whatever its anchors say, and `unanchored` such memories (nothing for the pass to
         check) are added after the checked ones. The anchors' own drift, which drift.json
         keeps, is this report before the call."""
-        if not unanchored and not any(m.stale_claims for m in self.checked):
+        checked = self.checked
+        claims = self._claims
+        if claims is None:
+            claims = [i for i, m in enumerate(checked) if m.stale_claims]
+        if not unanchored and not claims:
             return self
         found = dict(self._found)
-        for i, m in enumerate(self.checked):
-            if m.stale_claims:
-                found[i] = (found.get(i) or _all_fresh(m)).with_claims()
-        checked = list(self.checked)
-        for m in unanchored:
-            found[len(checked)] = _new(MemoryDrift, (m, Drift.STALE, ()))
-            checked.append(m)
-        return DriftReport._of(checked, found)
+        for i in claims:
+            found[i] = (found.get(i) or _all_fresh(checked[i])).with_claims()
+        tail = list(unanchored)
+        base = len(checked)
+        for k, m in enumerate(tail):
+            found[base + k] = _new(MemoryDrift, (m, Drift.STALE, ()))
+        if tail:
+            checked = [*checked, *tail] if isinstance(checked, list) else _Chained(checked, tail)
+        return DriftReport._of(checked, found, claims=[*claims, *range(base, base + len(tail))], paths=self._paths)
+
+    def anchored_paths(self) -> list[str]:
+        """The checked memories' distinct anchored paths, in order of first use (the files the
+        report rests on, with `paths_now`: what `anchorfs.memo` records the stats of)."""
+        if self._paths is not None:
+            return list(self._paths)
+        return list(dict.fromkeys(map(_PATH, chain.from_iterable(map(_ANCHORS, self.checked)))))
 
     def paths_now(self) -> list[str]:
         """Where anchors followed to another file are now (`path_now`): files the report rests
@@ -144,6 +165,39 @@ class DriftReport:
             "fresh": self.count(Drift.FRESH),
             "memories": [m.to_dict() for m in (self.memories if every else self._flagged)],
         }
+
+
+class _Chained(Sequence[Memory]):
+    """Two sequences of memories read as one (a report built on demand, then the unanchored
+    memories `with_claims` adds), without reading the first whole."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, head: Sequence[Memory], tail: list[Memory]) -> None:
+        self._head, self._tail = head, tail
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    @overload
+    def __getitem__(self, i: int) -> Memory: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Memory]: ...
+
+    def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n, cut = len(self), len(self._head)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self._head[i] if i < cut else self._tail[i - cut]
+
+    def __iter__(self) -> Iterator[Memory]:
+        yield from self._head
+        yield from self._tail
 
 
 _new = tuple.__new__  # skips a NamedTuple's Python-level __new__: same values, several times faster
@@ -824,8 +878,17 @@ class DriftChecker:
         memories asks (`_Plan`) is derived once and kept while the same memories come back.
         """
         checked = list(memories)
+        return self.check_planned(_plan_of(self.root_real, checked), checked, progress)
+
+    def check_planned(self, plan: _Plan, checked: Sequence[Memory],
+                      progress: Callable[[int, int], None] | None = None, *, claims: Sequence[int] | None = None,
+                      paths: list[str] | None = None) -> DriftReport:
+        """`check_all` of the memories `plan` was made for (`checked`, by position): only the
+        memories resting on a file the cache cannot vouch for are read out of `checked`, so it
+        may build them on demand (`driftplan`: a new process's pass builds no fresh memory;
+        `claims` and `paths` are then what the report would otherwise read off every memory,
+        see `DriftReport._of`)."""
         total = len(checked)
-        plan = _plan_of(self.root_real, checked)
         hashes = self._vouched(plan, progress, total)
         want = plan.want
         if plan.hashed and hashes == want:
@@ -846,7 +909,7 @@ class DriftChecker:
                     progress(j + 1, total)
         if progress is not None:
             progress(total, total)
-        return DriftReport._of(checked, found)
+        return DriftReport._of(checked, found, claims=claims, paths=paths)
 
     def _vouched(self, plan: _Plan, progress: Callable[[int, int], None] | None = None,
                  total: int = 0) -> list[str | None]:
@@ -998,11 +1061,11 @@ class _Plan:
     passes (`_plan_of`); `folders` is what the last full folder check found (`_odd_dirs`)."""
 
     __slots__ = ("memories", "paths", "owner", "uniq", "want", "hashed", "fulls", "dirs", "at", "always",
-                 "folders", "_owners", "_under")
+                 "folders", "owners_of", "_owners", "_under")
 
-    def __init__(self, memories: list[Memory], paths: list[str], owner: list[int] | None, uniq: list[str],
+    def __init__(self, memories: Sequence[Memory], paths: list[str], owner: list[int] | None, uniq: list[str],
                  want: list[str | None], fulls: list[str | None], dirs: list[str], at: dict[str, int],
-                 always: list[int]) -> None:
+                 always: list[int], owners_of: Callable[[int], Iterable[int]] | None = None) -> None:
         self.memories = memories
         self.paths = paths  # per anchor, in memory order
         self.owner = owner  # per anchor, its memory's position (None: one anchor each, the same position)
@@ -1014,6 +1077,7 @@ class _Plan:
         self.at = at  # distinct path -> its position in `uniq`
         self.always = always  # memories with no anchor: `check` says so on every pass
         self.folders: tuple[list[str], bytes, frozenset[str], list[str]] | None = None
+        self.owners_of = owners_of  # distinct path's position -> its memories' positions, when known (a snapshot's plan)
         self._owners: list[list[int]] | None = None
         self._under: tuple[frozenset[str], list[str | None]] | None = None
 
@@ -1024,6 +1088,9 @@ class _Plan:
         the map of every file's memories once, kept with the plan."""
         paths, owner = self.paths, self.owner
         found: set[int] = set(self.always)
+        if self.owners_of is not None:
+            found.update(chain.from_iterable(map(self.owners_of, bad)))
+            return sorted(found)
         if len(bad) <= 4 and self._owners is None:
             for i in bad:
                 path, k = self.uniq[i], -1
@@ -1088,6 +1155,29 @@ def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:
     owner = None if none_empty and len(refs) == len(memories) else \
         list(chain.from_iterable(map(repeat, range(len(memories)), map(len, anchors))))
     always = [] if none_empty else [j for j, a in enumerate(anchors) if not a]
+    fulls, dirs = _places(root_real, uniq)
+    plan = _Plan(memories, paths, owner, uniq, want, fulls, dirs, at, always)
+    if len(memories) >= _PLAN_MIN:
+        with _plans_lock:
+            _PLANS[key] = plan
+            _PLANS.move_to_end(key)
+            while len(_PLANS) > _PLANS_KEPT:
+                _PLANS.popitem(last=False)
+    return plan
+
+
+def plan_of_files(root_real: str, uniq: list[str], want: list[str | None],
+                  owners_of: Callable[[int], Iterable[int]]) -> _Plan:
+    """The plan of a set of anchored memories from what it asks alone (`foldsnap.SnapPlan`: the
+    distinct paths in order of first use, the hash their anchors recorded, the memories on
+    each): the same plan `_plan_of` derives from the memories, without one of them built."""
+    fulls, dirs = _places(root_real, uniq)
+    return _Plan([], [], None, uniq, want, fulls, dirs, dict(zip(uniq, range(len(uniq)))), [], owners_of)
+
+
+def _places(root_real: str, uniq: list[str]) -> tuple[list[str | None], list[str]]:
+    """(per distinct path the absolute path to `lstat`, None if suspicious; every folder on
+    the way to them, parents first)."""
     prefix = root_real + "/"
     joined = "\n".join(uniq)
     folded = (joined if joined.isascii() else unicodedata.normalize("NFKC", joined)).casefold()
@@ -1103,14 +1193,7 @@ def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:
             chain_up.append(head)
             head = head.rpartition("/")[0]
         dirs.update(dict.fromkeys(reversed(chain_up)))
-    plan = _Plan(memories, paths, owner, uniq, want, fulls, list(dirs), at, always)
-    if len(memories) >= _PLAN_MIN:
-        with _plans_lock:
-            _PLANS[key] = plan
-            _PLANS.move_to_end(key)
-            while len(_PLANS) > _PLANS_KEPT:
-                _PLANS.popitem(last=False)
-    return plan
+    return fulls, list(dirs)
 
 
 def _absent(path: str) -> bool:

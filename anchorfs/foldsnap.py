@@ -32,10 +32,14 @@ a torn tail (those are said on every read, so no later process may skip reading 
 
 from __future__ import annotations
 
+import base64
 import gc
 import os
 import stat as stat_mod
+import sys
+from array import array
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +48,18 @@ import orjson
 
 from . import catchup
 from .catchup import Folded, Prefix
-from .errors import AnchorfsError
+from .errors import AnchorfsError, LedgerError
 from .ledger import OPS, FoldState, Head, Ledger, fold, refold
 from .model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
-from .statefs import create_temp, open_state
+from .statefs import open_state, replace_state
 
-__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "covered_by", "current", "decode", "encode", "load",
-           "on_paths", "save", "snap_path"]
+__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapPlan", "Snapshot", "covered_by", "current",
+           "decode", "encode", "load", "on_paths", "read_plan", "save", "snap_path"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 2
+VERSION = 3
+"""3: a drift plan line after the counts (`read_plan`); a file of another version is simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -104,15 +109,17 @@ def _records(state: FoldState) -> Iterator[list[Any]]:
 
 
 def encode(folded: Folded, folder: _Folder) -> bytes:
-    """The file's bytes: a header line (format, prefix, folder, the body's checksum), the body:
-    a line with the fold's counts and the index (anchored path -> where the records of the active
-    memories resting on it start, in bytes after that line; `on_paths`), then one line per
+    """The file's bytes: a header line (format, prefix, folder, the body's checksum, where the
+    plan line is and its own checksum), the body: a line with the fold's counts and the index
+    (anchored path -> where the records of the active memories resting on it start, in bytes
+    after the plan line; `on_paths`), the drift plan line (`read_plan`), then one line per
     memory record."""
     state = folded.state
     if not isinstance(state, FoldState):
         raise TypeError("only a FoldState is snapshotted")
     records: list[bytes] = []
     index: dict[str, list[int]] = {}
+    plan = _PlanBuilder()
     at = 0
     for rec in _records(state):
         line = orjson.dumps(rec) + b"\n"  # orjson escapes every newline inside a string
@@ -120,12 +127,96 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
         if memory.status == "active":
             for path in dict.fromkeys(a.path for a in memory.anchors):
                 index.setdefault(path, []).append(at)
+            plan.add(memory, at, line)
         records.append(line)
         at += len(line)
-    body = orjson.dumps({"top": state.top, "lines": state.lines, "index": index}) + b"\n" + b"".join(records)
+    head = orjson.dumps({"top": state.top, "lines": state.lines, "index": index})
+    plan_line = plan.dumps()
+    body = b"".join([head, b"\n", plan_line, b"\n", *records])
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "prefix": folded.prefix.to_dict(), "folder": list(folder),
-                           "size": len(body), "body": blake3.blake3(body).hexdigest()})
+                           "size": len(body), "body": blake3.blake3(body).hexdigest(),
+                           "plan": [len(head) + 1, len(plan_line), blake3.blake3(plan_line).hexdigest()]})
     return header + b"\n" + body
+
+
+_SUM = 16
+"""Bytes of a record line's blake3 kept in the plan (`sums`): a record read alone is checked by it."""
+
+
+class _PlanBuilder:
+    """The drift plan of a fold, gathered as `encode` writes its records: what a whole-workspace
+    drift pass asks of the file system (`drift._Plan`), derived from the active anchored
+    memories (the pass's targets, in the fold's order) without their records being read back."""
+
+    __slots__ = ("at", "ids", "sums", "claims", "marked", "where", "paths", "first", "mixed", "owners", "ok")
+
+    def __init__(self) -> None:
+        self.at = array("Q")  # per target: where its record starts (after the plan line)
+        self.ids: list[str] = []
+        self.sums: list[str] = []  # per target: its record line's blake3, `_SUM` bytes, hex
+        self.claims: list[int] = []  # targets whose text `verify --mark` found stale
+        self.marked: list[list[Any]] = []  # [start, sum] of active unanchored memories with such claims
+        self.where: dict[str, int] = {}
+        self.paths: list[str] = []  # distinct anchored paths, in order of first use
+        self.first: list[str | None] = []  # per path: the hash its first anchor recorded
+        self.mixed: set[int] = set()  # paths whose anchors disagree on the hash
+        self.owners: list[list[int]] = []  # per path: the targets resting on it, in order
+        self.ok = True  # an id with a newline cannot be listed: no plan then
+
+    def add(self, memory: Memory, at: int, line: bytes) -> None:
+        if not memory.anchors:
+            if memory.stale_claims:
+                self.marked.append([at, blake3.blake3(line).hexdigest(_SUM)])
+            return
+        pos = len(self.ids)
+        self.at.append(at)
+        self.ids.append(memory.id)
+        self.ok = self.ok and "\n" not in memory.id
+        self.sums.append(blake3.blake3(line).hexdigest(_SUM))
+        if memory.stale_claims:
+            self.claims.append(pos)
+        where, owners = self.where, self.owners
+        for a in memory.anchors:
+            k = where.get(a.path)
+            if k is None:
+                where[a.path] = len(self.paths)
+                self.paths.append(a.path)
+                self.first.append(a.sha256)
+                owners.append([pos])
+                continue
+            if self.first[k] != a.sha256:
+                self.mixed.add(k)
+            if owners[k][-1] != pos:
+                owners[k].append(pos)
+
+    def dumps(self) -> bytes:
+        if not self.ok:
+            return b"null"
+        own = array("I", chain.from_iterable(self.owners))
+        own_at = array("I", [0])
+        for o in self.owners:
+            own_at.append(own_at[-1] + len(o))
+        mixed = self.mixed
+        return orjson.dumps({
+            "n": len(self.ids), "paths": self.paths,
+            "want": [None if k in mixed else sha for k, sha in enumerate(self.first)],
+            "own": _b64(own), "own_at": _b64(own_at), "at": _b64(self.at),
+            "ids": "\n".join(self.ids), "sums": "".join(self.sums), "claims": self.claims, "marked": self.marked})
+
+
+def _b64(a: array[Any]) -> str:
+    if sys.byteorder != "little":
+        a = array(a.typecode, a)
+        a.byteswap()
+    return base64.b64encode(a.tobytes()).decode("ascii")
+
+
+def _unb64(s: Any, typecode: str) -> array[Any]:
+    a = array(typecode)
+    a.frombytes(base64.b64decode(_str(s), validate=True))
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
 
 
 def _memory(d: Any, mid: str) -> Memory:
@@ -198,7 +289,8 @@ def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
 
 
 def _split(body: bytes) -> tuple[dict[str, Any], bytes]:
-    """(the counts-and-index line, parsed and checked for shape; the records' bytes)."""
+    """(the counts-and-index line, parsed and checked for shape; the records' bytes, after the
+    plan line)."""
     cut = body.find(b"\n")
     if cut < 0:
         raise ValueError("not a fold")
@@ -206,7 +298,10 @@ def _split(body: bytes) -> tuple[dict[str, Any], bytes]:
     if not isinstance(head, dict) or not isinstance(head.get("index"), dict):
         raise ValueError("not a fold")
     _int(head["top"]), _int(head["lines"])
-    records = body[cut + 1:]
+    end = body.find(b"\n", cut + 1)
+    if end < 0:
+        raise ValueError("not a fold")
+    records = body[end + 1:]
     if records and not records.endswith(b"\n"):
         raise ValueError("a torn record")
     return head, records
@@ -302,6 +397,195 @@ def load(ledger: Ledger) -> Snapshot | None:
     return Snapshot(folded, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
 
 
+class SnapPlan:
+    """The drift plan of a snapshot that holds (`read_plan`), with its file kept open: what a
+    whole-workspace drift pass needs, and each target's record read and checked alone when it
+    is needed (`memory`), or all at once (`memories`).
+
+    Targets are the active anchored memories, in the fold's order, by position. `paths` are
+    their distinct anchored paths in order of first use, `want` the hash every anchor on a path
+    recorded (None where they disagree), `owners(k)` the targets resting on path k, `claims`
+    the targets whose text `verify --mark` found stale. A record read back must hash as the
+    plan says (`sums`, written with it), parse by the ledger reader's rules and be the target
+    the plan names (its id, active, anchored); anything else raises `PlanMismatch`."""
+
+    __slots__ = ("prefix", "n", "paths", "want", "claims", "_fd", "_base", "_end", "_at", "_own", "_own_at",
+                 "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "__weakref__")
+
+    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, plan: dict[str, Any]) -> None:
+        import weakref
+
+        n = _int(plan["n"])
+        paths, want = plan["paths"], plan["want"]
+        if type(paths) is not list or type(want) is not list or len(want) != len(paths):
+            raise ValueError("bad plan paths")
+        for path, sha in zip(paths, want):
+            if type(path) is not str or not path or (sha is not None and type(sha) is not str):
+                raise ValueError("bad plan paths")
+        at, own, own_at = _unb64(plan["at"], "Q"), _unb64(plan["own"], "I"), _unb64(plan["own_at"], "I")
+        if len(at) != n or len(own_at) != len(paths) + 1 or own_at[0] != 0 or own_at[-1] != len(own):
+            raise ValueError("bad plan lengths")
+        if own and max(own) >= n or not all(map(int.__le__, own_at, own_at[1:])):
+            raise ValueError("bad plan owners")
+        if at and max(at) >= end - base:
+            raise ValueError("bad plan starts")
+        sums, ids = _str(plan["sums"]), _str(plan["ids"])
+        if len(sums) != 2 * _SUM * n or (n and not ids) or (not n and ids):
+            raise ValueError("bad plan sums")
+        claims, marked = plan["claims"], plan["marked"]
+        if type(claims) is not list or any(type(i) is not int or not 0 <= i < n for i in claims):
+            raise ValueError("bad plan claims")
+        if type(marked) is not list or any(type(x) is not list or len(x) != 2 or type(x[0]) is not int
+                                           or type(x[1]) is not str for x in marked):
+            raise ValueError("bad plan marks")
+        self.n, self.paths, self.want, self.claims = n, paths, want, claims
+        self._claimset = frozenset(claims)
+        self._at, self._own, self._own_at, self._sums, self._marked = at, own, own_at, sums, marked
+        self._ids_text = ids
+        self._ids: list[str] | None = None
+        self._fd, self._base, self._end, self.prefix = fd, base, end, prefix
+        self._closer = weakref.finalize(self, os.close, fd)  # last: a plan refused is closed by its reader
+
+    def close(self) -> None:
+        self._closer()
+
+    def owners(self, k: int) -> array[Any]:
+        return self._own[self._own_at[k]:self._own_at[k + 1]]
+
+    @property
+    def ids(self) -> list[str]:
+        """The targets' ids, by position (split on first use: only a write-back needs them)."""
+        if self._ids is None:
+            ids = self._ids_text.split("\n") if self.n else []
+            if len(ids) != self.n:
+                raise PlanMismatch("the plan's ids are not one per target")
+            self._ids = ids
+        return self._ids
+
+    def _line(self, at: int, data: bytes | None = None) -> bytes:
+        """The record line starting `at` bytes after the plan line (through the open file)."""
+        if data is not None:
+            end = data.find(b"\n", at)
+            if end < 0:
+                raise PlanMismatch("a record runs past the end")
+            return data[at:end + 1]
+        size = 4096
+        while True:
+            got = os.pread(self._fd, size, self._base + at)
+            end = got.find(b"\n")
+            if end >= 0:
+                return got[:end + 1]
+            if len(got) < size:
+                raise PlanMismatch("a record runs past the end")
+            size *= 4
+
+    def _build(self, line: bytes, sum_hex: str) -> Memory:
+        if blake3.blake3(line).hexdigest(_SUM) != sum_hex:
+            raise PlanMismatch("a record does not hash as its plan says")
+        try:
+            return _record(orjson.loads(line))[3]
+        except _SURPRISES as exc:
+            raise PlanMismatch(f"a record the plan names does not read: {exc}") from None
+
+    def memory(self, pos: int, data: bytes | None = None) -> Memory:
+        """Target `pos`, read alone (or out of `data`, the records' bytes) and checked."""
+        if not 0 <= pos < self.n:
+            raise IndexError(pos)
+        memory = self._build(self._line(self._at[pos], data), self._sums[2 * _SUM * pos:2 * _SUM * (pos + 1)])
+        if memory.id != self.ids[pos] or memory.status != "active" or not memory.anchors \
+                or bool(memory.stale_claims) != (pos in self._claimset):
+            raise PlanMismatch("a record is not the target its plan names")
+        return memory
+
+    def records(self) -> bytes:
+        """Every record's bytes, read in one call (to build them all)."""
+        want = self._end - self._base
+        chunks, got = [], 0
+        while got < want:
+            chunk = os.pread(self._fd, want - got, self._base + got)
+            if not chunk:
+                raise PlanMismatch("the snapshot is shorter than its header says")
+            chunks.append(chunk)
+            got += len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def marked(self) -> list[Memory]:
+        """The active unanchored memories whose text `verify --mark` found stale, in order."""
+        out = []
+        for at, sum_hex in self._marked:
+            if not 0 <= at < self._end - self._base:
+                raise PlanMismatch("a marked record outside the snapshot")
+            memory = self._build(self._line(at), sum_hex)
+            if memory.status != "active" or memory.anchors or not memory.stale_claims:
+                raise PlanMismatch("a marked record is not what its plan names")
+            out.append(memory)
+        return out
+
+
+class PlanMismatch(LedgerError, ValueError):
+    """A snapshot's plan and a record it names disagree (a crafted or damaged file): the plan
+    is not used (`driftplan` falls back to the full fold), or, found by a later read of a
+    report built on demand, the read fails with this one line."""
+
+
+def read_plan(ledger: Ledger) -> SnapPlan | None:
+    """The drift plan of the snapshot beside `ledger`, when that snapshot holds the whole ledger
+    as it stands now, judged as `current` judges it on the stat alone (the prefix settled); None
+    otherwise (missing, a link, another version or state folder, the ledger changed since, a
+    plan that is torn or does not match its own checksum): the full fold decides then.
+
+    Only the header and the plan line are read (a few MB at 100,000 memories, where the
+    records are 70): the plan line has its own checksum in the header, and every record read
+    later is checked against the plan's hash of it (`SnapPlan.memory`)."""
+    try:
+        fd = open_state(snap_path(ledger), os.O_RDONLY)
+    except (OSError, AnchorfsError):
+        return None
+    keep = False
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+            return None
+        first = os.pread(fd, _HEAD_LIMIT, 0)
+        cut = first.find(b"\n")
+        if cut < 0:
+            return None
+        header = orjson.loads(first[:cut])
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
+            return None
+        folder = _folder(ledger)
+        if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
+            return None
+        prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
+        if prefix is None or not catchup.settled(ledger, prefix):
+            return None
+        where = header.get("plan")
+        if type(where) is not list or len(where) != 3:
+            return None
+        off, size, digest = where
+        if type(off) is not int or type(size) is not int or off < 1 or size < 1 or cut + 1 + off + size >= st.st_size:
+            return None
+        line = os.pread(fd, size + 1, cut + 1 + off)
+        if len(line) != size + 1 or line[-1:] != b"\n" or blake3.blake3(line[:size]).hexdigest() != digest:
+            return None
+        plan = orjson.loads(line[:size])
+        if not isinstance(plan, dict):
+            return None  # `null`: no plan kept for this fold
+        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, plan)
+        keep = True
+        return out
+    except _SURPRISES + (OSError,):
+        return None
+    finally:
+        if paused:
+            gc.enable()
+        if not keep:
+            os.close(fd)
+
+
 def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
     """Whether an anchored path is one of `paths` or lies under one (a folder covers the files
     under it): how `on_paths` and `Workspace.recheck` both read the paths an edit touched."""
@@ -366,9 +650,9 @@ def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
 
 
 def save(ledger: Ledger, folded: Folded) -> bool:
-    """Write `folded` as the snapshot (exclusive temp, fsync, mtime set to the moment its prefix
-    was verified, `os.replace`); False when it cannot be (a link there, an I/O error): the
-    snapshot is only ever a saving, so a failed write is no error."""
+    """Write `folded` as the snapshot (`statefs.replace_state`: exclusive temp, mtime set to the
+    moment its prefix was verified, fsync, `os.replace`); False when it cannot be (a link there,
+    an I/O error): the snapshot is only ever a saving, so a failed write is no error."""
     folder = _folder(ledger)
     path = snap_path(ledger)
     if folder is None or not isinstance(folded.state, FoldState):
@@ -384,25 +668,9 @@ def save(ledger: Ledger, folded: Folded) -> bool:
     payload = encode(folded, folder)
     try:
         _upgrade_gitignore(ledger)
-        fd, tmp = create_temp(path)
+        # the racy rule measures from the mtime (`catchup.stamp`): the moment the prefix was verified
+        replace_state(path, payload, fsync=True, mtime_ns=folded.prefix.seen_ns)
     except (OSError, AnchorfsError):
-        return False
-    try:
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-            seen = folded.prefix.seen_ns
-            os.utime(fd, ns=(seen, seen))  # the racy rule measures from here (`catchup.stamp`)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         return False
     return True
 

@@ -251,12 +251,9 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
     """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
     on, or None when a stat cannot vouch for one of them."""
     from itertools import chain
-    from operator import attrgetter
 
     from .config import CONFIG_FILE
     from .model import Verdict
-
-    anchors_of, path_of = attrgetter("anchors"), attrgetter("path")
 
     root = ws.root_real
     paths: list[str] = []
@@ -279,9 +276,8 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
             return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
         walked: set[str] = set()  # folders recorded, and paths found absent
         present: dict[str, _Key] = {}
-        # the distinct files, in C loops: 100,000 memories rest on a few thousand
-        anchored = map(path_of, chain.from_iterable(map(anchors_of, report.checked)))
-        for rel in dict.fromkeys(chain(anchored, report.paths_now())):  # and where moved ones are now
+        # the distinct files (100,000 memories rest on a few thousand), read off the report's plan
+        for rel in dict.fromkeys(chain(report.anchored_paths(), report.paths_now())):  # and where moved ones are now
             parts = rel.split("/")
             if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
                 return None  # `unsafe` and its kin: for the full pass to judge each time

@@ -562,7 +562,16 @@ class Workspace:
         what the anchors alone say.
 
         The lists are kept while the fold is the same object (a fold is never changed in
-        place): at 100,000 memories picking them out again costs as much as the pass itself."""
+        place): at 100,000 memories picking them out again costs as much as the pass itself.
+        A workspace that has not folded the ledger yet (a new process) takes the pass from the
+        fold snapshot's plan while that holds (`anchorfs.driftplan`): the same answers, with a
+        memory built only where a file failed or when the report's memories are read."""
+        if self._fold is None:
+            from .driftplan import drift as planned_drift
+
+            planned = planned_drift(self, progress)
+            if planned is not None:
+                return planned
         state = self._memories()
         held = self.__dict__.get("_drift_targets")
         if held is not None and held[0] is state:

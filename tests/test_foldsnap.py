@@ -168,11 +168,11 @@ def test_a_damaged_snapshot_is_not_there(led: Ledger, damage: str) -> None:
     elif damage == "folder":  # a copy from another state folder (a clone, `cp -r`)
         data = orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body
     elif damage == "memory":  # well-formed JSON with its checksum right, a snapshot the reader's rules refuse
-        first, rest = body.split(b"\n", 1)
+        first, plan, rest = body.split(b"\n", 2)  # the counts, the drift plan, the records
         rec, others = rest.split(b"\n", 1)
         bad = orjson.loads(rec)
         bad[1][0][6]["tags"] = [1, 2]
-        nb = first + b"\n" + orjson.dumps(bad) + b"\n" + others
+        nb = first + b"\n" + plan + b"\n" + orjson.dumps(bad) + b"\n" + others
         import blake3
 
         data = orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb
