@@ -615,8 +615,8 @@ def main() -> None:
                          "writes a figure the runs agree on once, else each run's")
     ap.add_argument("--save", metavar="FILE", help="also keep the measured runs in FILE (pickle), for --from")
     ap.add_argument("--from", dest="from_", metavar="FILE", nargs="+",
-                    help="measure nothing: write the section from runs kept with --save (embedders measured "
-                         "in separate processes), in the usual embedder order")
+                    help="measure nothing: write the section from runs kept with --save (embedders or runs "
+                         "measured in separate processes; one embedder's runs from several files are one group)")
     ap.add_argument("--calibrate", action="store_true",
                     help="fit and print each embedder's relevance calibration instead of measuring")
     args = ap.parse_args()
@@ -632,10 +632,12 @@ def main() -> None:
     if args.from_:
         import pickle
 
-        for path in args.from_:
+        by_embedder: dict[str, list[dict]] = {}
+        for path in args.from_:  # the runs of one embedder kept in several files are one group
             with open(path, "rb") as fh:
-                groups.extend(pickle.load(fh))
-        groups.sort(key=lambda g: EMBEDDERS.index(g[0]["name"]))
+                for group in pickle.load(fh):
+                    by_embedder.setdefault(group[0]["name"], []).extend(group)
+        groups = [by_embedder[n] for n in EMBEDDERS if n in by_embedder]
         names = []
     for name in names:
         group = []
