@@ -15,6 +15,7 @@ import warnings
 from datetime import timedelta
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,6 +40,8 @@ REFINE = 5
 """The index's best REFINE x limit candidates are re-ranked by their exact cosine."""
 SCHEMA_VERSION = "1"
 _T = TypeVar("_T")
+_TERMS_KEPT = 65_536
+"""Full-texts whose term sets a store keeps between queries (`Store._term_sets`)."""
 
 
 def embed_text(memory: Memory) -> str:
@@ -108,6 +111,67 @@ def _read(fn: Callable[[], _T], what: str) -> _T:
         raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
 
 
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _side_pool() -> ThreadPoolExecutor:
+    """One thread that runs a query's full-text side while the caller runs its vector side
+    (both wait on LanceDB's own threads, the GIL released); made again in a forked child."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchorfs-fts"))
+    return _POOL[1]
+
+
+class _Side:
+    """One side's answer (an Arrow table, or None): its best `n` rows by score then id, and
+    its columns converted only as far as the fusion reads them."""
+
+    def __init__(self, data: Any, key: str, sign: float, n: int) -> None:
+        self.data = data
+        self._columns: dict[str, list[Any]] = {}
+        self.ids: list[str] = [] if data is None else data.column("id").to_pylist()
+        self.scores: list[float] = [] if data is None else [float(x) for x in data.column(key).to_pylist()]
+        self.order = sorted(range(len(self.ids)), key=lambda j: (sign * self.scores[j], self.ids[j]))[:n]
+
+    def column(self, name: str) -> list[Any]:
+        if name not in self._columns:
+            self._columns[name] = self.data.column(name).to_pylist()
+        return self._columns[name]
+
+    def vectors(self) -> "np.ndarray":
+        """The vector column as one (rows, dim) float32 matrix, without a Python list per row."""
+        import numpy as np
+
+        col = self.data.column("vector").combine_chunks()
+        return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), -1)
+
+
+class _LazyRow(SearchRow):
+    """A candidate whose `Memory` is built from its JSON at the first read: of the 100 or so
+    candidates a query ranks, the drift pass reads the few that can still enter the top k."""
+
+    __slots__ = ("id", "_doc", "_memory")
+
+    def __init__(self, mid: str, doc: str | dict[str, Any], similarity: float, relevance: float,
+                 features: tuple[float, ...]) -> None:
+        self.id = mid
+        self._doc = doc
+        self._memory: Memory | None = None
+        super().__init__(None, similarity, relevance, features)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def memory(self) -> Memory:
+        if self._memory is None:
+            doc = self._doc
+            self._memory = Memory.from_dict(orjson.loads(doc) if isinstance(doc, str) else doc)
+        return self._memory
+
+    @memory.setter
+    def memory(self, value: Memory | None) -> None:
+        self._memory = value
+
+
 class Store:
     def __init__(self, state_dir: Path, embedder: "Embedder", *, compact_fragments: int = 64,
                  root: str | os.PathLike[str] | None = None, index_rows: int = 50_000) -> None:
@@ -120,6 +184,7 @@ class Store:
         self._table: Any = None
         self._indexed: str | None = None  # the vector index's type, once seen (it is never dropped but by `drop`)
         self._index_job: Any = None  # a background build started from here (`maybe_index`)
+        self._terms: dict[str, frozenset[str]] = {}  # full-text -> its term set (`_term_sets`)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -530,7 +595,7 @@ class Store:
         import numpy as np
 
         from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
-                              calibration, coverage, fts_query, rank, term_sets)
+                              calibration, coverage, fts_query, term_sets)
         from .textutil import compound_keys, expand_for_search, search_terms
 
         table = self.table()
@@ -542,45 +607,58 @@ class Store:
         cols = ["id", "doc", "vector", "text"]  # drift is not read: every hit is checked afresh
         use_text = text_weight > 0
         use_vector = vector_weight > 0 or not use_text
-        vec_rows: list[dict[str, Any]] = []
-        if use_vector:
-            vq = self.vector_query(query_vector, where)
-            vec_rows = _read(vq.select([*cols, "_distance"]).limit(fetch).to_list, "search")
-            vec_rows = sorted(vec_rows, key=lambda r: (float(r["_distance"]), r["id"]))[:n]
-        fts_rows: list[dict[str, Any]] = []
         refs = anchor_refs(text)
         file_names = self._file_names(refs) if refs else []
         fts_text = " ".join([*expand_for_search(text).split(), *compound_keys(text)])
         fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
+        pending: Future[Any] | None = None
         if fts_text and use_text:
             fq = table.search(fts_query(fts_text, file_names), query_type="fts", fts_columns="text")
             if where:
                 fq = fq.where(where, prefilter=True)
-            try:
-                fts_rows = fq.select([*cols, "_score"]).limit(fetch).to_list()
-                fts_rows = sorted(fts_rows, key=lambda r: (-float(r["_score"]), r["id"]))[:n]
-            except Exception:  # an odd query the FTS parser refuses still gets vector hits
-                fts_rows = []
-        rows: dict[str, dict[str, Any]] = {}
+            # the two sides are independent: the full-text one runs while the vector one does
+            pending = _side_pool().submit(fq.select([*cols, "_score"]).limit(fetch).to_arrow)
+        vec: Any = None
+        try:
+            if use_vector:
+                vq = self.vector_query(query_vector, where).select([*cols, "_distance"]).limit(fetch)
+                vec = _read(vq.to_arrow, "search")
+        finally:
+            fts: Any = None
+            if pending is not None:
+                try:
+                    fts = pending.result()
+                except Exception:  # an odd query the FTS parser refuses still gets vector hits
+                    fts = None
+        sides = [_Side(fts, "_score", -1.0, n), _Side(vec, "_distance", 1.0, n)]
+        rows: dict[str, tuple[_Side, int]] = {}  # id -> (side, row): full-text first, as it is scored
         bm25: dict[str, float] = {}
-        for r in fts_rows:
-            rows[r["id"]] = r
-            bm25[r["id"]] = float(r["_score"])
-        for r in vec_rows:
-            rows.setdefault(r["id"], r)
+        for side in sides:
+            for j in side.order:
+                mid = side.ids[j]
+                if side is sides[0]:
+                    rows[mid] = (side, j)
+                    bm25[mid] = side.scores[j]
+                else:
+                    rows.setdefault(mid, (side, j))
         if not rows:
             return []
         # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
         ids = sorted(rows)
         q = np.asarray(query_vector, dtype=np.float32)
-        matrix = np.asarray([rows[i]["vector"] for i in ids], dtype=np.float32).reshape(len(ids), -1)
+        matrix = np.empty((len(ids), q.shape[0]), dtype=np.float32)
+        for side in sides:
+            at = [j for j, mid in enumerate(ids) if rows[mid][0] is side]
+            if at:
+                matrix[at] = side.vectors()[[rows[ids[j]][1] for j in at]]
         # The exact cosine of every candidate, also of those only full-text found.
         sims = [float(x) for x in matrix @ q]
         docs: dict[str, dict[str, Any]] = {}  # each candidate's JSON parsed at most once
 
         def doc(mid: str) -> dict[str, Any]:
             if mid not in docs:
-                docs[mid] = orjson.loads(rows[mid]["doc"])
+                side, j = rows[mid]
+                docs[mid] = orjson.loads(side.column("doc")[j])
             return docs[mid]
 
         bonus = [0.0] * len(ids)
@@ -593,7 +671,7 @@ class Store:
                 if defined and bonus[j] < BONUS_NAMED and name_keys(doc(mid).get("content") or "") & defined:
                     bonus[j] = BONUS_NAMED
         if use_text:
-            docs_terms = term_sets([rows[i].get("text") or "" for i in ids])
+            docs_terms = self._term_sets([rows[i][0].column("text")[rows[i][1]] or "" for i in ids], term_sets)
             if refs and any(bonus):
                 # a memory anchored where the query points (or naming what the queried file
                 # defines) is about what the query names: it holds the reference's terms
@@ -616,14 +694,33 @@ class Store:
         else:
             units = cover = [0.0] * len(ids)
         cal = calibration(self.embedder.name)
-        out = []
+        out: list[_LazyRow] = []
         for j, mid in enumerate(ids):
             features = (sims[j] if use_vector else 0.0, units[j], cover[j],
                         1.0 if 0 < bonus[j] < BONUS_EXACT else 0.0, 1.0 if bonus[j] >= BONUS_EXACT else 0.0)
             rel = calibrated_relevance(features, cal, vector_weight=vector_weight if use_vector else 0.0,
                                        text_weight=text_weight if use_text else 0.0)
-            out.append(SearchRow(Memory.from_dict(doc(mid)), sims[j], rel, features))
-        return rank(out)[:k]
+            side, pos = rows[mid]
+            out.append(_LazyRow(mid, docs.get(mid) or side.column("doc")[pos], sims[j], rel, features))
+        # `ranking.rank`'s order (best relevance first, ties by id; each score its relevance),
+        # keyed by the id the row holds: a candidate's Memory is built only when it is read,
+        # and the drift pass reads only the few that can still enter the top k
+        out.sort(key=lambda r: (-r.relevance, r.id))
+        best: list[SearchRow] = [*out[:k]]
+        return best
+
+    def _term_sets(self, texts: list[str], term_sets: Callable[[Sequence[str]], list[frozenset[str]]]
+                   ) -> list[frozenset[str]]:
+        """`ranking.term_sets` of the candidates' full-texts, each text's set kept (a pure
+        function of the text): the same memories are candidates of query after query."""
+        memo = self._terms
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        if missing:
+            if len(memo) + len(missing) > _TERMS_KEPT:  # bounded: a long-lived server sees every memory
+                memo.clear()
+                missing = list(dict.fromkeys(texts))
+            memo.update(zip(missing, term_sets(missing)))
+        return [memo[t] for t in texts]
 
     def _file_names(self, refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
         """Name keys of what the files a query names (`src/billing/dunning.py`) define."""
