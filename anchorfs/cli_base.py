@@ -1,0 +1,264 @@
+"""The plumbing every `anchorfs` command module shares: the click group `cli`, the options
+each command takes (`_common`), the session that opens the workspace at most once and closes
+it (`_session`), and the output helpers (terminal-safe text, JSON, tables).
+
+Apart from `anchorfs.cli` so the command modules (`cli`, `cli_agents`, `cli_git`) import it
+without importing each other; `anchorfs.cli` re-exports every name, as before the split.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+import orjson
+
+from .errors import InputError
+from .model import KINDS, parse_time
+
+if TYPE_CHECKING:
+    from .drift import DriftReport, MemoryDrift
+    from .model import Memory
+    from .workspace import Workspace
+
+__all__ = ["cli", "EXIT_STALE"]
+
+EXIT_STALE = 90
+
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    """Text for a terminal: control characters shown as escapes, never sent raw.
+
+    Memory text comes from agents and cloned ledgers: `\\033]0;...\\007` would retitle the
+    terminal, `\\033[2J` clear it, a bidi override reorder what the reader sees. Newlines and
+    tabs stay; JSON output needs none of this (orjson escapes every control character).
+    """
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _echo(text: str = "", *, err: bool = False) -> None:
+    click.echo(_printable(text), err=err)
+
+
+def _json_text(data: Any) -> str:
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(_json_text(data))
+
+
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, r in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class _Ctx:
+    opener: "Callable[..., Workspace] | None" = None
+    """Set by `anchorfs serve` (`anchorfs.server`) in its own process: its warm workspace."""
+
+    def __init__(self, root: str | None, as_json: bool) -> None:
+        self.root = root
+        self.json = as_json
+        self._ws: Workspace | None = None
+
+    def ws(self, **kwargs: Any) -> "Workspace":
+        if self._ws is None:
+            from .workspace import open as open_ws
+
+            self._ws = (_Ctx.opener or open_ws)(self.root, **kwargs)
+        return self._ws
+
+    def close(self) -> None:
+        if self._ws is not None:
+            self._ws.close()
+
+
+def _time_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A TIME option (`--since`, `--as-of`) that does not parse is a usage error (exit 2)."""
+    if value is not None:
+        try:
+            parse_time(value)
+        except InputError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _text_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Empty text where text is needed (`query ""`, `record ""`) is a usage error (exit 2)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty text given")
+    return value
+
+
+_KIND = click.Choice(KINDS)
+_LINES_SPEC = re.compile(r"^(?P<path>.+?):\d+(?:-\d+)?$")  # as anchors.parse_spec splits `PATH:START-END`
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    """(path, the rest) of an anchor spec: `a.py#Cls.fn` -> (`a.py`, `#Cls.fn`)."""
+    text = spec.strip()
+    if "#" in text:
+        path, _, symbol = text.partition("#")
+        return path.strip(), "#" + symbol
+    m = _LINES_SPEC.match(text)
+    if m:
+        return m.group("path"), text[m.end("path"):]
+    return text, ""
+
+
+def _from_cwd(ws: "Workspace", specs: Sequence[str]) -> list[str]:
+    """Anchor specs with their paths taken from the current folder first, as git pathspecs are:
+    in `src/flask/`, `app.py#Flask.run` is `src/flask/app.py#Flask.run`. A path that names
+    nothing there but does from the workspace root keeps its root-relative meaning; one that
+    names nothing either way is passed on resolved, so the error shows it as resolved."""
+    try:
+        rel = os.path.relpath(os.path.realpath(os.getcwd()), ws.root_real)
+    except (OSError, ValueError):
+        return list(specs)
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return list(specs)  # at the root, or outside the workspace: nothing to re-base
+    out = []
+    for spec in specs:
+        path, rest = _split_spec(spec)
+        if not path or os.path.isabs(path) or "\0" in path:
+            out.append(spec)
+            continue
+        here = os.path.normpath(os.path.join(rel, path))
+        if os.path.lexists(os.path.join(ws.root_real, here)) or not os.path.lexists(os.path.join(ws.root_real, path)):
+            out.append(here.replace(os.sep, "/") + rest)
+        else:
+            out.append(spec)
+    return out
+
+
+def _read_text(text: str | None, from_file: str | None) -> str:
+    """A memory's text: the argument, `-` for stdin, or `--file PATH` (long text, no argv
+    limit). Read as UTF-8; trailing newlines dropped (`echo ... | anchorfs record -`)."""
+    if from_file is not None and text is not None:
+        raise click.UsageError("give the text, - (stdin) or --file PATH, not two of them")
+    if from_file is None and text is None:
+        raise click.UsageError("Missing argument 'TEXT' (or - to read stdin, --file PATH to read a file)")
+    if text is not None and text != "-":
+        return text
+    where = "stdin" if from_file is None else from_file
+    try:
+        if from_file is None:
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(from_file, "rb") as fh:  # noqa: PTH123 - a user's file, named by the user
+                raw = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where} is not UTF-8 text (byte {exc.start})") from None
+
+
+def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Every command takes --root and --json (DESIGN.md), after the command name too."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")(fn)
+    fn = click.option("--root", type=click.Path(file_okay=False), help="Workspace root (default: found like git).")(fn)
+    return fn
+
+
+@contextmanager
+def _session(ctx: click.Context, root: str | None, as_json: bool) -> Iterator[_Ctx]:
+    parent: _Ctx = ctx.obj
+    c = _Ctx(root or parent.root, as_json or parent.json)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--root", type=click.Path(file_okay=False), help="Workspace root (default: found like git).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.version_option(package_name="anchorfs")
+@click.pass_context
+def cli(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Memories for coding agents, anchored to the code they rest on."""
+    ctx.obj = _Ctx(root, as_json)
+
+
+# -- formatting helpers ---------------------------------------------------------------------
+
+def _emit(c: "_Ctx", data: Any, text: str) -> None:
+    """The command's result: JSON for programs, one line for people."""
+    if c.json:
+        _emit_json(data)
+    else:
+        _echo(text)
+
+
+def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
+    drift = "" if md is None else f"  drift: {md.drift.value if m.anchors or m.stale_claims else 'unanchored'}"
+    _echo(f"{m.id}  [{m.kind}] {m.status}{drift}")
+    _echo(f"  {m.content}")
+    if m.tags:
+        _echo(f"  tags: {', '.join(m.tags)}")
+    checks = md.checks if md is not None else ()
+    for n, a in enumerate(m.anchors):
+        commit = f" @ {a.commit[:7]}" if a.commit else ""
+        dirty = " (taken on uncommitted changes)" if a.dirty else ""
+        ch = checks[n] if n < len(checks) else None  # one check per anchor, in order
+        now = f"  now {ch.verdict.value}: {ch.detail}" if ch is not None else ""
+        _echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}{dirty}{now}")
+    for c in m.stale_claims:  # what `verify --mark` found gone in its text
+        _echo(f"  {c.words} (found by verify {c.found_at.isoformat(timespec='seconds')})")
+    _echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
+    if m.valid_until:
+        _echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
+    if m.supersedes:
+        _echo(f"  supersedes {m.supersedes}")
+    if m.superseded_by:
+        _echo(f"  superseded by {m.superseded_by}")
+    if m.reason:
+        _echo(f"  reason: {m.reason}")
+
+
+def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A progress bar on a terminal, shown only once the work has taken more than a second."""
+    import time
+
+    start = time.monotonic()
+    state: dict[str, Any] = {"bar": None}
+
+    def update(done: int, total: int) -> None:
+        bar = state["bar"]
+        if bar is None:
+            if time.monotonic() - start <= 1.0 or not sys.stderr.isatty():
+                return
+            from rich.progress import Progress
+
+            bar = state["bar"] = Progress(transient=True)
+            bar.start()
+            state["task"] = bar.add_task(label, total=total)
+        bar.update(state["task"], completed=done)
+
+    def finish() -> None:
+        if state["bar"] is not None:
+            state["bar"].stop()
+
+    return update, finish

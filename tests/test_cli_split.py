@@ -1,0 +1,43 @@
+"""`anchorfs.cli` and `anchorfs.verify` were split into modules by concept (pure moves): every
+command is still on the one `cli` group, and every name is importable where it was."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import anchorfs.cli as cli_module
+import anchorfs.verify as verify_module
+from anchorfs import cli_agents, cli_git, verify_suggest, verify_text
+
+COMMANDS = {
+    "accept", "at", "bisect", "conflicts", "context", "demo", "drift", "export", "history", "hook", "import",
+    "init", "ledger", "list", "log", "mcp", "merge-ledger", "query", "reanchor", "record", "reindex", "reject",
+    "retract", "revert", "serve", "share", "show", "supersede", "verify", "watch",
+}
+
+
+def test_every_command_is_on_the_one_group_and_importable_from_cli() -> None:
+    assert set(cli_module.cli.commands) == COMMANDS
+    assert set(cli_module.hook.commands) == {"install", "uninstall", "run", "session-start", "post-edit"}
+    for module in (cli_agents, cli_git):
+        for name in module.__all__:
+            assert getattr(cli_module, name) is getattr(module, name), name
+    assert cli_agents.cli is cli_git.cli is cli_module.cli
+
+
+def test_every_public_verify_name_stays_in_verify() -> None:
+    for name in verify_module.__all__:
+        assert getattr(verify_module, name) is not None, name
+    for module in (verify_text, verify_suggest):
+        for name in module.__all__:
+            assert name in verify_module.__all__ and getattr(verify_module, name) is getattr(module, name), name
+
+
+def test_python_m_anchorfs_cli_runs_every_command() -> None:
+    """`-m anchorfs.cli` runs the module as `__main__`, a copy: it must still reach the moved commands."""
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "--help"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    listed = {line.split()[0] for line in proc.stdout.split("Commands:")[1].splitlines() if line.strip()}
+    assert listed == COMMANDS
