@@ -32,6 +32,7 @@ from typing import Any
 from .anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
 from .errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
 from .model import Drift, Memory, StaleClaim
+from .verify_text import Claim, _has_extension, extract_claims, remote_context
 
 __all__ = [
     "CLAIM_KINDS",
@@ -70,14 +71,6 @@ USER_AGENT = "anchorfs-verify/0.1"
 
 
 # -- values ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """Something a memory's text names: `path`, `symbol` (`Name` or `file#Name`) or `url`."""
-
-    kind: str
-    value: str
-
 
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
@@ -148,189 +141,6 @@ def _aggregate(results: Iterable[ClaimResult]) -> Drift | None:
     if Drift.UNKNOWN in verdicts:
         return Drift.UNKNOWN
     return Drift.FRESH
-
-
-# -- extraction ------------------------------------------------------------------------------
-
-_MARKER_RE = re.compile(r"@anchor\([^)]*\)")
-_URL_RE = re.compile(r"https?://\S+", re.IGNORECASE)
-_BACKTICK_RE = re.compile(r"`([^`\n]+)`")
-_SPLIT_RE = re.compile(r"[\s,;|()=`\"]+")
-_LINE_SUFFIX_RE = re.compile(r":\d+(?:[-:]\d+)?$")
-_TEMPLATE_CHARS = frozenset("<>{}$%*?")
-_OPENERS = {"[": "]", "{": "}", "<": ">", "(": ")"}
-_CLOSERS = {v: k for k, v in _OPENERS.items()}
-_PATH_CHARS_RE = re.compile(r"[\w.\-+~\[\]/]+")
-_BARE_NAME_RE = re.compile(r"\.?[\w+\-\[\]]+(?:\.[\w+\-\[\]]+)*")
-_IDENT = r"[A-Za-z_$][\w$]*"
-_IDENT_RE = re.compile(rf"{_IDENT}(?:(?:\.|::|#){_IDENT})*")
-_HOSTLIKE_RE = re.compile(
-    r"(?:www\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|dev|ai|app|co|gov|edu|info|me|sh"
-    r"|cloud|xyz|us|uk|de|fr|jp|cn|ru|in|eu|ca|au|nl)",
-    re.IGNORECASE,
-)
-_LETTER_RE = re.compile(r"[^\W\d_]")
-_GITHUB_LINES_RE = re.compile(r"L\d+(?:-L?\d+)?")
-
-
-def _trim(token: str) -> str:
-    """Drop sentence punctuation and unbalanced brackets around a token, keep the inside."""
-    if token.endswith(("'s", "\u2019s")):
-        token = token[:-2]
-    while token:
-        head, tail = token[0], token[-1]
-        if head in "*'" or (head in _OPENERS and token.count(head) > token.count(_OPENERS[head])):
-            token = token[1:]
-        elif tail in ".,:;!?*'" or (tail in _CLOSERS and token.count(tail) > token.count(_CLOSERS[tail])):
-            token = token[:-1]
-        else:
-            break
-    return token
-
-
-def _is_template(token: str) -> bool:
-    return any(c in _TEMPLATE_CHARS for c in token) or "..." in token or "@" in token
-
-
-def _has_extension(name: str) -> bool:
-    stem, dot, ext = name.rpartition(".")
-    return bool(dot and stem and stem != "." and _LETTER_RE.search(ext))
-
-
-def _path_value(token: str) -> str | None:
-    """A path-shaped token as a path claim's value, or None when it is no path."""
-    if not token or not _PATH_CHARS_RE.fullmatch(token) or "//" in token:
-        return None
-    if not _LETTER_RE.search(token):
-        return None  # 2024/01/02, 1/2, 3.11
-    if token.startswith("~"):
-        return token if re.match(r"~[\w.-]*/.", token) else None
-    if token.startswith("/"):
-        return token if len(token) > 1 else None
-    if "/" not in token:
-        if _BARE_NAME_RE.fullmatch(token) and (_has_extension(token) or token.startswith(".")):
-            return token if token not in (".", "..") else None
-        return None
-    if token.startswith("./") and "/" not in token[2:].rstrip("/"):
-        if token[2:].rstrip("/"):
-            return token  # ./README.md: explicitly at the root, unlike a bare name
-        return None
-    value = token
-    while value.startswith("./"):
-        value = value[2:]
-    first = value.split("/", 1)[0]
-    if first not in ("..", "~") and _HOSTLIKE_RE.fullmatch(first):
-        return None  # github.com/org/repo: a URL without its scheme
-    if value.startswith("path/to/"):
-        return None  # the classic placeholder
-    return value or None
-
-
-def _symbol_name(text: str) -> str | None:
-    text = text[:-2] if text.endswith("()") else text
-    if not _IDENT_RE.fullmatch(text):
-        return None
-    return text.replace("::", ".").replace("#", ".")
-
-
-def _token_claims(token: str) -> list[Claim]:
-    token = _trim(token)
-    if not token or _is_template(token):
-        return []
-    token = _LINE_SUFFIX_RE.sub("", token)
-    if "#" in token:
-        left, _, frag = token.partition("#")
-        path = _path_value(left) if left else None
-        if path is None:
-            return []
-        name = None if _GITHUB_LINES_RE.fullmatch(frag) else _symbol_name(frag)
-        if name is not None:
-            return [Claim("symbol", f"{path}#{name}")]
-        return [Claim("path", path)]
-    path = _path_value(token)
-    return [Claim("path", path)] if path is not None else []
-
-
-def extract_claims(text: str) -> list[Claim]:
-    """Candidate claims in `text`, deduplicated: URLs, then backticked names, then paths and
-    `file#Name`s, each in text order. `check_memory` decides which of them count.
-
-    `@anchor(...)` markers are skipped (they are anchors, checked by drift). A path inside a URL
-    is part of the URL, not a path claim. Tokens with template parts (`<version>`, `$TAG`,
-    `{name}`, globs, `...`) are no claims at all.
-    """
-    text = _MARKER_RE.sub(" ", text)
-    claims: list[Claim] = []
-
-    def url_span(m: re.Match[str]) -> str:
-        raw = re.split(r"[`\"]", m.group(0), maxsplit=1)[0]
-        url = _trim(raw)
-        if url and not any(c in _TEMPLATE_CHARS for c in url) and url.split("://", 1)[1]:
-            claims.append(Claim("url", url))
-        return " " * len(m.group(0))
-
-    text = _URL_RE.sub(url_span, text)
-    for span in _BACKTICK_RE.finditer(text):
-        inner = _trim(span.group(1).strip())
-        if inner and not any(c.isspace() for c in inner) and "/" not in inner:
-            name = _symbol_name(inner)
-            if name is not None:
-                claims.append(Claim("symbol", name))
-    for token in _SPLIT_RE.split(text):
-        claims.extend(_token_claims(token))
-    return list(dict.fromkeys(claims))
-
-
-_REMOTE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("ssh", re.compile(r"(?<![\w./~-])(?:ssh|scp|sftp|rsync)(?![\w./-])", re.IGNORECASE)),
-    ("a container", re.compile(
-        r"\b(?:docker(?:[ -]compose)?|podman|kubectl|oc)\s+(?:exec|cp|run|attach)\b", re.IGNORECASE
-    )),
-    ("user@host", re.compile(r"(?<![\w.@/-])[\w.+-]+@[A-Za-z][\w-]*(?:\.[\w-]+)*")),
-)
-_IPV4_RE = re.compile(r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w.]\w)")
-
-
-def remote_context(text: str) -> str | None:
-    """What makes this text talk about another machine (ssh, a container, an IP), or None."""
-    for label, pattern in _REMOTE_PATTERNS:
-        m = pattern.search(text)
-        if m:
-            return m.group(0) if label != "user@host" else f"{m.group(0)} (user@host)"
-    for m in _IPV4_RE.finditer(text):
-        octets = [int(g) for g in m.groups()]
-        if all(o <= 255 for o in octets) and octets[0] != 127 and octets != [0, 0, 0, 0]:
-            return f"an IP address ({m.group(0)})"
-    return None
-
-
-_CODE_LIKE_RE = re.compile(
-    rf"(?<![\w$./#-]){_IDENT}(?:\.{_IDENT})*(?:\(\))?(?![\w$/#-])"
-)
-
-
-def _prose_identifiers(text: str) -> list[str]:
-    """Identifiers in plain prose that only code would spell: camelCase, snake_case, `f()`."""
-    text = _URL_RE.sub(" ", _MARKER_RE.sub(" ", text))
-    names: list[str] = []
-    for m in _CODE_LIKE_RE.finditer(text):
-        raw = m.group(0)
-        name = raw[:-2] if raw.endswith("()") else raw
-        parts = name.split(".")
-        if raw.endswith("()") or any(_camel(p) or _snake(p) for p in parts):
-            names.append(name)
-    return list(dict.fromkeys(names))
-
-
-def _snake(word: str) -> bool:
-    """get_user, MAX_FILE_BYTES, __init__: an underscore inside the word, or a dunder."""
-    inner = word.strip("_")
-    return bool(inner) and ("_" in inner or (word.startswith("__") and word.endswith("__")))
-
-
-def _camel(word: str) -> bool:
-    """getUserById, TokenIssuer: an inner capital after a lowercase letter."""
-    return bool(re.search(r"[a-z0-9][A-Z]", word))
 
 
 # -- the workspace's files and symbols --------------------------------------------------------
@@ -858,119 +668,12 @@ def check_memory(
     return _assemble(memory, claims, urls)
 
 
-def suggest_anchors(
-    root: str | os.PathLike[str], memory: Memory, index: SymbolIndex | None = None
-) -> list[str]:
-    """Anchor specs the memory's text names and the workspace backs, deduplicated.
-
-    A workspace file named by path (or a bare name found in exactly one place), a
-    `file#Name` that resolves, and an identifier (backticked, or code-shaped in prose) that
-    names exactly one definition in the workspace. Paths are not proposed when the memory talks
-    about another machine. Specs the memory is already anchored to are left out.
-    """
-    checker = _Checker(root, index)
-    remote = remote_context(memory.content)
-    have = {a.spec for a in memory.anchors}
-    specs: list[str] = []
-    names: list[str] = []
-    for claim in extract_claims(memory.content):
-        if claim.kind == "url":
-            continue
-        if claim.kind == "path":
-            if remote:
-                continue
-            where = checker.where(claim.value)
-            if where.verdict is Drift.FRESH and where.is_file and where.rel is not None:
-                if os.path.getsize(where.real or "") <= MAX_FILE_BYTES:
-                    specs.append(where.rel)
-        elif "#" in claim.value:
-            if remote:
-                continue
-            where, qualified = checker.symbol(claim.value)
-            if where.verdict is Drift.FRESH and where.rel is not None and qualified is not None:
-                specs.append(f"{where.rel}#{qualified}")
-        else:
-            names.append(claim.value)
-    names.extend(_prose_identifiers(memory.content))
-    for name in dict.fromkeys(names):
-        where, qualified = checker.symbol(name)
-        if where.verdict is Drift.FRESH and where.rel is not None and qualified is not None:
-            specs.append(f"{where.rel}#{qualified}")
-    return [s for s in dict.fromkeys(specs) if s not in have]
-
-
-@dataclass(frozen=True, slots=True)
-class Suggestion:
-    """Anchors proposed for one unanchored memory. `held` names the claims of its text that are
-    stale (found now, or marked by `verify --mark`): such a memory is never anchored, because
-    an anchor to whatever else it names would serve a claim about something gone as fresh."""
-
-    id: str
-    anchors: tuple[str, ...]
-    held: tuple[tuple[str, str], ...] = ()
-    """(claim, detail) of each stale claim; empty when the anchors may be taken."""
-    applied: bool = False
-
-    @property
-    def why(self) -> str | None:
-        """Why it was not anchored, in one line; None when nothing holds it back."""
-        if not self.held:
-            return None
-        gone = "; ".join(f"claims `{value}`, which is gone: {detail}" for value, detail in self.held[:3])
-        more = f" and {len(self.held) - 3} more" if len(self.held) > 3 else ""
-        return f"{gone}{more}; not anchored: fix the text (supersede) or retract it first"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "anchors": list(self.anchors), "applied": self.applied, "why": self.why}
-
-
-@dataclass(frozen=True, slots=True)
-class SuggestReport:
-    """Every suggestion, those that may be anchored and those held back (`Suggestion.held`)."""
-
-    suggestions: tuple[Suggestion, ...] = ()
-    applied: bool = False
-
-    @property
-    def proposals(self) -> dict[str, list[str]]:
-        """memory id -> specs, for the memories that may be anchored."""
-        return {s.id: list(s.anchors) for s in self.suggestions if not s.held}
-
-    @property
-    def held(self) -> list[Suggestion]:
-        return [s for s in self.suggestions if s.held]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"suggestions": [s.to_dict() for s in self.suggestions], "applied": self.applied,
-                "held": len(self.held)}
-
-
-def suggest_report(
-    root: str | os.PathLike[str], memories: Iterable[Memory], *, index: SymbolIndex | None = None
-) -> SuggestReport:
-    """Suggestions for the memories without anchors that name something here, each held back
-    when its text makes a stale claim: checked now (paths and symbols; URLs are not fetched
-    here), or marked stale by an earlier `verify --mark` (a URL found 404 by `--net`)."""
-    index = index if index is not None else SymbolIndex(root)
-    checker = _Checker(root, index)
-    out: list[Suggestion] = []
-    for memory in memories:
-        if memory.anchors:
-            continue
-        specs = suggest_anchors(root, memory, index)
-        if not specs:
-            continue
-        held = {c.value: c.detail for c in memory.stale_claims}
-        for claim, where in checker.check(memory):
-            if where is not None and where.verdict is Drift.STALE:
-                held.setdefault(claim.value, where.detail)
-        out.append(Suggestion(memory.id, tuple(specs), tuple(held.items())))
-    return SuggestReport(tuple(out))
-
-
-def suggest(
-    root: str | os.PathLike[str], memories: Iterable[Memory], *, index: SymbolIndex | None = None
-) -> dict[str, list[str]]:
-    """memory id -> proposed specs, for memories without anchors that name something here and
-    make no stale claim (`suggest_report` says why the others were left out)."""
-    return suggest_report(root, memories, index=index).proposals
+# The suggestion machinery builds on the checks above; imported last, so that what it takes
+# from here exists, and re-exported: every name stays importable from `anchorfs.verify`.
+from .verify_suggest import (  # noqa: E402
+    Suggestion,
+    SuggestReport,
+    suggest,
+    suggest_anchors,
+    suggest_report,
+)
