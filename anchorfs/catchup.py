@@ -28,7 +28,6 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -68,8 +67,43 @@ def _sig(st: os.stat_result) -> Stat:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-@dataclass(frozen=True, slots=True)
-class Prefix:
+class _Frozen:
+    """A frozen value with `__slots__`, its fields in `_fields`: equality, hash and repr over
+    them, as `@dataclass(frozen=True, slots=True)` gives, without the dataclass machinery,
+    whose code generation at import is a millisecond of every hook per class."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._fields)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __getstate__(self) -> tuple[object, ...]:  # copy and pickle, past the frozen `__setattr__`
+        return self._values()
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        for name, value in zip(self._fields, state):
+            object.__setattr__(self, name, value)
+
+
+class Prefix(_Frozen):
     """What a reader took in: the ledger's first `offset` bytes, by checksum.
 
     `base` is the chain over the whole blocks before `offset` (so the checksum can be extended
@@ -81,12 +115,24 @@ class Prefix:
     checkpoint found settled later is re-stamped, its bytes unchanged.
     """
 
+    __slots__ = ("offset", "base", "digest", "tail", "stat", "seen_ns")
+    _fields = __slots__
     offset: int
     base: bytes
     digest: bytes
     tail: bytes
     stat: Stat | None
     seen_ns: int
+
+    def __init__(self, offset: int, base: bytes, digest: bytes, tail: bytes, stat: Stat | None,
+                 seen_ns: int) -> None:
+        put = object.__setattr__
+        put(self, "offset", offset)
+        put(self, "base", base)
+        put(self, "digest", digest)
+        put(self, "tail", tail)
+        put(self, "stat", stat)
+        put(self, "seen_ns", seen_ns)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form the checkpoint (and the fold snapshot, `anchorfs.foldsnap`) keeps."""
@@ -161,20 +207,30 @@ class _Chain:
         return h.digest()
 
 
-@dataclass(frozen=True, slots=True)
-class Follow:
+class Follow(_Frozen):
     """Where the ledger stands against what a reader took in.
 
     `same`: nothing new; `grown`: the prefix holds, `entries` are the lines after it;
     `rewritten` (also when nothing was taken in before): `entries` are every line now.
-    `prefix` is the ledger as read now, to its last whole line.
+    `prefix` is the ledger as read now, to its last whole line. `skipped`: lines read that were
+    skipped (bad, with a warning): a fold of them is not one to keep.
     """
 
+    __slots__ = ("kind", "prefix", "entries", "skipped")
+    _fields = __slots__
     kind: Kind
     prefix: Prefix
     entries: list[Entry]
-    skipped: int = 0
-    """Lines read that were skipped (bad, with a warning): a fold of them is not one to keep."""
+    skipped: int
+
+    def __init__(self, kind: Kind, prefix: Prefix, entries: list[Entry], skipped: int = 0) -> None:
+        put = object.__setattr__
+        put(self, "kind", kind)
+        put(self, "prefix", prefix)
+        put(self, "entries", entries)
+        put(self, "skipped", skipped)
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass's: its entries are a list
 
 
 def settled(ledger: Ledger, seen: Prefix | None) -> bool:
@@ -393,15 +449,24 @@ def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memor
     return refold(dict(state) if not isinstance(state, dict) else state, entries)
 
 
-@dataclass(frozen=True, slots=True)
-class Folded:
+class Folded(_Frozen):
     """A reader's fold of the ledger (`state`) and the prefix it was folded from; `saved`, the
     fold's line count when it was last written as the snapshot (`anchorfs.foldsnap`), None
     when no snapshot on disk is known to hold it."""
 
+    __slots__ = ("prefix", "state", "saved")
+    _fields = __slots__
     prefix: Prefix
     state: dict[str, Memory]
-    saved: int | None = None
+    saved: int | None
+
+    def __init__(self, prefix: Prefix, state: dict[str, Memory], saved: int | None = None) -> None:
+        put = object.__setattr__
+        put(self, "prefix", prefix)
+        put(self, "state", state)
+        put(self, "saved", saved)
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass's: its state is a dict
 
 
 def load(path: Path) -> Prefix | None:

@@ -39,6 +39,19 @@ from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, check_snapshot, from_iso, new_id, to_iso, utcnow
 from .statefs import open_state, refuse_link
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .forks import Fork, Side
+else:
+    def __getattr__(name: str) -> Any:
+        """`Fork` and `Side` live in `anchorfs.forks`, imported the first time either is asked for."""
+        if name in ("Fork", "Side"):
+            from . import forks
+
+            globals().update(Fork=forks.Fork, Side=forks.Side)
+            return getattr(forks, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "current_actor", "FoldState", "Fork", "Side",
            "Head", "rank", "stamped"]
 
@@ -394,34 +407,6 @@ class Head(NamedTuple):
     memory: Memory
 
 
-@dataclass(frozen=True, slots=True)
-class Side:
-    """One side of a fork: the memory it left standing (a successor, or the memory itself
-    retracted or kept), and who wrote it."""
-
-    id: str
-    memory: Memory
-    op: str
-    actor: str
-    at: datetime
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "content": self.memory.content, "author": self.memory.author,
-                "status": self.memory.status, "op": self.op, "actor": self.actor, "at": to_iso(self.at)}
-
-
-@dataclass(frozen=True, slots=True)
-class Fork:
-    """One memory that two entries changed without seeing each other (two successors, or a
-    supersede racing a retract), each side still standing: listed, never resolved by a guess."""
-
-    memory: Memory
-    sides: tuple[Side, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.memory.id, "content": self.memory.content, "sides": [s.to_dict() for s in self.sides]}
-
-
 class FoldState(dict[str, Memory]):
     """The fold: memory id -> its snapshot, plus what keeps it independent of line order (the
     heads of every memory, the ids named as replaced, the highest `seq`)."""
@@ -517,6 +502,8 @@ class FoldState(dict[str, Memory]):
         """
         if self._forks is not None:
             return self._forks
+        from .forks import Fork, Side
+
         out: list[Fork] = []
         for mid in sorted(self.heads):
             heads = self.heads[mid]

@@ -18,6 +18,19 @@ import orjson
 
 from .errors import InputError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .hits import Hit
+else:
+    def __getattr__(name: str) -> Any:
+        """`Hit` lives in `anchorfs.hits`, imported the first time it is asked for."""
+        if name == "Hit":
+            from .hits import Hit
+
+            globals()["Hit"] = Hit
+            return Hit
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "KINDS",
     "Kind",
@@ -500,46 +513,6 @@ class AnchorCheck(NamedTuple):
             "detail": self.detail,
             "lines_now": list(self.lines_now) if self.lines_now else None,
             "path_now": self.path_now,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One query result. `relevance` in [0, 1] is how well the memory matches the query;
-    `score = relevance x drift factor x age factor` orders the results; `weak` marks a
-    relevance under the floor (`search.relevance_floor`): the closest thing, not an answer."""
-
-    memory: Memory
-    similarity: float
-    score: float
-    drift: Drift
-    checks: tuple[AnchorCheck, ...]
-    envelope: str
-    relevance: float = 1.0
-    weak: bool = False
-    conflict: tuple[str, ...] = ()
-    """The ids standing against this memory in a fork (`Workspace.conflicts`); empty when none."""
-
-    def to_dict(self) -> dict[str, Any]:
-        m = self.memory
-        return {
-            "id": m.id,
-            "content": m.content,
-            "kind": m.kind,
-            "tags": list(m.tags),
-            "status": m.status,
-            "relevance": round(self.relevance, 6),
-            "score": round(self.score, 6),
-            "weak": self.weak,
-            "similarity": round(self.similarity, 6),
-            "drift": self.drift.value,
-            "envelope": self.envelope,
-            "recorded_at": to_iso(m.recorded_at),
-            "valid_until": to_iso(m.valid_until),
-            "superseded_by": m.superseded_by,
-            "anchors": [c.to_dict() for c in self.checks],
-            "stale_claims": [c.to_dict() for c in m.stale_claims],
-            "conflict": list(self.conflict),
         }
 
 

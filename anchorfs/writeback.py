@@ -17,7 +17,6 @@ import orjson
 from .drift import DriftReport, MemoryDrift
 from .errors import AnchorfsError
 from .model import Drift, Memory
-from .statedir import _replace_atomic
 from .statefs import read_state
 
 if TYPE_CHECKING:
@@ -100,6 +99,8 @@ def write_back(state: Path, results: Iterable[MemoryDrift] | DriftReport, *, sto
         except AnchorfsError:
             pass
     try:
+        from .statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
+
         _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": merged, "pending": pending}),
                         "drift-write")
     except OSError:
@@ -114,6 +115,8 @@ def flush_pending(state: Path, store: "Store", *, read_only: bool) -> None:
     known, pending, _ = read(state)
     if not pending:
         return
+    from .statedir import _replace_atomic
+
     try:
         store.set_drift(pending)
         _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": known, "pending": {}}),

@@ -1,0 +1,109 @@
+"""What a hook pays at import: no dataclass it does not use is built, and the values made plain
+classes for it (`catchup.Prefix`, `Follow`, `Folded`) behave as the frozen dataclasses did."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+import anchorfs
+from anchorfs import catchup
+
+TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"
+
+# Every dataclass built while a hook runs, by name (the decorator wrapped before anything imports it).
+_PROBE = ("import dataclasses, io, json, sys\n"
+          "made = []\n"
+          "real = dataclasses.dataclass\n"
+          "def counting(cls=None, /, **kw):\n"
+          "    def wrap(c):\n        made.append(c.__qualname__)\n        return real(c, **kw)\n"
+          "    return wrap if cls is None else wrap(cls)\n"
+          "dataclasses.dataclass = counting\n"
+          "import anchorfs.foldsnap as foldsnap\n"
+          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
+          "from anchorfs.__main__ import main\n"
+          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
+          "sys.stderr.write(json.dumps({'made': made, 'mods': sorted(m for m in sys.modules if m.startswith('anchorfs'))}))\n")
+
+
+@pytest.fixture
+def repo(git_repo: Path) -> Path:
+    (git_repo / "auth").mkdir()
+    (git_repo / "auth" / "token.py").write_text(TOKEN)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "initial")
+    anchorfs.init(git_repo)
+    with anchorfs.open(git_repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    return git_repo
+
+
+def test_a_hook_builds_no_dataclass_it_does_not_use(repo: Path) -> None:
+    token = repo / "auth" / "token.py"
+    edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(token)}})
+
+    def run(stdin: str, *argv: str) -> tuple[str, dict[str, list[str]]]:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
+                              timeout=60, check=False)
+        report = json.loads(proc.stderr)
+        assert isinstance(report, dict)
+        return proc.stdout, report
+
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    run(edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    git(repo, "commit", "-qam", "expiry")  # no hook installed: run by hand below
+    for stdin, argv, said in ((edit, ["hook", "post-edit"], "made 1 memory stale"),
+                              ("", ["hook", "run", "--root", str(repo)], "")):
+        out, report = run(stdin, *argv)
+        assert said in out and "anchorfs.workspace" not in report["mods"], (argv, out, report)
+        unused = {"Prefix", "Follow", "Folded", "Side", "Fork", "Hit"} & set(report["made"])
+        assert unused == set(), (argv, report["made"])  # plain classes, or built only when asked for
+        assert "anchorfs.forks" not in report["mods"] and "anchorfs.hits" not in report["mods"]
+
+
+def test_fork_side_and_hit_are_where_they_were() -> None:
+    from anchorfs import forks, hits, ledger, model
+    from anchorfs.ledger import Fork, Side
+    from anchorfs.model import Hit
+
+    assert (Fork, Side, Hit) == (forks.Fork, forks.Side, hits.Hit)
+    assert ledger.Fork is Fork and model.Hit is Hit
+    with pytest.raises(AttributeError):
+        ledger.Nothing  # noqa: B018 - the module's own error for a name it lacks
+    with pytest.raises(ImportError):
+        from anchorfs.model import Nothing  # type: ignore[attr-defined]  # noqa: F401
+
+
+def test_catchup_values_behave_as_frozen_dataclasses() -> None:
+    p = catchup.Prefix(10, b"b" * 32, b"d" * 32, b"t" * 32, (1, 2, 10, 4, 5), 99)
+    same = catchup.Prefix(offset=10, base=b"b" * 32, digest=b"d" * 32, tail=b"t" * 32, stat=(1, 2, 10, 4, 5),
+                          seen_ns=99)
+    assert p == same and hash(p) == hash(same) and p != catchup.Prefix(11, p.base, p.digest, p.tail, p.stat, 99)
+    assert p != (10, p.base) and {p: 1}[same] == 1
+    assert repr(p).startswith("Prefix(offset=10, base=b'bbbb")
+    with pytest.raises(AttributeError):
+        p.offset = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del p.seen_ns  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(p)) == p and copy.copy(p) == p and copy.deepcopy(p) == p
+    assert catchup.Prefix.from_dict(p.to_dict(), 99) == p
+    f = catchup.Follow("same", p, [])
+    assert f.skipped == 0 and f == catchup.Follow("same", p, [], 0) and f.kind == "same"
+    folded = catchup.Folded(p, {})
+    assert folded.saved is None and folded == catchup.Folded(prefix=p, state={}, saved=None)
+    with pytest.raises(TypeError):
+        hash(folded)  # its state is a dict, as the dataclass's was
+    with pytest.raises(AttributeError):
+        folded.saved = 1  # type: ignore[misc]
