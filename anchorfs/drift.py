@@ -976,21 +976,35 @@ class DriftChecker:
         keys: list[tuple[int, int, int, int]] = []
         gone_paths: list[str] = []
         keyed = True
-        for d in plan.dirs:
+        plain_dirs = self._plain_dirs
+        odd_dirs: list[str] = []
+        for d in plan.dirs:  # parents first: each folder judged as `_plain` judges it, from the stat just taken
             full = f"{root}/{d}"
             try:
-                st = os.lstat(full)
+                st: os.stat_result | None = os.lstat(full)
             except FileNotFoundError:
-                stats[d] = None
+                st = None
                 gone_paths.append(full)
-                continue
             except (OSError, ValueError):
-                keyed = False  # judged not plain below (its `lstat` fails there too): no shortcut next pass
+                keyed = False  # not plain (its `lstat` fails in `_plain` too): no shortcut next pass
+                if not self._plain(d):
+                    odd_dirs.append(d)
                 continue
             stats[d] = st
-            live_paths.append(full)
-            keys.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-        odd = frozenset(d for d in plan.dirs if not self._plain(d))
+            if st is not None:
+                live_paths.append(full)
+                keys.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+            plain = plain_dirs.get(d)
+            if plain is None:
+                parent, _, name = d.rpartition("/")
+                up = (plain_dirs.get(parent) if parent else True)
+                if up is None:
+                    up = self._plain(parent)
+                plain = up and not (not parent and is_state_name(name)) and (st is None or not stat.S_ISLNK(st.st_mode))
+                plain_dirs[d] = plain
+            if not plain:
+                odd_dirs.append(d)
+        odd = frozenset(odd_dirs)
         judged = loop.pack(keys) if keyed and loop is not None else None
         plan.folders = None if judged is None else (live_paths, judged, odd, gone_paths)
         return odd
@@ -1180,7 +1194,10 @@ def _places(root_real: str, uniq: list[str]) -> tuple[list[str | None], list[str
     the way to them, parents first)."""
     prefix = root_real + "/"
     joined = "\n".join(uniq)
-    folded = (joined if joined.isascii() else unicodedata.normalize("NFKC", joined)).casefold()
+    if joined.isascii():
+        folded = joined.lower()  # ASCII's casefold
+    else:  # only the names that need it normalized (NFKC never composes across the newlines)
+        folded = "\n".join([p.lower() if p.isascii() else unicodedata.normalize("NFKC", p).casefold() for p in uniq])
     fulls: list[str | None]
     if "\0" in joined or ".." in joined or joined[:1] == "/" or "\n/" in joined or STATE_DIR in folded:
         fulls = [None if _suspicious(p) else prefix + p for p in uniq]

@@ -155,7 +155,7 @@ def drift(ws: Workspace, progress: Callable[[int, int], None] | None = None) -> 
         report = checker.check_planned(planned.plan, planned.memories, progress, claims=snap.claims,
                                        paths=snap.paths)
         changed = _changed(ws, report, planned)
-    except PlanMismatch:
+    except (PlanMismatch, IndexError):  # IndexError: the plan names a target past its count
         ws.__dict__["_planned"] = None
         return None
     ws.cache.save()

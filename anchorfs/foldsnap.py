@@ -32,7 +32,6 @@ a torn tail (those are said on every read, so no later process may skip reading 
 
 from __future__ import annotations
 
-import base64
 import gc
 import os
 import stat as stat_mod
@@ -58,8 +57,9 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapP
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 3
-"""3: a drift plan line after the counts (`read_plan`); a file of another version is simply not used."""
+VERSION = 4
+"""4: the drift plan (a JSON line and its raw arrays) after the counts (`read_plan`); a file of
+another version is simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -153,7 +153,7 @@ class _PlanBuilder:
     def __init__(self) -> None:
         self.at = array("Q")  # per target: where its record starts (after the plan line)
         self.ids: list[str] = []
-        self.sums: list[str] = []  # per target: its record line's blake3, `_SUM` bytes, hex
+        self.sums: list[bytes] = []  # per target: its record line's blake3, `_SUM` bytes
         self.claims: list[int] = []  # targets whose text `verify --mark` found stale
         self.marked: list[list[Any]] = []  # [start, sum] of active unanchored memories with such claims
         self.where: dict[str, int] = {}
@@ -166,13 +166,13 @@ class _PlanBuilder:
     def add(self, memory: Memory, at: int, line: bytes) -> None:
         if not memory.anchors:
             if memory.stale_claims:
-                self.marked.append([at, blake3.blake3(line).hexdigest(_SUM)])
+                self.marked.append([at, blake3.blake3(line).hexdigest(_SUM)])  # few: hex in the JSON
             return
         pos = len(self.ids)
         self.at.append(at)
         self.ids.append(memory.id)
         self.ok = self.ok and "\n" not in memory.id
-        self.sums.append(blake3.blake3(line).hexdigest(_SUM))
+        self.sums.append(blake3.blake3(line).digest(_SUM))
         if memory.stale_claims:
             self.claims.append(pos)
         where, owners = self.where, self.owners
@@ -190,6 +190,10 @@ class _PlanBuilder:
                 owners[k].append(pos)
 
     def dumps(self) -> bytes:
+        """The plan: a JSON line (counts, the paths and their hashes, the marked), then its
+        arrays as raw little-endian bytes (starts, owners, the owners' bounds per path, the
+        records' hashes, the ids), which a reader takes without parsing: at 100,000 memories
+        the JSON form of the ids and hashes alone cost more to parse than the whole pass."""
         if not self.ok:
             return b"null"
         own = array("I", chain.from_iterable(self.owners))
@@ -197,23 +201,24 @@ class _PlanBuilder:
         for o in self.owners:
             own_at.append(own_at[-1] + len(o))
         mixed = self.mixed
-        return orjson.dumps({
+        ids = "\n".join(self.ids).encode("utf-8")
+        head = orjson.dumps({
             "n": len(self.ids), "paths": self.paths,
             "want": [None if k in mixed else sha for k, sha in enumerate(self.first)],
-            "own": _b64(own), "own_at": _b64(own_at), "at": _b64(self.at),
-            "ids": "\n".join(self.ids), "sums": "".join(self.sums), "claims": self.claims, "marked": self.marked})
+            "own_n": len(own), "ids_size": len(ids), "claims": self.claims, "marked": self.marked})
+        return b"".join([head, b"\n", _le(self.at), _le(own), _le(own_at), b"".join(self.sums), ids])
 
 
-def _b64(a: array[Any]) -> str:
+def _le(a: array[Any]) -> bytes:
     if sys.byteorder != "little":
         a = array(a.typecode, a)
         a.byteswap()
-    return base64.b64encode(a.tobytes()).decode("ascii")
+    return a.tobytes()
 
 
-def _unb64(s: Any, typecode: str) -> array[Any]:
+def _array(typecode: str, data: memoryview) -> array[Any]:
     a = array(typecode)
-    a.frombytes(base64.b64decode(_str(s), validate=True))
+    a.frombytes(data)
     if sys.byteorder != "little":
         a.byteswap()
     return a
@@ -288,9 +293,9 @@ def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
     return mid, heads, named, memory
 
 
-def _split(body: bytes) -> tuple[dict[str, Any], bytes]:
+def _split(body: bytes, plan_size: int) -> tuple[dict[str, Any], bytes]:
     """(the counts-and-index line, parsed and checked for shape; the records' bytes, after the
-    plan line)."""
+    plan of `plan_size` bytes and its newline)."""
     cut = body.find(b"\n")
     if cut < 0:
         raise ValueError("not a fold")
@@ -298,8 +303,8 @@ def _split(body: bytes) -> tuple[dict[str, Any], bytes]:
     if not isinstance(head, dict) or not isinstance(head.get("index"), dict):
         raise ValueError("not a fold")
     _int(head["top"]), _int(head["lines"])
-    end = body.find(b"\n", cut + 1)
-    if end < 0:
+    end = cut + 1 + plan_size
+    if body[end:end + 1] != b"\n":
         raise ValueError("not a fold")
     records = body[end + 1:]
     if records and not records.endswith(b"\n"):
@@ -307,10 +312,10 @@ def _split(body: bytes) -> tuple[dict[str, Any], bytes]:
     return head, records
 
 
-def _state(body: bytes) -> FoldState:
+def _state(body: bytes, plan_size: int) -> FoldState:
     """The body read back into a `FoldState`, checked as the ledger reader checks a line; any
     surprise raises (the caller treats it as no snapshot)."""
-    head, records = _split(body)
+    head, records = _split(body, plan_size)
     state = FoldState()
     state.top, state.lines = head["top"], head["lines"]
     heads_all, named_all = state.heads, state.named
@@ -333,8 +338,8 @@ def decode(data: bytes, seen_ns: int, folder: _Folder | None) -> Folded | None:
         checked = _checked(data, seen_ns, folder)
         if checked is None:
             return None
-        prefix, body = checked
-        state = _state(body)
+        prefix, body, plan_size = checked
+        state = _state(body, plan_size)
     except _SURPRISES:
         return None
     return Folded(prefix, state, state.lines)
@@ -344,9 +349,10 @@ _SURPRISES = (ValueError, KeyError, TypeError, AttributeError, IndexError, Overf
               orjson.JSONDecodeError)
 
 
-def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix, bytes] | None:
-    """(prefix, body) of a snapshot whose header is ours (format, version, this state folder)
-    and whose body matches its size and checksum; None otherwise. May raise on garbage."""
+def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix, bytes, int] | None:
+    """(prefix, body, the plan's size) of a snapshot whose header is ours (format, version,
+    this state folder) and whose body matches its size and checksum; None otherwise. May
+    raise on garbage."""
     cut = data.find(b"\n", 0, _HEAD_LIMIT)
     if cut < 0:
         return None
@@ -358,8 +364,12 @@ def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix,
     body = data[cut + 1:]
     if header.get("size") != len(body) or header.get("body") != blake3.blake3(body).hexdigest():
         return None
+    where = header.get("plan")
+    if type(where) is not list or len(where) != 3:
+        return None
+    plan_size = _int(where[1])
     prefix = Prefix.from_dict(header.get("prefix"), seen_ns)
-    return None if prefix is None else (prefix, body)
+    return None if prefix is None else (prefix, body, plan_size)
 
 
 def _read(ledger: Ledger) -> tuple[bytes, os.stat_result] | None:
@@ -412,26 +422,32 @@ class SnapPlan:
     __slots__ = ("prefix", "n", "paths", "want", "claims", "_fd", "_base", "_end", "_at", "_own", "_own_at",
                  "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "__weakref__")
 
-    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, plan: dict[str, Any]) -> None:
+    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes) -> None:
         import weakref
 
-        n = _int(plan["n"])
+        cut = region.find(b"\n")
+        if cut < 0:
+            raise ValueError("no plan")
+        plan = orjson.loads(region[:cut])
+        if not isinstance(plan, dict):
+            raise ValueError("no plan")  # `null`: none was kept for this fold
+        n, own_n, ids_size = _int(plan["n"]), _int(plan["own_n"]), _int(plan["ids_size"])
         paths, want = plan["paths"], plan["want"]
         if type(paths) is not list or type(want) is not list or len(want) != len(paths):
             raise ValueError("bad plan paths")
         for path, sha in zip(paths, want):
             if type(path) is not str or not path or (sha is not None and type(sha) is not str):
                 raise ValueError("bad plan paths")
-        at, own, own_at = _unb64(plan["at"], "Q"), _unb64(plan["own"], "I"), _unb64(plan["own_at"], "I")
-        if len(at) != n or len(own_at) != len(paths) + 1 or own_at[0] != 0 or own_at[-1] != len(own):
+        blobs = memoryview(region)[cut + 1:]
+        sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size)
+        if sum(sizes) != len(blobs):
             raise ValueError("bad plan lengths")
-        if own and max(own) >= n or not all(map(int.__le__, own_at, own_at[1:])):
-            raise ValueError("bad plan owners")
-        if at and max(at) >= end - base:
-            raise ValueError("bad plan starts")
-        sums, ids = _str(plan["sums"]), _str(plan["ids"])
-        if len(sums) != 2 * _SUM * n or (n and not ids) or (not n and ids):
-            raise ValueError("bad plan sums")
+        cuts = [0]
+        for size in sizes:
+            cuts.append(cuts[-1] + size)
+        at, own, own_at = (_array(code, blobs[cuts[i]:cuts[i + 1]]) for i, code in enumerate("QII"))
+        if own_at[0] != 0 or own_at[-1] != len(own) or not all(map(int.__le__, own_at, own_at[1:])):
+            raise ValueError("bad plan owners")  # positions and starts out of range: `memory` says so
         claims, marked = plan["claims"], plan["marked"]
         if type(claims) is not list or any(type(i) is not int or not 0 <= i < n for i in claims):
             raise ValueError("bad plan claims")
@@ -440,8 +456,9 @@ class SnapPlan:
             raise ValueError("bad plan marks")
         self.n, self.paths, self.want, self.claims = n, paths, want, claims
         self._claimset = frozenset(claims)
-        self._at, self._own, self._own_at, self._sums, self._marked = at, own, own_at, sums, marked
-        self._ids_text = ids
+        self._at, self._own, self._own_at, self._marked = at, own, own_at, marked
+        self._sums = bytes(blobs[cuts[3]:cuts[4]])
+        self._ids_text = blobs[cuts[4]:cuts[5]]
         self._ids: list[str] | None = None
         self._fd, self._base, self._end, self.prefix = fd, base, end, prefix
         self._closer = weakref.finalize(self, os.close, fd)  # last: a plan refused is closed by its reader
@@ -456,7 +473,7 @@ class SnapPlan:
     def ids(self) -> list[str]:
         """The targets' ids, by position (split on first use: only a write-back needs them)."""
         if self._ids is None:
-            ids = self._ids_text.split("\n") if self.n else []
+            ids = bytes(self._ids_text).decode("utf-8").split("\n") if self.n else []
             if len(ids) != self.n:
                 raise PlanMismatch("the plan's ids are not one per target")
             self._ids = ids
@@ -464,6 +481,8 @@ class SnapPlan:
 
     def _line(self, at: int, data: bytes | None = None) -> bytes:
         """The record line starting `at` bytes after the plan line (through the open file)."""
+        if not 0 <= at < self._end - self._base:
+            raise PlanMismatch("a record start outside the snapshot")
         if data is not None:
             end = data.find(b"\n", at)
             if end < 0:
@@ -479,8 +498,8 @@ class SnapPlan:
                 raise PlanMismatch("a record runs past the end")
             size *= 4
 
-    def _build(self, line: bytes, sum_hex: str) -> Memory:
-        if blake3.blake3(line).hexdigest(_SUM) != sum_hex:
+    def _build(self, line: bytes, digest: bytes) -> Memory:
+        if blake3.blake3(line).digest(_SUM) != digest:
             raise PlanMismatch("a record does not hash as its plan says")
         try:
             return _record(orjson.loads(line))[3]
@@ -490,8 +509,8 @@ class SnapPlan:
     def memory(self, pos: int, data: bytes | None = None) -> Memory:
         """Target `pos`, read alone (or out of `data`, the records' bytes) and checked."""
         if not 0 <= pos < self.n:
-            raise IndexError(pos)
-        memory = self._build(self._line(self._at[pos], data), self._sums[2 * _SUM * pos:2 * _SUM * (pos + 1)])
+            raise PlanMismatch(f"the plan names no target {pos}")
+        memory = self._build(self._line(self._at[pos], data), self._sums[_SUM * pos:_SUM * (pos + 1)])
         if memory.id != self.ids[pos] or memory.status != "active" or not memory.anchors \
                 or bool(memory.stale_claims) != (pos in self._claimset):
             raise PlanMismatch("a record is not the target its plan names")
@@ -515,7 +534,11 @@ class SnapPlan:
         for at, sum_hex in self._marked:
             if not 0 <= at < self._end - self._base:
                 raise PlanMismatch("a marked record outside the snapshot")
-            memory = self._build(self._line(at), sum_hex)
+            try:
+                digest = bytes.fromhex(sum_hex)
+            except ValueError:
+                raise PlanMismatch("a marked record's hash is not hex") from None
+            memory = self._build(self._line(at), digest)
             if memory.status != "active" or memory.anchors or not memory.stale_claims:
                 raise PlanMismatch("a marked record is not what its plan names")
             out.append(memory)
@@ -568,13 +591,10 @@ def read_plan(ledger: Ledger) -> SnapPlan | None:
         off, size, digest = where
         if type(off) is not int or type(size) is not int or off < 1 or size < 1 or cut + 1 + off + size >= st.st_size:
             return None
-        line = os.pread(fd, size + 1, cut + 1 + off)
-        if len(line) != size + 1 or line[-1:] != b"\n" or blake3.blake3(line[:size]).hexdigest() != digest:
+        region = os.pread(fd, size + 1, cut + 1 + off)
+        if len(region) != size + 1 or region[-1:] != b"\n" or blake3.blake3(region[:size]).hexdigest() != digest:
             return None
-        plan = orjson.loads(line[:size])
-        if not isinstance(plan, dict):
-            return None  # `null`: no plan kept for this fold
-        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, plan)
+        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region[:size])
         keep = True
         return out
     except _SURPRISES + (OSError,):
@@ -623,7 +643,7 @@ def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
         checked = _checked(data, st.st_mtime_ns, _folder(ledger))
         if checked is None or not catchup.settled(ledger, checked[0]):
             return None
-        head, records = _split(checked[1])
+        head, records = _split(checked[1], checked[2])
         starts: set[int] = set()
         for path, where in head["index"].items():
             if type(where) is not list:

@@ -192,24 +192,36 @@ def test_a_new_workspaces_drift_builds_only_the_memories_on_a_file_that_failed(
     ws.close()
 
 
-def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], bytes]:
+def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str, bytearray], bytes]:
+    """A snapshot's header, counts line, drift plan (its JSON and its arrays) and records."""
     header_line, body = path.read_bytes().split(b"\n", 1)
-    head, plan, records = body.split(b"\n", 2)
-    return orjson.loads(header_line), head, orjson.loads(plan), records
+    header = orjson.loads(header_line)
+    off, size, _ = header["plan"]
+    region = body[off:off + size]
+    cut = region.index(b"\n")
+    plan = orjson.loads(region[:cut])
+    names = ("at", "own", "own_at", "sums", "ids")
+    sizes = (8 * plan["n"], 4 * plan["own_n"], 4 * (len(plan["paths"]) + 1), 16 * plan["n"], plan["ids_size"])
+    blobs, at = {}, cut + 1
+    for name, n in zip(names, sizes):
+        blobs[name] = bytearray(region[at:at + n])
+        at += n
+    return header, body[:off - 1], plan, blobs, body[off + size + 1:]
 
 
-def _put(path: Path, header: dict[str, Any], head: bytes, plan: dict[str, Any], records: bytes) -> None:
+def _put(path: Path, header: dict[str, Any], head: bytes, plan: dict[str, Any], blobs: dict[str, bytearray],
+         records: bytes) -> None:
     """A snapshot with every checksum made right again: only the plan's own word can be wrong."""
-    plan_line = orjson.dumps(plan)
-    body = head + b"\n" + plan_line + b"\n" + records
+    region = orjson.dumps(plan) + b"\n" + b"".join(blobs[k] for k in ("at", "own", "own_at", "sums", "ids"))
+    body = head + b"\n" + region + b"\n" + records
     header = {**header, "size": len(body), "body": blake3.blake3(body).hexdigest(),
-              "plan": [len(head) + 1, len(plan_line), blake3.blake3(plan_line).hexdigest()]}
+              "plan": [len(head) + 1, len(region), blake3.blake3(region).hexdigest()]}
     path.write_bytes(orjson.dumps(header) + b"\n" + body)
-    os.utime(path, ns=(header_mtime := time.time_ns(), header_mtime))
+    os.utime(path, ns=(now := time.time_ns(), now))
 
 
 DAMAGES = ["torn", "plan byte", "record in place", "wrong sum", "wrong want", "wrong owner", "folder", "v2",
-           "link", "grown", "garbage"]
+           "owner range", "start range", "lengths", "link", "grown", "garbage"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -224,7 +236,7 @@ def test_a_plan_that_does_not_hold_is_never_trusted(tmp_path: Path, damage: str)
     snapshot(root)
     write(root, files[2], "changed\n")  # a file that fails: its memories' records are read
     path = foldsnap.snap_path(Ledger(root / ".anchorfs"))
-    header, head, plan, records = _parts(path)
+    header, head, plan, blobs, records = _parts(path)
     if damage == "torn":
         path.write_bytes(path.read_bytes()[: len(head) + 200])
     elif damage == "plan byte":
@@ -237,24 +249,32 @@ def test_a_plan_that_does_not_hold_is_never_trusted(tmp_path: Path, damage: str)
         j = data.index(records[i:i + 30])
         path.write_bytes(data[:j] + b"F" + data[j + 1:])
     elif damage == "wrong sum":
-        plan["sums"] = "0" * len(plan["sums"])
-        _put(path, header, head, plan, records)
+        blobs["sums"] = bytearray(len(blobs["sums"]))
+        _put(path, header, head, plan, blobs, records)
     elif damage == "wrong want":
         plan["want"] = ["0" * 64 for _ in plan["want"]]
-        _put(path, header, head, plan, records)
+        _put(path, header, head, plan, blobs, records)
     elif damage == "wrong owner":  # the changed file's memories named as another's
-        import base64
         from array import array
 
         own = array("I")
-        own.frombytes(base64.b64decode(plan["own"]))
+        own.frombytes(bytes(blobs["own"]))
         own.reverse()
-        plan["own"] = base64.b64encode(own.tobytes()).decode()
-        _put(path, header, head, plan, records)
+        blobs["own"] = bytearray(own.tobytes())
+        _put(path, header, head, plan, blobs, records)
     elif damage == "folder":
-        _put(path, {**header, "folder": [1, 2]}, head, plan, records)
+        _put(path, {**header, "folder": [1, 2]}, head, plan, blobs, records)
     elif damage == "v2":
-        _put(path, {**header, "v": 2}, head, plan, records)
+        _put(path, {**header, "v": 2}, head, plan, blobs, records)
+    elif damage == "owner range":  # positions past the targets' count
+        blobs["own"] = bytearray(b"\xff" * len(blobs["own"]))
+        _put(path, header, head, plan, blobs, records)
+    elif damage == "start range":  # records said to start past the end
+        blobs["at"] = bytearray(b"\x7f" * len(blobs["at"]))
+        _put(path, header, head, plan, blobs, records)
+    elif damage == "lengths":
+        plan["n"] += 1
+        _put(path, header, head, plan, blobs, records)
     elif damage == "link":
         shutil.move(path, tmp_path / "elsewhere.snap")
         path.symlink_to(tmp_path / "elsewhere.snap")
@@ -263,7 +283,7 @@ def test_a_plan_that_does_not_hold_is_never_trusted(tmp_path: Path, damage: str)
             ws.record("one more", anchors=[files[2]])
     elif damage == "garbage":
         path.write_bytes(os.urandom(4096))
-    if damage not in ("wrong sum", "record in place", "wrong want", "wrong owner", "grown"):
+    if damage not in ("wrong sum", "record in place", "wrong want", "wrong owner", "owner range", "start range", "grown"):
         assert foldsnap.read_plan(Ledger(root / ".anchorfs")) is None
     if damage == "link":  # never followed: the workspace itself is refused (`statefs.check_state`)
         with pytest.raises(WorkspaceError, match="symbolic link"):

@@ -168,7 +168,9 @@ def test_a_damaged_snapshot_is_not_there(led: Ledger, damage: str) -> None:
     elif damage == "folder":  # a copy from another state folder (a clone, `cp -r`)
         data = orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body
     elif damage == "memory":  # well-formed JSON with its checksum right, a snapshot the reader's rules refuse
-        first, plan, rest = body.split(b"\n", 2)  # the counts, the drift plan, the records
+        first = body[:body.index(b"\n")]
+        plan = body[len(first) + 1:len(first) + 1 + header["plan"][1]]  # the drift plan (`read_plan`)
+        rest = body[len(first) + len(plan) + 2:]  # the records
         rec, others = rest.split(b"\n", 1)
         bad = orjson.loads(rec)
         bad[1][0][6]["tags"] = [1, 2]
