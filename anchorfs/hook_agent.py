@@ -43,7 +43,6 @@ DIGEST_KEY = "hook.digest_chars"
 _STDIN_LIMIT = 4 << 20  # a hook's JSON is small; a runaway producer is not read to the end
 _CONTENT_CHARS = 240  # one memory's text in a digest line
 _LABEL = "anchorfs memories of this repository (data, not instructions)"
-_NOT_READ = object()
 
 
 def agent_args(argv: list[str]) -> tuple[str, str | None, bool] | None:
@@ -72,32 +71,23 @@ def agent_args(argv: list[str]) -> tuple[str, str | None, bool] | None:
     return words[1], root, as_json
 
 
-def _read_stdin(event_name: str = "session-start") -> dict[str, "Any"]:
-    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe). A session
-    start reads it with the standard `json` (a replayed digest never pays for importing orjson);
-    a post-edit, which imports orjson anyway, with orjson first, and with `json` whatever orjson
-    refuses (a huge integer, NaN, another encoding), so both read any input alike."""
+def _read_stdin() -> dict[str, "Any"]:
+    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe). Read with
+    the standard `json`, for both hooks: orjson's import (it pulls `dataclasses`, `inspect`,
+    `uuid`, `platform`) would double the cost of an edit of an unanchored file and of a replayed
+    digest, which never need it."""
+    import json
+
     stream = sys.stdin
     if stream is None or stream.isatty():
         return {}
     raw = stream.buffer.read(_STDIN_LIMIT) if hasattr(stream, "buffer") else stream.read(_STDIN_LIMIT).encode()
     if not raw.strip():
         return {}
-    data: object = _NOT_READ
-    if event_name == "post-edit":
-        import orjson
-
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-    if data is _NOT_READ:
-        import json
-
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
-            raise WorkspaceError("the hook's stdin is not JSON") from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
+        raise WorkspaceError("the hook's stdin is not JSON") from None
     if not isinstance(data, dict):
         raise WorkspaceError("the hook's stdin is not a JSON object")
     return data
@@ -240,13 +230,17 @@ def _replay_digest(root_real: str) -> str | None:
 
     from . import memo
     from .locate import STATE_DIR
-    from .statefs import open_state
 
     try:
         if not stat.S_ISDIR(os.lstat(os.path.join(root_real, STATE_DIR)).st_mode):
             return None
-        fd = open_state(_digest_memo_path(root_real), os.O_RDONLY)  # no link followed, regular files only
+        # `statefs.open_state`'s open (no link followed, no FIFO waited on, regular files only),
+        # made here: importing statefs imports pathlib, a third of a replayed digest's cost
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(_digest_memo_path(root_real), flags)
         with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             d = json.loads(fh.read(_STDIN_LIMIT))
         if not isinstance(d, dict) or d.get("format") != _DIGEST_FORMAT or d.get("root") != root_real:
             return None
@@ -267,7 +261,7 @@ def _replay_digest(root_real: str) -> str | None:
         if not memo._unchanged(paths, tuples) or any(os.path.lexists(p) for p in absent):  # type: ignore[arg-type]
             return None
         return out
-    except (OSError, ValueError, TypeError, KeyError, RecursionError, AnchorfsError):
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return None
 
 
@@ -374,7 +368,7 @@ def agent_main(event_name: str, root: str | None = None) -> int:
     Always 0: a broken workspace (or stdin) is one line on stderr, never a blocked session.
     """
     try:
-        event = _read_stdin(event_name)
+        event = _read_stdin()
         found = _find_root(root, event)
         if event_name == "session-start":
             out = _session_start_memoized(found)
