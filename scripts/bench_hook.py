@@ -345,14 +345,15 @@ in-process profiles: the interpreter's start (the baseline), then imports, about
 whole (orjson alone pulls `dataclasses`, `inspect`, `ast`, `uuid` and `platform`; `pathlib` pulls
 `urllib.parse` and `ipaddress`; `typing`; the frozen dataclasses `Memory` and `AnchorRef`;
 tree-sitter), the symbol check itself (the grammar's query compiled and the file parsed) and, at
-10,000 memories, reading the whole ledger (whether it names the path) and the whole snapshot
-(its body is checksummed before its index is trusted). Tried and kept: the grammar loaded
+10,000 memories, reading the whole snapshot (its body is checksummed before its index is
+trusted; the ledger, searched for the path first, is mapped, not read). Tried and kept: the grammar loaded
 without the language pack's `__init__`, click out of the post-commit path, the workspace out of
 the edit and commit paths, drift changes included; `catchup`'s `Prefix`, `Follow` and `Folded`
 plain frozen classes, `Fork`/`Side` and `Hit` imported only when asked for (their dataclasses
-cost a millisecond each at every hook's start); the edit's stdin read with orjson, which the
-check imports anyway, rather than the standard `json` too. The full digest re-checks every
-memory, so it grows with the workspace.
+cost a millisecond each at every hook's start); the hooks' stdin, the ledger mention and the
+digest memo read without orjson or `statefs` (their imports, `pathlib` among them, would double
+an unanchored edit's and a replayed digest's cost). The full digest re-checks every memory, so
+it grows with the workspace.
 {goal(agent_rows)}
 Reproduce: `python scripts/bench_hook.py --write{"" if args.memories == 1000 else f" --memories {args.memories}"}`.
 """
