@@ -24,33 +24,42 @@ class _Named:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`STATE ROOT [--text]`: build the vector index if there is none (not with `--text`),
+    then fold unindexed rows into the indices (`Store.settle`'s background half); after
+    letting the lock go, look again, so a write that found the lock held is not missed."""
     args = sys.argv[1:] if argv is None else argv
-    state, root = Path(args[0]), args[1]
+    state, root, text_only = Path(args[0]), args[1], "--text" in args[2:]
     from .statefs import open_state
     from .store import Store
 
-    try:
-        fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
-    except OSError:
-        return 1
-    try:
+    code = 0
+    for _ in range(4):  # bounded: a steady stream of writes leaves the rest to the next write
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
         except OSError:
-            return 0  # another builder has it
-        probe = Store(state, _Named("", 0), root=root)  # type: ignore[arg-type]
-        table = probe._connect().open_table("memories")
-        meta = table.schema.metadata or {}
-        name = meta.get(b"anchorfs.embedder", b"").decode()
-        dim = int(meta.get(b"anchorfs.dim", b"0").decode() or 0)
-        store = Store(state, _Named(name, dim), root=root)  # type: ignore[arg-type]
-        if store.vector_index() is not None:
-            return 0
-        return 0 if store.build_index() else 1
-    except Exception:  # noqa: BLE001 - a detached helper: nobody reads a traceback; the table is as it was
-        return 1
-    finally:
-        os.close(fd)
+            return 1
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return code  # another builder has it
+            probe = Store(state, _Named("", 0), root=root)  # type: ignore[arg-type]
+            table = probe._connect().open_table("memories")
+            meta = table.schema.metadata or {}
+            name = meta.get(b"anchorfs.embedder", b"").decode()
+            dim = int(meta.get(b"anchorfs.dim", b"0").decode() or 0)
+            store = Store(state, _Named(name, dim), root=root)  # type: ignore[arg-type]
+            if not text_only and store.vector_index() is None:
+                code = 0 if store.build_index() else 1
+            if store.text_unindexed():
+                store.maybe_compact(force=True)
+        except Exception:  # noqa: BLE001 - a detached helper: nobody reads a traceback; the table is as it was
+            return 1
+        finally:
+            os.close(fd)
+        if not store.text_unindexed():
+            return code
+    return code
 
 
 if __name__ == "__main__":

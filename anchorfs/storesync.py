@@ -144,6 +144,7 @@ def rebuild(ws: "Workspace", *, embedder: str | None = None,
         ws._store = None
         store = Store(ws.state, ws.embedder, compact_fragments=int(ws.config["store.compact_fragments"]),
                       index_rows=0)  # no background build halfway: the index comes once all rows are in
+        store.settle_writes = False  # nor an index refresh per batch: one `optimize` at the end
         store.table()
         known = ws.last_drift()
         step = 5000 if progress is None else 256
@@ -156,6 +157,7 @@ def rebuild(ws: "Workspace", *, embedder: str | None = None,
         store.index_rows = int(ws.config["store.index_rows"])
         store.maybe_index(background=False)  # past `store.index_rows`: the vector index, now
         store.maybe_compact(force=True, keep=timedelta(0))  # under the lock: no version is needed any more
+        store.settle_writes = True
         ws._store = store
         if follow.prefix.stat is not None:
             ws._fold = catchup.Folded(follow.prefix, state)

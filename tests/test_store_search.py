@@ -53,3 +53,37 @@ def test_term_sets_kept_between_queries_give_the_same_answers(tmp_path: Path) ->
     assert _search(store, "cache entries lru") == first
     store._terms.clear()
     assert _search(store, "cache entries lru") == first
+
+
+def test_a_store_written_row_by_row_scores_like_a_reindexed_one(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        first = ws.record("retry backoff doubles up to a minute")
+        for text in TEXTS:
+            ws.record(text)
+        ws.supersede(first.id, "retry backoff doubles up to two minutes")
+        ws.store.set_drift({first.id: "stale"})  # an update rewrites the row it touches
+        queries = ["retry backoff", "cache entries", "billing queue", "tokens expire"]
+        before = {q: [(h.memory.id, h.relevance) for h in ws.query(q, k=8)] for q in queries}
+        assert ws.reindex() == len(TEXTS) + 2
+        after = {q: [(h.memory.id, h.relevance) for h in ws.query(q, k=8)] for q in queries}
+    for q in queries:
+        assert [i for i, _ in before[q]] == [i for i, _ in after[q]], q
+        assert [r for _, r in before[q]] == pytest.approx([r for _, r in after[q]], abs=1e-9), q
+
+
+def test_past_the_sync_bound_a_write_leaves_the_folding_to_the_indexer(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import anchorfs.store as store_mod
+
+    monkeypatch.setattr(store_mod, "TEXT_SYNC_ROWS", 4)
+    store, _ = _store(tmp_path, TEXTS[:3])
+    assert store.text_unindexed() == 0  # small: folded in before `add` returned
+    store.add([Memory(id=new_id(), content=t) for t in TEXTS[3:6]])
+    assert store._index_job is not None  # past the bound: the background indexer was started
+    assert store.wait_index() == 0
+    assert store.text_unindexed() == 0
+    store._table = None  # the indexer's version, read afresh
+    assert len(_search(store, "retry backoff queue")) == 6
