@@ -316,9 +316,17 @@ def body(groups: list[list[dict]], queries: list[dict], memories: list[dict]) ->
     nruns = len(dgroup)
     runs_flag = f" --runs {nruns}" if nruns > 1 else ""
     loads = "; ".join(f"{g[0]['name']} " + ", ".join(r.get("load", "?") for r in g) for g in groups)
-    runs_note = ((f"Every embedder was measured {nruns} times in a row (`--runs {nruns}`), each in a fresh "
-                  "workspace: a figure\nthe runs agree on is written once, else each run's in order (`a / b`). ")
-                 if nruns > 1 else "") + f"Load average (1 / 5 / 15 min) at the end of each run: {loads}."
+    if len({len(g) for g in groups}) > 1:  # not every embedder got the same number of runs
+        runs_note = ("Runs per embedder: " + ", ".join(f"{g[0]['name']} {len(g)}" for g in groups)
+                     + " (single runs kept with `--save`, joined with `--from`), each in a fresh\nworkspace: "
+                     "a figure the runs agree on is written once, else each run's in order (`a / b`). ")
+    elif nruns > 1:
+        runs_note = (f"Every embedder was measured {nruns} times (`--runs {nruns}`, or single runs kept with "
+                     "`--save` and joined\nwith `--from`), each in a fresh workspace: a figure the runs agree on "
+                     "is written once, else each\nrun's in order (`a / b`). ")
+    else:
+        runs_note = ""
+    runs_note += f"Load average (1 / 5 / 15 min) at the end of each run: {loads}."
     return f"""
 Machine: {machine()}; load average {_load()} when written (quality figures do not depend on
 load; latencies and throughput do).
