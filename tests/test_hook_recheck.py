@@ -184,13 +184,31 @@ def test_a_damaged_drift_file_or_no_snapshot_takes_the_workspaces_path(repo: Pat
 
 
 def test_post_edit_reads_any_json_the_standard_reader_takes(repo: Path) -> None:
-    """orjson first, `json` for what orjson refuses: an integer past 64 bits is no reason to go quiet."""
+    """The hook's stdin is read with the standard `json`: an integer past 64 bits (which orjson
+    refuses) is no reason to go quiet."""
     issue, _ = _many(repo)
     token = repo / "auth" / "token.py"
     token.write_text(TOKEN.replace("hours=24", "hours=3"))
     payload = edit_json(repo, token)[:-1] + ', "n": 123456789012345678901234567890}'
     out, _ = probe(repo, payload, "hook", "post-edit")
     assert issue in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_two_hooks_racing_on_one_edit_log_it_once(repo: Path) -> None:
+    """Each judges the change again under the events lock: whichever comes second finds it
+    recorded, says nothing and writes nothing."""
+    issue, _ = _many(repo)
+    token = repo / "auth" / "token.py"
+    settle()
+    probe(repo, edit_json(repo, token), "hook", "post-edit")
+    settle()
+    token.write_text(TOKEN.replace("hours=24", "hours=6"))
+    procs = [subprocess.Popen([sys.executable, "-c", _PROBE, edit_json(repo, token), "hook", "post-edit"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(json.loads(err)["workspace"] is False for _, err in outs)
+    assert sorted(bool(out) for out, _ in outs) == [False, False, True]  # said by one of them
+    assert [(e["id"], e["to"]) for e in _events(repo)] == [(issue, "stale")]
 
 
 # -- hook files through the one guarded open ----------------------------------------------------
