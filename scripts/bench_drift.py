@@ -77,8 +77,8 @@ Reading the figures:
   A ledger that moved since the snapshot (not settled on its stat) takes the full fold.
 - The whole `anchorfs drift` process: a warm run replays the drift memo (`anchorfs/memo.py`)
   before anything heavy is imported, while every stat it rests on, the environment and the
-  hash cache's TTL still hold; a full pass is a Python start-up, the imports, the fold, the
-  pass and the memo's own `lstat`s of each file and folder."""
+  hash cache's TTL still hold; a full pass is a Python start-up, the imports, the snapshot's
+  plan, the pass and the memo's own `lstat`s of each file and folder."""
 
 
 
