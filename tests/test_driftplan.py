@@ -360,7 +360,7 @@ FILES = [f"d{i % 2}/f{i}.py" for i in range(5)]
 TEXT = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_the_lazy_pass_equals_the_full_fold(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
     root = tmp_path_factory.mktemp("prop") / "ws"
