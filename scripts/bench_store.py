@@ -13,7 +13,12 @@
 - `.anchorfs/` on disk per 1,000 memories, and the LanceDB folder against the live table's
   data (`total_bytes`), after compaction (5-minute version window) and after `reindex`.
 
-Usage: python scripts/bench_store.py [--sizes 10000,100000] [--index-rows 50000] [--write]
+- `--reuse DIR`: the query rows only, on workspaces kept in DIR (`DIR/ws10000`, ...; built
+  there by the first run as above, reindexed), so a second run measures the same tables; recall
+  is then against the flat scan of the same table (`bypass_vector_index`), not of the one
+  before `reindex`.
+
+Usage: python scripts/bench_store.py [--sizes 10000,100000] [--index-rows 50000] [--reuse DIR] [--write]
 """
 
 from __future__ import annotations
@@ -62,7 +67,11 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--index-rows", type=int, default=50000)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--reuse", default=None)
     args = ap.parse_args()
+    if args.reuse:
+        reuse(args)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(7)
     queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(args.queries)] + IDENTS
@@ -192,6 +201,71 @@ def main() -> None:
     print(body)
     if args.write:
         write_section("Store", body)
+
+
+def reuse(args: argparse.Namespace) -> None:
+    """Query p50 against bare LanceDB, and with the index its recall@10 against the flat scan
+    of the same table, on workspaces kept in `args.reuse` (each built once, with `reindex`)."""
+    import anchorfs.store as store_mod
+
+    rng = random.Random(7)
+    queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(args.queries)] + IDENTS
+    evals = Path(__file__).resolve().parent.parent / "evals" / "retrieval"
+    eval_mems = [json.loads(line) for line in (evals / "memories.jsonl").read_text().splitlines() if line.strip()]
+    eval_queries = [json.loads(line)["query"] for line in (evals / "queries.jsonl").read_text().splitlines()
+                    if line.strip()]
+    for target in [int(x) for x in args.sizes.split(",")]:
+        root = Path(args.reuse) / f"ws{target}"
+        if not root.exists():
+            (root / "src").mkdir(parents=True)
+            for f in range(args.files):
+                (root / "src" / f"m{f:04d}.py").write_text(
+                    "".join(f"def fn{j}(x):\n    return x + {f * 100 + j}\n\n" for j in range(30)))
+            anchorfs.init(root)
+            with anchorfs.open(root) as ws:
+                ws.record_many([{"content": m["content"], "kind": m.get("kind", "note"), "tags": m.get("tags") or []}
+                                for m in eval_mems])
+                done, trng = len(eval_mems), random.Random(7)
+                while done < target:
+                    n = min(args.batch, target - done)
+                    ws.record_many([{"content": text(trng, i), "kind": "note",
+                                     "anchors": [f"src/m{i % args.files:04d}.py#fn{i % 30}"] if i % 2
+                                     else [f"src/m{i % args.files:04d}.py"]} for i in range(done, done + n)])
+                    done += n
+                ws.reindex()
+        ws = anchorfs.open(root)
+        table, emb = ws.store.table(), ws.embedder
+        ws.query("warm up", k=10)
+        ours, bare_hybrid = [], []
+        for q in queries:
+            t = time.perf_counter()
+            ws.query(q, k=10)
+            ours.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            table.search(query_type="hybrid", vector_column_name="vector", fts_columns="text") \
+                .vector(emb.embed_query(q)).text(q).where("status = 'active'", prefilter=True) \
+                .select(["id", "doc"]).limit(10).to_list()
+            bare_hybrid.append(time.perf_counter() - t)
+        p50, h50 = statistics.median(ours), statistics.median(bare_hybrid)
+        line = (f"| {target:,} | {ws.store.vector_index() or 'none (flat)'} | {p50 * 1000:.1f} ms | "
+                f"{pct(ours, 0.95) * 1000:.1f} ms | {h50 * 1000:.1f} ms | {p50 / h50:.2f}x |")
+        if ws.store.vector_index():
+            allq = eval_queries + queries
+            got = {q: [h.memory.id for h in ws.query(q, k=10)] for q in allq}
+            indexed = store_mod.Store.vector_query
+            store_mod.Store.vector_query = lambda self, v, where=None: indexed(self, v, where).bypass_vector_index()  # type: ignore[method-assign]
+            flat = {q: [h.memory.id for h in ws.query(q, k=10)] for q in allq}
+            store_mod.Store.vector_query = indexed  # type: ignore[method-assign]
+
+            def recall(qs: list[str]) -> float:
+                return statistics.mean(len(set(got[q]) & set(flat[q])) / max(1, len(flat[q])) for q in qs)
+
+            line += f" {recall(eval_queries):.3f} | {recall(queries):.3f} |"
+        else:
+            line += " | |"
+        load = os.getloadavg()
+        print(f"{line} load {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", flush=True)
+        ws.close()
 
 
 if __name__ == "__main__":
