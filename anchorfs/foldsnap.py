@@ -17,15 +17,18 @@ It is derived and never trusted blindly:
   whose body does not match its own checksum) is ignored: the fold is rebuilt from the
   ledger and written anew;
 - it is data only (JSON lines: a header, then the body: the fold's counts with an index of
-  anchored path -> byte offsets of its active memories' records, then one record per memory,
-  all under the header's checksum; `on_paths` builds only the records a hook needs): nothing
-  in it is ever executed, and
+  anchored path -> byte offsets of its active memories' records, the drift plan, then one
+  record per memory, all under the header's checksum; `on_paths` builds only the records a
+  hook needs; the drift plan, a JSON line and raw arrays with its own checksum in the header,
+  is what a whole-workspace drift pass reads instead of the records, `read_plan`, each
+  record it later reads checked against the plan's blake3 of it): nothing in it is ever
+  executed, and
   every memory in it passes the ledger reader's own rules (`model.check_snapshot`) as it is
   loaded. It names the state folder it was written in (device and inode), so a copy
   committed to a clone, or carried over with `cp -r`, is never read.
 
-Written through `statefs` (exclusive temp beside it, fsync, its mtime set before the atomic
-`os.replace`), lock-free: each file is whole and self-consistent, and the last one wins. A
+Written through `statefs.replace_state` (exclusive temp beside it, its mtime set, fsync, the
+atomic `os.replace`), lock-free: each file is whole and self-consistent, and the last one wins. A
 read-only workspace never writes it; nor is a fold kept whose read skipped a bad line or found
 a torn tail (those are said on every read, so no later process may skip reading them).
 """

@@ -461,4 +461,4 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
         path.unlink()
         path.symlink_to(outside)
     assert foldsnap.on_paths(led, ["auth/token.py"]) is None
-    assert _on(full_fold(led), ["auth/token.py"]) == _on(foldsnap.current(led).state, ["auth/token.py"])
+    assert _on(full_fold(led), ["auth/token.py"]) == _on(foldsnap.current(led).state, ["auth/token.py"])  # type: ignore[arg-type]
