@@ -18,10 +18,10 @@ It is derived and never trusted blindly:
   ledger and written anew;
 - it is data only (JSON lines: a header, then the body: the fold's counts with an index of
   anchored path -> byte offsets of its active memories' records, the drift plan, then one
-  record per memory, all under the header's checksum; `on_paths` builds only the records a
-  hook needs; the drift plan, a JSON line and raw arrays with its own checksum in the header,
-  is what a whole-workspace drift pass reads instead of the records, `read_plan`, each
-  record it later reads checked against the plan's blake3 of it): nothing in it is ever
+  record per memory, all under the header's checksum; the drift plan, a JSON line and raw
+  arrays with its own checksum in the header, is what a whole-workspace drift pass and the
+  hooks (`on_paths`: only the records on the paths asked) read instead of the records,
+  `read_plan`, each record read later checked against the plan's blake3 of it): nothing in it is ever
   executed, and
   every memory in it passes the ledger reader's own rules (`model.check_snapshot`) as it is
   loaded. It names the state folder it was written in (device and inode), so a copy
@@ -115,7 +115,8 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
     """The file's bytes: a header line (format, prefix, folder, the body's checksum, where the
     plan line is and its own checksum), the body: a line with the fold's counts and the index
     (anchored path -> where the records of the active memories resting on it start, in bytes
-    after the plan line; `on_paths`), the drift plan line (`read_plan`), then one line per
+    after the plan line; read by no one since `on_paths` reads the plan, kept so that a reader
+    of this same version from an older install still finds it), the drift plan line (`read_plan`), then one line per
     memory record."""
     state = folded.state
     if not isinstance(state, FoldState):
@@ -626,48 +627,41 @@ def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
 def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     """The active memories anchored to `paths` (a path also covers the files under it, as
     `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
-    hold the whole ledger as it stands now (missing, damaged, of another folder, or the ledger
-    changed since: the full fold, `current`, decides then).
+    hold the whole ledger as it stands now (missing, damaged, of another folder, the ledger
+    changed since, no plan kept: the full fold, `current`, decides then).
 
-    What the agent and git hooks need, at a fraction of `current`'s cost: the whole body is
-    checksummed, as `decode` does, then only the records the index names for `paths` are
-    parsed and built, each checked as `decode` checks it (`_record`: `check_snapshot` on every
-    snapshot) and kept only if it does rest there. Writes nothing."""
-    read = _read(ledger)
-    if read is None:
+    What the agent and git hooks need, at a fraction of `current`'s cost: only the header and
+    the drift plan are read (`read_plan`, its own checksum; a few hundred KB at 10,000
+    memories where the whole file is 9 MB), then only the records the plan names for `paths`,
+    each read alone and checked as `SnapPlan.memory` checks it (its blake3 in the plan, the
+    ledger reader's rules, the target the plan names: its id, active, anchored), and refused
+    unless it does rest there. A record nobody asked for is neither read nor checked: its
+    damage is the business of the read that needs it. Writes nothing."""
+    plan = read_plan(ledger)
+    if plan is None:
         return None
-    data, st = read
     hit = covered_by(paths)
-
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
-        checked = _checked(data, st.st_mtime_ns, _folder(ledger))
-        if checked is None or not catchup.settled(ledger, checked[0]):
-            return None
-        head, records = _split(checked[1], checked[2])
-        starts: set[int] = set()
-        for path, where in head["index"].items():
-            if type(where) is not list:
-                return None
+        picks: set[int] = set()
+        for k, path in enumerate(plan.paths):
             if hit(path):
-                starts.update(where)
+                picks.update(plan.owners(k))
         out: list[Memory] = []
         seen: set[str] = set()
-        for at in sorted(starts):
-            if type(at) is not int or not 0 <= at < len(records) or (at and records[at - 1] != 0x0A):
-                return None  # not the start of a record line
-            mid, _, _, memory = _record(orjson.loads(records[at:records.index(b"\n", at)]))
-            if mid in seen:
-                return None
-            seen.add(mid)
-            if memory.status == "active" and any(hit(a.path) for a in memory.anchors):
-                out.append(memory)
+        for pos in sorted(picks):  # positions are the fold's order: the order the full fold lists them in
+            memory = plan.memory(pos)
+            if memory.id in seen or not any(hit(a.path) for a in memory.anchors):
+                return None  # the plan says it rests there and it does not: a plan not to trust
+            seen.add(memory.id)
+            out.append(memory)
         return out
-    except _SURPRISES:
+    except _SURPRISES + (OSError,):  # PlanMismatch included
         return None
     finally:
+        plan.close()
         if paused:
             gc.enable()
 

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -422,7 +422,7 @@ def test_on_paths_gives_the_full_folds_memories_on_those_paths(led: Ledger) -> N
     assert [m.id for m in foldsnap.on_paths(led, ["auth/token.py"]) or []] == ["a1"]  # a0 superseded, a4 retracted
 
 
-@pytest.mark.parametrize("change", ["grown", "body", "memory", "index", "folder", "link"])
+@pytest.mark.parametrize("change", ["grown", "body", "memory", "index", "plan", "folder", "link"])
 def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_path: Path, change: str) -> None:
     state = _anchored(led)
     foldsnap.current(led)
@@ -433,8 +433,8 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
     header = orjson.loads(head)
     if change == "grown":  # a memory recorded since: only the full fold has it
         write(led, state, "record", [Memory(id="late", content="late", anchors=state["a1"].anchors)])
-    elif change == "body":
-        i = body.index(b"about")
+    elif change == "body":  # a byte of a record on the path: its blake3 in the plan refuses it
+        i = body.index(b"about ('auth/token.py', 'README.md')")
         path.write_bytes(head + b"\n" + body[:i] + b"A" + body[i + 1:])
     elif change == "memory":  # checksum right, the record on the path refused by the reader's rules
         lines = body.split(b"\n")
@@ -445,14 +445,13 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
         import blake3
 
         path.write_bytes(orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb)
-    elif change == "index":  # checksum right, the index pointing into the middle of a record
-        first, rest = body.split(b"\n", 1)
-        counts = orjson.loads(first)
-        counts["index"]["auth/token.py"] = [at + 1 for at in counts["index"]["auth/token.py"]]
-        nb = orjson.dumps(counts) + b"\n" + rest
-        import blake3
-
-        path.write_bytes(orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb)
+    elif change == "index":  # both checksums right, the plan's record starts one byte into each record
+        _plan_rewritten(path, lambda at: at + 1)
+    elif change == "plan":  # a byte of the plan flipped: its own checksum refuses it
+        off, size, _ = header["plan"]
+        i = len(head) + 1 + off + size // 2
+        data = path.read_bytes()
+        path.write_bytes(data[:i] + bytes([data[i] ^ 1]) + data[i + 1:])
     elif change == "folder":
         path.write_bytes(orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body)
     elif change == "link":
@@ -462,3 +461,93 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
         path.symlink_to(outside)
     assert foldsnap.on_paths(led, ["auth/token.py"]) is None
     assert _on(full_fold(led), ["auth/token.py"]) == _on(foldsnap.current(led).state, ["auth/token.py"])  # type: ignore[arg-type]
+
+
+def _plan_rewritten(path: Path, move: Callable[[int], int]) -> None:
+    """Rewrite the snapshot's plan with each record start passed through `move`, both checksums
+    made right again (a crafted file: only the plan's per-record blake3 can catch it)."""
+    import blake3
+    from array import array
+
+    data = path.read_bytes()
+    cut = data.index(b"\n")
+    header = orjson.loads(data[:cut])
+    off, size, _ = header["plan"]
+    body = bytearray(data[cut + 1:])
+    plan = body[off:off + size]
+    line = plan.index(b"\n")
+    n = orjson.loads(plan[:line])["n"]
+    starts = array("Q", bytes(plan[line + 1:line + 1 + 8 * n]))
+    plan[line + 1:line + 1 + 8 * n] = array("Q", [move(at) for at in starts]).tobytes()
+    body[off:off + size] = plan
+    header["plan"] = [off, size, blake3.blake3(bytes(plan)).hexdigest()]
+    header["body"] = blake3.blake3(bytes(body)).hexdigest()
+    path.write_bytes(orjson.dumps(header) + b"\n" + bytes(body))
+
+
+def _trusted(led: Ledger) -> None:
+    foldsnap.current(led)
+    settle()
+    foldsnap.current(led)  # the prefix verified settled: trusted on the stat from now on
+
+
+def test_on_paths_reads_only_the_records_of_those_paths(led: Ledger) -> None:
+    """The hooks read the header, the plan and the few records they need, not the whole file:
+    damage to a record on no asked path is not theirs to see (the full load refuses it); the
+    damaged record, asked for, is refused by its blake3 in the plan."""
+    state = _anchored(led)
+    _trusted(led)
+    path = foldsnap.snap_path(led)
+    want = _on(state, ["auth/token.py"])
+    assert [m.id for m in want] == ["a1"]
+    assert foldsnap.on_paths(led, ["auth/token.py"]) == want
+    data = path.read_bytes()
+    # a byte of the record of a2 (auth/keys/rsa.py, not asked for) flipped, length kept
+    mtime = path.stat().st_mtime_ns
+    i = data.index(b"about ('auth/keys/rsa.py',)")
+    path.write_bytes(data[:i] + b"A" + data[i + 1:])
+    os.utime(path, ns=(mtime, mtime))
+    assert foldsnap.on_paths(led, ["auth/token.py"]) == want  # a1's record untouched, checked alone
+    assert foldsnap.on_paths(led, ["auth/keys/rsa.py"]) is None  # the damaged one, asked for: refused
+    assert foldsnap.on_paths(led, ["auth"]) is None
+    assert foldsnap.load(led) is None  # the whole file is refused by the full load
+    assert view(foldsnap.current(led).state) == view(full_fold(led))  # and the fold is rebuilt from the ledger
+
+
+@pytest.mark.parametrize("damage", ["shifted", "swapped", "owner"])
+def test_on_paths_never_trusts_a_damaged_plan(led: Ledger, damage: str) -> None:
+    """A plan whose checksums were made right but which names the wrong records, or a memory
+    that does not rest on the path asked: None (the full path), never a wrong answer."""
+    state = _anchored(led)
+    _trusted(led)
+    path = foldsnap.snap_path(led)
+    order: list[int] = []
+
+    def keep(at: int) -> int:
+        order.append(at)
+        return at
+
+    _plan_rewritten(path, keep)  # the targets' record starts, as written
+    if damage == "shifted":  # every start moved to the next target's record
+        _plan_rewritten(path, lambda at: order[(order.index(at) + 1) % len(order)])
+    elif damage == "swapped":  # the first two targets' records swapped
+        _plan_rewritten(path, lambda at: {order[0]: order[1], order[1]: order[0]}.get(at, at))
+    else:  # the plan says a3 (README.md only) rests on auth/token.py: its record says otherwise
+        import blake3
+
+        data = path.read_bytes()
+        cut = data.index(b"\n")
+        header = orjson.loads(data[:cut])
+        off, size, _ = header["plan"]
+        body = data[cut + 1:]
+        plan = body[off:off + size]
+        assert plan.count(b'"auth/token.py"') == 1 and plan.count(b'"README.md"') == 1
+        swapped = plan.replace(b'"auth/token.py"', b'"X"').replace(b'"README.md"', b'"auth/token.py"')
+        swapped = swapped.replace(b'"X"', b'"README.md"')
+        nb = body[:off] + swapped + body[off + size:]
+        header.update(plan=[off, len(swapped), blake3.blake3(swapped).hexdigest()], size=len(nb),
+                      body=blake3.blake3(nb).hexdigest())
+        path.write_bytes(orjson.dumps(header) + b"\n" + nb)
+    assert foldsnap.on_paths(led, ["auth/token.py"]) is None
+    assert _on(full_fold(led), ["auth/token.py"]) == _on(state, ["auth/token.py"])
+    assert view(foldsnap.current(led).state) == view(full_fold(led))
