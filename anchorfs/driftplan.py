@@ -157,6 +157,7 @@ def drift(ws: Workspace, progress: Callable[[int, int], None] | None = None) -> 
         changed = _changed(ws, report, planned)
     except (PlanMismatch, IndexError):  # IndexError: the plan names a target past its count
         ws.__dict__["_planned"] = None
+        snap.close()  # a plan refused: no report of it is handed out
         return None
     ws.cache.save()
     ws._write_back(changed)

@@ -424,11 +424,9 @@ class SnapPlan:
     the plan names (its id, active, anchored); anything else raises `PlanMismatch`."""
 
     __slots__ = ("prefix", "n", "paths", "want", "claims", "_fd", "_base", "_end", "_at", "_own", "_own_at",
-                 "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "__weakref__")
+                 "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident", "__weakref__")
 
-    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes) -> None:
-        import weakref
-
+    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: Path | None = None) -> None:
         cut = region.find(b"\n")
         if cut < 0:
             raise ValueError("no plan")
@@ -464,11 +462,45 @@ class SnapPlan:
         self._sums = bytes(blobs[cuts[3]:cuts[4]])
         self._ids_text = blobs[cuts[4]:cuts[5]]
         self._ids: list[str] | None = None
-        self._fd, self._base, self._end, self.prefix = fd, base, end, prefix
-        self._closer = weakref.finalize(self, os.close, fd)  # last: a plan refused is closed by its reader
+        self._base, self._end, self.prefix, self._path = base, end, prefix, file
+        st = os.fstat(fd)
+        self._ident = (st.st_dev, st.st_ino, st.st_size)
+        self._adopt(fd)  # last: a plan refused is closed by its reader
+
+    def _adopt(self, fd: int) -> None:
+        import weakref
+
+        self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)
 
     def close(self) -> None:
+        """Close the file now (`Workspace.close`). A record read later (a report's memories
+        read after the workspace closed) opens the snapshot again, and reads only the very file
+        the plan was read from (same device, inode and size: a snapshot is replaced, never
+        changed in place, though a full fold may re-stamp its mtime; each record is checked
+        against its blake3 as ever); another file there is `PlanMismatch`."""
         self._closer()
+        self._fd = -1
+
+    def _file(self) -> int:
+        if self._fd >= 0:
+            return self._fd
+        if self._path is None:
+            raise PlanMismatch("the snapshot's plan was closed")
+        try:
+            fd = open_state(self._path, os.O_RDONLY)
+        except (OSError, AnchorfsError):
+            raise PlanMismatch("the snapshot its plan was read from is gone") from None
+        try:
+            st = os.fstat(fd)
+            same = (st.st_dev, st.st_ino, st.st_size) == self._ident
+        except OSError:
+            same = False
+        if not same:
+            os.close(fd)
+            raise PlanMismatch("the snapshot was replaced since its plan was read")
+        self._adopt(fd)
+        return fd
 
     def owners(self, k: int) -> array[Any]:
         return self._own[self._own_at[k]:self._own_at[k + 1]]
@@ -494,7 +526,7 @@ class SnapPlan:
             return data[at:end + 1]
         size = 4096
         while True:
-            got = os.pread(self._fd, size, self._base + at)
+            got = os.pread(self._file(), size, self._base + at)
             end = got.find(b"\n")
             if end >= 0:
                 return got[:end + 1]
@@ -525,7 +557,7 @@ class SnapPlan:
         want = self._end - self._base
         chunks, got = [], 0
         while got < want:
-            chunk = os.pread(self._fd, want - got, self._base + got)
+            chunk = os.pread(self._file(), want - got, self._base + got)
             if not chunk:
                 raise PlanMismatch("the snapshot is shorter than its header says")
             chunks.append(chunk)
@@ -598,7 +630,7 @@ def read_plan(ledger: Ledger) -> SnapPlan | None:
         region = os.pread(fd, size + 1, cut + 1 + off)
         if len(region) != size + 1 or region[-1:] != b"\n" or blake3.blake3(region[:size]).hexdigest() != digest:
             return None
-        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region[:size])
+        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region[:size], snap_path(ledger))
         keep = True
         return out
     except _SURPRISES + (OSError,):

@@ -148,7 +148,12 @@ class Workspace:
         self.close()
 
     def close(self) -> None:
+        """Save the hash cache and close the drift plan's file (`anchorfs.driftplan`), rather
+        than at garbage collection; a report's memories read later open it again."""
         self.cache.save()
+        planned = self.__dict__.get("_planned")
+        if planned is not None:
+            planned.snap.close()
 
     # -- lazy parts ------------------------------------------------------------------------
 

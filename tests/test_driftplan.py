@@ -332,6 +332,44 @@ def test_a_report_read_later_is_the_pass_it_came_from(tmp_path: Path) -> None:
     ws.close()
 
 
+def _open_on(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def test_closing_the_workspace_closes_the_plans_file(tmp_path: Path) -> None:
+    """`Workspace.close()` closes the snapshot it planned from (not garbage collection); the
+    report's memories read afterwards open that very file again, and a file replaced since is
+    refused in one line, never read as the plan's."""
+    root = tmp_path / "ws"
+    files = [f"src/m{i}.py" for i in range(4)]
+    for rel in files:
+        write(root, rel, f"x = {rel!r}\n")
+    anchorfs.init(root)
+    with Workspace(root) as ws:
+        ws.record_many([{"content": f"fact {k} of {rel}", "anchors": [rel]} for rel in files for k in range(3)])
+    snapshot(root)
+    want = answers(full(root))
+    report, ws = lazy(root)
+    fd = ws.__dict__["_planned"].snap._fd
+    assert (_open_on(fd) or "").endswith(foldsnap.SNAP_FILE)
+    ws.close()
+    assert not (_open_on(fd) or "").endswith(foldsnap.SNAP_FILE)  # closed now, not at collection
+    assert answers(report) == want  # read after the close: the same file, opened again
+
+    report, ws = lazy(root)
+    ws.close()
+    with Workspace(root) as w:
+        w.record("another", anchors=[files[0]])
+    settle()
+    with Workspace(root) as w:
+        w._memories()  # a new snapshot replaces the file the report was planned from
+    with pytest.raises(AnchorfsError, match="replaced"):
+        report.memories
+
+
 def test_drift_json_cli_answers_the_same_from_the_plan(tmp_path: Path) -> None:
     from anchorfs.cli import cli
 
