@@ -645,13 +645,11 @@ def read_plan(ledger: Ledger) -> SnapPlan | None:
 def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
     """Whether an anchored path is one of `paths` or lies under one (a folder covers the files
     under it): how `on_paths` and `Workspace.recheck` both read the paths an edit touched."""
-    wanted = {p.strip("/") for p in paths if p and p.strip("/")}
+    wanted = frozenset(p.strip("/") for p in paths if p and p.strip("/"))
+    under = tuple(w + "/" for w in wanted)  # a proper prefix of a path's parts is followed by a "/"
 
     def hit(path: str) -> bool:
-        if path in wanted:
-            return True
-        parts = path.split("/")
-        return any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+        return path in wanted or path.startswith(under)
 
     return hit
 

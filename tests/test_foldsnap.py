@@ -551,3 +551,13 @@ def test_on_paths_never_trusts_a_damaged_plan(led: Ledger, damage: str) -> None:
     assert foldsnap.on_paths(led, ["auth/token.py"]) is None
     assert _on(full_fold(led), ["auth/token.py"]) == _on(state, ["auth/token.py"])
     assert view(foldsnap.current(led).state) == view(full_fold(led))
+
+
+@settings(max_examples=60, deadline=None)
+@given(paths=st.lists(st.text("ab/", max_size=6), max_size=3), path=st.text("ab/", min_size=1, max_size=8))
+def test_covered_by_is_a_path_or_a_folder_above_it(paths: list[str], path: str) -> None:
+    """A path is covered by itself and by every folder above it (its leading parts), nothing else."""
+    wanted = {p.strip("/") for p in paths if p.strip("/")}
+    parts = path.split("/")
+    want = path in wanted or any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+    assert foldsnap.covered_by(paths)(path) == want
