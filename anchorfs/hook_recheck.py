@@ -6,8 +6,8 @@ the ledger, its lock) is the general path; a hook needs far less, so this one re
 
 - the ledger's bytes, to see whether it names a path at all (`mentioned`: none named, no
   memory rests there, nothing else is read);
-- the fold snapshot's index and the records it names for those paths (`foldsnap.on_paths`),
-  never the snapshot's unrelated records;
+- the fold snapshot's drift plan and the records it names for those paths (`foldsnap.on_paths`,
+  each record checked against its blake3 in the plan), never the snapshot's unrelated records;
 - `drift.json` and the hash cache, then the drift checker on those memories alone.
 
 A memory whose drift changed is judged under the events lock (`watch._events_fd`, the lock
