@@ -59,3 +59,55 @@ def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     kwdefaults = hashing.HashCache.__init__.__kwdefaults__
     assert kwdefaults is not None
     monkeypatch.setitem(kwdefaults, "granularity_ns", 0)
+
+
+def tree_snapshot(top: Path) -> dict[str, tuple[str, bytes]]:
+    """Every path under `top`, never following a link: its type and its bytes or link target
+    (a refusal must leave this the same: nothing written, not the victim, not outside)."""
+    import stat
+
+    out: dict[str, tuple[str, bytes]] = {}
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[path] = ("link", os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                out[path] = ("dir", b"")
+            else:
+                with open(path, "rb") as fh:
+                    out[path] = ("file", fh.read())
+    return out
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str, entry: bool = False) -> tuple[int, str]:
+    """The CLI in process (`entry`: through `anchorfs.__main__`, the fast paths first): its exit
+    code and its stderr."""
+    from anchorfs.__main__ import main as entry_main
+    from anchorfs.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        (entry_main if entry else main)(list(args))
+    code = exc.value.code
+    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+
+
+def anchored_clone(tmp_path_factory: pytest.TempPathFactory, app: bytes) -> tuple[Path, str]:
+    """A git workspace with one memory anchored to `src/app.py#handler`, its store and its fold
+    snapshot, built once per test module (a template to copy, then plant links in)."""
+    import anchorfs
+
+    root = tmp_path_factory.mktemp("template") / "clone"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_bytes(app)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    anchorfs.init(root)
+    with pytest.MonkeyPatch.context() as mp:  # the isolation above is per test; this runs before it
+        mp.setenv("HOME", str(root.parent))
+        mp.setenv("XDG_CACHE_HOME", str(root.parent / ".cache"))
+        for key in [k for k in os.environ if k.startswith("ANCHORFS_")]:
+            mp.delenv(key)
+        with anchorfs.open(root) as ws:
+            memory_id = ws.record("the handler answers ok", anchors=["src/app.py#handler"]).id
+    return root, memory_id

@@ -15,7 +15,6 @@ import errno
 import marshal
 import os
 import shutil
-import stat
 import subprocess
 import time
 import warnings
@@ -27,11 +26,11 @@ import pytest
 
 import anchorfs
 from anchorfs import memo
-from anchorfs.__main__ import main as entry_main
-from anchorfs.cli import main
 from anchorfs.errors import WorkspaceError
 from anchorfs.ledger import FAULT_ENV, Ledger
 from anchorfs.mcp import write_mcp_config
+
+from conftest import anchored_clone, run_cli, tree_snapshot
 
 VICTIM = b'{"someone else\'s": "data"}\nan unfinished last line'
 APP = b"def handler(request):\n    return 'ok'\n"
@@ -39,44 +38,7 @@ APP = b"def handler(request):\n    return 'ok'\n"
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A git workspace with one anchored memory and its store, built once."""
-    root = tmp_path_factory.mktemp("template") / "clone"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_bytes(APP)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
-    anchorfs.init(root)
-    with pytest.MonkeyPatch.context() as mp:  # conftest's isolation is per test; this runs before it
-        mp.setenv("HOME", str(root.parent))
-        mp.setenv("XDG_CACHE_HOME", str(root.parent / ".cache"))
-        for key in [k for k in os.environ if k.startswith("ANCHORFS_")]:
-            mp.delenv(key)
-        with anchorfs.open(root) as ws:
-            memory_id = ws.record("the handler answers ok", anchors=["src/app.py#handler"]).id
-    return root, memory_id
-
-
-def _snapshot(top: Path) -> dict[str, tuple[str, bytes]]:
-    """Every path under `top`, never following a link: its type and its bytes or link target."""
-    out: dict[str, tuple[str, bytes]] = {}
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                out[path] = ("link", os.readlink(path).encode())
-            elif stat.S_ISDIR(st.st_mode):
-                out[path] = ("dir", b"")
-            else:
-                with open(path, "rb") as fh:
-                    out[path] = ("file", fh.read())
-    return out
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *args: str, entry: bool = False) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exc:
-        (entry_main if entry else main)(list(args))
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+    return anchored_clone(tmp_path_factory, APP)
 
 
 def _plant(clone: Path, work: Path, case: str) -> str:
@@ -127,23 +89,23 @@ def test_a_link_in_the_state_folder_fails_every_command_in_one_line(
     clone = work / "clone"
     shutil.copytree(template[0], clone, symlinks=True)
     named = _plant(clone, work, case)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     for args in _commands(clone, template[1]):
-        code, err = _cli(capsys, *args)
+        code, err = run_cli(capsys, *args)
         assert code == 1, (args, err)
         assert err.count("\n") == 1 and err.startswith("anchorfs: error: refusing "), (args, err)
         assert named in err and "symbolic link" in err, (args, err)
-        assert _snapshot(tmp_path) == before, args  # nothing written: not the victim, not outside, not the clone
+        assert tree_snapshot(tmp_path) == before, args  # nothing written: not the victim, not outside, not the clone
     # the post-commit hook never fails the commit: exit 0, the same one line
-    code, err = _cli(capsys, "hook", "run", "--root", str(clone))
+    code, err = run_cli(capsys, "hook", "run", "--root", str(clone))
     assert code == 0 and err.count("\n") == 1 and err.startswith("anchorfs: hook: refusing ") and named in err
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
     # the fast `drift` path (the memo, before the CLI) leaves a link to the full pass, which refuses it
-    code, err = _cli(capsys, "drift", "--root", str(clone), entry=True)
+    code, err = run_cli(capsys, "drift", "--root", str(clone), entry=True)
     assert code == 1 and named in err and err.count("\n") == 1
     assert (work / "victim.txt").read_bytes() == VICTIM
     assert not (work / "created-through-the-link").exists()
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_the_sdk_refuses_the_same_before_reading(template: tuple[Path, str], tmp_path: Path) -> None:
@@ -151,7 +113,7 @@ def test_the_sdk_refuses_the_same_before_reading(template: tuple[Path, str], tmp
     clone = work / "clone"
     shutil.copytree(template[0], clone, symlinks=True)
     named = _plant(clone, work, "ledger.jsonl")
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     with pytest.raises(WorkspaceError, match="symbolic link") as exc:
         anchorfs.open(clone)
     assert named in str(exc.value)
@@ -165,7 +127,7 @@ def test_the_sdk_refuses_the_same_before_reading(template: tuple[Path, str], tmp
         ledger.size()
     with pytest.raises(WorkspaceError):
         ledger.complete_size()
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_a_link_inside_the_store_is_refused_before_lancedb_opens_it(
@@ -177,22 +139,22 @@ def test_a_link_inside_the_store_is_refused_before_lancedb_opens_it(
     shutil.copytree(data, work / "outside-data")
     shutil.rmtree(data)
     data.symlink_to(Path("..") / ".." / ".." / "outside-data", target_is_directory=True)
-    outside = _snapshot(work / "outside-data")
+    outside = tree_snapshot(work / "outside-data")
     for args in (["query", "handler"], ["context", "the handler"]):
-        before = _snapshot(tmp_path)
-        code, err = _cli(capsys, *args, "--root", str(clone))
+        before = tree_snapshot(tmp_path)
+        code, err = run_cli(capsys, *args, "--root", str(clone))
         assert code == 1 and err.count("\n") == 1 and str(data) in err and "symbolic link" in err, (args, err)
-        assert _snapshot(tmp_path) == before
+        assert tree_snapshot(tmp_path) == before
     # commands that never open the store still work (`record` writes the ledger alone: the store
     # catches up at the next read); `reindex` rebuilds it without following the link
-    assert _cli(capsys, "list", "--root", str(clone))[0] == 0
-    assert _cli(capsys, "record", "hello", "--root", str(clone))[0] == 0
-    assert _snapshot(work / "outside-data") == outside
-    code, err = _cli(capsys, "reindex", "--root", str(clone))
+    assert run_cli(capsys, "list", "--root", str(clone))[0] == 0
+    assert run_cli(capsys, "record", "hello", "--root", str(clone))[0] == 0
+    assert tree_snapshot(work / "outside-data") == outside
+    code, err = run_cli(capsys, "reindex", "--root", str(clone))
     assert code == 0, err
     assert not data.is_symlink()
-    assert _snapshot(work / "outside-data") == outside
-    assert _cli(capsys, "query", "handler", "--root", str(clone))[0] == 0
+    assert tree_snapshot(work / "outside-data") == outside
+    assert run_cli(capsys, "query", "handler", "--root", str(clone))[0] == 0
 
 
 def test_init_never_writes_through_a_linked_state_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -201,12 +163,12 @@ def test_init_never_writes_through_a_linked_state_folder(tmp_path: Path, capsys:
     clone = tmp_path / "clone"
     clone.mkdir()
     (clone / ".anchorfs").symlink_to(outside, target_is_directory=True)
-    code, err = _cli(capsys, "init", "--root", str(clone))
+    code, err = run_cli(capsys, "init", "--root", str(clone))
     assert code == 1 and err.count("\n") == 1 and str(clone / ".anchorfs") in err
     assert list(outside.iterdir()) == []
     (clone / ".anchorfs").unlink()
     (clone / ".anchorfs").symlink_to(tmp_path / "nowhere")  # dangling: mkdir must not create its target
-    code, err = _cli(capsys, "init", "--root", str(clone))
+    code, err = run_cli(capsys, "init", "--root", str(clone))
     assert code == 1 and err.count("\n") == 1 and str(clone / ".anchorfs") in err
     assert not (tmp_path / "nowhere").exists()
 
@@ -220,7 +182,7 @@ def test_a_linked_mcp_config_is_refused(template: tuple[Path, str], tmp_path: Pa
     (clone / ".mcp.json").symlink_to(victim)
     with pytest.raises(WorkspaceError, match="symbolic link"):
         write_mcp_config(clone)
-    code, err = _cli(capsys, "init", "--mcp", "--root", str(clone))
+    code, err = run_cli(capsys, "init", "--mcp", "--root", str(clone))
     assert code == 1 and err.count("\n") == 1 and ".mcp.json" in err
     assert victim.read_bytes() == b'{"mcpServers": {}}\n'
     assert (clone / ".mcp.json").is_symlink()
@@ -241,7 +203,7 @@ def test_a_memo_planted_in_a_clone_is_never_replayed(template: tuple[Path, str],
               {"json": '{"forged": true}\n', "text": "all fresh (forged)\n"}, 0)
     (clone / ".anchorfs" / "drift.memo").write_bytes(marshal.dumps(forged))
     assert memo.replay(clone, False) is None
-    code, _ = _cli(capsys, "drift", "--root", str(clone), entry=True)
+    code, _ = run_cli(capsys, "drift", "--root", str(clone), entry=True)
     assert code == 90  # the full pass ran and found the change
     (clone / ".anchorfs" / "drift.memo").unlink(missing_ok=True)
     (clone / ".anchorfs" / "drift.memo").symlink_to(tmp_path / "forged.memo")
@@ -291,7 +253,7 @@ def test_a_torn_tail_that_cannot_be_cut_refuses_writes_and_reads_on(
         fh.write(b'{"v": 1, "tx": "a crash mid-app')
     saved = ledger.read_bytes()
     _make_append_only(ledger, append_only, monkeypatch)
-    code, err = _cli(capsys, "record", "hello", "--root", str(clone))
+    code, err = run_cli(capsys, "record", "hello", "--root", str(clone))
     assert code == 1, err
     errors = [line for line in err.splitlines() if line.startswith("anchorfs: error: ")]
     assert len(errors) == 1 and err.endswith("\n") and all(line.startswith("anchorfs: ") for line in err.splitlines())
@@ -299,7 +261,7 @@ def test_a_torn_tail_that_cannot_be_cut_refuses_writes_and_reads_on(
     assert "Traceback" not in err and "PermissionError" not in err
     assert ledger.read_bytes() == saved
     # reads skip the torn line (with a warning) and serve what the ledger holds
-    code, err = _cli(capsys, "show", template[1], "--root", str(clone))
+    code, err = run_cli(capsys, "show", template[1], "--root", str(clone))
     assert code == 0 and "Traceback" not in err
     with pytest.warns(UserWarning, match="torn"):
         with anchorfs.open(clone) as ws:
@@ -338,7 +300,7 @@ def test_a_failed_append_to_an_append_only_ledger_is_one_line_and_never_acknowle
     ledger = clone / ".anchorfs" / "ledger.jsonl"
     _make_append_only(ledger, append_only, monkeypatch)
     monkeypatch.setenv(FAULT_ENV, ",".join(filter(None, [os.environ.get(FAULT_ENV), "ledger-partial"])))
-    code, err = _cli(capsys, "record", "hello", "--root", str(clone))
+    code, err = run_cli(capsys, "record", "hello", "--root", str(clone))
     assert code == 1 and "Traceback" not in err and "PermissionError" not in err
     errors = [line for line in err.splitlines() if line.startswith("anchorfs: error: ")]
     assert len(errors) == 1 and "cannot append to the ledger" in errors[0], err

@@ -9,19 +9,16 @@ socket to whatever it names."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
 import anchorfs
-from anchorfs.__main__ import main as entry_main
-from anchorfs.cli import main
 from anchorfs.errors import WorkspaceError
 from anchorfs.statefs import STATE_FILES, check_state
+
+from conftest import anchored_clone, run_cli, tree_snapshot
 
 VICTIM = b"root:x:0:0:root:/root:/bin/bash\n"
 NAMES = ("fold.snap", "digest.memo", "server.sock")
@@ -29,44 +26,7 @@ NAMES = ("fold.snap", "digest.memo", "server.sock")
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A git workspace with one anchored memory, its store and its fold snapshot, built once."""
-    root = tmp_path_factory.mktemp("template") / "clone"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_bytes(b"def handler(request):\n    return 'ok'\n")
-    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
-    anchorfs.init(root)
-    with pytest.MonkeyPatch.context() as mp:  # conftest's isolation is per test; this runs before it
-        mp.setenv("HOME", str(root.parent))
-        mp.setenv("XDG_CACHE_HOME", str(root.parent / ".cache"))
-        for key in [k for k in os.environ if k.startswith("ANCHORFS_")]:
-            mp.delenv(key)
-        with anchorfs.open(root) as ws:
-            memory_id = ws.record("the handler answers ok", anchors=["src/app.py#handler"]).id
-    return root, memory_id
-
-
-def _snapshot(top: Path) -> dict[str, tuple[str, bytes]]:
-    """Every path under `top`, never following a link: its type and its bytes or link target."""
-    out: dict[str, tuple[str, bytes]] = {}
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                out[path] = ("link", os.readlink(path).encode())
-            elif stat.S_ISDIR(st.st_mode):
-                out[path] = ("dir", b"")
-            else:
-                with open(path, "rb") as fh:
-                    out[path] = ("file", fh.read())
-    return out
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *args: str, entry: bool = False) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exc:
-        (entry_main if entry else main)(list(args))
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+    return anchored_clone(tmp_path_factory, b"def handler(request):\n    return 'ok'\n")
 
 
 def test_the_three_names_are_state_files() -> None:
@@ -91,26 +51,26 @@ def test_a_linked_state_file_is_refused_and_nothing_is_written(
         check_state(clone / ".anchorfs")
     with pytest.raises(WorkspaceError, match="symbolic link"):
         anchorfs.open(clone)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     root = ["--root", str(clone)]
     memory_id = template[1]
     for args in (["record", "hello", *root], ["query", "handler", *root], ["list", *root], ["drift", *root],
                  ["show", memory_id, *root], ["verify", *root], ["retract", memory_id, *root], ["init", *root]):
-        code, err = _cli(capsys, *args)
+        code, err = run_cli(capsys, *args)
         assert code == 1, (args, err)
         assert err.count("\n") == 1 and err.startswith("anchorfs: error: refusing "), (args, err)
         assert named in err and "symbolic link" in err, (args, err)
-        assert _snapshot(tmp_path) == before, args
+        assert tree_snapshot(tmp_path) == before, args
     # the agent hooks never fail the agent: the same one line, nothing written
-    code, err = _cli(capsys, "hook", "run", *root)
+    code, err = run_cli(capsys, "hook", "run", *root)
     assert code == 0 and err.count("\n") == 1 and named in err, err
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
     # the fast paths before the CLI (drift replay, hooks, server hand-off) leave it to the full pass
-    code, err = _cli(capsys, "drift", *root, entry=True)
+    code, err = run_cli(capsys, "drift", *root, entry=True)
     assert code == 1 and named in err and err.count("\n") == 1, err
     assert (work / "victim").read_bytes() == VICTIM
     assert not (work / "created-through-the-link").exists()
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_state_files_names_every_file_its_owners_keep() -> None:

@@ -6,7 +6,6 @@ after it, leaving a new `.anchorfs/` (and the merge driver in `.git/config`) beh
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 from pathlib import Path
 
@@ -14,33 +13,9 @@ import pytest
 
 from anchorfs.cli import main
 
-from conftest import git
+from conftest import git, run_cli, tree_snapshot
 
 OUTSIDE = b"* text=auto\n"
-
-
-def _snapshot(top: Path) -> dict[str, tuple[str, bytes]]:
-    """Every path under `top`, never following a link: its type and its bytes or link target."""
-    out: dict[str, tuple[str, bytes]] = {}
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                out[path] = ("link", os.readlink(path).encode())
-            elif stat.S_ISDIR(st.st_mode):
-                out[path] = ("dir", b"")
-            else:
-                with open(path, "rb") as fh:
-                    out[path] = ("file", fh.read())
-    return out
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), capsys.readouterr().err
 
 
 @pytest.fixture
@@ -61,11 +36,11 @@ def clone(tmp_path: Path) -> Path:
 def test_init_refused_for_a_linked_gitattributes_writes_nothing(
         mode: tuple[str, ...], target: str, clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (clone / ".gitattributes").symlink_to(tmp_path / "outside" if target == "outside" else target)
-    before = _snapshot(tmp_path)
-    code, err = _cli(capsys, "init", *mode, "--root", str(clone))
+    before = tree_snapshot(tmp_path)
+    code, err = run_cli(capsys, "init", *mode, "--root", str(clone))
     assert code == 1 and err.count("\n") == 1 and err.startswith("anchorfs: error: ") and ".gitattributes" in err, err
     assert not os.path.lexists(clone / ".anchorfs")
-    assert _snapshot(tmp_path) == before  # nor .git/config (the driver), nor info/attributes, nor the target
+    assert tree_snapshot(tmp_path) == before  # nor .git/config (the driver), nor info/attributes, nor the target
 
 
 def test_init_refused_for_a_linked_info_attributes_writes_nothing(
@@ -74,17 +49,17 @@ def test_init_refused_for_a_linked_info_attributes_writes_nothing(
     info.mkdir(exist_ok=True)
     (info / "attributes").unlink(missing_ok=True)
     (info / "attributes").symlink_to(tmp_path / "outside")
-    before = _snapshot(tmp_path)
-    code, err = _cli(capsys, "init", "--shared", "--root", str(clone))
+    before = tree_snapshot(tmp_path)
+    code, err = run_cli(capsys, "init", "--shared", "--root", str(clone))
     assert code == 1 and err.count("\n") == 1 and "attributes" in err, err
     assert not os.path.lexists(clone / ".anchorfs") and not os.path.lexists(clone / ".gitattributes")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_init_shared_outside_git_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    code, err = _cli(capsys, "init", "--shared", "--root", str(plain))
+    code, err = run_cli(capsys, "init", "--shared", "--root", str(plain))
     assert code == 1 and err.count("\n") == 1 and "not in a git repository" in err, err
     assert list(plain.iterdir()) == []
 
@@ -93,17 +68,17 @@ def test_init_shared_outside_git_writes_nothing(tmp_path: Path, capsys: pytest.C
 def test_init_refused_for_a_linked_host_config_writes_nothing(
         args: tuple[str, ...], clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (clone / ".mcp.json").symlink_to(tmp_path / "outside")
-    before = _snapshot(tmp_path)
-    code, err = _cli(capsys, "init", *args, "--root", str(clone))
+    before = tree_snapshot(tmp_path)
+    code, err = run_cli(capsys, "init", *args, "--root", str(clone))
     assert code == 1 and err.count("\n") == 1 and ".mcp.json" in err, err
     assert not os.path.lexists(clone / ".anchorfs") and not os.path.lexists(clone / ".gitattributes")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_init_that_succeeds_still_writes_every_file(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The checks moved earlier, not away: a clean clone gets the state folder, the attribute
     line, the local driver and the host's files in one `init --shared --for claude`."""
-    code, err = _cli(capsys, "init", "--shared", "--for", "claude", "--root", str(clone))
+    code, err = run_cli(capsys, "init", "--shared", "--for", "claude", "--root", str(clone))
     assert code == 0, err
     assert (clone / ".anchorfs" / ".gitignore").is_file()
     assert "merge=union" in (clone / ".gitattributes").read_text()
@@ -122,7 +97,7 @@ def test_init_never_writes_through_a_link_planted_at_a_temp_name(
     planted[1].parent.mkdir(exist_ok=True)
     for link in planted:
         link.symlink_to(tmp_path / "outside")
-    code, err = _cli(capsys, "init", "--shared", "--root", str(clone))
+    code, err = run_cli(capsys, "init", "--shared", "--root", str(clone))
     assert code == 0, err
     assert (tmp_path / "outside").read_bytes() == OUTSIDE
     for path in (clone / ".gitattributes", clone / ".git" / "info" / "attributes"):
