@@ -148,11 +148,8 @@ def _log_transitions(state: "Path", targets: "list[Memory]", checker: "DriftChec
     """A drift changed: judge it again under the events lock (the files may have moved on, and
     another process may have logged it meanwhile), write `drift.json` and append the events.
     None (nothing written) when `drift.json` turns out damaged under the lock."""
-    import orjson
-
-    from .model import utcnow
     from .statefs import read_state
-    from .watch import DriftEvent, _detail, _events_fd
+    from .watch import _events_fd, log_transitions
     from .writeback import write_back
 
     with _events_fd(state) as fd:
@@ -162,10 +159,4 @@ def _log_transitions(state: "Path", targets: "list[Memory]", checker: "DriftChec
         changed = _changed(known, checker.check_all(targets).memories)
         cache.save()
         write_back(state, [md for _, md in changed], store=None, read_only=False)
-        now = utcnow()
-        events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
-                  for before, md in changed]
-        if events:
-            # One write with O_APPEND: lines from the watcher and the hook never interleave.
-            os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
-    return events
+        return log_transitions(fd, changed, source=source)

@@ -105,13 +105,18 @@ def _events_fd(state: Path) -> Iterator[int]:
 def record_transitions(ws: "Workspace", paths: Iterable[str] | None = None, *, source: str) -> list[DriftEvent]:
     """Re-check the memories anchored to `paths` (all when None); log and return each transition."""
     with _events_fd(ws.state) as fd:
-        changed = ws.recheck(paths)
-        now = utcnow()
-        events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
-                  for before, md in changed]
-        if events:
-            # One write with O_APPEND: lines from the watcher and the hook never interleave.
-            os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
+        return log_transitions(fd, ws.recheck(paths), source=source)
+
+
+def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, source: str) -> list[DriftEvent]:
+    """One event per (drift before, drift now) transition, appended to the events log held
+    open (and locked) at `fd`: the watcher's and the hooks' one way of writing them."""
+    now = utcnow()
+    events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
+              for before, md in changed]
+    if events:
+        # One write with O_APPEND: lines from the watcher and the hook never interleave.
+        os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
     return events
 
 
