@@ -230,17 +230,12 @@ def _replay_digest(root_real: str) -> str | None:
 
     from . import memo
     from .locate import STATE_DIR
+    from .statefs import open_state
 
     try:
         if not stat.S_ISDIR(os.lstat(os.path.join(root_real, STATE_DIR)).st_mode):
             return None
-        # `statefs.open_state`'s open (no link followed, no FIFO waited on, regular files only),
-        # made here: importing statefs imports pathlib, a third of a replayed digest's cost
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(_digest_memo_path(root_real), flags)
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
+        with os.fdopen(open_state(_digest_memo_path(root_real), os.O_RDONLY), "rb") as fh:
             d = json.loads(fh.read(_STDIN_LIMIT))
         if not isinstance(d, dict) or d.get("format") != _DIGEST_FORMAT or d.get("root") != root_real:
             return None
@@ -261,7 +256,7 @@ def _replay_digest(root_real: str) -> str | None:
         if not memo._unchanged(paths, tuples) or any(os.path.lexists(p) for p in absent):  # type: ignore[arg-type]
             return None
         return out
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+    except (OSError, WorkspaceError, ValueError, TypeError, KeyError, RecursionError):
         return None
 
 

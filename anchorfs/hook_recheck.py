@@ -42,26 +42,21 @@ def mentioned(root_real: str, rels: list[str]) -> list[str]:
     escape, an unreadable or odd ledger) is kept, leaving the judgement to the full check.
     The ledger is opened as every state file is (no link followed, regular files only)."""
     import mmap
-    import stat
-
+    from .errors import WorkspaceError
     from .locate import STATE_DIR
+    from .statefs import open_state
 
     odd = {r for r in rels if any(c in r for c in '"\\') or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in r)}
     if not rels or len(odd) == len(set(rels)):
         return list(rels)
-    # `statefs.open_state`'s open (no link followed, no FIFO waited on, regular files only), made
-    # here: importing statefs imports pathlib, a third of an unanchored edit's whole hook
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(os.path.join(root_real, STATE_DIR, "ledger.jsonl"), flags)
+        fd = open_state(os.path.join(root_real, STATE_DIR, "ledger.jsonl"), os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return [r for r in rels if r in odd]
-    except OSError:  # a link, an I/O error: the full check says what is wrong
+    except (OSError, WorkspaceError):  # a link, not a file, an I/O error: the full check says what is wrong
         return list(rels)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return list(rels)
         if st.st_size == 0:
             return [r for r in rels if r in odd]
         # mapped, not read: at 10,000 memories a read and its copy were a fifth of an edit's hook

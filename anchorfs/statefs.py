@@ -15,9 +15,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from .errors import WorkspaceError
+
+TYPE_CHECKING = False  # as in anchorfs/__init__.py: importing typing costs the hooks' start
+if TYPE_CHECKING:  # annotations only: pathlib (urllib.parse, ipaddress) cost a hook a third of its start
+    from pathlib import Path
 
 __all__ = [
     "STATE_FILES",
