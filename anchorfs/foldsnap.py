@@ -40,7 +40,7 @@ import os
 import stat as stat_mod
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -50,10 +50,23 @@ import orjson
 
 from . import catchup
 from .catchup import Folded, Prefix
-from .errors import AnchorfsError, LedgerError
+from .errors import AnchorfsError
 from .ledger import OPS, FoldState, Head, Ledger, fold, refold
 from .model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
 from .statefs import open_state, replace_state
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .snapplan import PlanMismatch, SnapPlan, covered_by, on_paths, read_plan
+else:
+    def __getattr__(name: str) -> Any:
+        """The plan reader's names live in `anchorfs.snapplan`, imported the first time one is asked for."""
+        if name in ("PlanMismatch", "SnapPlan", "covered_by", "on_paths", "read_plan"):
+            from . import snapplan
+
+            globals().update({k: getattr(snapplan, k) for k in snapplan.__all__})
+            return getattr(snapplan, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapPlan", "Snapshot", "covered_by", "current",
            "decode", "encode", "load", "on_paths", "read_plan", "save", "snap_path"]
@@ -409,291 +422,6 @@ def load(ledger: Ledger) -> Snapshot | None:
     if folded is None:
         return None
     return Snapshot(folded, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
-
-
-class SnapPlan:
-    """The drift plan of a snapshot that holds (`read_plan`), with its file kept open: what a
-    whole-workspace drift pass needs, and each target's record read and checked alone when it
-    is needed (`memory`), or all at once (`memories`).
-
-    Targets are the active anchored memories, in the fold's order, by position. `paths` are
-    their distinct anchored paths in order of first use, `want` the hash every anchor on a path
-    recorded (None where they disagree), `owners(k)` the targets resting on path k, `claims`
-    the targets whose text `verify --mark` found stale. A record read back must hash as the
-    plan says (`sums`, written with it), parse by the ledger reader's rules and be the target
-    the plan names (its id, active, anchored); anything else raises `PlanMismatch`."""
-
-    __slots__ = ("prefix", "n", "paths", "want", "claims", "_fd", "_base", "_end", "_at", "_own", "_own_at",
-                 "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident", "__weakref__")
-
-    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: Path | None = None) -> None:
-        cut = region.find(b"\n")
-        if cut < 0:
-            raise ValueError("no plan")
-        plan = orjson.loads(region[:cut])
-        if not isinstance(plan, dict):
-            raise ValueError("no plan")  # `null`: none was kept for this fold
-        n, own_n, ids_size = _int(plan["n"]), _int(plan["own_n"]), _int(plan["ids_size"])
-        paths, want = plan["paths"], plan["want"]
-        if type(paths) is not list or type(want) is not list or len(want) != len(paths):
-            raise ValueError("bad plan paths")
-        for path, sha in zip(paths, want):
-            if type(path) is not str or not path or (sha is not None and type(sha) is not str):
-                raise ValueError("bad plan paths")
-        blobs = memoryview(region)[cut + 1:]
-        sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size)
-        if sum(sizes) != len(blobs):
-            raise ValueError("bad plan lengths")
-        cuts = [0]
-        for size in sizes:
-            cuts.append(cuts[-1] + size)
-        at, own, own_at = (_array(code, blobs[cuts[i]:cuts[i + 1]]) for i, code in enumerate("QII"))
-        if own_at[0] != 0 or own_at[-1] != len(own) or not all(map(int.__le__, own_at, own_at[1:])):
-            raise ValueError("bad plan owners")  # positions and starts out of range: `memory` says so
-        claims, marked = plan["claims"], plan["marked"]
-        if type(claims) is not list or any(type(i) is not int or not 0 <= i < n for i in claims):
-            raise ValueError("bad plan claims")
-        if type(marked) is not list or any(type(x) is not list or len(x) != 2 or type(x[0]) is not int
-                                           or type(x[1]) is not str for x in marked):
-            raise ValueError("bad plan marks")
-        self.n, self.paths, self.want, self.claims = n, paths, want, claims
-        self._claimset = frozenset(claims)
-        self._at, self._own, self._own_at, self._marked = at, own, own_at, marked
-        self._sums = bytes(blobs[cuts[3]:cuts[4]])
-        self._ids_text = blobs[cuts[4]:cuts[5]]
-        self._ids: list[str] | None = None
-        self._base, self._end, self.prefix, self._path = base, end, prefix, file
-        st = os.fstat(fd)
-        self._ident = (st.st_dev, st.st_ino, st.st_size)
-        self._adopt(fd)  # last: a plan refused is closed by its reader
-
-    def _adopt(self, fd: int) -> None:
-        import weakref
-
-        self._fd = fd
-        self._closer = weakref.finalize(self, os.close, fd)
-
-    def close(self) -> None:
-        """Close the file now (`Workspace.close`). A record read later (a report's memories
-        read after the workspace closed) opens the snapshot again, and reads only the very file
-        the plan was read from (same device, inode and size: a snapshot is replaced, never
-        changed in place, though a full fold may re-stamp its mtime; each record is checked
-        against its blake3 as ever); another file there is `PlanMismatch`."""
-        self._closer()
-        self._fd = -1
-
-    def _file(self) -> int:
-        if self._fd >= 0:
-            return self._fd
-        if self._path is None:
-            raise PlanMismatch("the snapshot's plan was closed")
-        try:
-            fd = open_state(self._path, os.O_RDONLY)
-        except (OSError, AnchorfsError):
-            raise PlanMismatch("the snapshot its plan was read from is gone") from None
-        try:
-            st = os.fstat(fd)
-            same = (st.st_dev, st.st_ino, st.st_size) == self._ident
-        except OSError:
-            same = False
-        if not same:
-            os.close(fd)
-            raise PlanMismatch("the snapshot was replaced since its plan was read")
-        self._adopt(fd)
-        return fd
-
-    def owners(self, k: int) -> array[Any]:
-        return self._own[self._own_at[k]:self._own_at[k + 1]]
-
-    @property
-    def ids(self) -> list[str]:
-        """The targets' ids, by position (split on first use: only a write-back needs them)."""
-        if self._ids is None:
-            ids = bytes(self._ids_text).decode("utf-8").split("\n") if self.n else []
-            if len(ids) != self.n:
-                raise PlanMismatch("the plan's ids are not one per target")
-            self._ids = ids
-        return self._ids
-
-    def _line(self, at: int, data: bytes | None = None) -> bytes:
-        """The record line starting `at` bytes after the plan line (through the open file)."""
-        if not 0 <= at < self._end - self._base:
-            raise PlanMismatch("a record start outside the snapshot")
-        if data is not None:
-            end = data.find(b"\n", at)
-            if end < 0:
-                raise PlanMismatch("a record runs past the end")
-            return data[at:end + 1]
-        size = 4096
-        while True:
-            got = os.pread(self._file(), size, self._base + at)
-            end = got.find(b"\n")
-            if end >= 0:
-                return got[:end + 1]
-            if len(got) < size:
-                raise PlanMismatch("a record runs past the end")
-            size *= 4
-
-    def _build(self, line: bytes, digest: bytes) -> Memory:
-        if blake3.blake3(line).digest(_SUM) != digest:
-            raise PlanMismatch("a record does not hash as its plan says")
-        try:
-            return _record(orjson.loads(line))[3]
-        except _SURPRISES as exc:
-            raise PlanMismatch(f"a record the plan names does not read: {exc}") from None
-
-    def memory(self, pos: int, data: bytes | None = None) -> Memory:
-        """Target `pos`, read alone (or out of `data`, the records' bytes) and checked."""
-        if not 0 <= pos < self.n:
-            raise PlanMismatch(f"the plan names no target {pos}")
-        memory = self._build(self._line(self._at[pos], data), self._sums[_SUM * pos:_SUM * (pos + 1)])
-        if memory.id != self.ids[pos] or memory.status != "active" or not memory.anchors \
-                or bool(memory.stale_claims) != (pos in self._claimset):
-            raise PlanMismatch("a record is not the target its plan names")
-        return memory
-
-    def records(self) -> bytes:
-        """Every record's bytes, read in one call (to build them all)."""
-        want = self._end - self._base
-        chunks, got = [], 0
-        while got < want:
-            chunk = os.pread(self._file(), want - got, self._base + got)
-            if not chunk:
-                raise PlanMismatch("the snapshot is shorter than its header says")
-            chunks.append(chunk)
-            got += len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    def marked(self) -> list[Memory]:
-        """The active unanchored memories whose text `verify --mark` found stale, in order."""
-        out = []
-        for at, sum_hex in self._marked:
-            if not 0 <= at < self._end - self._base:
-                raise PlanMismatch("a marked record outside the snapshot")
-            try:
-                digest = bytes.fromhex(sum_hex)
-            except ValueError:
-                raise PlanMismatch("a marked record's hash is not hex") from None
-            memory = self._build(self._line(at), digest)
-            if memory.status != "active" or memory.anchors or not memory.stale_claims:
-                raise PlanMismatch("a marked record is not what its plan names")
-            out.append(memory)
-        return out
-
-
-class PlanMismatch(LedgerError, ValueError):
-    """A snapshot's plan and a record it names disagree (a crafted or damaged file): the plan
-    is not used (`driftplan` falls back to the full fold), or, found by a later read of a
-    report built on demand, the read fails with this one line."""
-
-
-def read_plan(ledger: Ledger) -> SnapPlan | None:
-    """The drift plan of the snapshot beside `ledger`, when that snapshot holds the whole ledger
-    as it stands now, judged as `current` judges it on the stat alone (the prefix settled); None
-    otherwise (missing, a link, another version or state folder, the ledger changed since, a
-    plan that is torn or does not match its own checksum): the full fold decides then.
-
-    Only the header and the plan line are read (a few MB at 100,000 memories, where the
-    records are 70): the plan line has its own checksum in the header, and every record read
-    later is checked against the plan's hash of it (`SnapPlan.memory`)."""
-    try:
-        fd = open_state(snap_path(ledger), os.O_RDONLY)
-    except (OSError, AnchorfsError):
-        return None
-    keep = False
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
-            return None
-        first = os.pread(fd, _HEAD_LIMIT, 0)
-        cut = first.find(b"\n")
-        if cut < 0:
-            return None
-        header = orjson.loads(first[:cut])
-        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
-            return None
-        folder = _folder(ledger)
-        if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
-            return None
-        prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
-        if prefix is None or not catchup.settled(ledger, prefix):
-            return None
-        where = header.get("plan")
-        if type(where) is not list or len(where) != 3:
-            return None
-        off, size, digest = where
-        if type(off) is not int or type(size) is not int or off < 1 or size < 1 or cut + 1 + off + size >= st.st_size:
-            return None
-        region = os.pread(fd, size + 1, cut + 1 + off)
-        if len(region) != size + 1 or region[-1:] != b"\n" or blake3.blake3(region[:size]).hexdigest() != digest:
-            return None
-        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region[:size], snap_path(ledger))
-        keep = True
-        return out
-    except _SURPRISES + (OSError,):
-        return None
-    finally:
-        if paused:
-            gc.enable()
-        if not keep:
-            os.close(fd)
-
-
-def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
-    """Whether an anchored path is one of `paths` or lies under one (a folder covers the files
-    under it): how `on_paths` and `Workspace.recheck` both read the paths an edit touched."""
-    wanted = frozenset(p.strip("/") for p in paths if p and p.strip("/"))
-    under = tuple(w + "/" for w in wanted)  # a proper prefix of a path's parts is followed by a "/"
-
-    def hit(path: str) -> bool:
-        return path in wanted or path.startswith(under)
-
-    return hit
-
-
-def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
-    """The active memories anchored to `paths` (a path also covers the files under it, as
-    `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
-    hold the whole ledger as it stands now (missing, damaged, of another folder, the ledger
-    changed since, no plan kept: the full fold, `current`, decides then).
-
-    What the agent and git hooks need, at a fraction of `current`'s cost: only the header and
-    the drift plan are read (`read_plan`, its own checksum; a few hundred KB at 10,000
-    memories where the whole file is 9 MB), then only the records the plan names for `paths`,
-    each read alone and checked as `SnapPlan.memory` checks it (its blake3 in the plan, the
-    ledger reader's rules, the target the plan names: its id, active, anchored), and refused
-    unless it does rest there. A record nobody asked for is neither read nor checked: its
-    damage is the business of the read that needs it. Writes nothing."""
-    plan = read_plan(ledger)
-    if plan is None:
-        return None
-    hit = covered_by(paths)
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        picks: set[int] = set()
-        for k, path in enumerate(plan.paths):
-            if hit(path):
-                picks.update(plan.owners(k))
-        out: list[Memory] = []
-        seen: set[str] = set()
-        for pos in sorted(picks):  # positions are the fold's order: the order the full fold lists them in
-            memory = plan.memory(pos)
-            if memory.id in seen or not any(hit(a.path) for a in memory.anchors):
-                return None  # the plan says it rests there and it does not: a plan not to trust
-            seen.add(memory.id)
-            out.append(memory)
-        return out
-    except _SURPRISES + (OSError,):  # PlanMismatch included
-        return None
-    finally:
-        plan.close()
-        if paused:
-            gc.enable()
 
 
 def save(ledger: Ledger, folded: Folded) -> bool:
