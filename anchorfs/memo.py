@@ -13,12 +13,18 @@ pass, the only thing that ever judges an anchor.
 
 Why an unchanged stat proves the pass saw what is there now: a memo is saved only when every
 recorded path's mtime and ctime are older than the start of the pass by more than the
-timestamp granularity (the racy-git rule of `anchorfs.hashing`). No change can set a ctime in
-the past, so nothing moved while the pass read; from then on, an equal stat is the trust the
-hash cache puts in every warm check. What a stat cannot vouch for is never memoized: a
-symlink on an anchor's way (its target can change behind an unchanged link), anything that is
-neither a regular file nor a folder, an anchor path that is not plainly inside the root, an
-anchor that could not be read (a read error can clear while the stat stays). Nor is a pass
+timestamp granularity (the racy-git rule of `anchorfs.hashing`): `catchup.FINE_NS` for a stat
+whose ctime has digits below the millisecond (a filesystem that keeps fine timestamps, stamped
+from the kernel's coarse clock: the window the fold snapshot trusts the ledger by), the hash
+cache's two seconds otherwise. No change can set a ctime in the past, so nothing moved while
+the pass read; from then on, an equal stat is the trust the hash cache puts in every warm
+check. (With two seconds everywhere, a pass run within two seconds of a `record` never left
+a memo: on a quiet machine every `drift` after a one-shot record was a full pass.)
+
+What a stat cannot vouch for is never memoized: a symlink on an anchor's way (its target can
+change behind an unchanged link), anything that is neither a regular file nor a folder, an
+anchor path that is not plainly inside the root, an anchor that could not be read (a read
+error can clear while the stat stays). Nor is a pass
 that must say something on every run: one that warned (a damaged ledger line), or that found
 the ledger ending in a torn line (not reported while another process holds the writer lock).
 
@@ -53,7 +59,7 @@ if TYPE_CHECKING:
     from .drift import DriftReport
     from .workspace import Workspace
 
-__all__ = ["MEMO_FILE", "Witness", "replay", "save"]
+__all__ = ["MEMO_FILE", "Witness", "fine_limit", "replay", "save"]
 
 MEMO_FILE = "drift.memo"
 _FORMAT = 2
@@ -155,7 +161,26 @@ class _Unvouched(Exception):
     """A path whose stat cannot prove what the pass saw: no memo this time."""
 
 
-def _record(path: str, limit_ns: int, paths: list[str], keys: list[_Key], *, folder: bool) -> bool:
+def fine_limit(started_ns: int) -> int:
+    """The racy limit for a stat with fine timestamps, for a pass that began at `started_ns`:
+    `catchup.FINE_NS` before it (never a wider window than the coarse one, which tests shrink)."""
+    from .catchup import FINE_NS
+    from .hashing import DEFAULT_GRANULARITY_NS
+
+    return started_ns - min(FINE_NS, DEFAULT_GRANULARITY_NS)  # read at call time: tests shorten it
+
+
+def _settled(mtime_ns: int, ctime_ns: int, limit_ns: int, fine_limit_ns: int | None) -> bool:
+    """Whether a stat's last change is older than the racy limit that applies to it: `fine_limit_ns`
+    when its ctime (which no one can set) has digits below the millisecond, else `limit_ns`."""
+    bound = limit_ns
+    if fine_limit_ns is not None and ctime_ns % 1_000_000:
+        bound = max(limit_ns, fine_limit_ns)
+    return mtime_ns < bound and ctime_ns < bound
+
+
+def _record(path: str, limit_ns: int, paths: list[str], keys: list[_Key], *, folder: bool,
+            fine_limit_ns: int | None = None) -> bool:
     """Add `path`'s stat; False when it does not exist. Raises `_Unvouched` for anything else
     a stat cannot vouch for."""
     try:
@@ -165,7 +190,8 @@ def _record(path: str, limit_ns: int, paths: list[str], keys: list[_Key], *, fol
     except (OSError, ValueError):
         raise _Unvouched(path) from None
     kind = stat.S_IFMT(st.st_mode)
-    if kind != (stat.S_IFDIR if folder else stat.S_IFREG) or st.st_mtime_ns >= limit_ns or st.st_ctime_ns >= limit_ns:
+    if kind != (stat.S_IFDIR if folder else stat.S_IFREG) or not _settled(st.st_mtime_ns, st.st_ctime_ns, limit_ns,
+                                                                          fine_limit_ns):
         raise _Unvouched(path)
     paths.append(path)
     keys.append(_key(st))
@@ -233,7 +259,7 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
 
     limit = started_ns - DEFAULT_GRANULARITY_NS  # read at call time: tests shorten it
     try:
-        grounds = _grounds(ws, report, limit)
+        grounds = _grounds(ws, report, limit, fine_limit(started_ns))
         if grounds is not None:
             paths, keys, absent, until = grounds
             memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, "\0".join(paths), _pack(keys), absent,
@@ -247,9 +273,12 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
     return False
 
 
-def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[list[str], list[_Key], list[str], float] | None:
+def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
+             fine_limit_ns: int | None = None) -> tuple[list[str], list[_Key], list[str], float] | None:
     """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
-    on, or None when a stat cannot vouch for one of them."""
+    on, or None when a stat cannot vouch for one of them. A stat must be older than `limit_ns`,
+    or than `fine_limit_ns` (`fine_limit`) where its timestamps are fine; without it, `limit_ns`
+    judges every stat."""
     from itertools import chain
 
     from .config import CONFIG_FILE
@@ -261,17 +290,17 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
     absent: dict[str, None] = {}  # ordered, and a set: thousands of deleted anchors stay linear
     try:
         ledger = os.path.join(root, STATE_DIR, ws.ledger.path.name)  # first: `replay` insists on it
-        if not _record(ledger, limit_ns, paths, keys, folder=False):
+        if not _record(ledger, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
             return None  # no ledger yet: nothing worth replaying
         if keys[-1][0] and not _ends_a_line(ledger):
             return None  # a torn tail is not reported while a writer holds the lock: let a pass look again
         config = os.path.join(root, CONFIG_FILE)
-        if not _record(config, limit_ns, paths, keys, folder=False):
+        if not _record(config, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
             absent[config] = None
         for file in _code_files():
-            if not _record(file, limit_ns, paths, keys, folder=False):
+            if not _record(file, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
                 absent[file] = None  # loaded from no file (a zip, a folder since removed): it must stay so
-        _record(root, limit_ns, paths, keys, folder=True)
+        _record(root, limit_ns, paths, keys, folder=True, fine_limit_ns=fine_limit_ns)
         if any(check.verdict is Verdict.UNREADABLE for result in report.flagged for check in result.checks):
             return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
         walked: set[str] = set()  # folders recorded, and paths found absent
@@ -290,7 +319,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int) -> tuple[lis
                         break  # a file where a folder was, or gone: what it is was recorded
                     continue
                 walked.add(path)
-                if not _record(path, limit_ns, paths, keys, folder=not last):
+                if not _record(path, limit_ns, paths, keys, folder=not last, fine_limit_ns=fine_limit_ns):
                     absent[path] = None  # its parent is recorded: a file created there changes it
                     break
                 if last:
