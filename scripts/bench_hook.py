@@ -14,6 +14,8 @@ Claude Code runs them (the `anchorfs` script, the documented JSON on stdin): `ho
 an anchored file whose memories stay fresh, and one that makes memories stale.
 
 Usage: python scripts/bench_hook.py [--memories 1000] [--repeat 7] [--base DIR] [--cpu] [--write]
+(`--base DIR`: DIR's code is timed too, on a twin workspace of its own, one run of each code in
+turn, so the two columns share the machine's moment and neither pays for the other's leftovers.)
 (`--write` at another size than 1,000 writes its own sections, "... at N memories".)
 """
 
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -93,13 +95,36 @@ CLOCK: Callable[[], float] = time.perf_counter
 children included), which a machine loaded by other work inflates far less."""
 
 
-def median(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+Timing = Generator[Callable[[], object], tuple[float, float], tuple[float, float]]
+"""A run of one case: yields each run to be timed, is sent its (by `CLOCK`, by the other clock)."""
+
+
+def median(fn: Callable[[], object], repeat: int) -> Timing:
     """(by `CLOCK`, by the other clock): the medians of `repeat` runs of `fn`, wall time and
-    CPU time both taken on every run."""
+    CPU time both taken on every run (by `lockstep`, which times what is yielded)."""
     times = []
     for _ in range(repeat):
-        times.append(timed(fn))
+        times.append((yield fn))
     return middle(times)
+
+
+def lockstep(runs: list[Generator[Callable[[], object], tuple[float, float], dict[str, float]]]) -> list[dict[str, float]]:
+    """Drive each code's measurement in turn, one timed run each (ABAB...): every code has its own
+    workspace, so none pays for state another left behind, and each run of one is next to the
+    same run of the other, so a machine getting busier or quieter moves both columns alike."""
+    got: list[dict[str, float] | None] = [None] * len(runs)
+    sent: list[tuple[float, float] | None] = [None] * len(runs)
+    while any(g is None for g in got):
+        for i, run in enumerate(runs):
+            if got[i] is not None:
+                continue
+            try:
+                fn = run.send(sent[i])  # type: ignore[arg-type]  # None starts it
+            except StopIteration as stop:
+                got[i] = stop.value
+                continue
+            sent[i] = timed(fn)
+    return [g for g in got if g is not None]
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, float]:
@@ -131,14 +156,17 @@ def main() -> None:
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(anchorfs.__file__).parent)], check=True)
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-hook-") as tmp:
-        root = Path(tmp) / "repo"
         t = time.perf_counter()
-        rels = make_workspace(root, args.memories)
-        setup = time.perf_counter() - t
-        hook, _ = install(root)
+        # one workspace per code timed, built alike: neither pays for what the other's runs left
+        roots = [Path(tmp) / "repo"] + ([Path(tmp) / "repo-base"] if args.base else [])
+        made = [make_workspace(root, args.memories) for root in roots]
+        rels = made[0]
+        setup = (time.perf_counter() - t) / len(roots)
 
-        def measure(env: dict[str, str]) -> dict[str, float]:
-            """Every case once, with the code `env` names (PYTHONPATH: `--base`), on this workspace."""
+        def measure(root: Path, env: dict[str, str]) -> Generator[Callable[[], object], tuple[float, float], dict[str, float]]:
+            """Every case once, with the code `env` names (PYTHONPATH: `--base`), on `root`'s
+            workspace: yields each run to time (`lockstep`)."""
+            hook, _ = install(root)
             got: dict[str, float] = {}
             code = env.get("PYTHONPATH") or str(Path(anchorfs.__file__).parent.parent)
             # compiled just now: in a checkout being edited, a stale .pyc would be compiled on every run
@@ -153,19 +181,19 @@ def main() -> None:
                 git(root, "-c", "core.hooksPath=/dev/null", "commit", "-qam", f"edit {rel}")  # the hook is timed alone
                 backdate(root, [rel])
 
-            got["baseline"], got["baseline~"] = median(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
+            got["baseline"], got["baseline~"] = yield from median(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.repeat)
 
             # 1. nothing anchored touched
             commit("CHANGELOG", f"next {time.time()}\n")
             assert run_hook() == ""
-            got["quiet"], got["quiet~"] = median(run_hook, args.repeat)
+            got["quiet"], got["quiet~"] = yield from median(run_hook, args.repeat)
 
             # 2. an anchored file touched, its memories all still fresh: an odd file (no whole-file
             #    memory) gains a trailing comment, every symbol and line range on it is unchanged
             target = rels[1]
             commit(target, body(1) + f"# trailing comment {time.time()}\n")
             assert run_hook() == ""
-            got["touched_fresh"], got["touched_fresh~"] = median(run_hook, args.repeat)
+            got["touched_fresh"], got["touched_fresh~"] = yield from median(run_hook, args.repeat)
 
             # 3. memories made stale, then fresh again: every run is a drift change
             stale_times: list[tuple[float, float]] = []
@@ -179,7 +207,7 @@ def main() -> None:
                     nonlocal out
                     out = run_hook()
 
-                stale_times.append(timed(once))
+                stale_times.append((yield once))
                 made_stale = max(made_stale, out.count("\n  "))
                 commit(target, body(1) + "# trailing comment\n")
                 run_hook()
@@ -204,21 +232,21 @@ def main() -> None:
             assert json.loads(agent("session-start", start_json))["hookSpecificOutput"]["additionalContext"]
             time.sleep(2.1)  # past the racy window: the memo's grounds settle, as between two sessions
             agent("session-start", start_json)
-            got["session"], got["session~"] = median(lambda: agent("session-start", start_json), args.repeat)
+            got["session"], got["session~"] = yield from median(lambda: agent("session-start", start_json), args.repeat)
 
             def after_edit() -> str:  # an anchored file rewritten (same bytes): no memo holds, the full digest
                 (root / rels[5]).write_text(body(5))
                 return agent("session-start", start_json)
 
-            got["session_full"], got["session_full~"] = median(after_edit, args.repeat)
+            got["session_full"], got["session_full~"] = yield from median(after_edit, args.repeat)
             (root / "CHANGELOG").write_text("edited\n")
             assert agent("post-edit", edit_json("CHANGELOG")) == ""
-            got["edit_quiet"], got["edit_quiet~"] = median(lambda: agent("post-edit", edit_json("CHANGELOG")), args.repeat)
+            got["edit_quiet"], got["edit_quiet~"] = yield from median(lambda: agent("post-edit", edit_json("CHANGELOG")), args.repeat)
             target2 = rels[3]  # odd: no whole-file memory
             (root / target2).write_text(body(3) + "# trailing comment\n")
             backdate(root, [target2])
             assert agent("post-edit", edit_json(target2)) == ""
-            got["edit_fresh"], got["edit_fresh~"] = median(lambda: agent("post-edit", edit_json(target2)), args.repeat)
+            got["edit_fresh"], got["edit_fresh~"] = yield from median(lambda: agent("post-edit", edit_json(target2)), args.repeat)
             edit_times: list[tuple[float, float]] = []
             edit_stale = 0
             for k in range(args.repeat):
@@ -229,7 +257,7 @@ def main() -> None:
                     nonlocal out
                     out = agent("post-edit", edit_json(target2))
 
-                edit_times.append(timed(edit_once))
+                edit_times.append((yield edit_once))
                 edit_stale = max(edit_stale, out.count("\\n- "))
                 (root / target2).write_text(body(3) + "# trailing comment\n")
                 agent("post-edit", edit_json(target2))
@@ -237,8 +265,10 @@ def main() -> None:
             got["edit_stale"] = edit_stale
             return got
 
-        now = measure(ENV)
-        before = measure(dict(ENV, PYTHONPATH=args.base)) if args.base else None
+        envs = [ENV] + ([dict(ENV, PYTHONPATH=args.base)] if args.base else [])
+        measured_all = lockstep([measure(root, env) for root, env in zip(roots, envs)])
+        now = measured_all[0]
+        before = measured_all[1] if args.base else None
         baseline, quiet, touched_fresh, stale = now["baseline"], now["quiet"], now["touched_fresh"], now["stale"]
         made_stale, session, session_full = int(now["made_stale"]), now["session"], now["session_full"]
         edit_quiet, edit_fresh, edit_made_stale = now["edit_quiet"], now["edit_fresh"], now["edit_made_stale"]
@@ -286,7 +316,7 @@ in the same run. Workspace set-up ({setup:.1f} s) is not timed.
 Both clocks are taken on every run: wall time, and CPU time (user + sys of every process a run
 starts: sh, Python, git), which other work on a loaded machine inflates far less; the table is
 ordered by {measured} (`--cpu` picks CPU time).
-{"" if before is None else f"The before column is `--base {args.base}` timed on the same workspace in the same run, after the rows above."}
+{"" if before is None else f"The before column is `--base {args.base}` timed in the same run on a twin workspace built alike (its own: neither code pays for state the other's runs left), one run of each code in turn."}
 
 The hook reads the ledger and the hash cache only, and never imports click (`anchorfs.__main__`
 hands `hook run` to `anchorfs.hook_git.commit_main`): the cost above the baseline is the imports,
@@ -325,7 +355,7 @@ machine every process pays more than the baseline does, so compare with the git 
 from the same run above.
 
 {agent_table}
-{"" if before is None else f"The before column: the `--base {args.base}` code, in the same run, on the same workspace."}
+{"" if before is None else f"The before column: the `--base {args.base}` code, in the same run, on its own twin workspace, one run of each code in turn."}
 
 Both answer before click is imported (`anchorfs.__main__` hands them to `anchorfs.hook`) and read
 the ledger fold (from its checksummed snapshot, `.anchorfs/fold.snap`, while it holds), the hash
