@@ -444,7 +444,7 @@ def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_pa
     """`check_all` vouches for unchanged files in one C loop (or Python's C-level maps where it
     is not built); every other case must land on exactly the verdict `check` gives, and only
     changed files may be hashed again."""
-    import anchorfs.drift as drift_mod
+    import anchorfs.drift_check as drift_mod
     import anchorfs.hashing as hashing_mod
 
     monkeypatch.setattr(drift_mod, "_CHUNK", chunk)
@@ -556,7 +556,7 @@ def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: 
     warm or cold: the fast path may only ever skip work, never change an answer."""
     import tempfile
 
-    import anchorfs.drift as drift_mod
+    import anchorfs.drift_check as drift_mod
     import anchorfs.hashing as hashing_mod
     from anchorfs.anchors import parse_spec, take
 

@@ -21,7 +21,8 @@ import pytest
 
 import anchorfs
 import anchorfs.anchors as anchors_mod
-import anchorfs.drift as drift_mod
+import anchorfs.drift_check as drift_mod
+import anchorfs.drift_probe as probe_mod
 import anchorfs.hashing as hashing
 from anchorfs.anchors import narrowed_text, parse_spec, take, text_hash
 from anchorfs.drift import DriftChecker
@@ -257,6 +258,7 @@ def small_limit(monkeypatch: pytest.MonkeyPatch) -> int:
     """The 64 MiB limit scaled down, so the tests write kilobytes, not 64 MiB."""
     monkeypatch.setattr(anchors_mod, "MAX_FILE_BYTES", LIMIT)
     monkeypatch.setattr(drift_mod, "MAX_FILE_BYTES", LIMIT)
+    monkeypatch.setattr(probe_mod, "MAX_FILE_BYTES", LIMIT)  # the candidates' reads (`FileProbe._read`)
     return LIMIT
 
 

@@ -1,0 +1,330 @@
+"""The drift pass: re-check anchors through the hash cache, judge memories, demote scores.
+
+This runs on every read, so the common case (nothing moved) costs one `lstat` per anchored
+file: the whole-file hash comes from the racy-safe cache, folders are checked once per pass,
+and a file is only read again when its stat moved. `check` does one memory (a query's hits);
+`check_all` does a whole workspace in batches whose files the cache vouches for at once.
+Staleness needs positive evidence: an anchor we cannot read is `unknown`, never `stale`.
+
+`DriftChecker` stands on `MoveSearch` (`anchorfs.drift_moves`: where moved content went), which
+stands on `FileProbe` (`anchorfs.drift_probe`: the pass's files, located, hashed and read once);
+the batch pass's plan is `anchorfs.drift_batch`, its results `anchorfs.drift_report`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import cast
+
+from . import drift_moves
+from .anchors import MAX_FILE_BYTES, is_state_name, judge
+from .drift_batch import _absent, _Plan, _plan_of
+from .drift_moves import _GONE, MoveSearch, _followed_lock
+from .drift_probe import _RECHECKS, _why
+from .drift_report import DriftReport, MemoryDrift
+from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
+from .hashing import HashCache
+from .model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
+
+__all__ = ["DriftChecker"]
+
+_CHUNK = 4096
+"""Files hashed per call in a cold whole-workspace pass: paces the progress bar."""
+_THEN_TOKENS: dict[tuple[str, AnchorRef], str | None] = {}
+"""Token hashes of anchors recorded without one, read back from git's blob of then."""
+
+
+class DriftChecker(MoveSearch):
+    """One drift pass. Memoizes per anchor and per directory; create a new one per read.
+
+    `whitespace` is `drift.whitespace` ("tokens" or "strict"); None reads it from the
+    workspace's config the first time a narrowed anchor's file has changed.
+    """
+
+    def __init__(self, root_real: str, cache: HashCache, *, whitespace: str | None = None) -> None:
+        super().__init__(root_real, cache, whitespace=whitespace)
+        self._plain_dirs: dict[str, bool] = {}
+        self._dir_stats: dict[str, os.stat_result | None] = {}  # `_odd_dirs`'s folder stats (None: gone)
+
+    def check_anchor(self, ref: AnchorRef, *, _rechecks: int = _RECHECKS) -> AnchorCheck:
+        probe = self._probe(ref.path)
+        if type(probe) is tuple:  # faster than isinstance: AnchorCheck is a tuple subclass
+            followed = _GONE.get(self.root_real)
+            if followed and ref.path in followed:  # back again: the batch pre-pass may vouch for it
+                with _followed_lock:
+                    followed.discard(ref.path)
+            if ref.path in self.cache.moved_from():  # and the moves found while it was gone are void
+                self.cache.drop_moves_from(ref.path)
+            sha, st = cast("tuple[str, os.stat_result]", probe)
+            if sha == ref.sha256:
+                return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
+            changed = self._changed(ref, st)
+            if changed is not None:
+                if changed.verdict is Verdict.SYMBOL_MISSING or (
+                        changed.verdict is Verdict.CHANGED and ref.lines and not ref.symbol):
+                    return self._follow(ref, changed)  # lines gone from a file still there: split off?
+                return changed
+            # Swapped between the hash and the read: forget this pass's view of it, look again.
+            self._files.pop(ref.path, None)
+            self._full.pop(ref.path, None)
+            self._data.pop(ref.path, None)
+            if _rechecks > 0:
+                return self.check_anchor(ref, _rechecks=_rechecks - 1)
+            return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: it kept changing while being read")
+        assert isinstance(probe, AnchorCheck)
+        detail = probe.detail
+        if probe.verdict is Verdict.UNSAFE and ref.spec != ref.path:
+            detail = f"{ref.spec} now resolves outside the workspace"
+        if probe.verdict is Verdict.DELETED:
+            gone = self._follow(ref, AnchorCheck(ref, Verdict.DELETED, detail))
+            if gone.verdict is Verdict.DELETED and ref.commit:  # a private ledger's memory from another branch
+                from .team import elsewhere
+
+                why = elsewhere(self.root_real, ref.commit, ref.path)
+                if why is not None:
+                    return AnchorCheck(ref, Verdict.UNREADABLE, why)
+            return gone
+        return AnchorCheck(ref, probe.verdict, detail)
+
+    def _changed(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
+        """The file's hash moved: judge a narrowed anchor by its own text.
+
+        The file is read through the guarded open, held to the stat its hash was taken with:
+        None when it was swapped or removed since (the caller checks it afresh).
+        """
+        if not ref.symbol and not ref.lines:
+            return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
+        too_large = AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: larger than {MAX_FILE_BYTES >> 20} MiB")
+        if st.st_size > MAX_FILE_BYTES:
+            return too_large
+        data = self._data.get(ref.path)
+        if data is None:
+            try:
+                data = read_guarded(self._full[ref.path], root=self.root_real, expect=st, max_bytes=MAX_FILE_BYTES)
+            except (SwappedError, FileNotFoundError):
+                return None
+            except EscapedError:
+                return AnchorCheck(ref, Verdict.UNSAFE, f"{ref.spec} now resolves outside the workspace")
+            except NotRegularError:
+                return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: not a regular file")
+            except TooLargeError:
+                return too_large
+            except OSError as exc:
+                return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
+            self._data[ref.path] = data
+        verdict, detail, where = judge(ref, data, strict=self.strict)
+        if verdict is Verdict.CHANGED and not ref.token_hash and self._same_tokens_as_then(ref, data, where):
+            return AnchorCheck(ref, Verdict.REFORMATTED, f"{ref.spec} reformatted: same tokens, other layout", where)
+        return AnchorCheck(ref, verdict, detail, where)
+
+    def _same_tokens_as_then(self, ref: AnchorRef, data: bytes, where: tuple[int, int] | None) -> bool:
+        """For an anchor recorded without a token hash: whether its text has the tokens it had,
+        the text of then read back from git (the file at the anchor's commit, when it was
+        committed as it was hashed: its sha256 must match). One `git cat-file` per such anchor,
+        only when its bytes changed; never with `drift.whitespace = "strict"`."""
+        from .anchors import narrowed_tokens
+        from .symbols import language_for
+
+        if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
+            return False
+        from pathlib import Path
+
+        from .errors import HistoryError
+        from .git import run_git
+        from .hashing import sha256_bytes
+
+        key = (self.root_real, ref)
+        if key in _THEN_TOKENS:  # a commit's blob never changes: once per process
+            old = _THEN_TOKENS[key]
+        else:
+            try:
+                then = run_git(Path(self.root_real), "cat-file", "blob", f"{ref.commit}:./{ref.path}", check=False)
+            except (HistoryError, OSError):
+                return False
+            old = narrowed_tokens(ref, then) if then and sha256_bytes(then) == ref.sha256 else None
+            with _followed_lock:
+                if len(_THEN_TOKENS) >= drift_moves._FOLLOWED_KEPT:  # the moves' bound: one knob for both
+                    _THEN_TOKENS.clear()
+                _THEN_TOKENS[key] = old
+        if old is None:
+            return False
+        now = narrowed_tokens(ref if ref.symbol else replace(ref, lines=where or ref.lines), data)
+        return old is not None and old == now
+
+    def check(self, memory: Memory) -> MemoryDrift:
+        self._since_ns = int((memory.verified_at or memory.recorded_at).timestamp() * 1e9)  # `_search`, no git
+        checks = tuple(self.check_anchor(a) for a in memory.anchors)
+        return MemoryDrift(memory, drift_of([c.verdict for c in checks]), checks)
+
+    def check_all(self, memories: Sequence[Memory],
+                  progress: Callable[[int, int], None] | None = None) -> DriftReport:
+        """`check` over many memories: the batch form, for whole-workspace passes.
+
+        The pass follows files, not memories: the hash cache vouches for each distinct anchored
+        file once (`_vouched`: one `lstat` each, compared in one C loop), the folders on their
+        way are checked once (`_odd_dirs`), and where a file's hash is the one every anchor on it
+        recorded, none of those memories is looked at. Only memories resting on a file it
+        cannot vouch for (or whose anchors disagree on its hash) take `check`. What the set of
+        memories asks (`_Plan`) is derived once and kept while the same memories come back.
+        """
+        checked = list(memories)
+        return self.check_planned(_plan_of(self.root_real, checked), checked, progress)
+
+    def check_planned(self, plan: _Plan, checked: Sequence[Memory],
+                      progress: Callable[[int, int], None] | None = None, *, claims: Sequence[int] | None = None,
+                      paths: list[str] | None = None) -> DriftReport:
+        """`check_all` of the memories `plan` was made for (`checked`, by position): only the
+        memories resting on a file the cache cannot vouch for are read out of `checked`, so it
+        may build them on demand (`driftplan`: a new process's pass builds no fresh memory;
+        `claims` and `paths` are then what the report would otherwise read off every memory,
+        see `DriftReport._of`)."""
+        total = len(checked)
+        hashes = self._vouched(plan, progress, total)
+        want = plan.want
+        if plan.hashed and hashes == want:
+            suspects: Sequence[int] = plan.always
+        else:
+            bad = [i for i, (sha, w) in enumerate(zip(hashes, want)) if sha is None or sha != w]
+            suspects = plan.suspects(bad)
+        found: dict[int, MemoryDrift] = {}
+        if suspects:
+            at = plan.at
+            for j in suspects:
+                m = checked[j]
+                refs = m.anchors
+                if refs and all(r.sha256 is not None and hashes[at[r.path]] == r.sha256 for r in refs):
+                    continue  # a file its other anchors disagree on: this memory's own hashes hold
+                found[j] = self.check(m)
+                if progress is not None:
+                    progress(j + 1, total)
+        if progress is not None:
+            progress(total, total)
+        return DriftReport._of(checked, found, claims=claims, paths=paths)
+
+    def _vouched(self, plan: _Plan, progress: Callable[[int, int], None] | None = None,
+                 total: int = 0) -> list[str | None]:
+        """Per distinct file of the plan, the hash the cache vouches for after one `lstat`, or None.
+
+        Only plain paths qualify (see `_plan_of`), and only under folders that are still their
+        own realpath (`_odd_dirs`, on every pass). A symlinked file is `lstat`-ed as the link,
+        which never matches its cached target, so links always take the careful route in
+        `_locate`. Files the cache has no word on are hashed here, stat in hand, `_CHUNK` at a
+        time (each chunk a tick of the progress bar).
+        """
+        fulls = plan.fulls_under(self._odd_dirs(plan))
+        gone = self._gone_paths()
+        if gone:  # followed before: stat the root in their place (see `_GONE`), never vouched for
+            root = self.root_real
+            fulls = list(fulls)  # a copy in C; only the gone paths' places are touched
+            at = plan.at
+            for path in gone:
+                i = at.get(path)
+                if i is not None and fulls[i] is not None:
+                    fulls[i] = root
+        seen = self._lstats
+        hashes = self.cache.vouch(plan.uniq, fulls, seen=seen)
+        if gone and seen:  # the root's stat, taken in a gone file's place, is no file's stat
+            for path in gone.intersection(seen):
+                del seen[path]
+        if seen:  # files the cache has no word on, stat in hand: hash them in one loop
+            uniq = plan.uniq
+            todo = [i for i, (path, sha) in enumerate(zip(uniq, hashes)) if sha is None and path in seen]
+            for start in range(0, len(todo), _CHUNK):
+                part = todo[start:start + _CHUNK]
+                got = self.cache.hash_many([uniq[i] for i in part], [fulls[i] for i in part],  # type: ignore[misc]
+                                           [seen[uniq[i]] for i in part], root=self.root_real)
+                for i, sha in zip(part, got):
+                    if sha is not None:
+                        path = uniq[i]
+                        hashes[i] = sha
+                        self._files[path] = (sha, seen.pop(path))  # `check` of a changed one reads it from here
+                        self._full[path] = fulls[i]  # type: ignore[assignment]
+                if progress is not None and start + _CHUNK < len(todo):
+                    progress(total * (start + _CHUNK) // len(todo), total)
+        return hashes
+
+    def _odd_dirs(self, plan: _Plan) -> frozenset[str]:
+        """The plan's folders that are not their own realpath (a link on the way down) or are
+        the state folder: files under them take the careful route.
+
+        Every folder is `lstat`-ed on every pass: in one C loop against the stats the last
+        full check judged them by (a folder swapped for a link is another inode, so it never
+        matches), and the folders gone then must still be gone. Anything else, or no C loop,
+        judges each folder again from one `lstat` and keeps those stats for the next pass."""
+        from . import hashing
+
+        loop = hashing._statmatch
+        held = plan.folders
+        if held is not None and loop is not None:
+            live, packed, odd, gone = held
+            got = loop.match(live, packed) if live else b""
+            if got is not None and 0 not in got and all(map(_absent, gone)):
+                return odd
+        root = self.root_real
+        stats = self._dir_stats
+        live_paths: list[str] = []
+        keys: list[tuple[int, int, int, int]] = []
+        gone_paths: list[str] = []
+        keyed = True
+        plain_dirs = self._plain_dirs
+        odd_dirs: list[str] = []
+        for d in plan.dirs:  # parents first: each folder judged as `_plain` judges it, from the stat just taken
+            full = f"{root}/{d}"
+            try:
+                st: os.stat_result | None = os.lstat(full)
+            except FileNotFoundError:
+                st = None
+                gone_paths.append(full)
+            except (OSError, ValueError):
+                keyed = False  # not plain (its `lstat` fails in `_plain` too): no shortcut next pass
+                if not self._plain(d):
+                    odd_dirs.append(d)
+                continue
+            stats[d] = st
+            if st is not None:
+                live_paths.append(full)
+                keys.append((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+            plain = plain_dirs.get(d)
+            if plain is None:
+                parent, _, name = d.rpartition("/")
+                up = (plain_dirs.get(parent) if parent else True)
+                if up is None:
+                    up = self._plain(parent)
+                plain = up and not (not parent and is_state_name(name)) and (st is None or not stat.S_ISLNK(st.st_mode))
+                plain_dirs[d] = plain
+            if not plain:
+                odd_dirs.append(d)
+        odd = frozenset(odd_dirs)
+        judged = loop.pack(keys) if keyed and loop is not None else None
+        plan.folders = None if judged is None else (live_paths, judged, odd, gone_paths)
+        return odd
+
+    def _plain(self, rel_dir: str) -> bool:
+        """Whether a workspace folder is its own realpath (no link on the way down from the root)
+        and not `.anchorfs/`: then a file's path under it needs no resolving. A folder that is
+        gone counts as plain: its files' `lstat` fails and they take the careful route. Judged
+        from the `lstat` `_odd_dirs` took of it, when it took one."""
+        known = self._plain_dirs.get(rel_dir)
+        if known is not None:
+            return known
+        if not rel_dir:
+            plain = True
+        else:
+            parent, _, name = rel_dir.rpartition("/")
+            plain = self._plain(parent) and not (not parent and is_state_name(name))
+            if plain:
+                if rel_dir in self._dir_stats:
+                    st = self._dir_stats[rel_dir]
+                    plain = st is None or not stat.S_ISLNK(st.st_mode)
+                else:
+                    try:
+                        plain = not stat.S_ISLNK(os.lstat(f"{self.root_real}/{rel_dir}").st_mode)
+                    except FileNotFoundError:
+                        pass
+                    except (OSError, ValueError):
+                        plain = False
+        self._plain_dirs[rel_dir] = plain
+        return plain

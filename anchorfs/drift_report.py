@@ -1,0 +1,203 @@
+"""A drift pass's results: one memory's drift (`MemoryDrift`) and every checked memory's
+(`DriftReport`), the fresh ones built only when read.
+
+What `anchorfs.drift_check.DriftChecker` returns and every read path serves (`Workspace.drift`,
+the hooks, `anchorfs drift`, MCP `check_drift`): the counts and the memories that are not fresh
+come without building the rest, so a pass over 100,000 unchanged memories costs about its stat
+loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain
+from operator import attrgetter
+from typing import Any, NamedTuple, overload
+
+from .model import AnchorCheck, Drift, Memory, Verdict
+
+__all__ = ["MemoryDrift", "DriftReport"]
+
+
+class MemoryDrift(NamedTuple):
+    """One memory's drift and its anchors' checks (a tuple: one is built per memory per read)."""
+
+    memory: Memory
+    drift: Drift
+    checks: tuple[AnchorCheck, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "id": self.memory.id,
+            "content": self.memory.content,
+            "drift": self.drift.value,
+            "anchors": [c.to_dict() for c in self.checks],
+        }
+        if self.memory.stale_claims:  # what `verify --mark` found stale in the text itself
+            out["stale_claims"] = [c.to_dict() for c in self.memory.stale_claims]
+        return out
+
+    def with_claims(self) -> MemoryDrift:
+        """This drift as every read serves it: stale when `verify --mark` found a claim of the
+        memory's own text stale (`Memory.stale_claims`), whatever its anchors say."""
+        if self.memory.stale_claims and self.drift is not Drift.STALE:
+            return self._replace(drift=Drift.STALE)
+        return self
+
+
+class DriftReport:
+    """Every checked memory's drift, in the order given.
+
+    Only the memories a pass had to look at one by one carry a result; the rest (every anchor
+    still hashes as recorded) are built on demand: a whole-workspace pass over 100,000
+    unchanged memories should cost about the stat loop over their files, and most callers only
+    count them or read the few that are not fresh. `checked` may itself build its memories on
+    demand (`driftplan`: a new process's pass from the fold snapshot's plan): counts,
+    `flagged`, `stale` and `anchored_paths` never read it whole.
+    """
+
+    __slots__ = ("checked", "_found", "_flagged", "_built", "_claims", "_paths")
+    checked: Sequence[Memory]
+
+    def __init__(self, checked: Sequence[Memory] = (), results: Sequence[MemoryDrift | None] | None = None) -> None:
+        self.checked = list(checked)
+        self._claims: Sequence[int] | None = None
+        self._paths: list[str] | None = None
+        found: dict[int, MemoryDrift] = {}
+        if results is not None:
+            if len(results) != len(self.checked):
+                raise ValueError("one result per checked memory")
+            found = {i: r for i, r in enumerate(results) if r is not None}
+        self._set(found)
+
+    @classmethod
+    def _of(cls, checked: Sequence[Memory], found: dict[int, MemoryDrift], *, claims: Sequence[int] | None = None,
+            paths: list[str] | None = None) -> DriftReport:
+        """A pass's report from the results it built, by position (taken as they are, no copy).
+        `claims` (the positions of the memories with `stale_claims`) and `paths` (`anchored_paths`),
+        when the caller knows them without reading every memory."""
+        report = cls.__new__(cls)
+        report.checked = checked
+        report._claims, report._paths = claims, paths
+        report._set(found)
+        return report
+
+    def _set(self, found: dict[int, MemoryDrift]) -> None:
+        self._found = found
+        self._flagged = [found[i] for i in sorted(found) if found[i].drift is not Drift.FRESH]
+        self._built: list[MemoryDrift] | None = None
+
+    @property
+    def memories(self) -> list[MemoryDrift]:
+        """One result per checked memory (fresh ones built on first read)."""
+        if self._built is None:
+            found = self._found
+            self._built = [found.get(i) or _all_fresh(m) for i, m in enumerate(self.checked)]
+        return self._built
+
+    def with_claims(self, unanchored: Sequence[Memory] = ()) -> DriftReport:
+        """The report as reads serve it: a memory whose text `verify --mark` found stale counts
+        stale whatever its anchors say, and `unanchored` such memories (nothing for the pass to
+        check) are added after the checked ones. The anchors' own drift, which drift.json
+        keeps, is this report before the call."""
+        checked = self.checked
+        claims = self._claims
+        if claims is None:
+            claims = [i for i, m in enumerate(checked) if m.stale_claims]
+        if not unanchored and not claims:
+            return self
+        found = dict(self._found)
+        for i in claims:
+            found[i] = (found.get(i) or _all_fresh(checked[i])).with_claims()
+        tail = list(unanchored)
+        base = len(checked)
+        for k, m in enumerate(tail):
+            found[base + k] = _new(MemoryDrift, (m, Drift.STALE, ()))
+        if tail:
+            checked = [*checked, *tail] if isinstance(checked, list) else _Chained(checked, tail)
+        return DriftReport._of(checked, found, claims=[*claims, *range(base, base + len(tail))], paths=self._paths)
+
+    def anchored_paths(self) -> list[str]:
+        """The checked memories' distinct anchored paths, in order of first use (the files the
+        report rests on, with `paths_now`: what `anchorfs.memo` records the stats of)."""
+        if self._paths is not None:
+            return list(self._paths)
+        return list(dict.fromkeys(map(_PATH, chain.from_iterable(map(_ANCHORS, self.checked)))))
+
+    def paths_now(self) -> list[str]:
+        """Where anchors followed to another file are now (`path_now`): files the report rests
+        on besides the anchored ones (`anchorfs.memo` records them too)."""
+        return [c.path_now for r in self._found.values() for c in r.checks if c.path_now is not None]
+
+    @property
+    def flagged(self) -> list[MemoryDrift]:
+        """The memories that are not fresh (stale or unknown), without building the rest."""
+        return list(self._flagged)
+
+    def count(self, drift: Drift) -> int:
+        flagged = sum(1 for m in self._flagged if m.drift is drift)
+        return len(self.checked) - len(self._flagged) if drift is Drift.FRESH else flagged
+
+    @property
+    def stale(self) -> list[MemoryDrift]:
+        return [m for m in self._flagged if m.drift is Drift.STALE]
+
+    def to_dict(self, *, every: bool = False) -> dict[str, Any]:
+        """The counts, and the memories that are not fresh (`every`: all of them, in order).
+
+        At scale the fresh ones are nearly all of it and say nothing (100,000 of them printed
+        44 MB): what a hook or an agent acts on is the counts and the few to re-verify."""
+        return {
+            "checked": len(self.checked),
+            "stale": self.count(Drift.STALE),
+            "unknown": self.count(Drift.UNKNOWN),
+            "fresh": self.count(Drift.FRESH),
+            "memories": [m.to_dict() for m in (self.memories if every else self._flagged)],
+        }
+
+
+class _Chained(Sequence[Memory]):
+    """Two sequences of memories read as one (a report built on demand, then the unanchored
+    memories `with_claims` adds), without reading the first whole."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, head: Sequence[Memory], tail: list[Memory]) -> None:
+        self._head, self._tail = head, tail
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    @overload
+    def __getitem__(self, i: int) -> Memory: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Memory]: ...
+
+    def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n, cut = len(self), len(self._head)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self._head[i] if i < cut else self._tail[i - cut]
+
+    def __iter__(self) -> Iterator[Memory]:
+        yield from self._head
+        yield from self._tail
+
+
+_new = tuple.__new__  # skips a NamedTuple's Python-level __new__: same values, several times faster
+
+
+def _all_fresh(memory: Memory) -> MemoryDrift:
+    """The result of a memory whose every anchor still hashes as recorded."""
+    fresh = Verdict.FRESH
+    checks = tuple([_new(AnchorCheck, (ref, fresh, "unchanged", ref.lines, None)) for ref in memory.anchors])
+    return _new(MemoryDrift, (memory, Drift.FRESH, checks))
+
+
+_ANCHORS = attrgetter("anchors")
+_PATH = attrgetter("path")

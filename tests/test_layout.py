@@ -1,0 +1,103 @@
+"""One module per concept: `anchorfs.drift` split along its concepts (the report values, the
+freshness envelope, the batch pass's plan, the file probe, the moved-content search, the
+checker), each under ~800 lines, and `anchorfs.drift` the face every name was imported from:
+the same objects, loaded only when asked for (a hook that wants the envelope pays for it
+alone)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import anchorfs
+
+PACKAGE = Path(anchorfs.__file__).parent
+MAX_LINES = 800
+
+# Every top-level name `anchorfs.drift` defined before the split, by the module it lives in now.
+DRIFT_HOMES = {
+    "drift_report": ["MemoryDrift", "DriftReport", "_Chained", "_new", "_all_fresh", "_ANCHORS", "_PATH"],
+    "envelopes": ["age_days", "expired", "envelope", "WEAK_MARK", "weak_envelope", "_history_parts", "_envelope",
+                  "_moved_words"],
+    "drift_batch": ["_Plan", "_PLANS", "_plans_lock", "_plan_of", "plan_of_files", "_places", "_absent",
+                    "_suspicious", "_SHA", "_HEAD"],
+    "drift_probe": ["FileProbe", "_why", "_ERRNO_WORDS"],
+    "drift_moves": ["MoveSearch", "_FOLLOWED", "_UNFOUND", "_followed_lock", "_GONE", "_TOPS", "_SKIP_DIRS",
+                    "_move_key", "_utf8", "_closeness"],
+    "drift_check": ["DriftChecker", "_THEN_TOKENS"],
+}
+# Read where they are used, so patched there: the face refuses them rather than hand out a copy
+# whose patch would change nothing.
+DRIFT_TUNABLES = {
+    "drift_check": ["_CHUNK"],
+    "drift_probe": ["_RECHECKS"],
+    "drift_moves": ["_FOLLOW_BUDGET", "_WALK_FILES", "_FOLLOWED_KEPT"],
+    "drift_batch": ["_PLANS_KEPT", "_PLAN_MIN"],
+}
+
+
+def _lines(module: str) -> int:
+    return len((PACKAGE / f"{module}.py").read_text(encoding="utf-8").splitlines())
+
+
+@pytest.mark.parametrize("module", ["drift", *DRIFT_HOMES])
+def test_each_drift_module_stays_under_the_size_of_one_concept(module: str) -> None:
+    assert _lines(module) <= MAX_LINES, (module, _lines(module))
+
+
+def test_every_name_drift_defined_is_the_same_object_from_the_face() -> None:
+    import anchorfs.drift as face
+
+    for home, names in DRIFT_HOMES.items():
+        mod = importlib.import_module(f"anchorfs.{home}")
+        for name in names:
+            assert getattr(face, name) is getattr(mod, name), (home, name)
+    assert face.__all__ == ["DriftChecker", "MemoryDrift", "DriftReport", "envelope", "weak_envelope", "WEAK_MARK"]
+    assert set(face.__all__) <= set(dir(face))
+    space: dict[str, object] = {}
+    exec("from anchorfs.drift import *", space)  # noqa: S102 - the star import the face's __all__ serves
+    assert sorted(k for k in space if k != "__builtins__") == sorted(face.__all__)
+    from anchorfs.drift_check import DriftChecker
+
+    assert [c.__name__ for c in DriftChecker.__mro__] == ["DriftChecker", "MoveSearch", "FileProbe", "object"]
+
+
+def test_the_face_refuses_a_tunable_and_an_unknown_name() -> None:
+    import anchorfs.drift as face
+
+    for home, names in DRIFT_TUNABLES.items():
+        mod = importlib.import_module(f"anchorfs.{home}")
+        for name in names:
+            assert isinstance(getattr(mod, name), int), (home, name)
+            with pytest.raises(AttributeError, match=name):
+                getattr(face, name)
+    with pytest.raises(AttributeError, match="Nothing"):
+        getattr(face, "Nothing")  # noqa: B009
+    with pytest.raises(ImportError):
+        from anchorfs.drift import Nothing  # type: ignore[attr-defined]  # noqa: F401
+
+
+def _loaded(code: str) -> list[str]:
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('anchorfs'))))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                          cwd=PACKAGE.parent)
+    mods = json.loads(proc.stdout)
+    assert isinstance(mods, list)
+    return mods
+
+
+def test_the_face_loads_only_what_is_asked_for() -> None:
+    assert _loaded("import anchorfs.drift") == ["anchorfs", "anchorfs.drift", "anchorfs.errors"]
+    light = _loaded("from anchorfs.drift import envelope, expired, weak_envelope, WEAK_MARK")
+    assert "anchorfs.envelopes" in light
+    assert not {"anchorfs.anchors", "anchorfs.guard", "anchorfs.hashing", "anchorfs.drift_check",
+                "anchorfs.drift_moves", "anchorfs.drift_probe", "anchorfs.drift_batch"} & set(light), light
+    full = _loaded("from anchorfs.drift import DriftChecker")
+    assert {"anchorfs.drift_check", "anchorfs.drift_moves", "anchorfs.drift_probe", "anchorfs.drift_batch",
+            "anchorfs.drift_report"} <= set(full)
+    assert "anchorfs.envelopes" not in full  # the checker never needs the envelope
