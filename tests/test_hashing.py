@@ -77,6 +77,34 @@ def test_sha256_helpers_match_hashlib_including_big_streamed_files(tmp_path: Pat
     assert sha256_file(str(p)) == sha(big)
 
 
+def test_small_hashes_spare_openssl_until_a_budget_then_take_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process hashing a few spans (a hook's symbol check) never imports `hashlib` (OpenSSL's
+    start-up, issue 20); one hashing more than the budget takes OpenSSL's faster hash; the
+    digests are the same either way."""
+    probe = textwrap.dedent("""
+        import sys
+        from anchorfs.hashing import new_sha256, sha256_bytes
+        out = [sha256_bytes(b"abc"), sha256_bytes(b"x" * 100_000)]
+        h = new_sha256(10, b"ab")
+        h.update(b"c")
+        out.append(h.hexdigest())
+        out.append("hashlib" in sys.modules or "_hashlib" in sys.modules)
+        out.append(sha256_bytes(b"y" * 300_000))  # past the budget
+        out.append("_hashlib" in sys.modules)
+        print(repr(out))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    abc, big, fed, openssl_before, over, openssl_after = eval(proc.stdout)  # noqa: S307 - our own repr
+    assert abc == fed == sha(b"abc") and big == sha(b"x" * 100_000) and over == sha(b"y" * 300_000)
+    assert openssl_before is False and openssl_after is True
+    monkeypatch.setattr(hashing, "_BUILTIN_BUDGET", [5])
+    first = hashing.new_sha256(4, b"abcd")
+    assert type(first) is not type(hashlib.sha256()) and hashing._BUILTIN_BUDGET == [1]
+    assert type(hashing.new_sha256(4, b"abcd")) is type(hashlib.sha256())  # the budget spent: OpenSSL's
+    assert first.hexdigest() == sha(b"abcd")
+
+
 # -- cold, warm, warm start -----------------------------------------------------------------
 
 

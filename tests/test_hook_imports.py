@@ -16,6 +16,7 @@ from conftest import git
 
 import anchorfs
 from anchorfs import catchup
+from anchorfs.hashing import DEFAULT_GRANULARITY_NS
 
 TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"
 
@@ -32,7 +33,8 @@ _PROBE = ("import dataclasses, io, json, sys\n"
           "from anchorfs.__main__ import main\n"
           "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
           "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
-          "sys.stderr.write(json.dumps({'made': made, 'mods': sorted(m for m in sys.modules if m.startswith('anchorfs'))}))\n")
+          "sys.stderr.write(json.dumps({'made': made, 'mods': sorted(m for m in sys.modules if m.startswith('anchorfs')),\n"
+          "                             'all': sorted(sys.modules)}))\n")
 
 
 @pytest.fixture
@@ -71,6 +73,34 @@ def test_a_hook_builds_no_dataclass_it_does_not_use(repo: Path) -> None:
         unused = {"Prefix", "Follow", "Folded", "Side", "Fork", "Hit"} & set(report["made"])
         assert unused == set(), (argv, report["made"])  # plain classes, or built only when asked for
         assert "anchorfs.forks" not in report["mods"] and "anchorfs.hits" not in report["mods"]
+
+
+def _probe(repo: Path, stdin: str, *argv: str) -> tuple[str, dict[str, list[str]]]:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
+                          timeout=60, check=False)
+    report = json.loads(proc.stderr)
+    assert isinstance(report, dict)
+    return proc.stdout, report
+
+
+def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Path) -> None:
+    """The symbol's span is hashed again (the file changed), with the interpreter's own SHA-256:
+    OpenSSL's start-up (`hashlib`) is more than the whole check costs (issue 20)."""
+    token = repo / "auth" / "token.py"
+    edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(token)}})
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    _probe(repo, edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
+    token.write_text(TOKEN + "# a trailing comment: the symbol is unchanged\n")
+    time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)  # past the hash cache's racy window: the file's hash is kept
+    out, report = _probe(repo, edit, "hook", "post-edit")  # the file hashed (OpenSSL's, a whole file) and cached
+    assert out == "" and "anchorfs.workspace" not in report["mods"]
+    out, report = _probe(repo, edit, "hook", "post-edit")
+    assert out == "" and "anchorfs.workspace" not in report["mods"] and "anchorfs.symbols" in report["mods"]
+    assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
+    token.write_text(TOKEN.replace("hours=24", "hours=12") + "# a trailing comment: the symbol is unchanged\n")
+    out, report = _probe(repo, edit, "hook", "post-edit")
+    assert "made 1 memory stale" in out and "TokenIssuer.issue" in out  # the same judgement, by either hash
 
 
 def test_fork_side_and_hit_are_where_they_were() -> None:
