@@ -2,7 +2,8 @@
 freshness envelope, the batch pass's plan, the file probe, the moved-content search, the
 checker), each under ~800 lines, and `anchorfs.drift` the face every name was imported from:
 the same objects, loaded only when asked for (a hook that wants the envelope pays for it
-alone)."""
+alone). `anchorfs.mcp` likewise: the arguments' checks, the results, the hosts' config, and
+the server that wires them, which re-exports their public names."""
 
 from __future__ import annotations
 
@@ -101,3 +102,41 @@ def test_the_face_loads_only_what_is_asked_for() -> None:
     assert {"anchorfs.drift_check", "anchorfs.drift_moves", "anchorfs.drift_probe", "anchorfs.drift_batch",
             "anchorfs.drift_report"} <= set(full)
     assert "anchorfs.envelopes" not in full  # the checker never needs the envelope
+
+
+# Every public name `anchorfs.mcp` defined before the split that lives in another module now.
+MCP_HOMES = {
+    "mcp_args": ["check_arguments"],
+    "mcp_results": ["DATA_LABEL", "HIT_CHARS", "SHOW_CHARS", "WriteResult", "RecallResult", "ContextResult",
+                    "DriftResult", "ShowResult", "HistoryResult", "BisectOutput"],
+    "mcp_install": ["MCP_CONFIG_FILE", "mcp_config", "write_mcp_config"],
+}
+
+
+@pytest.mark.parametrize("module", ["mcp", *MCP_HOMES])
+def test_each_mcp_module_stays_under_the_size_of_one_concept(module: str) -> None:
+    assert _lines(module) <= MAX_LINES, (module, _lines(module))
+
+
+def test_every_public_name_mcp_defined_is_the_same_object_from_it() -> None:
+    import anchorfs.mcp as mcp
+
+    for home, names in MCP_HOMES.items():
+        mod = importlib.import_module(f"anchorfs.{home}")
+        for name in names:
+            assert getattr(mcp, name) is getattr(mod, name), (home, name)
+    assert mcp.__all__ == [
+        "build_server", "serve", "write_mcp_config", "mcp_config", "check_arguments",
+        "SERVER_NAME", "WRITE_TOOLS", "TOOL_ORDER", "INSTRUCTIONS", "READ_ONLY_INSTRUCTIONS", "PROPOSE_INSTRUCTIONS",
+        "DATA_LABEL", "STALE_URI", "MEMORY_URI", "REVERIFY_PROMPT", "HIT_CHARS", "SHOW_CHARS",
+    ]
+    assert all(hasattr(mcp, name) for name in mcp.__all__)
+    # the output schemas keep their optional keys (read at run time: no postponed annotations there)
+    assert mcp.DriftResult.__optional_keys__ == frozenset({"listed", "offset", "next_offset"})
+    assert mcp.WriteResult.__optional_keys__ == frozenset({"duplicate", "note"})
+    assert mcp.RecallResult.__required_keys__ == frozenset({"count", "hits"})
+
+
+def test_the_hosts_config_needs_neither_the_server_nor_its_checks() -> None:
+    mods = _loaded("from anchorfs.mcp_install import mcp_config, write_mcp_config")
+    assert not {"anchorfs.mcp", "anchorfs.mcp_args", "anchorfs.mcp_results"} & set(mods), mods
