@@ -46,18 +46,18 @@ def _lines(module: str) -> int:
     return len((PACKAGE / f"{module}.py").read_text(encoding="utf-8").splitlines())
 
 
-@pytest.mark.parametrize("module", ["drift", *DRIFT_HOMES])
-def test_each_drift_module_stays_under_the_size_of_one_concept(module: str) -> None:
-    assert _lines(module) <= MAX_LINES, (module, _lines(module))
+def _same_from(face: object, homes: dict[str, list[str]]) -> None:
+    """Each name `face` gives is the very object of the module it lives in now."""
+    for home, names in homes.items():
+        mod = importlib.import_module(f"anchorfs.{home}")
+        for name in names:
+            assert getattr(face, name) is getattr(mod, name), (home, name)
 
 
 def test_every_name_drift_defined_is_the_same_object_from_the_face() -> None:
     import anchorfs.drift as face
 
-    for home, names in DRIFT_HOMES.items():
-        mod = importlib.import_module(f"anchorfs.{home}")
-        for name in names:
-            assert getattr(face, name) is getattr(mod, name), (home, name)
+    _same_from(face, DRIFT_HOMES)
     assert face.__all__ == ["DriftChecker", "MemoryDrift", "DriftReport", "envelope", "weak_envelope", "WEAK_MARK"]
     assert set(face.__all__) <= set(dir(face))
     space: dict[str, object] = {}
@@ -113,18 +113,15 @@ MCP_HOMES = {
 }
 
 
-@pytest.mark.parametrize("module", ["mcp", *MCP_HOMES])
-def test_each_mcp_module_stays_under_the_size_of_one_concept(module: str) -> None:
+@pytest.mark.parametrize("module", ["drift", *DRIFT_HOMES, "mcp", *MCP_HOMES])
+def test_each_split_module_stays_under_the_size_of_one_concept(module: str) -> None:
     assert _lines(module) <= MAX_LINES, (module, _lines(module))
 
 
 def test_every_public_name_mcp_defined_is_the_same_object_from_it() -> None:
     import anchorfs.mcp as mcp
 
-    for home, names in MCP_HOMES.items():
-        mod = importlib.import_module(f"anchorfs.{home}")
-        for name in names:
-            assert getattr(mcp, name) is getattr(mod, name), (home, name)
+    _same_from(mcp, MCP_HOMES)
     assert mcp.__all__ == [
         "build_server", "serve", "write_mcp_config", "mcp_config", "check_arguments",
         "SERVER_NAME", "WRITE_TOOLS", "TOOL_ORDER", "INSTRUCTIONS", "READ_ONLY_INSTRUCTIONS", "PROPOSE_INSTRUCTIONS",
