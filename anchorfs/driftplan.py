@@ -30,6 +30,7 @@ from .foldsnap import PlanMismatch, SnapPlan
 from .model import Memory
 
 if TYPE_CHECKING:
+    from .planoverlay import OverlayPlan
     from .workspace import Workspace
 
 __all__ = ["LazyMemories", "drift"]
@@ -41,7 +42,7 @@ class LazyMemories(Sequence[Memory]):
 
     __slots__ = ("_snap", "_plan", "_built", "_all")
 
-    def __init__(self, snap: SnapPlan, plan: _Plan) -> None:
+    def __init__(self, snap: SnapPlan | OverlayPlan, plan: _Plan) -> None:
         self._snap, self._plan = snap, plan
         self._built: dict[int, Memory] = {}
         self._all: list[Memory] | None = None
@@ -109,7 +110,7 @@ class _Planned:
 
     __slots__ = ("snap", "plan", "memories", "marked", "_at")
 
-    def __init__(self, root_real: str, snap: SnapPlan) -> None:
+    def __init__(self, root_real: str, snap: SnapPlan | OverlayPlan) -> None:
         self.snap = snap
         self.plan = plan_of_files(root_real, snap.paths, snap.want, snap.owners)
         self.memories = LazyMemories(snap, self.plan)

@@ -73,9 +73,11 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapP
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 4
-"""4: the drift plan (a JSON line and its raw arrays) after the counts (`read_plan`); a file of
-another version is simply not used."""
+VERSION = 5
+"""4: the drift plan (a JSON line and its raw arrays) after the counts (`read_plan`); 5: the plan
+also lists every memory of the fold (id, record start, record hash) with the fold's `top` and
+`lines`, so lines appended since fold into it (`anchorfs.planoverlay`). A file of another
+version is simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -141,14 +143,16 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
     for rec in _records(state):
         line = orjson.dumps(rec) + b"\n"  # orjson escapes every newline inside a string
         memory = state[rec[0]]
+        digest = blake3.blake3(line).digest(_SUM)
+        plan.every(memory.id, at, digest)
         if memory.status == "active":
             for path in dict.fromkeys(a.path for a in memory.anchors):
                 index.setdefault(path, []).append(at)
-            plan.add(memory, at, line)
+            plan.add(memory, at, digest)
         records.append(line)
         at += len(line)
     head = orjson.dumps({"top": state.top, "lines": state.lines, "index": index})
-    plan_line = plan.dumps()
+    plan_line = plan.dumps(state.top, state.lines)
     body = b"".join([head, b"\n", plan_line, b"\n", *records])
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "prefix": folded.prefix.to_dict(), "folder": list(folder),
                            "size": len(body), "body": blake3.blake3(body).hexdigest(),
@@ -165,7 +169,8 @@ class _PlanBuilder:
     drift pass asks of the file system (`drift._Plan`), derived from the active anchored
     memories (the pass's targets, in the fold's order) without their records being read back."""
 
-    __slots__ = ("at", "ids", "sums", "claims", "marked", "where", "paths", "first", "mixed", "owners", "ok")
+    __slots__ = ("at", "ids", "sums", "claims", "marked", "where", "paths", "first", "mixed", "owners", "ok",
+                 "all_at", "all_ids", "all_sums")
 
     def __init__(self) -> None:
         self.at = array("Q")  # per target: where its record starts (after the plan line)
@@ -179,17 +184,27 @@ class _PlanBuilder:
         self.mixed: set[int] = set()  # paths whose anchors disagree on the hash
         self.owners: list[list[int]] = []  # per path: the targets resting on it, in order
         self.ok = True  # an id with a newline cannot be listed: no plan then
+        self.all_at = array("Q")  # per memory of the fold, in its order: where its record starts
+        self.all_ids: list[str] = []
+        self.all_sums: list[bytes] = []
 
-    def add(self, memory: Memory, at: int, line: bytes) -> None:
+    def every(self, mid: str, at: int, digest: bytes) -> None:
+        """Any memory of the fold (format 5): what `planoverlay` needs to fold lines appended
+        since into the plan (the record of each memory they touch, found by id and checked)."""
+        self.all_at.append(at)
+        self.all_ids.append(mid)
+        self.ok = self.ok and "\n" not in mid
+        self.all_sums.append(digest)
+
+    def add(self, memory: Memory, at: int, digest: bytes) -> None:
         if not memory.anchors:
             if memory.stale_claims:
-                self.marked.append([at, blake3.blake3(line).hexdigest(_SUM)])  # few: hex in the JSON
+                self.marked.append([at, digest.hex()])  # few: hex in the JSON
             return
         pos = len(self.ids)
         self.at.append(at)
         self.ids.append(memory.id)
-        self.ok = self.ok and "\n" not in memory.id
-        self.sums.append(blake3.blake3(line).digest(_SUM))
+        self.sums.append(digest)
         if memory.stale_claims:
             self.claims.append(pos)
         where, owners = self.where, self.owners
@@ -206,11 +221,12 @@ class _PlanBuilder:
             if owners[k][-1] != pos:
                 owners[k].append(pos)
 
-    def dumps(self) -> bytes:
-        """The plan: a JSON line (counts, the paths and their hashes, the marked), then its
-        arrays as raw little-endian bytes (starts, owners, the owners' bounds per path, the
-        records' hashes, the ids), which a reader takes without parsing: at 100,000 memories
-        the JSON form of the ids and hashes alone cost more to parse than the whole pass."""
+    def dumps(self, top: int, lines: int) -> bytes:
+        """The plan: a JSON line (counts, the fold's `top` and `lines`, the paths and their
+        hashes, the marked), then its arrays as raw little-endian bytes (starts, owners, the
+        owners' bounds per path, the records' hashes, the ids; then the same three of every
+        memory of the fold), which a reader takes without parsing: at 100,000 memories the JSON
+        form of the ids and hashes alone cost more to parse than the whole pass."""
         if not self.ok:
             return b"null"
         own = array("I", chain.from_iterable(self.owners))
@@ -219,11 +235,14 @@ class _PlanBuilder:
             own_at.append(own_at[-1] + len(o))
         mixed = self.mixed
         ids = "\n".join(self.ids).encode("utf-8")
+        all_ids = "\n".join(self.all_ids).encode("utf-8")
         head = orjson.dumps({
             "n": len(self.ids), "paths": self.paths,
             "want": [None if k in mixed else sha for k, sha in enumerate(self.first)],
-            "own_n": len(own), "ids_size": len(ids), "claims": self.claims, "marked": self.marked})
-        return b"".join([head, b"\n", _le(self.at), _le(own), _le(own_at), b"".join(self.sums), ids])
+            "own_n": len(own), "ids_size": len(ids), "claims": self.claims, "marked": self.marked,
+            "top": top, "lines": lines, "all_n": len(self.all_ids), "all_ids_size": len(all_ids)})
+        return b"".join([head, b"\n", _le(self.at), _le(own), _le(own_at), b"".join(self.sums), ids,
+                         _le(self.all_at), b"".join(self.all_sums), all_ids])
 
 
 def _le(a: array[Any]) -> bytes:

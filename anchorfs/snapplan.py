@@ -23,11 +23,15 @@ from . import catchup
 from .catchup import Prefix
 from .errors import AnchorfsError, LedgerError
 from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, snap_path
-from .ledger import Ledger
+from .ledger import Head, Ledger
 from .model import Memory
 from .statefs import open_state
 
 __all__ = ["PlanMismatch", "SnapPlan", "covered_by", "on_paths", "read_plan"]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .planoverlay import OverlayPlan
 
 class SnapPlan:
     """The drift plan of a snapshot that holds (`read_plan`), with its file kept open: what a
@@ -41,8 +45,9 @@ class SnapPlan:
     plan says (`sums`, written with it), parse by the ledger reader's rules and be the target
     the plan names (its id, active, anchored); anything else raises `PlanMismatch`."""
 
-    __slots__ = ("prefix", "n", "paths", "want", "claims", "_fd", "_base", "_end", "_at", "_own", "_own_at",
-                 "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident", "__weakref__")
+    __slots__ = ("prefix", "n", "paths", "want", "claims", "top", "lines", "all_n", "_fd", "_base", "_end", "_at",
+                 "_own", "_own_at", "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident",
+                 "_all_at", "_all_sums", "_all_ids", "__weakref__")
 
     def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: Path | None = None) -> None:
         cut = region.find(b"\n")
@@ -58,8 +63,10 @@ class SnapPlan:
         for path, sha in zip(paths, want):
             if type(path) is not str or not path or (sha is not None and type(sha) is not str):
                 raise ValueError("bad plan paths")
+        all_n, all_ids_size = _int(plan["all_n"]), _int(plan["all_ids_size"])
+        self.top, self.lines = _int(plan["top"]), _int(plan["lines"])
         blobs = memoryview(region)[cut + 1:]
-        sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size)
+        sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size, 8 * all_n, _SUM * all_n, all_ids_size)
         if sum(sizes) != len(blobs):
             raise ValueError("bad plan lengths")
         cuts = [0]
@@ -80,6 +87,10 @@ class SnapPlan:
         self._sums = bytes(blobs[cuts[3]:cuts[4]])
         self._ids_text = blobs[cuts[4]:cuts[5]]
         self._ids: list[str] | None = None
+        self.all_n = all_n
+        self._all_at = _array("Q", blobs[cuts[5]:cuts[6]])
+        self._all_sums = bytes(blobs[cuts[6]:cuts[7]])
+        self._all_ids = bytes(blobs[cuts[7]:cuts[8]])
         self._base, self._end, self.prefix, self._path = base, end, prefix, file
         st = os.fstat(fd)
         self._ident = (st.st_dev, st.st_ino, st.st_size)
@@ -184,6 +195,10 @@ class SnapPlan:
 
     def marked(self) -> list[Memory]:
         """The active unanchored memories whose text `verify --mark` found stale, in order."""
+        return [m for _, m in self.marked_at()]
+
+    def marked_at(self) -> list[tuple[int, Memory]]:
+        """`marked`, each with where its record starts (the fold's order)."""
         out = []
         for at, sum_hex in self._marked:
             if not 0 <= at < self._end - self._base:
@@ -195,8 +210,49 @@ class SnapPlan:
             memory = self._build(self._line(at), digest)
             if memory.status != "active" or memory.anchors or not memory.stale_claims:
                 raise PlanMismatch("a marked record is not what its plan names")
-            out.append(memory)
+            out.append((at, memory))
         return out
+
+    def start(self, pos: int) -> int:
+        """Where target `pos`'s record starts (the fold's order: starts grow with it)."""
+        return self._at[pos]
+
+    def starts(self) -> array[Any]:
+        return self._at
+
+    def find(self, ids: Iterable[str]) -> dict[str, int]:
+        """The fold's position of each of `ids` it holds (format 5 lists every memory)."""
+        text = self._all_ids
+        out: dict[str, int] = {}
+        wanted = list(dict.fromkeys(ids))
+        if len(wanted) > 16:  # many: split the list once
+            at = dict(zip(text.decode("utf-8").split("\n"), range(self.all_n))) if self.all_n else {}
+            if len(at) != self.all_n:
+                raise PlanMismatch("the plan's fold ids are not one per memory")
+            return {i: at[i] for i in wanted if i in at}
+        padded = b"\n" + text + b"\n"
+        for mid in wanted:
+            key = b"\n" + mid.encode("utf-8") + b"\n"
+            k = padded.find(key)
+            if k >= 0:
+                if padded.find(key, k + 1) >= 0:
+                    raise PlanMismatch("an id listed twice in the plan's fold")
+                out[mid] = padded.count(b"\n", 0, k)
+        return out
+
+    def record_of(self, j: int) -> tuple[int, tuple[str, dict[str, Head], set[str] | None, Memory]]:
+        """Memory `j` of the fold: where its record starts, and the record (id, heads, named
+        ids, the memory), read alone and checked by its hash in the plan."""
+        if not 0 <= j < self.all_n:
+            raise PlanMismatch(f"the plan's fold has no memory {j}")
+        at = self._all_at[j]
+        line = self._line(at)
+        if blake3.blake3(line).digest(_SUM) != self._all_sums[_SUM * j:_SUM * (j + 1)]:
+            raise PlanMismatch("a record does not hash as its plan says")
+        try:
+            return at, _record(orjson.loads(line))
+        except _SURPRISES as exc:
+            raise PlanMismatch(f"a record the plan names does not read: {exc}") from None
 
 
 class PlanMismatch(LedgerError, ValueError):
@@ -205,11 +261,13 @@ class PlanMismatch(LedgerError, ValueError):
     report built on demand, the read fails with this one line."""
 
 
-def read_plan(ledger: Ledger) -> SnapPlan | None:
+def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
     """The drift plan of the snapshot beside `ledger`, when that snapshot holds the whole ledger
-    as it stands now, judged as `current` judges it on the stat alone (the prefix settled); None
-    otherwise (missing, a link, another version or state folder, the ledger changed since, a
-    plan that is torn or does not match its own checksum): the full fold decides then.
+    as it stands now, judged as `current` judges it on the stat alone (the prefix settled), or
+    when the ledger has only grown since (`planoverlay.overlay`: the lines after it folded into
+    the plan, the same answers); None otherwise (missing, a link, another version or state
+    folder, the ledger rewritten since, a tail the overlay cannot take exactly, a plan that is
+    torn or does not match its own checksum): the full fold decides then.
 
     Only the header and the plan line are read (a few MB at 100,000 memories, where the
     records are 70): the plan line has its own checksum in the header, and every record read
@@ -237,7 +295,7 @@ def read_plan(ledger: Ledger) -> SnapPlan | None:
         if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
             return None
         prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
-        if prefix is None or not catchup.settled(ledger, prefix):
+        if prefix is None:
             return None
         where = header.get("plan")
         if type(where) is not list or len(where) != 3:
@@ -250,7 +308,17 @@ def read_plan(ledger: Ledger) -> SnapPlan | None:
             return None
         out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region[:size], snap_path(ledger))
         keep = True
-        return out
+        if catchup.settled(ledger, prefix):
+            return out
+        try:
+            from .planoverlay import overlay
+
+            grown = overlay(ledger, out)
+        except _SURPRISES:  # PlanMismatch included
+            grown = None
+        if grown is None:
+            out.close()
+        return grown
     except _SURPRISES + (OSError,):
         return None
     finally:

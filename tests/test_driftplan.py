@@ -192,6 +192,10 @@ def test_a_new_workspaces_drift_builds_only_the_memories_on_a_file_that_failed(
     ws.close()
 
 
+BLOBS = ("at", "own", "own_at", "sums", "ids", "all_at", "all_sums", "all_ids")
+"""The plan's raw arrays, in file order (format 5: the targets', then every memory's)."""
+
+
 def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str, bytearray], bytes]:
     """A snapshot's header, counts line, drift plan (its JSON and its arrays) and records."""
     header_line, body = path.read_bytes().split(b"\n", 1)
@@ -200,8 +204,10 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str,
     region = body[off:off + size]
     cut = region.index(b"\n")
     plan = orjson.loads(region[:cut])
-    names = ("at", "own", "own_at", "sums", "ids")
-    sizes = (8 * plan["n"], 4 * plan["own_n"], 4 * (len(plan["paths"]) + 1), 16 * plan["n"], plan["ids_size"])
+    names = BLOBS
+    sizes = (8 * plan["n"], 4 * plan["own_n"], 4 * (len(plan["paths"]) + 1), 16 * plan["n"], plan["ids_size"],
+             8 * plan["all_n"], 16 * plan["all_n"], plan["all_ids_size"])
+    assert cut + 1 + sum(sizes) == len(region)
     blobs, at = {}, cut + 1
     for name, n in zip(names, sizes):
         blobs[name] = bytearray(region[at:at + n])
@@ -212,7 +218,7 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str,
 def _put(path: Path, header: dict[str, Any], head: bytes, plan: dict[str, Any], blobs: dict[str, bytearray],
          records: bytes) -> None:
     """A snapshot with every checksum made right again: only the plan's own word can be wrong."""
-    region = orjson.dumps(plan) + b"\n" + b"".join(blobs[k] for k in ("at", "own", "own_at", "sums", "ids"))
+    region = orjson.dumps(plan) + b"\n" + b"".join(blobs[k] for k in BLOBS)
     body = head + b"\n" + region + b"\n" + records
     header = {**header, "size": len(body), "body": blake3.blake3(body).hexdigest(),
               "plan": [len(head) + 1, len(region), blake3.blake3(region).hexdigest()]}

@@ -1,0 +1,249 @@
+"""A snapshot's drift plan with the lines appended to the ledger since folded in.
+
+A new process whose ledger has only grown since the fold snapshot was written (one `anchorfs
+record` is one line) used to pay the full fold (every record decoded, seconds at 100,000
+memories) until the snapshot was rewritten. Here the plan (`snapplan.SnapPlan`, format 5: it
+lists every memory of the fold with its record's start and hash, and the fold's `top` and
+`lines`) is kept, the lines after its prefix are parsed, and only the memories they touch are
+folded: their records read through the plan and checked by their hash, loaded into a small
+`FoldState` with their heads and named ids, the lines applied in ledger order as
+`ledger.refold` applies them. The result answers as the full path (`foldsnap.current`: the
+snapshot and the lines after it) does, position for position.
+
+Anything doubtful is None (the full fold decides, as before): the prefix not holding by
+`catchup.follow`'s rule, a line skipped as bad, a torn or unvouched tail, a line without `seq`
+or whose `seq` is not above the snapshot's `top` (a union merge's older lines, a rewrite of an
+earlier seq), a touched memory left with two heads (a fork), an id with a newline, a record
+that does not hash or read as the plan says.
+"""
+
+from __future__ import annotations
+
+import warnings
+from array import array
+from bisect import bisect_left
+from . import catchup
+from .catchup import Prefix
+from .errors import LedgerError
+from .ledger import FoldState, Ledger
+from .model import Memory
+from .snapplan import PlanMismatch, SnapPlan
+
+__all__ = ["OverlayPlan", "overlay", "MAX_TOUCHED"]
+
+MAX_TOUCHED = 1 << 14
+"""More memories touched since the snapshot than this: the full fold (which rewrites it) is as cheap."""
+
+
+def _target(m: Memory) -> bool:
+    return m.status == "active" and bool(m.anchors)
+
+
+def overlay(ledger: Ledger, base: SnapPlan) -> SnapPlan | OverlayPlan | None:
+    """`base` with the ledger's lines after its prefix folded in; `base` itself (its prefix
+    renewed) when the ledger holds the same bytes under another stat; None when it cannot be
+    told exactly (see the module's doc). Never closes `base`: the caller does on None."""
+    try:
+        with warnings.catch_warnings():  # the full fold, taken on None, says what it finds
+            warnings.simplefilter("ignore")
+            follow = catchup.follow(ledger, base.prefix)
+    except (LedgerError, OSError):
+        return None
+    prefix = follow.prefix
+    if prefix.stat is None or follow.skipped or prefix.stat[2] != prefix.offset:
+        return None  # moved while read, a bad line, a torn tail (or an append under way)
+    if follow.kind == "same":
+        base.prefix = prefix
+        return base
+    if follow.kind != "grown":
+        return None
+    entries = follow.entries
+    if any(e.seq is None or e.seq <= base.top for e in entries):
+        return None
+    touched = list(dict.fromkeys(m.id for e in entries for m in e.memories))
+    if len(touched) > MAX_TOUCHED or any("\n" in mid for mid in touched):
+        return None
+    found = base.find(touched)
+    state = FoldState()
+    starts: dict[str, int] = {}
+    for mid, j in sorted(found.items(), key=lambda kv: kv[1]):  # the fold's order
+        at, (rid, heads, named, memory) = base.record_of(j)
+        if rid != mid:
+            raise PlanMismatch("a record under another id than its plan lists")
+        state[mid] = memory
+        state.heads[mid] = heads
+        if named is not None:
+            state.named[mid] = named
+        starts[mid] = at
+    state.top, state.lines = base.top, base.lines
+    for entry in entries:
+        state.apply(entry)
+    if any(len(state.heads.get(mid, ())) > 1 for mid in state):
+        return None  # a fork: listed and flagged by the full fold
+    return OverlayPlan(base, state, starts, prefix)
+
+
+class OverlayPlan:
+    """`SnapPlan`'s reading interface over a base plan and the memories a tail changed: the
+    targets (active anchored memories, in the fold's order) by position, each either the base's
+    target or a memory the tail left; the distinct paths in order of first use, their hash (None
+    where the anchors disagree, or where a memory that did left: a `None` only sends that file's
+    memories through their own hashes, same answers), and the targets on each."""
+
+    __slots__ = ("base", "prefix", "n", "paths", "want", "claims", "_old_of", "_extra", "_gone", "_ins_at",
+                 "_gone_set", "_src", "_owners", "_ids", "_marked")
+
+    def __init__(self, base: SnapPlan, state: FoldState, starts: dict[str, int], prefix: Prefix) -> None:
+        self.base, self.prefix = base, prefix
+        at0 = base.starts()
+        n0 = base.n
+        events = sorted((starts[mid], mid) for mid in starts)
+        old_of = array("q")
+        extra: list[Memory] = []
+        extra_pos: list[int] = []
+        gone: list[int] = []
+        ins_at: list[int] = []
+        cur = 0
+        for start, mid in events:
+            p = bisect_left(at0, start, cur)
+            old_of.extend(range(cur, p))
+            cur = p
+            if p < n0 and at0[p] == start:
+                gone.append(p)
+                cur = p + 1
+            m = state[mid]
+            if _target(m):
+                extra_pos.append(len(old_of))
+                old_of.append(-1 - len(extra))
+                extra.append(m)
+                ins_at.append(start)
+        old_of.extend(range(cur, n0))
+        for mid, m in state.items():
+            if mid not in starts and _target(m):
+                extra_pos.append(len(old_of))
+                old_of.append(-1 - len(extra))
+                extra.append(m)
+        self._old_of, self._extra, self._gone, self._ins_at = old_of, extra, gone, ins_at
+        self._gone_set = frozenset(gone)
+        self.n = len(old_of)
+        self._paths(base, extra, extra_pos)
+        claims = [self._new(p) for p in base.claims if p not in self._gone_set]
+        claims += [q for q, m in zip(extra_pos, extra) if m.stale_claims]
+        self.claims = sorted(claims)
+        self._ids: list[str] | None = None
+        self._marked = (starts, state)
+
+    def _new(self, p: int) -> int:
+        """Base target `p`'s position here (`p` not one the tail touched)."""
+        return p - bisect_left(self._gone, p) + bisect_left(self._ins_at, self.base.start(p))
+
+    def _paths(self, base: SnapPlan, extra: list[Memory], extra_pos: list[int]) -> None:
+        gone = self._gone_set
+        where = {path: k for k, path in enumerate(base.paths)}
+        n_old = len(base.paths)
+        want: list[str | None] = list(base.want)
+        kept: list[int | None] = []  # per old path: its first owner the tail left alone, or None
+        for k in range(n_old):
+            first = next((p for p in base.owners(k) if p not in gone), None)
+            kept.append(first)
+        ins_on: dict[int, list[int]] = {}
+        shas: dict[int, set[str | None]] = {}
+        new_paths: list[str] = []
+        for q, m in zip(extra_pos, extra):
+            for a in m.anchors:
+                k = where.setdefault(a.path, n_old + len(new_paths))
+                if k == n_old + len(new_paths):
+                    new_paths.append(a.path)
+                on = ins_on.setdefault(k, [])
+                if not on or on[-1] != q:
+                    on.append(q)
+                shas.setdefault(k, set()).add(a.sha256)
+        for k, got in shas.items():
+            if k >= n_old or kept[k] is None:  # only the tail's anchors rest there now
+                if k >= n_old:
+                    want.append(None)
+                want[k] = next(iter(got)) if len(got) == 1 else None
+            elif want[k] is not None and got != {want[k]}:
+                want[k] = None
+        all_paths = [*base.paths, *new_paths]
+        # each path's first owner (its position here) and, to order paths first used by one
+        # memory, their place among its anchors: the base's order where it still holds
+        first_of: dict[int, int] = {}
+        for k in range(len(all_paths)):
+            f: int | None = None
+            first = kept[k] if k < n_old else None
+            if first is not None:
+                f = self._new(first)
+            on_k = ins_on.get(k)
+            if on_k:
+                f = on_k[0] if f is None else min(f, on_k[0])
+            if f is not None:
+                first_of[k] = f
+        dirty: set[int] = set()
+        for k, f in first_of.items():
+            old = self._old_of[f]  # the base target first on path k, or an extra
+            if old >= 0 and (k >= n_old or base.owners(k)[0] != old):
+                dirty.add(f)  # a base target newly the first on a path: its anchors say the order
+        order_in: dict[int, dict[str, int]] = {}
+
+        def tiebreak(k: int, f: int) -> int:
+            old = self._old_of[f]
+            if old >= 0 and f not in dirty:
+                return k
+            got = order_in.get(f)
+            if got is None:
+                m = self.memory(f)
+                got = order_in[f] = {p: i for i, p in enumerate(dict.fromkeys(a.path for a in m.anchors))}
+            i = got.get(all_paths[k])
+            if i is None:
+                raise PlanMismatch("a memory first on a path it does not rest on")
+            return i
+
+        ranked = sorted(first_of, key=lambda k: (first_of[k], tiebreak(k, first_of[k])))
+        self.paths = [all_paths[k] for k in ranked]
+        self.want = [want[k] for k in ranked]
+        self._src = [(k if k < n_old else -1, ins_on.get(k, [])) for k in ranked]
+        self._owners: dict[int, list[int]] = {}
+
+    def owners(self, k: int) -> list[int]:
+        """The targets resting on path `k`, in order."""
+        got = self._owners.get(k)
+        if got is None:
+            old, ins = self._src[k]
+            gone = self._gone_set
+            mapped = [] if old < 0 else [self._new(p) for p in self.base.owners(old) if p not in gone]
+            got = self._owners[k] = sorted(set(mapped).union(ins))
+        return got
+
+    @property
+    def ids(self) -> list[str]:
+        if self._ids is None:
+            base_ids, extra = self.base.ids, self._extra
+            self._ids = [base_ids[o] if o >= 0 else extra[-1 - o].id for o in self._old_of]
+        return self._ids
+
+    def memory(self, pos: int, data: bytes | None = None) -> Memory:
+        if not 0 <= pos < self.n:
+            raise PlanMismatch(f"the plan names no target {pos}")
+        old = self._old_of[pos]
+        return self.base.memory(old, data) if old >= 0 else self._extra[-1 - old]
+
+    def records(self) -> bytes:
+        return self.base.records()
+
+    def marked(self) -> list[Memory]:
+        """The active unanchored memories with marked claims, in the fold's order."""
+        starts, state = self._marked
+        at_of = {at: mid for mid, at in starts.items()}
+        out: list[tuple[int, Memory]] = [(at, m) for at, m in self.base.marked_at() if at not in at_of]
+
+        def marked(m: Memory) -> bool:
+            return m.status == "active" and not m.anchors and bool(m.stale_claims)
+
+        out += [(starts[mid], m) for mid, m in state.items() if mid in starts and marked(m)]
+        out.sort(key=lambda x: x[0])
+        tail = [m for mid, m in state.items() if mid not in starts and marked(m)]
+        return [m for _, m in out] + tail
+
+    def close(self) -> None:
+        self.base.close()
