@@ -36,13 +36,20 @@ import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import orjson
+
+from .manifestfile import ENTRIES_KEY as _ENTRIES_KEY
+from .manifestfile import FORMAT as _FORMAT
+from .manifestfile import MANIFEST_VERSION
+from .manifestfile import moves_of as _moves_of
+from .manifestfile import parse, parse_only
+from .manifestfile import plain_rel as _plain_rel
 
 try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
@@ -51,10 +58,6 @@ except ImportError:  # the pure-Python loop gives the same answers (tests run bo
 
 __all__ = ["HashCache", "sha256_bytes", "new_sha256", "sha256_file", "MANIFEST_VERSION"]
 
-MANIFEST_VERSION = 2
-"""Bumped on any incompatible change; other versions load as a cold cache (but 1, upgraded)."""
-_READABLE = (1, MANIFEST_VERSION)
-"""Versions whose layout this module reads: 1 is 2 without `moves`."""
 
 DEFAULT_GRANULARITY_NS = 2_000_000_000
 """Two seconds: the coarsest common mtime resolution (FAT), with room for the kernel's coarse
@@ -63,8 +66,6 @@ Finer filesystems pay only by re-hashing files edited in the last two seconds, a
 real repo. Benchmarks that create files and hash them at once must backdate them
 (`os.utime`) or pass a smaller `granularity_ns`."""
 
-_FORMAT = "anchorfs.manifest"
-_ENTRIES_KEY = b'"entries":'
 _MOVES_KEPT = 65_536
 """Most found moves a manifest keeps (the oldest are dropped first): leads, re-found if lost."""
 # A found move, in memory: (path, path_now, sha256 of path_now, gone: path itself was missing).
@@ -161,27 +162,6 @@ def _sig(st: os.stat_result) -> _Sig:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _moves_of(listed: Any, crc: Any) -> dict[str, _Move]:
-    """The found moves of a manifest, or none at all unless their CRC and every one's shape
-    hold: `[key, path, path_now, sha256_now, gone]`, relative paths without NUL, `..` or a
-    leading `/` (the drift pass also resolves each through its guard before reading it)."""
-    if type(listed) is not list or type(crc) is not int or zlib.crc32(orjson.dumps(listed)) != crc:
-        return {}
-    out: dict[str, _Move] = {}
-    for item in listed:
-        if (type(item) is not list or len(item) != 5 or not all(type(v) is str for v in item[:4])
-                or type(item[4]) is not bool or not _plain_rel(item[1]) or not _plain_rel(item[2])
-                or len(item[3]) != 64):
-            return {}
-        out[item[0]] = (item[1], item[2], item[3], item[4])
-    return out
-
-
-def _plain_rel(path: str) -> bool:
-    """A repo-relative POSIX path that names nothing outside by its own spelling."""
-    return bool(path) and "\0" not in path and path[:1] != "/" and ".." not in path.split("/")
-
-
 def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -226,6 +206,7 @@ class HashCache:
         ttl: float = 300.0,
         granularity_ns: int = DEFAULT_GRANULARITY_NS,
         clock: Callable[[], float] = time.time,
+        only: Iterable[str] | None = None,
     ) -> None:
         if not ttl >= 0:
             raise ValueError(f"ttl must be >= 0, got {ttl}")
@@ -248,6 +229,11 @@ class HashCache:
         self._gone: frozenset[str] | None = None  # `moved_from`, rebuilt after the moves changed
         self._dirty = False
         self._loaded = False
+        # `only`: the paths asked about (a hook's few files): the load decodes their entries
+        # alone, keeping the manifest's bytes to decode the rest the first time anything needs
+        # them (another path, `paths_for`, a save: `_whole`). The answers are the same.
+        self._only: frozenset[str] | None = frozenset(only) if only is not None else None
+        self._rest: tuple[bytes, int] | None = None  # (the manifest read, its mtime) while partial
         self._disk_sig: _Sig | None = None
         self._lock = threading.Lock()
         # A window in which every entry is within its TTL (none checked after `_lo`, none
@@ -303,6 +289,8 @@ class HashCache:
         """
         if not self._loaded:
             self._load()
+        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
+            self._whole()
         now = self._clock()
         window = self._lo <= now < self._hi
         if not window and self._window_version != self._version:
@@ -368,6 +356,8 @@ class HashCache:
         """
         if not self._loaded:
             self._load()
+        if self._rest is not None and not self._only.issuperset(files):  # type: ignore[union-attr]
+            self._whole()
         first = self._clock()
         with self._lock:
             for rel, key in files.items():
@@ -397,6 +387,7 @@ class HashCache:
 
         if not self._loaded:
             self._load()  # or the lazy load would later drop what is stored here
+        self._whole()
         started = time.time_ns()  # before any read, so the racy rule errs towards poisoning
         limit = started - self._gran
         out: list[str | None] = []
@@ -434,6 +425,10 @@ class HashCache:
     def _miss(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
         if not self._loaded:
             self._load()
+            if rel in self._entries:
+                return self.sha256(rel, path, st=st)
+        if self._rest is not None and rel not in self._only:  # type: ignore[operator]
+            self._whole()
             if rel in self._entries:
                 return self.sha256(rel, path, st=st)
         return self._refresh(rel, path, st)
@@ -494,6 +489,7 @@ class HashCache:
         """
         if not self._loaded:
             self._load()
+        self._whole()
         index = self._by_sha
         if index is None or index[0] != self._version:
             table: dict[str, list[str]] = {}
@@ -505,8 +501,7 @@ class HashCache:
 
     def size_of(self, rel: str) -> int | None:
         """The size `rel` had when last hashed here (a gone file's size narrows the search for it)."""
-        if not self._loaded:
-            self._load()
+        self._need(rel)
         e = self._entries.get(rel)
         return int(e[0]) if e is not None else None
 
@@ -522,15 +517,13 @@ class HashCache:
     def stat_of(self, rel: str) -> tuple[int, int, int, int] | None:
         """(size, mtime_ns, ctime_ns, inode) of `rel` when last hashed here: how a gone file
         is recognised where the file system renamed it (same inode, a later ctime)."""
-        if not self._loaded:
-            self._load()
+        self._need(rel)
         e = self._entries.get(rel)
         return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
 
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
-        if not self._loaded:
-            self._load()
+        self._need(rel)
         with self._lock:
             if self._entries.pop(rel, None) is not None:
                 self._version += 1
@@ -604,7 +597,11 @@ class HashCache:
     # -- the manifest ----------------------------------------------------------------------
 
     def _load(self) -> None:
-        entries, sig, moves, old = self._read_disk_moves()
+        data, sig, mtime = self._read_bytes()
+        partial = None
+        if data is not None and self._only is not None:
+            partial = parse_only(data, mtime, self._gran, self._only)
+        entries, moves, old = partial if partial is not None else (parse(data, mtime, self._gran) if data else ({}, {}, False))
         with self._lock:
             if not self._loaded:
                 self._entries = entries
@@ -612,10 +609,35 @@ class HashCache:
                 self._gone = None
                 self._version += 1
                 self._disk_sig = sig
+                self._rest = (data, mtime) if partial is not None and data is not None else None
                 self._set_window()
                 self._loaded = True
                 if old:  # an older layout: written in this one at the next save
                     self._dirty = True
+
+    def _need(self, rel: str) -> None:
+        """Loaded, and `rel`'s entry decoded if it has one."""
+        if not self._loaded:
+            self._load()
+        if self._rest is not None and rel not in self._only:  # type: ignore[operator]
+            self._whole()
+
+    def _whole(self) -> None:
+        """Every entry decoded: a partial load (`only`) completed from the bytes it read."""
+        if self._rest is not None:
+            with self._lock:
+                self._whole_locked()
+
+    def _whole_locked(self) -> None:
+        if self._rest is None:
+            return
+        data, mtime = self._rest
+        entries, _, _ = parse(data, mtime, self._gran)
+        entries.update(self._entries)  # the entries decoded (and changed) here stand
+        self._entries = entries
+        self._rest = None
+        self._version += 1
+        self._set_window()
 
     def _set_window(self) -> None:
         self._window_version = self._version
@@ -636,6 +658,14 @@ class HashCache:
     def _read_disk_moves(self) -> tuple[dict[str, _Entry], _Sig | None, dict[str, _Move], bool]:
         """`_read_disk` with the found moves (none unless their own CRC and shape hold) and
         whether the manifest is of an older version."""
+        data, sig, mtime = self._read_bytes()
+        if data is None:
+            return {}, sig, {}, False
+        entries, moves, old = parse(data, mtime, self._gran)
+        return entries, sig, moves, old
+
+    def _read_bytes(self) -> tuple[bytes | None, _Sig | None, int]:
+        """The manifest's bytes, its signature and its mtime; (None, None, 0) when unreadable."""
         from .statefs import open_state  # a link here is refused (`WorkspaceError`), never read through
 
         try:
@@ -643,39 +673,8 @@ class HashCache:
                 st = os.fstat(f.fileno())
                 data = f.read()
         except OSError:
-            return {}, None, {}, False
-        sig = _sig(st)
-        try:
-            doc: Any = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return {}, sig, {}, False
-        if (
-            type(doc) is not dict
-            or doc.get("format") != _FORMAT
-            or type(doc.get("version")) is not int
-            or doc["version"] not in _READABLE
-            or type(doc.get("entries")) is not dict
-            or type(doc.get("crc32")) is not int
-        ):
-            return {}, sig, {}, False
-        start = data.find(_ENTRIES_KEY)  # the first: only fixed keys and the `moves` list come before
-        end = data.rfind(b"}")
-        body = memoryview(data)[start + len(_ENTRIES_KEY) : end]
-        if start < 0 or zlib.crc32(body) != doc["crc32"]:
-            return {}, sig, {}, False  # not written by us (or edited by hand): trust nothing in it
-        entries: dict[str, _Entry] = doc["entries"]
-        limit = st.st_mtime_ns - self._gran
-        try:
-            for e in entries.values():
-                if e[1] >= limit or e[2] >= limit:
-                    e[4] = None  # racy against this manifest (mtime or ctime): it cannot vouch for the hash
-                if not e[5] >= 0.0:  # a number, or this is not our shape after all
-                    raise TypeError
-        except (TypeError, IndexError, KeyError):
-            return {}, sig, {}, False
-        old = doc["version"] != MANIFEST_VERSION
-        moves = {} if old else _moves_of(doc.get("moves"), doc.get("moves_crc32"))
-        return entries, sig, moves, old
+            return None, None, 0
+        return data, _sig(st), st.st_mtime_ns
 
     def save(self, *, strict: bool = False) -> bool:
         """Write the manifest if an entry changed; return whether it was written.
@@ -700,6 +699,7 @@ class HashCache:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
         from .statefs import refuse_link, replace_state  # never written through a link, nor over one
 
+        self._whole_locked()  # every entry is written, not the few a partial load decoded
         entries = self._entries
         moves = self._moves
         refuse_link(self.manifest_path)

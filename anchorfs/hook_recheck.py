@@ -128,7 +128,9 @@ def recheck_paths(root_real: str, paths: list[str], *, source: str,
         known = known_drift(read_state(state / "drift.json"))
         if known is None:
             return None
-        cache = HashCache(state / "manifest.json", ttl=float(load_config(Path(root_real))["drift.cache_ttl"]))
+        # only these memories' files decoded from the manifest (the rest if a check asks for more)
+        cache = HashCache(state / "manifest.json", ttl=float(load_config(Path(root_real))["drift.cache_ttl"]),
+                          only={a.path for m in targets for a in m.anchors})
         checker = DriftChecker(root_real, cache)
         if not _changed(known, checker.check_all(targets).memories):
             cache.save()

@@ -105,6 +105,73 @@ def test_small_hashes_spare_openssl_until_a_budget_then_take_it(monkeypatch: pyt
     assert first.hexdigest() == sha(b"abcd")
 
 
+# -- a partial load: a hook's few files decoded, the rest only when asked for -----------------
+
+_ODD_NAMES = ["a.py", "a.py.bak", "b/a.py", 'q"uote.py', "back\\slash.py", "comma,\"x\":[.py", "ünï.py", "z.py"]
+
+
+def _warm_manifest(ws: Path) -> dict[str, Path]:
+    files = {rel: write(ws / rel, f"body of {rel}\n".encode()) for rel in _ODD_NAMES}
+    full = HashCache(manifest(ws))
+    for rel, path in files.items():
+        full.sha256(rel, path)
+    assert full.save(strict=True)
+    time.sleep(TICK_S)
+    return files
+
+
+def test_a_partial_load_answers_as_the_whole_one_without_decoding_the_rest(ws: Path) -> None:
+    files = _warm_manifest(ws)
+    for pick in (["a.py"], ['q"uote.py', "back\\slash.py"], ["comma,\"x\":[.py", "ünï.py"], ["z.py", "missing.py"]):
+        part = HashCache(manifest(ws), only=pick)
+        for rel in pick:
+            if rel in files:
+                assert part.sha256(rel, files[rel]) == sha(f"body of {rel}\n".encode())
+        assert part.vouch([r for r in pick if r in files], [str(files[r]) for r in pick if r in files]) == [
+            sha(f"body of {r}\n".encode()) for r in pick if r in files]
+        assert part.hashes == 0 and part._rest is not None  # nothing re-hashed, nothing else decoded
+        assert set(part._entries) == {r for r in pick if r in files}
+        assert part.save() is False  # nothing changed: nothing written
+        other = next(r for r in _ODD_NAMES if r not in pick)
+        assert part.sha256(other, files[other]) == sha(f"body of {other}\n".encode())  # the rest, on demand
+        assert part.hashes == 0 and part._rest is None and set(part._entries) == set(_ODD_NAMES)
+        assert part.paths_for(sha(b"body of a.py\n")) == ["a.py"]
+
+
+def test_a_partial_load_saves_what_a_whole_one_would(ws: Path) -> None:
+    files = _warm_manifest(ws)
+    before = manifest(ws).read_bytes()
+    results = []
+    for only in (None, ["a.py"]):
+        manifest(ws).write_bytes(before)
+        old = time.time_ns() - DAY_NS
+        os.utime(manifest(ws), ns=(old + 5 * 1_000_000_000, old + 5 * 1_000_000_000))  # as saved after the files
+        write(files["a.py"], b"changed\n")
+        cache = HashCache(manifest(ws), only=only)
+        assert cache.sha256("a.py", files["a.py"]) == sha(b"changed\n")
+        assert cache.save(strict=True)
+        results.append(read_manifest(manifest(ws)))
+        assert HashCache(manifest(ws)).sha256("z.py", files["z.py"]) == sha(b"body of z.py\n")
+    whole, part = results
+    assert set(part["entries"]) == set(_ODD_NAMES) and part["entries"].keys() == whole["entries"].keys()
+    for rel in _ODD_NAMES[1:]:  # the entries not re-hashed: kept as they were on disk
+        assert part["entries"][rel] == whole["entries"][rel], rel
+    assert part["entries"]["a.py"][4] == whole["entries"]["a.py"][4] == sha(b"changed\n")
+
+
+def test_a_partial_load_of_a_damaged_or_racy_manifest_trusts_what_the_whole_one_does(ws: Path) -> None:
+    files = _warm_manifest(ws)
+    good = manifest(ws).read_bytes()
+    forged = good.replace(sha(b"body of z.py\n").encode(), b"0" * 64)  # the entries' CRC no longer holds
+    for data in (forged, b"{", good[:-1], b""):
+        manifest(ws).write_bytes(data)
+        part = HashCache(manifest(ws), only=["a.py", "z.py"])
+        assert part.sha256("z.py", files["z.py"]) == sha(b"body of z.py\n") and part.hashes == 1  # cold: re-hashed
+    manifest(ws).write_bytes(good)  # written now: every entry is racy against it
+    part = HashCache(manifest(ws), only=["a.py"], granularity_ns=DAY_NS * 2)
+    assert part.sha256("a.py", files["a.py"]) == sha(b"body of a.py\n") and part.hashes == 1
+
+
 # -- cold, warm, warm start -----------------------------------------------------------------
 
 

@@ -98,6 +98,8 @@ def _events(repo: Path) -> list[dict[str, object]]:
 def test_an_edit_making_a_memory_stale_is_written_from_its_records_alone(repo: Path, tmp_path: Path) -> None:
     issue, revoke = _many(repo)
     token = repo / "auth" / "token.py"
+    with anchorfs.open(repo) as ws:
+        ws.drift()  # every file hashed: the hash cache holds entries the hook never asks about
     settle()
     assert probe(repo, edit_json(repo, token), "hook", "post-edit")[0] == ""  # writes the snapshot (full path)
     settle()
@@ -107,8 +109,15 @@ def test_an_edit_making_a_memory_stale_is_written_from_its_records_alone(repo: P
         (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
     (twin / ".anchorfs" / "fold.snap").unlink()  # the twin can only take the workspace's path
 
+    entries_before = json.loads((repo / ".anchorfs" / "manifest.json").read_bytes())["entries"]
     out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
     assert report == {"built": 2, "workspace": False, "heavy": []}  # the two memories on the file, nothing else
+    # the hash cache saved whole: the hook decoded its file's entry alone, every other one kept as it was
+    entries_after = json.loads((repo / ".anchorfs" / "manifest.json").read_bytes())["entries"]
+    assert {"README.md", "notes.txt"} <= entries_before.keys() and entries_after.keys() == entries_before.keys()
+    assert {k: v for k, v in entries_after.items() if k != "auth/token.py"} == {
+        k: v for k, v in entries_before.items() if k != "auth/token.py"}
+    assert entries_after["auth/token.py"][:4] != entries_before["auth/token.py"][:4]  # the edited file, re-hashed
     twin_out, twin_report = probe(twin, edit_json(twin, twin / "auth" / "token.py"), "hook", "post-edit")
     assert twin_report["workspace"] is True and int(str(twin_report["built"])) >= 42
     assert out == twin_out  # the same answer, word for word

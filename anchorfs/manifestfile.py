@@ -1,0 +1,145 @@
+"""Reading `.anchorfs/manifest.json`, the hash cache's file (`anchorfs.hashing`: its layout, its rules).
+
+Two readers of the same bytes: `parse`, every entry (what a drift pass over the workspace
+needs), and `parse_only`, just the entries of a few paths (what a hook re-checking the memories
+on one edited file needs: at 10,000 files decoding the whole file was a tenth of the hook,
+issue 20). Both trust the entries only under the CRC this project's writer stamps over their
+bytes, poison the racy ones against the file's own mtime, and read anything unexpected as a
+cold cache (no entry at all): the same answers for every path both read.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import orjson
+
+TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    Parsed = tuple[dict[str, list[Any]], dict[str, tuple[str, str, str, bool]], bool]
+    """(entries with racy ones poisoned, found moves, whether of an older version)."""
+
+__all__ = ["FORMAT", "ENTRIES_KEY", "READABLE", "MANIFEST_VERSION", "parse", "parse_only", "moves_of", "plain_rel"]
+
+MANIFEST_VERSION = 2
+"""Bumped on any incompatible change; other versions load as a cold cache (but 1, upgraded)."""
+READABLE = (1, MANIFEST_VERSION)
+"""Versions whose layout this module reads: 1 is 2 without `moves`."""
+FORMAT = "anchorfs.manifest"
+ENTRIES_KEY = b'"entries":'
+
+
+def _head_ok(doc: Any) -> bool:
+    return (type(doc) is dict and doc.get("format") == FORMAT and type(doc.get("version")) is int
+            and doc["version"] in READABLE and type(doc.get("crc32")) is int)
+
+
+def _body(data: bytes, crc: int) -> memoryview | None:
+    """The entries object's bytes when the CRC over them holds, else None."""
+    start = data.find(ENTRIES_KEY)  # the first: only fixed keys and the `moves` list come before
+    end = data.rfind(b"}")
+    if start < 0 or end < start:
+        return None
+    body = memoryview(data)[start + len(ENTRIES_KEY):end]
+    return body if zlib.crc32(body) == crc else None
+
+
+def _poison(entries: Iterable[list[Any]], mtime_ns: int, gran: int) -> bool:
+    """Clear the hash of every entry racy against a manifest of `mtime_ns`; False when one is
+    not of this layout after all."""
+    limit = mtime_ns - gran
+    try:
+        for e in entries:
+            if e[1] >= limit or e[2] >= limit:
+                e[4] = None  # racy against this manifest (mtime or ctime): it cannot vouch for the hash
+            if not e[5] >= 0.0:  # a number, or this is not our shape after all
+                raise TypeError
+    except (TypeError, IndexError, KeyError):
+        return False
+    return True
+
+
+def _tail(doc: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str, bool]], bool]:
+    old = doc["version"] != MANIFEST_VERSION
+    return ({} if old else moves_of(doc.get("moves"), doc.get("moves_crc32"))), old
+
+
+def parse(data: bytes, mtime_ns: int, gran: int) -> Parsed:
+    """Every entry of the manifest `data` (its file's mtime `mtime_ns`), racy ones poisoned."""
+    try:
+        doc: Any = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return {}, {}, False
+    if not _head_ok(doc) or type(doc.get("entries")) is not dict or _body(data, doc["crc32"]) is None:
+        return {}, {}, False  # not written by us (or edited by hand): trust nothing in it
+    entries: dict[str, list[Any]] = doc["entries"]
+    if not _poison(entries.values(), mtime_ns, gran):
+        return {}, {}, False
+    moves, old = _tail(doc)
+    return entries, moves, old
+
+
+def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Parsed | None:
+    """`parse`, keeping the entries of `only` alone and decoding no other: the header (before
+    the entries), the CRC over all the entries' bytes, then each path's entry found by its key
+    as the writer spells it (`orjson`, compact: `{` or `,` then the key, `:[`; no `"` can
+    precede a key's quote unescaped, and an entry's value holds no `]`). None when this
+    cannot be read so (the caller takes `parse`, which judges the whole file)."""
+    start = data.find(ENTRIES_KEY)
+    if start < 1 or data[start - 1:start] != b",":
+        return None
+    try:
+        doc: Any = orjson.loads(data[:start - 1] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    if not _head_ok(doc):
+        return None
+    body = _body(data, doc["crc32"])
+    if body is None or body[:1] != b"{" or body[-1:] != b"}":
+        return {}, {}, False  # as `parse`: a file not ours is a cold cache
+    raw = bytes(body)
+    entries: dict[str, list[Any]] = {}
+    for rel in only:
+        try:
+            key = orjson.dumps(rel) + b":["
+        except orjson.JSONEncodeError:
+            continue  # not UTF-8: never written
+        at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
+        if at <= 0:
+            continue
+        stop = raw.find(b"]", at)
+        try:
+            entry = orjson.loads(raw[at + len(key) - 1:stop + 1])
+        except orjson.JSONDecodeError:
+            return None
+        if type(entry) is not list:
+            return None
+        entries[rel] = entry
+    if not _poison(entries.values(), mtime_ns, gran):
+        return {}, {}, False
+    moves, old = _tail(doc)
+    return entries, moves, old
+
+
+def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:
+    """The found moves of a manifest, or none at all unless their CRC and every one's shape
+    hold: `[key, path, path_now, sha256_now, gone]`, relative paths without NUL, `..` or a
+    leading `/` (the drift pass also resolves each through its guard before reading it)."""
+    if type(listed) is not list or type(crc) is not int or zlib.crc32(orjson.dumps(listed)) != crc:
+        return {}
+    out: dict[str, tuple[str, str, str, bool]] = {}
+    for item in listed:
+        if (type(item) is not list or len(item) != 5 or not all(type(v) is str for v in item[:4])
+                or type(item[4]) is not bool or not plain_rel(item[1]) or not plain_rel(item[2])
+                or len(item[3]) != 64):
+            return {}
+        out[item[0]] = (item[1], item[2], item[3], item[4])
+    return out
+
+
+def plain_rel(path: str) -> bool:
+    """A repo-relative POSIX path that names nothing outside by its own spelling."""
+    return bool(path) and "\0" not in path and path[:1] != "/" and ".." not in path.split("/")
