@@ -98,6 +98,7 @@ def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Pa
     out, report = _probe(repo, edit, "hook", "post-edit")
     assert out == "" and "anchorfs.workspace" not in report["mods"] and "anchorfs.symbols" in report["mods"]
     assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
+    assert "anchorfs.hook_git" not in report["mods"] and "anchorfs.hook" not in report["mods"]  # the agent half alone
     token.write_text(TOKEN.replace("hours=24", "hours=12") + "# a trailing comment: the symbol is unchanged\n")
     out, report = _probe(repo, edit, "hook", "post-edit")
     assert "made 1 memory stale" in out and "TokenIssuer.issue" in out  # the same judgement, by either hash
