@@ -5,9 +5,11 @@ What `anchorfs.drift_check.DriftChecker` returns and every read path serves (`Wo
 the hooks, `anchorfs drift`, MCP `check_drift`): the counts and the memories that are not fresh
 come without building the rest, so a pass over 100,000 unchanged memories costs about its stat
 loop.
-"""
 
-from __future__ import annotations
+No `from __future__ import annotations` here: `typing.NamedTuple` compiles a string annotation
+(`MemoryDrift`'s three: a tenth to a quarter of a millisecond in every process that checks
+drift, a hook's included), so the annotations are the objects, a forward one quoted.
+"""
 
 from collections.abc import Iterator, Sequence
 from itertools import chain
@@ -37,7 +39,7 @@ class MemoryDrift(NamedTuple):
             out["stale_claims"] = [c.to_dict() for c in self.memory.stale_claims]
         return out
 
-    def with_claims(self) -> MemoryDrift:
+    def with_claims(self) -> "MemoryDrift":
         """This drift as every read serves it: stale when `verify --mark` found a claim of the
         memory's own text stale (`Memory.stale_claims`), whatever its anchors say."""
         if self.memory.stale_claims and self.drift is not Drift.STALE:
@@ -72,7 +74,7 @@ class DriftReport:
 
     @classmethod
     def _of(cls, checked: Sequence[Memory], found: dict[int, MemoryDrift], *, claims: Sequence[int] | None = None,
-            paths: list[str] | None = None) -> DriftReport:
+            paths: list[str] | None = None) -> "DriftReport":
         """A pass's report from the results it built, by position (taken as they are, no copy).
         `claims` (the positions of the memories with `stale_claims`) and `paths` (`anchored_paths`),
         when the caller knows them without reading every memory."""
@@ -95,7 +97,7 @@ class DriftReport:
             self._built = [found.get(i) or _all_fresh(m) for i, m in enumerate(self.checked)]
         return self._built
 
-    def with_claims(self, unanchored: Sequence[Memory] = ()) -> DriftReport:
+    def with_claims(self, unanchored: Sequence[Memory] = ()) -> "DriftReport":
         """The report as reads serve it: a memory whose text `verify --mark` found stale counts
         stale whatever its anchors say, and `unanchored` such memories (nothing for the pass to
         check) are added after the checked ones. The anchors' own drift, which drift.json
