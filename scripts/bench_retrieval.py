@@ -18,6 +18,10 @@ Usage: python scripts/bench_retrieval.py [--embedder NAME]... [--runs N] [--writ
   --misses     list, per embedder, the hybrid queries whose first hit is not relevant
   --calibrate  fit each embedder's relevance calibration (paste it into
                `anchorfs.ranking.CALIBRATIONS`), with the same fit checked on held-out halves
+  --check LABEL=W,W,W,W,W,W  a fit to compare with the configured one (intercept, cos, bm25,
+               cover, file, exact): with --calibrate scored on the same candidates; when
+               measuring (or with --from), the store-size spread recomputed from the evidence
+               kept at each size in the same stores
 
 Every run also prints hybrid MRR and recall@5 on the odd and the even query ids apart: a
 setting chosen by looking at this set must be chosen on one half and reported on the other
@@ -31,8 +35,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -47,6 +51,8 @@ from anchorfs.lexicon import GROUPS  # noqa: E402
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from anchorfs.workspace import Workspace
 
 EMBEDDERS = ("hashing", "e5", "minilm")
 
@@ -128,11 +134,13 @@ def run_embedder(name: str, queries: list[dict], *, misses: bool) -> dict:
 SIZES = (1, 2, 10, 200)
 
 
-def size_band(name: str, queries: list[dict], *, every: int = 8) -> dict[str, float]:
+def size_band(name: str, queries: list[dict], *, every: int = 8) -> dict:
     """How far an answer's relevance moves with the size of the store: for every `every`-th
     query (superseded wording left out), its first answer recorded alone, then with 1, 9 and
     199 other memories of the set (in file order); the spread (max - min) of its relevance
-    over the four sizes, max and median over the queries."""
+    over the four sizes, max and median over the queries. Also kept, per query (`per_query`):
+    the answer's relevance and evidence (`SearchRow.features`) at each size, so the spread
+    under another calibration is read off the same stores (`spread_under`)."""
     import shutil
 
     import anchorfs
@@ -140,6 +148,7 @@ def size_band(name: str, queries: list[dict], *, every: int = 8) -> dict[str, fl
     mems = [m for m in load.load_memories(cjk=False) if not m.get("supersedes")]
     by_id = {m["id"]: m for m in mems}
     spreads: list[float] = []
+    per_query: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for q in [q for q in queries if q["style"] != "superseded"][::every]:
             ans = by_id.get(q["relevant"][0])
@@ -150,6 +159,7 @@ def size_band(name: str, queries: list[dict], *, every: int = 8) -> dict[str, fl
             shutil.copytree(load.HERE / "repo", dest)
             anchorfs.init(dest)
             values: list[float] = []
+            evidence: list[tuple[float, ...]] = []
             with anchorfs.open(dest, embedder=name) as ws:
                 have = 0
                 target = ""
@@ -161,11 +171,52 @@ def size_band(name: str, queries: list[dict], *, every: int = 8) -> dict[str, fl
                     hit = next((h for h in ws.query(q["query"], k=size) if h.memory.id == target), None)
                     if hit is not None:
                         values.append(hit.relevance)
+                        evidence.append(_evidence(ws, q["query"], target))
             shutil.rmtree(dest)
             if values:
                 spreads.append(max(values) - min(values))
+                per_query.append({"qid": q["id"], "relevance": values, "features": evidence})
     return {"max": max(spreads, default=0.0), "median": statistics.median(spreads) if spreads else 0.0,
-            "n": len(spreads)}
+            "n": len(spreads), "per_query": per_query}
+
+
+def _evidence(ws: "Workspace", text: str, target: str) -> tuple[float, ...]:
+    """The features `target`'s relevance came from in `Workspace.query` (`recall.query`): the
+    first tier of candidates holding it (tiers of `search.candidates`, doubled while a tier
+    is full; the query's terms' document frequencies are counted over a tier), at the
+    configured fusion weights, active memories; () when no tier holds it."""
+    size = max(1, int(ws.config["search.candidates"]))
+    qvec = ws.embedder.embed_query(text)
+    while True:
+        rows = ws.store.search(text, qvec, k=2 * size, where="status = 'active'", candidates=size,
+                               rrf_k=float(ws.config["search.rrf_k"]),
+                               vector_weight=float(ws.config["search.vector_weight"]),
+                               text_weight=float(ws.config["search.text_weight"]))
+        row = next((r for r in rows if (getattr(r, "id", None) or r.memory.id) == target), None)
+        if row is not None:
+            return tuple(row.features)
+        if len(rows) < size:
+            return ()
+        size *= 2
+
+
+def spread_under(sizes: dict, weights: Sequence[float]) -> dict[str, Any]:
+    """The store-size spread (`size_band`) recomputed from its kept evidence with the fit
+    `weights` (intercept, cos, bm25, cover, file, exact; default fusion weights): max and
+    median over the queries, and the query with the max."""
+    from anchorfs.ranking import Calibration, calibrated_relevance
+
+    cal = Calibration(*weights)
+    spreads: list[tuple[float, str]] = []
+    for q in sizes.get("per_query", ()):
+        vals = [calibrated_relevance(f, cal, vector_weight=cal.vector_weight, text_weight=cal.text_weight)
+                for f in q["features"] if f]
+        if vals:
+            spreads.append((max(vals) - min(vals), q["qid"]))
+    if not spreads:
+        return {"max": 0.0, "median": 0.0, "n": 0, "at": ""}
+    top = max(spreads)
+    return {"max": top[0], "median": statistics.median(v for v, _ in spreads), "n": len(spreads), "at": top[1]}
 
 
 def floor_sweep(real: list, nothing: list, *, clear: float = 0.9) -> dict[str, float]:
@@ -574,7 +625,17 @@ def _held_out(w: "np.ndarray", examples: list[tuple[dict, "np.ndarray", "np.ndar
             f"found answers above the floor {100 * sum(a >= floor for a in answers) / max(1, len(answers)):.0f}%")
 
 
-def calibrate(name: str) -> str:
+def parse_fit(text: str) -> tuple[str, list[float]]:
+    """`LABEL=b,cos,bm25,cover,file,exact` (or the six weights alone) -> (label, weights)."""
+    label, _, weights = text.rpartition("=")
+    values = [float(v) for v in weights.split(",")]
+    if len(values) != 6:
+        raise SystemExit(f"--check wants six comma-separated weights (intercept, cos, bm25, cover, file, exact), "
+                         f"got {text!r}")
+    return label or weights, values
+
+
+def calibrate(name: str, check: Sequence[tuple[str, list[float]]] = ()) -> str:
     """Fit the relevance calibration of one embedder (`anchorfs.ranking.CALIBRATIONS`).
 
     Every candidate of every fresh, CJK and nothing-query is one example (label: listed as
@@ -584,8 +645,11 @@ def calibrate(name: str) -> str:
 
     Also printed: the same fit on the odd query ids alone measured on the even ones, and the
     other way round (MRR, nothing-queries clear of the configured floor, found answers above
-    it), so that one can see whether what the fit buys holds on queries it did not see.
+    it), so that one can see whether what the fit buys holds on queries it did not see; then
+    the configured calibration and each fit in `check` measured on the same candidates (on
+    the odd ids, the even ids and all), so two calibrations compare on one collection.
     """
+    from anchorfs.ranking import calibration
     import numpy as np
 
     examples: list[tuple[dict, np.ndarray, np.ndarray, list[str]]] = []
@@ -615,6 +679,15 @@ def calibrate(name: str) -> str:
         other = [e for e in examples if half(e[0]["id"]) == measure_on]
         checks.append(f"#   fitted on the {fit_on} ids, on the {measure_on} ones: {_held_out(wh, other, floor)}")
     checks.append(f"#   fitted on all, on all: {_held_out(w, examples, floor)}")
+    configured = calibration(name)
+    given = [("configured", [configured.intercept, configured.vec_cos, configured.text_bm25, configured.text_cover,
+                             configured.anchor_file, configured.anchor_exact]), *check]
+    for label, weights in given:  # at the default fusion weights, as the candidates were collected
+        wv = np.asarray(weights)
+        for part_name in ("odd", "even"):
+            part = [e for e in examples if half(e[0]["id"]) == part_name]
+            checks.append(f"#   {label} {tuple(weights)}, on the {part_name} ids: {_held_out(wv, part, floor)}")
+        checks.append(f"#   {label}, on all: {_held_out(wv, examples, floor)}")
     return (f'"{name}": Calibration({b}, {cos}, {bm25}, {cover}, {file_hit}, {exact}),'
             f"  # {int(y.sum())} relevant of {len(y)} candidates\n" + "\n".join(checks))
 
@@ -634,12 +707,16 @@ def main() -> None:
                          "measured in separate processes; one embedder's runs from several files are one group)")
     ap.add_argument("--calibrate", action="store_true",
                     help="fit and print each embedder's relevance calibration instead of measuring")
+    ap.add_argument("--check", action="append", default=[], metavar="LABEL=W,W,W,W,W,W",
+                    help="also measure this fit (intercept, cos, bm25, cover, file, exact) beside the configured one: "
+                         "with --calibrate on the same candidates, else the store-size spread from the same stores "
+                         "(repeatable)")
     args = ap.parse_args()
     installed = available_embedders()
     names = args.embedder or [n for n in EMBEDDERS if installed.get(n)]
     if args.calibrate:
         for name in names:
-            print(calibrate(name))
+            print(calibrate(name, [parse_fit(c) for c in args.check]))
         return
     queries = load.load_queries()
     memories = load.load_memories()
@@ -667,6 +744,20 @@ def main() -> None:
             run["load"] = _load()
             group.append(run)
         groups.append(group)
+    for group in groups:  # the store-size spread under the configured fit and each --check fit, same stores
+        from anchorfs.ranking import calibration
+
+        c = calibration(group[0]["name"])
+        fits = [("configured", [c.intercept, c.vec_cos, c.text_bm25, c.text_cover, c.anchor_file, c.anchor_exact]),
+                *[parse_fit(f) for f in args.check]]
+        for i, run in enumerate(group):
+            sizes = run["trust"]["sizes"]
+            if not sizes.get("per_query"):
+                continue
+            for label, weights in fits:
+                got = spread_under(sizes, weights)
+                print(f"{group[0]['name']} run {i + 1}: store-size spread with {label} {tuple(weights)}: "
+                      f"max {got['max']:.3f} ({got['at']}) / median {got['median']:.3f} ({got['n']})", file=sys.stderr)
     if args.save:
         import pickle
 

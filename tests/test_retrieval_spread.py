@@ -1,0 +1,61 @@
+"""The store-size spread (`scripts/bench_retrieval.py`, issue 17) keeps the evidence behind
+each relevance it reports, so another calibration's spread is read off the same stores.
+
+A fit is compared with the configured one on one measured run (no second run of 40 minutes
+with a model embedder): that holds only if the features kept at each store size are exactly
+the ones the reported relevance came from. Real stores, default embedder, no timing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from anchorfs.ranking import calibration
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_retrieval  # noqa: E402
+
+import load  # noqa: E402  (evals/retrieval/load.py, put on the path by bench_retrieval)
+
+
+@pytest.fixture(scope="module")
+def sizes() -> dict:
+    # every 40th query: three queries, each in stores of 1, 2, 10 and 200 memories
+    return bench_retrieval.size_band("hashing", load.load_queries(), every=40)
+
+
+def _weights(name: str) -> list[float]:
+    c = calibration(name)
+    return [c.intercept, c.vec_cos, c.text_bm25, c.text_cover, c.anchor_file, c.anchor_exact]
+
+
+def test_kept_evidence_gives_back_the_reported_relevance(sizes: dict) -> None:
+    assert sizes["n"] == 3
+    assert [q["qid"] for q in sizes["per_query"]] == ["q001", "q041", "q081"]
+    for q in sizes["per_query"]:
+        assert len(q["features"]) == len(q["relevance"]) == len(bench_retrieval.SIZES)
+        assert all(len(f) == 5 for f in q["features"])
+    same = bench_retrieval.spread_under(sizes, _weights("hashing"))
+    assert same["n"] == sizes["n"]
+    assert same["max"] == pytest.approx(sizes["max"], abs=1e-9)
+    assert same["median"] == pytest.approx(sizes["median"], abs=1e-9)
+
+
+def test_another_fit_reads_another_spread(sizes: dict) -> None:
+    flat = bench_retrieval.spread_under(sizes, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # 0.5 whatever the evidence
+    assert flat["max"] == 0.0 and flat["n"] == 3
+    # the BM25 evidence is what moves with the store's size (q081: 3.0 units alone, 2.3 at 200)
+    bm25_only = bench_retrieval.spread_under(sizes, [-4.0, 0.0, 2.0, 0.0, 0.0, 0.0])
+    assert bm25_only["max"] > 0.1
+    assert bm25_only["at"] == "q081"
+
+
+def test_parse_fit() -> None:
+    assert bench_retrieval.parse_fit("old=-10.178,2.249,2.228,4.17,0.545,1.884") == (
+        "old", [-10.178, 2.249, 2.228, 4.17, 0.545, 1.884])
+    with pytest.raises(SystemExit):
+        bench_retrieval.parse_fit("old=1,2,3")
