@@ -706,6 +706,29 @@ def test_importing_the_module_does_not_load_tree_sitter() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
 
 
+def test_a_python_file_loads_only_pythons_handlers_and_no_difflib_until_a_name_is_missed() -> None:
+    """A hook checking a Python file's symbols builds no other language's handlers (issue 20)."""
+    code = (
+        "import sys, anchorfs.symbols as s\n"
+        "assert [x.name for x in s.list_symbols('a.py', b'class A:\\n    def f(self): pass\\n')] == ['A', 'A.f']\n"
+        "mods = set(sys.modules)\n"
+        "assert 'anchorfs.symbols_python' in mods, mods\n"
+        "assert not {'anchorfs.symbols_langs', 'anchorfs.symbols_cfamily', 'difflib'} & mods, mods\n"
+        "try:\n    s.find_symbol('a.py', b'def issue(): pass\\n', 'isue')\nexcept Exception as e:\n"
+        "    assert e.candidates == ('issue',), e\n"
+        "assert 'difflib' in sys.modules\n"
+        "s.list_symbols('a.rs', b'fn f() {}\\n')\n"
+        "assert 'anchorfs.symbols_langs' in sys.modules and 'anchorfs.symbols_cfamily' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_every_language_has_its_handlers() -> None:
+    for lang in sorted(set(symbols._EXTENSIONS.values())):
+        assert symbols._spec(lang).handlers, lang
+
+
 def test_one_parse_per_file_version(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many anchors into one file (recording, judging a changed file) parse it once."""
     import anchorfs.symbols as symbols_mod
