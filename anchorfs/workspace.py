@@ -293,7 +293,9 @@ class Workspace:
         if not prepared:
             return []
         texts = {c.strip() for c, *_ in prepared}
-        known = {claim_key(m.content, m.kind, m.anchors): m for m in self._memories().values()
+        seen = writes.record_view(self, texts, held)  # a one-shot record reads only these of the fold
+        known = {claim_key(m.content, m.kind, m.anchors): m for m in (self._memories().values() if seen is None
+                                                                     else seen.known)
                  if m.status in held and m.content.strip() in texts}
         now = utcnow()
         out: list[Memory] = []
@@ -312,7 +314,7 @@ class Workspace:
             return out
         stamped = writes.stamp_git(self, [m.anchors for m in memories])  # one git process per batch
         done = {m.id: validate_memory(dataclasses.replace(m, anchors=a)) for m, a in zip(memories, stamped)}
-        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
+        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret, seen=seen)
         return [dataclasses.replace(done[m.id], duplicate=m.duplicate) if m.id in done else m for m in out]
 
     def _resolve_id(self, memory_id: str) -> Memory:
