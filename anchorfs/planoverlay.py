@@ -66,6 +66,7 @@ def overlay(ledger: Ledger, base: SnapPlan) -> SnapPlan | OverlayPlan | None:
     found = base.find(touched)
     state = FoldState()
     starts: dict[str, int] = {}
+    before: dict[str, Memory] = {}
     for mid, j in sorted(found.items(), key=lambda kv: kv[1]):  # the fold's order
         at, (rid, heads, named, memory) = base.record_of(j)
         if rid != mid:
@@ -75,12 +76,13 @@ def overlay(ledger: Ledger, base: SnapPlan) -> SnapPlan | OverlayPlan | None:
         if named is not None:
             state.named[mid] = named
         starts[mid] = at
+        before[mid] = memory
     state.top, state.lines = base.top, base.lines
     for entry in entries:
         state.apply(entry)
     if any(len(state.heads.get(mid, ())) > 1 for mid in state):
         return None  # a fork: listed and flagged by the full fold
-    return OverlayPlan(base, state, starts, prefix)
+    return OverlayPlan(base, state, starts, before, prefix)
 
 
 class OverlayPlan:
@@ -91,9 +93,10 @@ class OverlayPlan:
     memories through their own hashes, same answers), and the targets on each."""
 
     __slots__ = ("base", "prefix", "n", "paths", "want", "claims", "_old_of", "_extra", "_gone", "_ins_at",
-                 "_gone_set", "_src", "_owners", "_ids", "_marked")
+                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked")
 
-    def __init__(self, base: SnapPlan, state: FoldState, starts: dict[str, int], prefix: Prefix) -> None:
+    def __init__(self, base: SnapPlan, state: FoldState, starts: dict[str, int], before: dict[str, Memory],
+                 prefix: Prefix) -> None:
         self.base, self.prefix = base, prefix
         at0 = base.starts()
         n0 = base.n
@@ -102,14 +105,19 @@ class OverlayPlan:
         extra: list[Memory] = []
         extra_pos: list[int] = []
         gone: list[int] = []
+        left: list[Memory] = []  # the base targets the tail touched, as the snapshot had them
         ins_at: list[int] = []
         cur = 0
         for start, mid in events:
             p = bisect_left(at0, start, cur)
             old_of.extend(range(cur, p))
             cur = p
-            if p < n0 and at0[p] == start:
+            if p < n0 and at0[p] == start:  # the same record: target p
+                old = before[mid]
+                if not _target(old) or bool(old.stale_claims) != (p in base.claimset):
+                    raise PlanMismatch("a record is not the target its plan names")
                 gone.append(p)
+                left.append(old)
                 cur = p + 1
             m = state[mid]
             if _target(m):
@@ -126,7 +134,7 @@ class OverlayPlan:
         self._old_of, self._extra, self._gone, self._ins_at = old_of, extra, gone, ins_at
         self._gone_set = frozenset(gone)
         self.n = len(old_of)
-        self._paths(base, extra, extra_pos)
+        self._paths(base, left, extra, extra_pos)
         claims = [self._new(p) for p in base.claims if p not in self._gone_set]
         claims += [q for q, m in zip(extra_pos, extra) if m.stale_claims]
         self.claims = sorted(claims)
@@ -135,17 +143,25 @@ class OverlayPlan:
 
     def _new(self, p: int) -> int:
         """Base target `p`'s position here (`p` not one the tail touched)."""
+        if not self._gone and not self._ins_at:
+            return p  # the tail only brought new memories: they come after every base target
         return p - bisect_left(self._gone, p) + bisect_left(self._ins_at, self.base.start(p))
 
-    def _paths(self, base: SnapPlan, extra: list[Memory], extra_pos: list[int]) -> None:
+    def _paths(self, base: SnapPlan, left: list[Memory], extra: list[Memory], extra_pos: list[int]) -> None:
+        """The distinct paths in order of first use, their hashes and their owners' sources. Only
+        the paths of the targets the tail left or brought (`touched`) are judged one by one: every
+        other path keeps its owners, its hash and its place among the others (its first owner's
+        position only shifts), so the touched ones are placed among them by binary search."""
         gone = self._gone_set
-        where = {path: k for k, path in enumerate(base.paths)}
         n_old = len(base.paths)
-        want: list[str | None] = list(base.want)
-        kept: list[int | None] = []  # per old path: its first owner the tail left alone, or None
-        for k in range(n_old):
-            first = next((p for p in base.owners(k) if p not in gone), None)
-            kept.append(first)
+        where = dict(zip(base.paths, range(n_old)))
+        touched: set[int] = set()
+        for m in left:
+            for a in m.anchors:
+                k = where.get(a.path)
+                if k is None:
+                    raise PlanMismatch("a record rests on a file its plan does not name")
+                touched.add(k)
         ins_on: dict[int, list[int]] = {}
         shas: dict[int, set[str | None]] = {}
         new_paths: list[str] = []
@@ -154,42 +170,40 @@ class OverlayPlan:
                 k = where.setdefault(a.path, n_old + len(new_paths))
                 if k == n_old + len(new_paths):
                     new_paths.append(a.path)
+                touched.add(k)
                 on = ins_on.setdefault(k, [])
                 if not on or on[-1] != q:
                     on.append(q)
                 shas.setdefault(k, set()).add(a.sha256)
-        for k, got in shas.items():
-            if k >= n_old or kept[k] is None:  # only the tail's anchors rest there now
-                if k >= n_old:
-                    want.append(None)
-                want[k] = next(iter(got)) if len(got) == 1 else None
-            elif want[k] is not None and got != {want[k]}:
-                want[k] = None
         all_paths = [*base.paths, *new_paths]
-        # each path's first owner (its position here) and, to order paths first used by one
-        # memory, their place among its anchors: the base's order where it still holds
-        first_of: dict[int, int] = {}
-        for k in range(len(all_paths)):
-            f: int | None = None
-            first = kept[k] if k < n_old else None
-            if first is not None:
-                f = self._new(first)
+        want: dict[int, str | None] = {}
+        first_of: dict[int, int] = {}  # per touched path still in use: its first owner's position here
+        for k in touched:
+            first = next((p for p in base.owners(k) if p not in gone), None) if k < n_old else None
+            f = None if first is None else self._new(first)
             on_k = ins_on.get(k)
             if on_k:
                 f = on_k[0] if f is None else min(f, on_k[0])
-            if f is not None:
-                first_of[k] = f
+            if f is None:
+                continue  # no target rests there any more
+            first_of[k] = f
+            got = shas.get(k, set())
+            if first is None:  # only the tail's anchors rest there now
+                want[k] = next(iter(got)) if len(got) == 1 else None
+            else:
+                w = base.want[k]
+                want[k] = w if w is not None and got <= {w} else None
         dirty: set[int] = set()
         for k, f in first_of.items():
-            old = self._old_of[f]  # the base target first on path k, or an extra
+            old = self._old_of[f]  # the base target first on path k, or (< 0) one the tail brought
             if old >= 0 and (k >= n_old or base.owners(k)[0] != old):
                 dirty.add(f)  # a base target newly the first on a path: its anchors say the order
         order_in: dict[int, dict[str, int]] = {}
 
         def tiebreak(k: int, f: int) -> int:
-            old = self._old_of[f]
-            if old >= 0 and f not in dirty:
-                return k
+            """Path k's place among the paths its first owner (at f) is the first on."""
+            if self._old_of[f] >= 0 and f not in dirty:
+                return k  # the base's order of them holds: they were first used by it there too
             got = order_in.get(f)
             if got is None:
                 m = self.memory(f)
@@ -199,20 +213,42 @@ class OverlayPlan:
                 raise PlanMismatch("a memory first on a path it does not rest on")
             return i
 
-        ranked = sorted(first_of, key=lambda k: (first_of[k], tiebreak(k, first_of[k])))
-        self.paths = [all_paths[k] for k in ranked]
-        self.want = [want[k] for k in ranked]
-        self._src = [(k if k < n_old else -1, ins_on.get(k, [])) for k in ranked]
+        def key(k: int) -> tuple[int, int]:
+            f = self._new(base.owners(k)[0])
+            return (f, tiebreak(k, f))
+
+        untouched = [k for k in range(n_old) if k not in touched] if touched else list(range(n_old))
+        inserts = sorted((bisect_left(untouched, (f, tiebreak(k, f)), key=key), f, tiebreak(k, f), k)
+                         for k, f in first_of.items())
+        order: list[int] = []
+        prev = 0
+        for i, _, _, k in inserts:
+            order.extend(untouched[prev:i])
+            order.append(k)
+            prev = i
+        order.extend(untouched[prev:])
+        base_want = base.want
+        self.paths = [all_paths[k] for k in order]
+        self.want = [want[k] if k in want else base_want[k] for k in order]
+        self._src = order  # per path here: its base path (< n_old) or one the tail brought
+        self._n_old = n_old
+        self._ins_on = ins_on
         self._owners: dict[int, list[int]] = {}
 
     def owners(self, k: int) -> list[int]:
         """The targets resting on path `k`, in order."""
         got = self._owners.get(k)
         if got is None:
-            old, ins = self._src[k]
-            gone = self._gone_set
-            mapped = [] if old < 0 else [self._new(p) for p in self.base.owners(old) if p not in gone]
-            got = self._owners[k] = sorted(set(mapped).union(ins))
+            src = self._src[k]
+            ins = self._ins_on.get(src, [])
+            if src >= self._n_old:
+                got = list(ins)
+            else:
+                gone = self._gone_set
+                new = self._new
+                mapped = [new(p) for p in self.base.owners(src) if p not in gone]
+                got = sorted(set(mapped).union(ins)) if ins else mapped
+            self._owners[k] = got
         return got
 
     @property

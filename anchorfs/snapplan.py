@@ -213,6 +213,10 @@ class SnapPlan:
             out.append((at, memory))
         return out
 
+    @property
+    def claimset(self) -> frozenset[int]:
+        return self._claimset
+
     def start(self, pos: int) -> int:
         """Where target `pos`'s record starts (the fold's order: starts grow with it)."""
         return self._at[pos]

@@ -326,3 +326,21 @@ def test_the_overlay_equals_the_full_fold(tmp_path_factory: pytest.TempPathFacto
     if data.draw(st.booleans()):
         full(root)  # drift.json as a pass before this one left it
     compare(root, overlaid=not older, grown=len(lines) > cut)
+
+
+def test_a_path_whose_first_memory_left_takes_its_place_from_the_next(tmp_path: Path) -> None:
+    """The paths in order of first use (`anchored_paths`, the memo's order) after the first
+    memory on a file leaves: the next one on it now places it, by its own anchors' order."""
+    root = tmp_path / "ws"
+    for name in "xyzw":
+        write(root, f"src/{name}.py", BODY.replace("24", name))
+    anchorfs.init(root)
+    with Workspace(root) as ws:
+        first, _, _ = ws.record_many([{"content": "on x", "anchors": ["src/x.py"]},
+                                      {"content": "on w", "anchors": ["src/w.py"]},
+                                      {"content": "on y then x", "anchors": ["src/y.py", "src/z.py", "src/x.py"]}])
+    snapshot(root)
+    with Workspace(root) as ws:
+        ws.retract(first.id)
+    want = compare(root)
+    assert want[0][6] == ["src/w.py", "src/y.py", "src/z.py", "src/x.py"]
