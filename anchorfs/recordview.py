@@ -146,9 +146,23 @@ def _snapshot(ledger: Ledger) -> tuple[Prefix, int, int, int, int, bytearray] | 
         records += 1
         if records < len(data) and data[-1:] != b"\n":
             return None  # a torn record
-        return prefix, top, lines, data.count(b"\n", records), records, data
+        return prefix, top, lines, _memories(data, end + 1, records), records, data
     except orjson.JSONDecodeError:
         return None
+
+
+def _memories(data: bytearray, plan: int, records: int) -> int:
+    """How many records the snapshot holds: the plan's count of every memory where it keeps one
+    (format 5's `all_n`, checked against the records' bounds), else the records' lines counted."""
+    cut = data.find(b"\n", plan, records)
+    try:
+        head = orjson.loads(memoryview(data)[plan:cut]) if cut > plan else None
+    except orjson.JSONDecodeError:
+        head = None
+    n = head.get("all_n") if isinstance(head, dict) else None
+    if type(n) is int and 0 <= n <= len(data) - records:
+        return n
+    return data.count(b"\n", records)
 
 
 def view(ledger: Ledger, texts: set[str], held: tuple[str, ...]) -> RecordView | None:
