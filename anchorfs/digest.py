@@ -16,6 +16,7 @@ from .errors import AnchorfsError, WorkspaceError
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from .drift import DriftReport
@@ -43,30 +44,98 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     return _digest(ws, limit)[0]
 
 
-def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", list["Memory"]]:
+class _Active:
+    """One active memory as the digest sorts it (its time, anchor count, id, kind), its record
+    read only when the digest shows it (`memory`)."""
+
+    __slots__ = ("ts", "na", "id", "kind", "_memory", "_read")
+
+    def __init__(self, ts: float, na: int, mid: str, kind: str, memory: "Memory | None" = None,
+                 read: "Callable[[], Memory] | None" = None) -> None:
+        self.ts, self.na, self.id, self.kind, self._memory, self._read = ts, na, mid, kind, memory, read
+
+    @classmethod
+    def of(cls, m: "Memory") -> "_Active":
+        return cls((m.verified_at or m.recorded_at).timestamp(), len(m.anchors), m.id, m.kind, m)
+
+    def memory(self) -> "Memory":
+        if self._memory is None:
+            assert self._read is not None
+            self._memory = self._read()
+        return self._memory
+
+
+def _planned_active(ws: "Workspace") -> "tuple[Any, list[_Active]] | None":
+    """(the snapshot plan `ws.drift()` will take, every active memory from it) for a workspace
+    that has not folded the ledger (a new process); None when there is no plan to trust."""
+    if ws._fold is not None:
+        return None
+    from . import driftplan
+    from .snapplan import PlanMismatch
+
+    planned = driftplan._planned(ws)
+    if planned is None:
+        return None
+    snap = planned.snap
+    try:
+        rows = snap.active()
+    except (PlanMismatch, ValueError):
+        return None
+
+    def reader(j: int, mid: str) -> "Callable[[], Memory]":
+        return lambda: snap.active_memory(j, mid)
+
+    return planned, [_Active(ts, na, mid, kind, None, reader(j, mid)) for ts, na, mid, kind, j in rows]
+
+
+def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", list[_Active]]:
     """(the digest, the drift report it rests on, the active memories): `digest`, with what its
-    memo needs (`_save_digest`)."""
+    memo needs (`_save_digest`). A new process takes the active memories from the fold
+    snapshot's plan (their digest keys: time, anchor count, id, kind) with `ws.drift()`'s pass
+    from that same plan, and reads only the records it shows; the same text as the full fold's
+    (any doubt, a record that does not read as the plan says: the full fold)."""
+    from .snapplan import PlanMismatch
+
+    got = _planned_active(ws)
+    if got is not None:
+        planned, active = got
+        if not active:
+            return "", None, active
+        report = ws.drift()
+        if ws.__dict__.get("_planned") is planned and ws._fold is None:
+            try:
+                return _compose(ws, limit, report, active), report, active
+            except PlanMismatch:
+                pass
+        ws.__dict__["_planned"] = None
+        ws._fold = None
+    mems = ws.list(status="active")
+    if not mems:
+        return "", None, []
+    report = ws.drift()  # every active anchored memory checked now, and the drift persisted
+    active = [_Active.of(m) for m in mems]
+    return _compose(ws, limit, report, active), report, active
+
+
+def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: list[_Active]) -> str:
     from .drift import envelope
     from .model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
-    active = ws.list(status="active")
-    if not active:
-        return "", None, active
-    report = ws.drift()  # every active anchored memory checked now, and the drift persisted
     flagged = {md.memory.id: md for md in report.flagged}
     now = utcnow()
 
-    def line(m: "Any") -> str:
-        md = flagged.get(m.id)
+    def line(a: _Active) -> str:
+        md = flagged.get(a.id)
+        m = md.memory if md is not None else a.memory()
         if md is None and m.anchors:
             md = ws.check(m)  # fresh: its checks name the commit (a warm cache: one stat per file)
         drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         return f"- {m.id} {env} {_one_line(m.content)}"
 
-    def newest(m: "Any") -> tuple[float, int, str]:
-        return (-(m.verified_at or m.recorded_at).timestamp(), -len(m.anchors), m.id)
+    def newest(m: _Active) -> tuple[float, int, str]:
+        return (-m.ts, -m.na, m.id)
 
     stale = sorted((m for m in active if m.id in flagged and flagged[m.id].drift is Drift.STALE), key=newest)
     unknown = sorted((m for m in active if m.id in flagged and flagged[m.id].drift is Drift.UNKNOWN), key=newest)
@@ -102,7 +171,7 @@ def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftRepor
     if shown < total:
         out.append(f"\n\n({total - shown} more not shown: `anchorfs list`, or `recall` over MCP)")
     text = "".join(out)
-    return (text if len(text) <= cap else text[: max(0, cap - 1)] + "…"), report, active
+    return text if len(text) <= cap else text[: max(0, cap - 1)] + "…"
 
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
@@ -184,14 +253,18 @@ def _replay_digest(root_real: str) -> str | None:
         return None
 
 
-def _envelopes_until(ws: "Workspace", active: list["Memory"], now: float) -> float:
+def _envelopes_until(ws: "Workspace", active: "Sequence[_Active | Memory]", now: float) -> float:
     """The first moment an active memory's envelope would read otherwise with time alone: its
     kind's expiry reached, or, past it, the next whole day of `unverified for N days`."""
     day = 86400.0
     until = float("inf")
+    expiry_of: dict[str, float] = {}
     for m in active:
-        since = (m.verified_at or m.recorded_at).timestamp()
-        expiry = since + ws.config.expiry_days(m.kind) * day
+        since = m.ts if isinstance(m, _Active) else (m.verified_at or m.recorded_at).timestamp()
+        days = expiry_of.get(m.kind)
+        if days is None:
+            days = expiry_of[m.kind] = ws.config.expiry_days(m.kind)
+        expiry = since + days * day
         if now <= expiry:
             until = min(until, expiry)
         else:
@@ -199,7 +272,7 @@ def _envelopes_until(ws: "Workspace", active: list["Memory"], now: float) -> flo
     return until
 
 
-def _save_digest(ws: "Workspace", report: "DriftReport | None", active: list["Memory"], out: str,
+def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "Sequence[_Active | Memory]", out: str,
                  started_ns: int) -> None:
     """Keep `out` as the digest memo when every ground can be vouched for; else drop the last one."""
     import json

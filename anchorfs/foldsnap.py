@@ -73,10 +73,11 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapP
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 5
+VERSION = 6
 """4: the drift plan (a JSON line and its raw arrays) after the counts (`read_plan`); 5: the plan
 also lists every memory of the fold (id, record start, record hash) with the fold's `top` and
-`lines`, so lines appended since fold into it (`anchorfs.planoverlay`). A file of another
+`lines`, so lines appended since fold into it (`anchorfs.planoverlay`); 6: and each active
+memory's digest key (its time, anchor count, kind: `anchorfs.digest`). A file of another
 version is simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
@@ -144,7 +145,7 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
         line = orjson.dumps(rec) + b"\n"  # orjson escapes every newline inside a string
         memory = state[rec[0]]
         digest = blake3.blake3(line).digest(_SUM)
-        plan.every(memory.id, at, digest)
+        plan.every(rec[0], memory, at, digest)
         if memory.status == "active":
             for path in dict.fromkeys(a.path for a in memory.anchors):
                 index.setdefault(path, []).append(at)
@@ -170,7 +171,7 @@ class _PlanBuilder:
     memories (the pass's targets, in the fold's order) without their records being read back."""
 
     __slots__ = ("at", "ids", "sums", "claims", "marked", "where", "paths", "first", "mixed", "owners", "ok",
-                 "all_at", "all_ids", "all_sums")
+                 "all_at", "all_ids", "all_sums", "act_j", "act_ts", "act_na", "act_kind", "kinds")
 
     def __init__(self) -> None:
         self.at = array("Q")  # per target: where its record starts (after the plan line)
@@ -187,10 +188,22 @@ class _PlanBuilder:
         self.all_at = array("Q")  # per memory of the fold, in its order: where its record starts
         self.all_ids: list[str] = []
         self.all_sums: list[bytes] = []
+        self.act_j = array("I")  # per active memory (format 6): its place in the fold,
+        self.act_ts = array("d")  # the time the session-start digest sorts it by,
+        self.act_na = array("I")  # its anchor count,
+        self.act_kind = array("I")  # and its kind (an index into `kinds`)
+        self.kinds: dict[str, int] = {}
 
-    def every(self, mid: str, at: int, digest: bytes) -> None:
+    def every(self, mid: str, memory: Memory, at: int, digest: bytes) -> None:
         """Any memory of the fold (format 5): what `planoverlay` needs to fold lines appended
-        since into the plan (the record of each memory they touch, found by id and checked)."""
+        since into the plan (the record of each memory they touch, found by id and checked);
+        an active one's digest key (format 6: `anchorfs.digest` sorts the active memories by it
+        and reads only the records it shows)."""
+        if memory.status == "active":
+            self.act_j.append(len(self.all_ids))
+            self.act_ts.append((memory.verified_at or memory.recorded_at).timestamp())
+            self.act_na.append(len(memory.anchors))
+            self.act_kind.append(self.kinds.setdefault(memory.kind, len(self.kinds)))
         self.all_at.append(at)
         self.all_ids.append(mid)
         self.ok = self.ok and "\n" not in mid
@@ -240,9 +253,11 @@ class _PlanBuilder:
             "n": len(self.ids), "paths": self.paths,
             "want": [None if k in mixed else sha for k, sha in enumerate(self.first)],
             "own_n": len(own), "ids_size": len(ids), "claims": self.claims, "marked": self.marked,
-            "top": top, "lines": lines, "all_n": len(self.all_ids), "all_ids_size": len(all_ids)})
+            "top": top, "lines": lines, "all_n": len(self.all_ids), "all_ids_size": len(all_ids),
+            "act_n": len(self.act_j), "kinds": list(self.kinds)})
         return b"".join([head, b"\n", _le(self.at), _le(own), _le(own_at), b"".join(self.sums), ids,
-                         _le(self.all_at), b"".join(self.all_sums), all_ids])
+                         _le(self.all_at), b"".join(self.all_sums), all_ids,
+                         _le(self.act_j), _le(self.act_ts), _le(self.act_na), _le(self.act_kind)])
 
 
 def _le(a: array[Any]) -> bytes:

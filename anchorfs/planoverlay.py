@@ -82,7 +82,7 @@ def overlay(ledger: Ledger, base: SnapPlan) -> SnapPlan | OverlayPlan | None:
         state.apply(entry)
     if any(len(state.heads.get(mid, ())) > 1 for mid in state):
         return None  # a fork: listed and flagged by the full fold
-    return OverlayPlan(base, state, starts, before, prefix)
+    return OverlayPlan(base, state, starts, before, prefix, frozenset(found.values()))
 
 
 class OverlayPlan:
@@ -93,11 +93,13 @@ class OverlayPlan:
     memories through their own hashes, same answers), and the targets on each."""
 
     __slots__ = ("base", "prefix", "n", "paths", "want", "claims", "_old_of", "_extra", "_gone", "_ins_at",
-                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked")
+                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked", "_found", "_act_mem")
 
     def __init__(self, base: SnapPlan, state: FoldState, starts: dict[str, int], before: dict[str, Memory],
-                 prefix: Prefix) -> None:
+                 prefix: Prefix, found: frozenset[int] = frozenset()) -> None:
         self.base, self.prefix = base, prefix
+        self._found = found  # the fold's places of the memories the tail touched
+        self._act_mem: list[Memory] = []
         at0 = base.starts()
         n0 = base.n
         events = sorted((starts[mid], mid) for mid in starts)
@@ -280,6 +282,25 @@ class OverlayPlan:
         out.sort(key=lambda x: x[0])
         tail = [m for mid, m in state.items() if mid not in starts and marked(m)]
         return [m for _, m in out] + tail
+
+    def active(self) -> list[tuple[float, int, str, str, int]]:
+        """`SnapPlan.active` with the tail's memories: a touched one in its state after the tail
+        (its place a negative index into the memories it left, for `active_memory`)."""
+        starts, state = self._marked
+        js = self._found
+        out = [x for x in self.base.active() if x[4] not in js] if js else self.base.active()
+        self._act_mem = [m for m in state.values() if m.status == "active"]
+        out += [((m.verified_at or m.recorded_at).timestamp(), len(m.anchors), m.id, m.kind, -1 - i)
+                for i, m in enumerate(self._act_mem)]
+        return out
+
+    def active_memory(self, j: int, mid: str) -> Memory:
+        if j >= 0:
+            return self.base.active_memory(j, mid)
+        memory = self._act_mem[-1 - j]
+        if memory.id != mid:
+            raise PlanMismatch("an active memory not the one asked")
+        return memory
 
     def close(self) -> None:
         self.base.close()

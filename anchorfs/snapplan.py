@@ -47,7 +47,7 @@ class SnapPlan:
 
     __slots__ = ("prefix", "n", "paths", "want", "claims", "top", "lines", "all_n", "_fd", "_base", "_end", "_at",
                  "_own", "_own_at", "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident",
-                 "_all_at", "_all_sums", "_all_ids", "__weakref__")
+                 "_all_at", "_all_sums", "_all_ids", "_act", "kinds", "__weakref__")
 
     def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: Path | None = None) -> None:
         cut = region.find(b"\n")
@@ -63,10 +63,15 @@ class SnapPlan:
         for path, sha in zip(paths, want):
             if type(path) is not str or not path or (sha is not None and type(sha) is not str):
                 raise ValueError("bad plan paths")
-        all_n, all_ids_size = _int(plan["all_n"]), _int(plan["all_ids_size"])
+        all_n, all_ids_size, act_n = _int(plan["all_n"]), _int(plan["all_ids_size"]), _int(plan["act_n"])
+        kinds = plan["kinds"]
+        if type(kinds) is not list or not all(type(k) is str for k in kinds):
+            raise ValueError("bad plan kinds")
+        self.kinds: list[str] = kinds
         self.top, self.lines = _int(plan["top"]), _int(plan["lines"])
         blobs = memoryview(region)[cut + 1:]
-        sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size, 8 * all_n, _SUM * all_n, all_ids_size)
+        sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size, 8 * all_n, _SUM * all_n, all_ids_size,
+                 4 * act_n, 8 * act_n, 4 * act_n, 4 * act_n)
         if sum(sizes) != len(blobs):
             raise ValueError("bad plan lengths")
         cuts = [0]
@@ -91,6 +96,8 @@ class SnapPlan:
         self._all_at = _array("Q", blobs[cuts[5]:cuts[6]])
         self._all_sums = bytes(blobs[cuts[6]:cuts[7]])
         self._all_ids = bytes(blobs[cuts[7]:cuts[8]])
+        self._act = (_array("I", blobs[cuts[8]:cuts[9]]), _array("d", blobs[cuts[9]:cuts[10]]),
+                     _array("I", blobs[cuts[10]:cuts[11]]), _array("I", blobs[cuts[11]:cuts[12]]))
         self._base, self._end, self.prefix, self._path = base, end, prefix, file
         st = os.fstat(fd)
         self._ident = (st.st_dev, st.st_ino, st.st_size)
@@ -243,6 +250,31 @@ class SnapPlan:
                     raise PlanMismatch("an id listed twice in the plan's fold")
                 out[mid] = padded.count(b"\n", 0, k)
         return out
+
+    def fold_ids(self) -> list[str]:
+        """Every memory's id, in the fold's order."""
+        ids = self._all_ids.decode("utf-8").split("\n") if self.all_n else []
+        if len(ids) != self.all_n:
+            raise PlanMismatch("the plan's fold ids are not one per memory")
+        return ids
+
+    def active(self) -> list[tuple[float, int, str, str, int]]:
+        """Every active memory as the session-start digest sorts it: (its time, its anchor
+        count, its id, its kind, its place in the fold)."""
+        js, ts, na, kind = self._act
+        ids, kinds = self.fold_ids(), self.kinds
+        try:
+            return [(t, a, ids[j], kinds[k], j) for j, t, a, k in zip(js, ts, na, kind)]
+        except IndexError:
+            raise PlanMismatch("the plan's active memories are out of range") from None
+
+    def active_memory(self, j: int, mid: str) -> Memory:
+        """Active memory `j` of the fold (`active`), read alone and checked: by its hash, and as
+        the active memory `mid` the plan names."""
+        memory = self.record_of(j)[1][3]
+        if memory.id != mid or memory.status != "active":
+            raise PlanMismatch("a record is not the active memory its plan names")
+        return memory
 
     def record_of(self, j: int) -> tuple[int, tuple[str, dict[str, Head], set[str] | None, Memory]]:
         """Memory `j` of the fold: where its record starts, and the record (id, heads, named

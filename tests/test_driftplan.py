@@ -192,8 +192,8 @@ def test_a_new_workspaces_drift_builds_only_the_memories_on_a_file_that_failed(
     ws.close()
 
 
-BLOBS = ("at", "own", "own_at", "sums", "ids", "all_at", "all_sums", "all_ids")
-"""The plan's raw arrays, in file order (format 5: the targets', then every memory's)."""
+BLOBS = ("at", "own", "own_at", "sums", "ids", "all_at", "all_sums", "all_ids", "act_j", "act_ts", "act_na", "act_kind")
+"""The plan's raw arrays, in file order (format 6: the targets', every memory's, the active ones')."""
 
 
 def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str, bytearray], bytes]:
@@ -206,7 +206,8 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str,
     plan = orjson.loads(region[:cut])
     names = BLOBS
     sizes = (8 * plan["n"], 4 * plan["own_n"], 4 * (len(plan["paths"]) + 1), 16 * plan["n"], plan["ids_size"],
-             8 * plan["all_n"], 16 * plan["all_n"], plan["all_ids_size"])
+             8 * plan["all_n"], 16 * plan["all_n"], plan["all_ids_size"],
+             4 * plan["act_n"], 8 * plan["act_n"], 4 * plan["act_n"], 4 * plan["act_n"])
     assert cut + 1 + sum(sizes) == len(region)
     blobs, at = {}, cut + 1
     for name, n in zip(names, sizes):

@@ -1,0 +1,136 @@
+"""The session-start digest in a new process from the fold snapshot's plan (the active memories'
+digest keys, the pass from the plan, only the shown records read): the same text, byte for
+byte, as the digest from the full fold, with the snapshot whole and with lines after it."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import anchorfs
+from anchorfs import catchup, foldsnap
+from anchorfs.digest import _digest
+from anchorfs.ledger import Entry, Ledger, stamped
+from anchorfs.model import StaleClaim, utcnow
+from anchorfs.workspace import Workspace
+
+pytestmark = pytest.mark.usefixtures("no_racy_window")
+
+BODY = "def keep():\n    return 1\n\n\ndef issue():\n    return 24\n"
+
+
+@pytest.fixture(autouse=True)
+def _snapshots_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(foldsnap, "MIN_LINES", 10**9)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_text(text)
+    old = os.stat(root / rel).st_mtime_ns - 3600 * 10**9
+    os.utime(root / rel, ns=(old, old))
+
+
+def snapshot(root: Path) -> None:
+    time.sleep(catchup.FINE_NS / 1e9 + 0.02)
+    ledger = Ledger(root / ".anchorfs")
+    assert foldsnap.save(ledger, foldsnap.current(ledger, write=False))
+    time.sleep(catchup.FINE_NS / 1e9 + 0.02)  # the ledger settled on its stat
+
+
+def both(root: Path, limit: int) -> tuple[str, str]:
+    """The digest from the plan (asserted taken) and from the full fold, from the same drift.json."""
+    path = root / ".anchorfs" / "drift.json"
+    before = path.read_bytes() if path.exists() else None
+    with Workspace(root) as ws:
+        planned = _digest(ws, limit)[0]
+        assert ws._fold is None, "the full fold was taken"
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(before)
+    with Workspace(root) as ws:
+        ws._memories()
+        full = _digest(ws, limit)[0]
+    return planned, full
+
+
+def _mark(ws: Workspace, mid: str) -> None:
+    with ws.ledger.lock():
+        state = ws._memories()
+        claim = StaleClaim("path", "docs/x.md", "no such file", utcnow())
+        ws.ledger.append([stamped(Entry.new("mark", [state[mid].replace(stale_claims=(claim,))]), state)])
+
+
+@pytest.mark.parametrize("tail", [False, True])
+def test_the_digest_from_the_plan_is_the_full_folds_byte_for_byte(tmp_path: Path, tail: bool) -> None:
+    root = tmp_path / "ws"
+    for name in "abcdef":
+        write(root, f"src/{name}.py", BODY.replace("24", name))
+    anchorfs.init(root)
+    with Workspace(root) as ws:
+        mems = ws.record_many([{"content": f"fact {i} " + "long words " * (i % 5), "kind": kind,
+                                "anchors": anchors}
+                               for i, (kind, anchors) in enumerate(
+                                   [("decision", ["src/a.py"]), ("note", ["src/b.py", "src/a.py#issue"]),
+                                    ("constraint", ["src/c.py:5-6"]), ("note", []), ("goal", ["src/d.py"]),
+                                    ("preference", []), ("note", ["src/e.py"]), ("reference", ["src/f.py"])] * 3)])
+        ws.reanchor(mems[4].id)  # verified_at later than its recorded_at
+        _mark(ws, mems[3].id)
+        ws.retract(mems[7].id)
+    snapshot(root)
+    if tail:
+        with Workspace(root) as ws:
+            ws.record("after the snapshot, on b", anchors=["src/b.py"])
+            ws.record("after the snapshot, unanchored", kind="decision")
+            ws.supersede(mems[0].id, "fact 0, corrected", anchors=["src/a.py"])
+            ws.retract(mems[9].id)
+            _mark(ws, mems[11].id)
+        time.sleep(catchup.FINE_NS / 1e9 + 0.02)
+    write(root, "src/b.py", "changed\n")  # stale
+    (root / "src/e.py").unlink()  # stale (deleted)
+    (root / "src/f.py").unlink()
+    os.symlink("/etc/hostname", root / "src/f.py")  # a link out of the root: unsafe, unknown
+    for limit in (300, 2000, 100_000):
+        planned, full = both(root, limit)
+        assert planned == full, limit
+        assert planned.startswith("anchorfs memories of this repository")
+    assert "Stale:" in full and "Unknown:" in full and "Fresh, most recently recorded first" in full
+
+
+def test_no_active_memory_says_nothing_from_the_plan(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    write(root, "src/a.py", BODY)
+    anchorfs.init(root)
+    with Workspace(root) as ws:
+        m = ws.record("only one", anchors=["src/a.py"])
+        ws.retract(m.id)
+    snapshot(root)
+    assert both(root, 2000) == ("", "")
+
+
+def test_a_shown_record_not_as_the_plan_says_takes_the_full_fold(tmp_path: Path) -> None:
+    """A record the digest shows, changed in the snapshot after its plan was written: refused by
+    its blake3 in the plan; the digest is the full fold's (from the ledger), never the forged text."""
+    root = tmp_path / "ws"
+    write(root, "src/a.py", BODY)
+    anchorfs.init(root)
+    with Workspace(root) as ws:
+        ws.record_many([{"content": "anchored one", "anchors": ["src/a.py"]}, {"content": "the unanchored one"}])
+    snapshot(root)
+    path = foldsnap.snap_path(Ledger(root / ".anchorfs"))
+    data = path.read_bytes()
+    i = data.rindex(b"the unanchored one")
+    st = os.stat(path)
+    path.write_bytes(data[:i] + b"THE" + data[i + 3:])
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with Workspace(root) as ws:
+        got = _digest(ws, 2000)[0]
+        assert ws._fold is not None  # the full fold decided
+    assert "the unanchored one" in got and "THE unanchored" not in got
+    with Workspace(root) as ws:
+        ws._memories()
+        assert _digest(ws, 2000)[0] == got
