@@ -102,6 +102,11 @@ def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Pa
     token.write_text(TOKEN.replace("hours=24", "hours=12") + "# a trailing comment: the symbol is unchanged\n")
     out, report = _probe(repo, edit, "hook", "post-edit")
     assert "made 1 memory stale" in out and "TokenIssuer.issue" in out  # the same judgement, by either hash
+    time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)
+    _probe(repo, edit, "hook", "post-edit")  # the edited file's hash kept
+    out, report = _probe(repo, edit, "hook", "post-edit")  # still stale: its tokens hashed again, nothing to say
+    assert out == "" and "anchorfs.workspace" not in report["mods"]
+    assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
 
 
 def test_fork_side_and_hit_are_where_they_were() -> None:
