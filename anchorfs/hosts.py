@@ -130,7 +130,7 @@ def server_command(root: str | os.PathLike[str], *, absolute: bool = False) -> t
     install's script (or interpreter) and the workspace's absolute root."""
     if not absolute:
         return "anchorfs", ["mcp"]
-    from .mcp import mcp_config
+    from .mcp_install import mcp_config
 
     entry = mcp_config(root)
     return str(entry["command"]), [str(a) for a in entry["args"]]
@@ -384,11 +384,14 @@ def write_rules(root: str | os.PathLike[str], host: str) -> Written | None:
 def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> None:
     """Replace a person's file (rules, instructions) whole or not at all, keeping its mode:
     `statefs.replace_state` (an exclusive temp file beside it, never through a planted link,
-    the mode set before the rename), so a reader sees the old file or the new, never half."""
-    from .statefs import replace_state
+    the mode set before the rename), so a reader sees the old file or the new, never half.
+    Its bytes are fsynced before the rename and the folder after it: the file is the person's
+    own, and a crash must not leave it empty (a rename can reach the disk before the data)."""
+    from .statefs import fsync_dir, replace_state
 
     mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
-    replace_state(os.fspath(path), text.encode("utf-8"), mode=mode)
+    replace_state(os.fspath(path), text.encode("utf-8"), mode=mode, fsync=True)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 # -- Claude Code hooks ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ __all__ = [
     "STATE_FILES",
     "STORE_DIR",
     "check_state",
+    "fsync_dir",
     "check_state_dir",
     "check_store_dir",
     "create_temp",
@@ -223,3 +224,17 @@ def replace_state(
             pass
         raise
     return st
+
+
+def fsync_dir(folder: Path | str) -> None:
+    """Make a rename in `folder` durable; some platforms cannot fsync a folder, so best effort."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

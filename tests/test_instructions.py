@@ -214,3 +214,36 @@ def test_a_fifo_or_a_non_utf8_file_is_refused_in_one_line(root: Path) -> None:
         with pytest.raises(anchorfs.InputError, match="not UTF-8"):
             ws.verify_file(root / "AGENTS.md")
         assert ws.list() == []
+
+
+def test_a_persons_file_is_durable_before_the_rename(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export replaces a person's CLAUDE.md: its bytes are fsynced before the rename and the
+    folder after it, so a crash leaves the old file or the new one, never an empty one."""
+    import os
+
+    path = root / "CLAUDE.md"
+    path.write_text(CLAUDE_MD)
+    order: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        order.append("fsync folder" if os.path.samestat(st, os.stat(root)) else "fsync file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        if os.fspath(dst) == os.fspath(path):
+            order.append("rename")
+        real_replace(src, dst)
+
+    with anchorfs.open(root) as ws:
+        ws.record("token expiry is 24 hours")
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "replace", replace)
+        order.clear()
+        assert ws.export_to(path).changed
+    mine = [step for step in order if step in ("fsync file", "rename", "fsync folder")]
+    assert "rename" in mine
+    at = mine.index("rename")
+    assert "fsync file" in mine[:at] and "fsync folder" in mine[at + 1:]
+    assert path.read_text().startswith(CLAUDE_MD)
