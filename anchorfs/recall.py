@@ -87,17 +87,21 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
     hits: list[Hit] = []
     results: list[MemoryDrift] = []
     seen: set[str] = set()
+    # the fold the store was written from (flag_conflicts reads it too): each candidate's
+    # Memory from it, not from a read of the row's JSON
+    held = ws._memories()
     while True:
         rows = store.search(
             text, qvec, k=2 * size, where=where, candidates=size, rrf_k=float(ws.config["search.rrf_k"]),
             vector_weight=float(ws.config["search.vector_weight"]),
-            text_weight=float(ws.config["search.text_weight"]),
+            text_weight=float(ws.config["search.text_weight"]), memories=held,
         )
         tier: list[Hit] = []
         for row in rows:  # best relevance first
-            if row.memory.id in seen:
+            mid = getattr(row, "id", None) or row.memory.id  # the store's rows carry their id
+            if mid in seen:
                 continue
-            seen.add(row.memory.id)
+            seen.add(mid)
             if len(tier) >= k and row.relevance < tier[k - 1].score:
                 break  # no later row can enter the top k: its score is at most its relevance
             # as of an instant: the memory as it stood then (later retired or re-anchored, it

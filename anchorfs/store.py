@@ -14,8 +14,7 @@ import os
 import warnings
 from datetime import timedelta
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,8 +43,6 @@ past it the background indexer folds new rows in, so a write never waits on a co
 with the store (`optimize` measured 20-190 ms of CPU at 1,000-5,000 rows, 150-980 ms at 20,000)."""
 SCHEMA_VERSION = "1"
 _T = TypeVar("_T")
-_TERMS_KEPT = 65_536
-"""Full-texts whose term sets a store keeps between queries (`Store._term_sets`)."""
 
 
 def embed_text(memory: Memory) -> str:
@@ -115,18 +112,6 @@ def _read(fn: Callable[[], _T], what: str) -> _T:
         raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
 
 
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _side_pool() -> ThreadPoolExecutor:
-    """One thread that runs a query's full-text side while the caller runs its vector side
-    (both wait on LanceDB's own threads, the GIL released); made again in a forked child."""
-    global _POOL
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchorfs-fts"))
-    return _POOL[1]
-
-
 def _indexer_running(state: Path) -> bool:
     """Whether a background indexer holds `.anchorfs/index.lock`: it re-checks for unindexed
     rows after it lets go, so a write it may have missed starts no second one."""
@@ -147,55 +132,6 @@ def _indexer_running(state: Path) -> bool:
     return False
 
 
-class _Side:
-    """One side's answer (an Arrow table, or None): its best `n` rows by score then id, and
-    its columns converted only as far as the fusion reads them."""
-
-    def __init__(self, data: Any, key: str, sign: float, n: int) -> None:
-        self.data = data
-        self._columns: dict[str, list[Any]] = {}
-        self.ids: list[str] = [] if data is None else data.column("id").to_pylist()
-        self.scores: list[float] = [] if data is None else [float(x) for x in data.column(key).to_pylist()]
-        self.order = sorted(range(len(self.ids)), key=lambda j: (sign * self.scores[j], self.ids[j]))[:n]
-
-    def column(self, name: str) -> list[Any]:
-        if name not in self._columns:
-            self._columns[name] = self.data.column(name).to_pylist()
-        return self._columns[name]
-
-    def vectors(self) -> "np.ndarray":
-        """The vector column as one (rows, dim) float32 matrix, without a Python list per row."""
-        import numpy as np
-
-        col = self.data.column("vector").combine_chunks()
-        return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), -1)
-
-
-class _LazyRow(SearchRow):
-    """A candidate whose `Memory` is built from its JSON at the first read: of the 100 or so
-    candidates a query ranks, the drift pass reads the few that can still enter the top k."""
-
-    __slots__ = ("id", "_doc", "_memory")
-
-    def __init__(self, mid: str, doc: str | dict[str, Any], similarity: float, relevance: float,
-                 features: tuple[float, ...]) -> None:
-        self.id = mid
-        self._doc = doc
-        self._memory: Memory | None = None
-        super().__init__(None, similarity, relevance, features)  # type: ignore[arg-type]
-
-    @property  # type: ignore[override]
-    def memory(self) -> Memory:
-        if self._memory is None:
-            doc = self._doc
-            self._memory = Memory.from_dict(orjson.loads(doc) if isinstance(doc, str) else doc)
-        return self._memory
-
-    @memory.setter
-    def memory(self, value: Memory | None) -> None:
-        self._memory = value
-
-
 class Store:
     def __init__(self, state_dir: Path, embedder: "Embedder", *, compact_fragments: int = 64,
                  root: str | os.PathLike[str] | None = None, index_rows: int = 50_000) -> None:
@@ -207,8 +143,9 @@ class Store:
         self._db: Any = None
         self._table: Any = None
         self._indexed: str | None = None  # the vector index's type, once seen (it is never dropped but by `drop`)
+        self._status_indexed = False  # the `status` index seen or built (`status_index`)
         self._index_job: Any = None  # a background build started from here (`maybe_index`)
-        self._terms: dict[str, frozenset[str]] = {}  # full-text -> its term set (`_term_sets`)
+        self._terms: dict[str, frozenset[str]] = {}  # full-text -> its term set (`store_search._term_sets`)
         self.settle_writes = True  # `rebuild` turns it off while it bulk-loads, then optimizes once
 
     # -- opening -------------------------------------------------------------------------
@@ -296,7 +233,29 @@ class Store:
                 table.create_index("text", config=FTS(with_position=False))
         except Exception as exc:
             raise StoreError(f"cannot create the store {self.path}: {exc}") from exc
+        self._table = table
+        self.status_index()
         return table
+
+    def status_index(self) -> bool:
+        """The bitmap index on `status`, every query's prefilter, built if the table has none
+        (a store made before it): without it LanceDB reads the column of every row for the
+        filter (4-5 ms a side at 100,000 rows), with it 0.2 ms. Rows written after it are
+        filtered by a scan until compaction folds them in (`optimize`): the same rows pass
+        either way. Called by writers only (create, compaction, the indexer); False when it
+        could not be built (only speed is at stake: the next writer tries again)."""
+        if self._status_indexed:
+            return True
+        table = self.table()
+        try:
+            if not any("status" in i.columns for i in table.list_indices()):
+                from lancedb.index import Bitmap
+
+                _retry(lambda: table.create_index("status", config=Bitmap(), replace=False), "status index")
+        except Exception:  # noqa: BLE001 - StoreError from _retry, or list_indices on a damaged table
+            return False
+        self._status_indexed = True
+        return True
 
     def _check_embedder(self, table: Any) -> None:
         meta = table.schema.metadata or {}
@@ -538,6 +497,7 @@ class Store:
         except Exception:
             return False
         self.maybe_index()
+        self.status_index()
         if not force and fragments < self.compact_fragments:
             return False
         def optimize() -> None:
@@ -661,6 +621,7 @@ class Store:
         rrf_k: float,
         vector_weight: float,
         text_weight: float,
+        memories: "Mapping[str, Memory] | None" = None,
     ) -> list[SearchRow]:
         """Hybrid search: full-text and vector candidates, each with a relevance in [0, 1].
 
@@ -670,149 +631,13 @@ class Store:
         share of the query's terms a memory holds, anchor matches; so it does not depend on
         how many memories the store holds. Each row's `score` starts as its relevance. Returns
         up to `k` candidates, best first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
+        `memories` (the fold the table was written from), when given, supplies each candidate's
+        `Memory` instead of a read of its JSON (`anchorfs.store_search`).
         """
-        import numpy as np
+        from .store_search import search
 
-        from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
-                              calibration, coverage, fts_query, term_sets)
-        from .textutil import compound_keys, expand_for_search, search_terms
-
-        table = self.table()
-        n = max(1, candidates, k)
-        # LanceDB breaks ties at the cut as rows happen to lie on disk (which a drift write-back
-        # reshuffles): take more, order by score then id, keep n, so the same query always
-        # gets the same candidates.
-        fetch = 2 * n + 10
-        cols = ["id", "doc", "vector", "text"]  # drift is not read: every hit is checked afresh
-        use_text = text_weight > 0
-        use_vector = vector_weight > 0 or not use_text
-        refs = anchor_refs(text)
-        file_names = self._file_names(refs) if refs else []
-        fts_text = " ".join([*expand_for_search(text).split(), *compound_keys(text)])
-        fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
-        pending: Future[Any] | None = None
-        if fts_text and use_text:
-            fq = table.search(fts_query(fts_text, file_names), query_type="fts", fts_columns="text")
-            if where:
-                fq = fq.where(where, prefilter=True)
-            # the two sides are independent: the full-text one runs while the vector one does
-            pending = _side_pool().submit(fq.select([*cols, "_score"]).limit(fetch).to_arrow)
-        vec: Any = None
-        try:
-            if use_vector:
-                vq = self.vector_query(query_vector, where).select([*cols, "_distance"]).limit(fetch)
-                vec = _read(vq.to_arrow, "search")
-        finally:
-            fts: Any = None
-            if pending is not None:
-                try:
-                    fts = pending.result()
-                except Exception:  # an odd query the FTS parser refuses still gets vector hits
-                    fts = None
-        sides = [_Side(fts, "_score", -1.0, n), _Side(vec, "_distance", 1.0, n)]
-        rows: dict[str, tuple[_Side, int]] = {}  # id -> (side, row): full-text first, as it is scored
-        bm25: dict[str, float] = {}
-        for side in sides:
-            for j in side.order:
-                mid = side.ids[j]
-                if side is sides[0]:
-                    rows[mid] = (side, j)
-                    bm25[mid] = side.scores[j]
-                else:
-                    rows.setdefault(mid, (side, j))
-        if not rows:
-            return []
-        # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
-        ids = sorted(rows)
-        q = np.asarray(query_vector, dtype=np.float32)
-        matrix = np.empty((len(ids), q.shape[0]), dtype=np.float32)
-        for side in sides:
-            at = [j for j, mid in enumerate(ids) if rows[mid][0] is side]
-            if at:
-                matrix[at] = side.vectors()[[rows[ids[j]][1] for j in at]]
-        # The exact cosine of every candidate, also of those only full-text found.
-        sims = [float(x) for x in matrix @ q]
-        docs: dict[str, dict[str, Any]] = {}  # each candidate's JSON parsed at most once
-
-        def doc(mid: str) -> dict[str, Any]:
-            if mid not in docs:
-                side, j = rows[mid]
-                docs[mid] = orjson.loads(side.column("doc")[j])
-            return docs[mid]
-
-        bonus = [0.0] * len(ids)
-        if refs:
-            from .codetext import name_keys
-
-            defined = set(file_names)
-            for j, mid in enumerate(ids):
-                bonus[j] = anchor_bonus(refs, doc(mid).get("anchors") or ())
-                if defined and bonus[j] < BONUS_NAMED and name_keys(doc(mid).get("content") or "") & defined:
-                    bonus[j] = BONUS_NAMED
-        if use_text:
-            docs_terms = self._term_sets([rows[i][0].column("text")[rows[i][1]] or "" for i in ids], term_sets)
-            if refs and any(bonus):
-                # a memory anchored where the query points (or naming what the queried file
-                # defines) is about what the query names: it holds the reference's terms
-                named = " ".join(" ".join([expand_for_search(tok), *compound_keys(tok)]) for tok, *_ in refs)
-                ref_terms = frozenset(search_terms("".join(ch if ch.isalnum() or ch.isspace() else " " for ch in named)))
-                cover = coverage(search_terms(fts_text), [d | ref_terms if b > 0 else d
-                                                          for d, b in zip(docs_terms, bonus)])
-            else:
-                cover = coverage(search_terms(fts_text), docs_terms)
-            # the query's terms' document frequencies, counted over the candidates: exact in a
-            # small store (every memory holding one is a candidate), where they matter
-            asked = set(search_terms(fts_query(fts_text, file_names)))
-            df: dict[str, int] = {}
-            for d in docs_terms:
-                for t in asked.intersection(d):
-                    df[t] = df.get(t, 0) + 1
-            table_rows = int(_read(table.count_rows, "count"))  # BM25's idf grows with the table
-            units = [bm25_units(bm25.get(i, 0.0), table_rows, [df[t] for t in asked.intersection(d)])
-                     for i, d in zip(ids, docs_terms)]
-        else:
-            units = cover = [0.0] * len(ids)
-        cal = calibration(self.embedder.name)
-        out: list[_LazyRow] = []
-        for j, mid in enumerate(ids):
-            features = (sims[j] if use_vector else 0.0, units[j], cover[j],
-                        1.0 if 0 < bonus[j] < BONUS_EXACT else 0.0, 1.0 if bonus[j] >= BONUS_EXACT else 0.0)
-            rel = calibrated_relevance(features, cal, vector_weight=vector_weight if use_vector else 0.0,
-                                       text_weight=text_weight if use_text else 0.0)
-            side, pos = rows[mid]
-            out.append(_LazyRow(mid, docs.get(mid) or side.column("doc")[pos], sims[j], rel, features))
-        # `ranking.rank`'s order (best relevance first, ties by id; each score its relevance),
-        # keyed by the id the row holds: a candidate's Memory is built only when it is read,
-        # and the drift pass reads only the few that can still enter the top k
-        out.sort(key=lambda r: (-r.relevance, r.id))
-        best: list[SearchRow] = [*out[:k]]
-        return best
-
-    def _term_sets(self, texts: list[str], term_sets: Callable[[Sequence[str]], list[frozenset[str]]]
-                   ) -> list[frozenset[str]]:
-        """`ranking.term_sets` of the candidates' full-texts, each text's set kept (a pure
-        function of the text): the same memories are candidates of query after query."""
-        memo = self._terms
-        missing = list(dict.fromkeys(t for t in texts if t not in memo))
-        if missing:
-            if len(memo) + len(missing) > _TERMS_KEPT:  # bounded: a long-lived server sees every memory
-                memo.clear()
-                missing = list(dict.fromkeys(texts))
-            memo.update(zip(missing, term_sets(missing)))
-        return [memo[t] for t in texts]
-
-    def _file_names(self, refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
-        """Name keys of what the files a query names (`src/billing/dunning.py`) define."""
-        from .codetext import MAX_NAMES, defined_names
-
-        out: list[str] = []
-        for _, path, symbol, _ in refs:
-            if symbol is not None or "." not in path.rsplit("/", 1)[-1]:
-                continue  # `path#Symbol` asks about the symbol; a bare name is no file
-            for key in defined_names(self.root_real, path):
-                if key not in out:
-                    out.append(key)
-        return out[:MAX_NAMES]
+        return search(self, text, query_vector, k=k, where=where, candidates=candidates,
+                      vector_weight=vector_weight, text_weight=text_weight, memories=memories)
 
     def drop(self) -> None:
         import shutil
@@ -822,6 +647,7 @@ class Store:
         self._table = None
         self._db = None
         self._indexed = None
+        self._status_indexed = False
         refuse_link(self.path, "store folder")  # rmtree never follows a link inside, so a rebuild clears those
         if self.path.is_dir():
             shutil.rmtree(self.path)

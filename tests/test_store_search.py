@@ -87,3 +87,102 @@ def test_past_the_sync_bound_a_write_leaves_the_folding_to_the_indexer(tmp_path:
     assert store.text_unindexed() == 0
     store._table = None  # the indexer's version, read afresh
     assert len(_search(store, "retry backoff queue")) == 6
+
+
+# -- issue 19, third round: what a query reads at 100,000 rows ------------------------------
+
+def _indexed_columns(store: Store) -> dict[str, str]:
+    return {c: str(i.index_type) for i in store.table().list_indices() for c in i.columns}
+
+
+def test_the_status_prefilter_has_a_bitmap_index_and_a_store_without_one_answers_the_same(tmp_path: Path) -> None:
+    store, mems = _store(tmp_path, TEXTS)
+    assert _indexed_columns(store).get("status") == "Bitmap"  # built with the table
+    store.set_drift({mems[0].id: "stale"})  # rows rewritten after the index: filtered by a scan
+    with_index = {q: _search(store, q) for q in ("retry backoff queue", "cache entries lru", "tokens")}
+    store.table().drop_index("status_idx")  # a store made before the index
+    store._status_indexed = False
+    assert "status" not in _indexed_columns(store)
+    assert {q: _search(store, q) for q in with_index} == with_index
+    store.maybe_compact(force=True)  # the next write's compaction builds it
+    assert _indexed_columns(store).get("status") == "Bitmap"
+    assert {q: _search(store, q) for q in with_index} == with_index
+
+
+class _Spy:
+    """The store's table, recording each search's projection and each read by row id."""
+
+    def __init__(self, table: object) -> None:
+        self._t = table
+        self.selects: list[list[str]] = []
+        self.taken: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._t, name)
+
+    def search(self, *args: object, **kw: object) -> object:
+        spy = self
+
+        class Builder:
+            def __init__(self, inner: object) -> None:
+                self._b = inner
+
+            def __getattr__(self, name: str) -> object:
+                attr = getattr(self._b, name)
+                if not callable(attr):
+                    return attr
+
+                def call(*a: object, **k: object) -> object:
+                    if name == "select":
+                        spy.selects.append(list(a[0]))  # type: ignore[call-overload]
+                    out = attr(*a, **k)
+                    return Builder(out) if type(out).__module__.startswith("lancedb") else out
+                return call
+
+        return Builder(self._t.search(*args, **kw))  # type: ignore[attr-defined]
+
+    def take_row_ids(self, ids: list[int], *a: object, **kw: object) -> object:
+        self.taken.append(len(ids))
+        return self._t.take_row_ids(ids, *a, **kw)  # type: ignore[attr-defined]
+
+
+def test_a_search_reads_memories_json_only_for_the_rows_read(tmp_path: Path) -> None:
+    texts = [f"retry backoff queue item {i} for {w}" for i, w in enumerate(["billing", "email", "render"] * 20)]
+    store, mems = _store(tmp_path, texts)
+    by_id = {m.id: m for m in mems}
+    spy = _Spy(store.table())
+    store._table = spy
+    q = "retry backoff queue"
+    rows = store.search(q, store.embedder.embed_query(q), k=40, where="status = 'active'", candidates=20,
+                        rrf_k=60.0, vector_weight=1.0, text_weight=1.0)
+    assert len(rows) == 40
+    assert spy.selects and all("doc" not in cols for cols in spy.selects), spy.selects  # neither side reads it
+    assert spy.taken == []  # nothing read yet
+    assert rows[0].memory.to_dict() == by_id[rows[0].memory.id].to_dict()
+    assert spy.taken == [16]  # the best 16, at the first read: the drift pass reads them in order
+    for r in rows[:16]:
+        assert r.memory.to_dict() == by_id[r.memory.id].to_dict()
+    assert spy.taken == [16]
+    assert rows[30].memory.to_dict() == by_id[rows[30].memory.id].to_dict()
+    assert len(spy.taken) == 2
+    # with the fold the table was written from, a candidate's memory is that one: no read at all
+    first = [(r.memory.id, r.relevance) for r in rows]
+    spy.taken.clear()
+    held = {m.id: m for m in mems}
+    again = store.search(q, store.embedder.embed_query(q), k=40, where="status = 'active'", candidates=20,
+                         rrf_k=60.0, vector_weight=1.0, text_weight=1.0, memories=held)
+    assert [(r.memory.id, r.relevance) for r in again] == first
+    assert all(r.memory is held[r.memory.id] for r in again)
+    assert spy.taken == []
+
+
+def test_a_row_rewritten_after_the_search_is_still_read_right(tmp_path: Path) -> None:
+    store, mems = _store(tmp_path, TEXTS)
+    by_id = {m.id: m for m in mems}
+    q = "retry backoff queue"
+    rows = store.search(q, store.embedder.embed_query(q), k=20, where="status = 'active'", candidates=10,
+                        rrf_k=60.0, vector_weight=1.0, text_weight=1.0)
+    # every row rewritten (new row ids) and the table compacted before any memory is read
+    store.set_drift({m.id: "stale" for m in mems})
+    store.maybe_compact(force=True)
+    assert [r.memory.to_dict() for r in rows] == [by_id[r.memory.id].to_dict() for r in rows]
