@@ -16,9 +16,15 @@
 - `--reuse DIR`: the query rows only, on workspaces kept in DIR (`DIR/ws10000`, ...; built
   there by the first run as above, reindexed), so a second run measures the same tables; recall
   is then against the flat scan of the same table (`bypass_vector_index`), not of the one
-  before `reindex`.
+  before `reindex`. Each row gives wall p50 / p95 and CPU p50 (`process_time`: this process
+  and LanceDB's threads, less sensitive to other load than wall time) of `Workspace.query` and
+  of a bare native hybrid search of the same table, same filter, k=10.
+- `--git`: with `--reuse`, the workspaces sit in a git repo (`DIR/ws10000-git`, ...): the files
+  committed before the memories are recorded (their anchors name that commit), a second commit
+  after (so an envelope says "1 commit since"), as issue 19's "<= 1.2x bare hybrid in a git
+  repo" asks; every hit's envelope then names its commit.
 
-Usage: python scripts/bench_store.py [--sizes 10000,100000] [--index-rows 50000] [--reuse DIR] [--write]
+Usage: python scripts/bench_store.py [--sizes 10000,100000] [--index-rows 50000] [--reuse DIR [--git]] [--write]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +75,7 @@ def main() -> None:
     ap.add_argument("--index-rows", type=int, default=50000)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--reuse", default=None)
+    ap.add_argument("--git", action="store_true", help="with --reuse: the workspaces sit in a git repo")
     args = ap.parse_args()
     if args.reuse:
         reuse(args)
@@ -203,6 +211,41 @@ def main() -> None:
         write_section("Store", body)
 
 
+def _git(root: Path, *argv: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+    subprocess.run(["git", *argv], cwd=root, env=env, check=True, capture_output=True)
+
+
+def _build(root: Path, args: argparse.Namespace, target: int, eval_mems: list[dict[str, object]]) -> None:
+    """A kept workspace of `target` memories (the labeled set's first), reindexed; in a git
+    repo with `--git` (the files committed before recording, one more commit after)."""
+    (root / "src").mkdir(parents=True)
+    for f in range(args.files):
+        (root / "src" / f"m{f:04d}.py").write_text(
+            "".join(f"def fn{j}(x):\n    return x + {f * 100 + j}\n\n" for j in range(30)))
+    if args.git:
+        _git(root, "init", "-q", "-b", "main")
+        _git(root, "add", "src")
+        _git(root, "commit", "-q", "-m", "the files")
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        ws.record_many([{"content": m["content"], "kind": m.get("kind", "note"), "tags": m.get("tags") or []}
+                        for m in eval_mems])
+        done, trng = len(eval_mems), random.Random(7)
+        while done < target:
+            n = min(args.batch, target - done)
+            ws.record_many([{"content": text(trng, i), "kind": "note",
+                             "anchors": [f"src/m{i % args.files:04d}.py#fn{i % 30}"] if i % 2
+                             else [f"src/m{i % args.files:04d}.py"]} for i in range(done, done + n)])
+            done += n
+        ws.reindex()
+    if args.git:
+        (root / "NOTES.md").write_text("later work\n")
+        _git(root, "add", "NOTES.md")
+        _git(root, "commit", "-q", "-m", "later work")
+
+
 def reuse(args: argparse.Namespace) -> None:
     """Query p50 against bare LanceDB, and with the index its recall@10 against the flat scan
     of the same table, on workspaces kept in `args.reuse` (each built once, with `reindex`)."""
@@ -214,41 +257,32 @@ def reuse(args: argparse.Namespace) -> None:
     eval_mems = [json.loads(line) for line in (evals / "memories.jsonl").read_text().splitlines() if line.strip()]
     eval_queries = [json.loads(line)["query"] for line in (evals / "queries.jsonl").read_text().splitlines()
                     if line.strip()]
+    print("| memories | git | index | query p50 | query p95 | query CPU p50 | bare hybrid p50 | bare hybrid CPU p50 "
+          "| query / bare hybrid | CPU ratio | recall@10 labeled | recall@10 synthetic |", flush=True)
     for target in [int(x) for x in args.sizes.split(",")]:
-        root = Path(args.reuse) / f"ws{target}"
+        root = Path(args.reuse) / (f"ws{target}-git" if args.git else f"ws{target}")
         if not root.exists():
-            (root / "src").mkdir(parents=True)
-            for f in range(args.files):
-                (root / "src" / f"m{f:04d}.py").write_text(
-                    "".join(f"def fn{j}(x):\n    return x + {f * 100 + j}\n\n" for j in range(30)))
-            anchorfs.init(root)
-            with anchorfs.open(root) as ws:
-                ws.record_many([{"content": m["content"], "kind": m.get("kind", "note"), "tags": m.get("tags") or []}
-                                for m in eval_mems])
-                done, trng = len(eval_mems), random.Random(7)
-                while done < target:
-                    n = min(args.batch, target - done)
-                    ws.record_many([{"content": text(trng, i), "kind": "note",
-                                     "anchors": [f"src/m{i % args.files:04d}.py#fn{i % 30}"] if i % 2
-                                     else [f"src/m{i % args.files:04d}.py"]} for i in range(done, done + n)])
-                    done += n
-                ws.reindex()
+            _build(root, args, target, eval_mems)
         ws = anchorfs.open(root)
         table, emb = ws.store.table(), ws.embedder
         ws.query("warm up", k=10)
-        ours, bare_hybrid = [], []
+        ours, bare_hybrid, ours_cpu, bare_cpu = [], [], [], []
         for q in queries:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             ws.query(q, k=10)
             ours.append(time.perf_counter() - t)
-            t = time.perf_counter()
+            ours_cpu.append(time.process_time() - c)
+            t, c = time.perf_counter(), time.process_time()
             table.search(query_type="hybrid", vector_column_name="vector", fts_columns="text") \
                 .vector(emb.embed_query(q)).text(q).where("status = 'active'", prefilter=True) \
                 .select(["id", "doc"]).limit(10).to_list()
             bare_hybrid.append(time.perf_counter() - t)
+            bare_cpu.append(time.process_time() - c)
         p50, h50 = statistics.median(ours), statistics.median(bare_hybrid)
-        line = (f"| {target:,} | {ws.store.vector_index() or 'none (flat)'} | {p50 * 1000:.1f} ms | "
-                f"{pct(ours, 0.95) * 1000:.1f} ms | {h50 * 1000:.1f} ms | {p50 / h50:.2f}x |")
+        c50, b50 = statistics.median(ours_cpu), statistics.median(bare_cpu)
+        line = (f"| {target:,} | {'yes' if args.git else 'no'} | {ws.store.vector_index() or 'none (flat)'} | "
+                f"{p50 * 1000:.1f} ms | {pct(ours, 0.95) * 1000:.1f} ms | {c50 * 1000:.1f} ms | {h50 * 1000:.1f} ms | "
+                f"{b50 * 1000:.1f} ms | {p50 / h50:.2f}x | {c50 / b50:.2f}x |")
         if ws.store.vector_index():
             allq = eval_queries + queries
             got = {q: [h.memory.id for h in ws.query(q, k=10)] for q in allq}
@@ -266,7 +300,6 @@ def reuse(args: argparse.Namespace) -> None:
         load = os.getloadavg()
         print(f"{line} load {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", flush=True)
         ws.close()
-
 
 if __name__ == "__main__":
     main()
