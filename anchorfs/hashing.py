@@ -170,20 +170,6 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable; some platforms cannot fsync a folder, so best effort."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class HashCache:
     """SHA-256 of workspace files, cached by repo-relative path, racy-safe, persisted on save.
 
@@ -697,7 +683,7 @@ class HashCache:
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
-        from .statefs import refuse_link, replace_state  # never written through a link, nor over one
+        from .statefs import fsync_dir, refuse_link, replace_state  # never written through a link, nor over one
 
         self._whole_locked()  # every entry is written, not the few a partial load decoded
         entries = self._entries
@@ -728,7 +714,7 @@ class HashCache:
         payload = orjson.dumps(head)[:-1] + b"," + _ENTRIES_KEY + body + b"}"
         folder = self.manifest_path.parent
         new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
-        _fsync_dir(folder)
+        fsync_dir(folder)
         self._entries = entries
         self._moves = moves
         self._gone = None

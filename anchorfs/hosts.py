@@ -391,7 +391,7 @@ def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> N
 
     mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
     replace_state(os.fspath(path), text.encode("utf-8"), mode=mode, fsync=True)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    fsync_dir(os.path.dirname(os.path.realpath(path)))  # the folder the rename happened in (not a link)
 
 
 # -- Claude Code hooks ---------------------------------------------------------------------------

@@ -227,9 +227,10 @@ def replace_state(
 
 
 def fsync_dir(folder: Path | str) -> None:
-    """Make a rename in `folder` durable; some platforms cannot fsync a folder, so best effort."""
+    """Make a rename in `folder` durable; some platforms cannot fsync a folder, so best effort.
+    A link at `folder` is not followed (nothing to make durable through it: skipped)."""
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return
     try:
