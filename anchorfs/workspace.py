@@ -27,16 +27,14 @@ from typing import TYPE_CHECKING, Any
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from . import anchors as anchors_mod
-from . import catchup, foldsnap, recall, storesync, writeback, writes
+from . import catchup, foldsnap, recall, revision, storesync, writeback, writes
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
 from .errors import (
-    AnchorError,
     AnchorfsError,
     HistoryError,
     InputError,
     NotFoundError,
-    RevisionError,
     WorkspaceError,
 )
 from .hashing import HashCache
@@ -47,14 +45,11 @@ from .statefs import check_state
 from .writeback import DRIFTS, UNANCHORED
 from .writes import AnchorLike
 from .model import (
-    AnchorRef,
     Drift,
     Hit,
     Memory,
     Status,
     MIN_ID_PREFIX,
-    anchor_items,
-    check_optional_str,
     claim_key,
     new_id,
     parse_time,
@@ -368,54 +363,13 @@ class Workspace:
         followed). `drop_anchors=True` leaves the successor unanchored on purpose (`@anchor`
         markers in its text still count).
         """
-        check_optional_str(reason, "reason")
-        if type(drop_anchors) is not bool:
-            raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
-        items = anchor_items(anchors)
-        if drop_anchors and items:
-            raise InputError("give anchors or drop_anchors=True, not both")
-        if type(propose) is not bool:
-            raise InputError(f"propose must be true or false, got {type(propose).__name__}")
-        old = self._resolve_id(memory_id)
-        if old.status == Status.PROPOSED:
-            raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it first")
-        if old.status == Status.SUPERSEDED:
-            head = self._head_of(old)
-            raise RevisionError(f"memory {old.id} is already superseded; supersede the head of its chain, {head.id}")
-        if old.status == Status.RETRACTED:
-            raise RevisionError(f"memory {old.id} is retracted; `revert` it first")
-        content, kind, tags_t = writes.validate(self, content, kind or old.kind, old.tags if tags is None else tags)
-        author = writes.author(self, author)
-        if drop_anchors:
-            new_anchors = writes.take_anchors(self, content, ())
-        elif not items:
-            # inherit the old anchors, re-taken against the files as they are now
-            new_anchors = writes.take_anchors(self, content, writes.current_specs(self, old))
-        else:
-            new_anchors = writes.take_anchors(self, content, items)
-        now = utcnow()
-        new = validate_memory(Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
-                                     author=author, recorded_at=now, valid_from=now, supersedes=old.id,
-                                     reason=reason, status=(Status.PROPOSED if propose else Status.ACTIVE).value))
-        if propose:  # the old memory stands until the proposal is accepted
-            writes.commit(self, "supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
-            return new
-        retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
-        over, seen = writes.over_fork(self, old, new.id, now)  # one supersede over every side of a fork
-        writes.commit(self, "supersede", [new, retired, *over], reason=reason, at=now, based_on=[old, *seen],
-                     allow_secret=allow_secret)
-        return new
+        return revision.supersede(self, memory_id, content, reason=reason, anchors=anchors, kind=kind, tags=tags,
+                                  author=author, drop_anchors=drop_anchors, allow_secret=allow_secret,
+                                  propose=propose)
 
     def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Withdraw a belief with no successor."""
-        check_optional_str(reason, "reason")
-        old = self._resolve_id(memory_id)
-        if old.status != Status.ACTIVE:
-            raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
-        now = utcnow()
-        retired = validate_memory(old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
-        writes.commit(self, "retract", [retired], reason=reason, at=now, based_on=[old])
-        return retired
+        return revision.retract(self, memory_id, reason=reason)
 
     def accept(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Accept a proposed memory (`anchorfs mcp --propose`): it is active and served from now.
@@ -423,37 +377,12 @@ class Workspace:
         A proposed supersede retires its predecessor only now, so the predecessor must still be
         active: one superseded or retracted meanwhile is refused, naming what stands instead.
         """
-        check_optional_str(reason, "reason")
-        m = self._resolve_id(memory_id)
-        if m.status != Status.PROPOSED:
-            raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be accepted")
-        now = utcnow()
-        accepted = validate_memory(m.replace(status=Status.ACTIVE.value, valid_from=now))
-        if not m.supersedes:
-            writes.commit(self, "accept", [accepted], reason=reason, at=now, based_on=[m])
-            return accepted
-        old = self._memories().get(m.supersedes)
-        if old is None or old.status != Status.ACTIVE:
-            now_is = "missing" if old is None else old.status
-            head = f" (the head of its chain is {self._head_of(old).id})" if old is not None and old.superseded_by else ""
-            raise RevisionError(f"memory {m.id} proposes to supersede {m.supersedes}, which is {now_is} now{head}; "
-                                f"`reject {m.id}`, or supersede what stands instead")
-        retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=m.id))
-        over, seen = writes.over_fork(self, old, m.id, now)  # as `supersede` does: every side of a fork
-        writes.commit(self, "accept", [accepted, retired, *over], reason=reason, at=now, based_on=[m, old, *seen])
-        return accepted
+        return revision.accept(self, memory_id, reason=reason)
 
     def reject(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Turn down a proposed memory: it is retracted with `reason`, never served; the ledger
         keeps it. A proposed supersede leaves its predecessor as it was."""
-        check_optional_str(reason, "reason")
-        m = self._resolve_id(memory_id)
-        if m.status != Status.PROPOSED:
-            raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be rejected")
-        now = utcnow()
-        rejected = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
-        writes.commit(self, "reject", [rejected], reason=reason, at=now, based_on=[m])
-        return rejected
+        return revision.reject(self, memory_id, reason=reason)
 
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Undo a supersede or a retract: the memory is active again, its successor retracted.
@@ -462,32 +391,7 @@ class Workspace:
         supersede it came from is undone: the predecessor comes back, it is retracted, and the
         predecessor is returned, as `revert OLD_ID` would.
         """
-        check_optional_str(reason, "reason")
-        old = self._resolve_id(memory_id)
-        if old.status == Status.PROPOSED:
-            raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it")
-        if old.status == Status.ACTIVE:
-            pred = self._memories().get(old.supersedes) if old.supersedes else None
-            if pred is None or pred.status != Status.SUPERSEDED or pred.superseded_by != old.id:
-                raise RevisionError(f"memory {old.id} is active and replaced nothing; nothing to revert")
-            old = pred
-        now = utcnow()
-        changed: list[Memory] = []
-        based = [old]
-        if old.status == Status.SUPERSEDED and old.superseded_by:
-            successor = self._memories().get(old.superseded_by)
-            if successor is not None:
-                based.append(successor)
-                if successor.status == Status.SUPERSEDED:
-                    raise RevisionError(
-                        f"memory {successor.id} (the successor) was itself superseded; revert {self._head_of(successor).id} first"
-                    )
-                if successor.status == Status.ACTIVE:
-                    changed.append(validate_memory(successor.replace(
-                        status=Status.RETRACTED.value, valid_until=now, reason=reason or f"reverted to {old.id}")))
-        restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None))
-        writes.commit(self, "revert", [restored, *changed], reason=reason, at=now, based_on=based)
-        return restored
+        return revision.revert(self, memory_id, reason=reason)
 
     def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
                  reason: str | None = None, drop_anchors: bool = False) -> Memory:
@@ -498,34 +402,7 @@ class Workspace:
         Only an active memory can be re-anchored: a superseded one is refused naming the head
         of its chain.
         """
-        check_optional_str(reason, "reason")
-        if type(drop_anchors) is not bool:
-            raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
-        items = anchor_items(anchors)
-        if drop_anchors and items:
-            raise InputError("give anchors or drop_anchors=True, not both")
-        old = self._resolve_id(memory_id)
-        if old.status == Status.SUPERSEDED:
-            head = self._head_of(old)
-            raise RevisionError(f"memory {old.id} is superseded; re-anchor the head of its chain, {head.id}")
-        if old.status != Status.ACTIVE:
-            pred = self._memories().get(old.supersedes) if old.supersedes else None
-            where = (f"the active memory of its chain is {pred.id}" if pred is not None and pred.status == Status.ACTIVE
-                     else f"`revert {old.id}` makes it active again")
-            raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be re-anchored ({where})")
-        if drop_anchors:
-            taken: tuple[AnchorRef, ...] = ()
-        elif not items:
-            if not old.anchors:
-                raise AnchorError(f"memory {old.id} has no anchors; give some with --anchor")
-            taken = writes.take_anchors(self, "", writes.current_specs(self, old))
-        else:
-            taken = writes.take_anchors(self, "", items)
-        now = utcnow()
-        # re-verified by a person: what `verify --mark` found stale in its text is cleared too
-        updated = validate_memory(old.replace(anchors=taken, verified_at=now, stale_claims=()))
-        writes.commit(self, "reanchor", [updated], reason=reason, at=now, based_on=[old])
-        return updated
+        return revision.reanchor(self, memory_id, anchors=anchors, reason=reason, drop_anchors=drop_anchors)
 
     # -- reads -----------------------------------------------------------------------------
 

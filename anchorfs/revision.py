@@ -1,0 +1,168 @@
+"""Belief revision: the doors that change what a memory is (supersede, retract, accept,
+reject, revert, reanchor), each a transition checked against the memory's status and
+written through `writes.commit`. `Workspace` is their face; apart so the SDK's module
+stays one concept (and its size)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from . import writes
+from .errors import AnchorError, InputError, RevisionError
+from .model import AnchorRef, Memory, Status, anchor_items, check_optional_str, new_id, utcnow, validate_memory
+from .writes import AnchorLike
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
+
+__all__ = ["supersede", "retract", "accept", "reject", "revert", "reanchor"]
+
+
+def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | None = None,
+              anchors: Iterable[AnchorLike] | None = None, kind: str | None = None,
+              tags: Sequence[str] | None = None, author: str | None = None,
+              drop_anchors: bool = False, allow_secret: bool = False, propose: bool = False) -> Memory:
+    """`Workspace.supersede`: the successor written, the old memory (and every side of its fork) retired."""
+    check_optional_str(reason, "reason")
+    if type(drop_anchors) is not bool:
+        raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
+    items = anchor_items(anchors)
+    if drop_anchors and items:
+        raise InputError("give anchors or drop_anchors=True, not both")
+    if type(propose) is not bool:
+        raise InputError(f"propose must be true or false, got {type(propose).__name__}")
+    old = ws._resolve_id(memory_id)
+    if old.status == Status.PROPOSED:
+        raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it first")
+    if old.status == Status.SUPERSEDED:
+        head = ws._head_of(old)
+        raise RevisionError(f"memory {old.id} is already superseded; supersede the head of its chain, {head.id}")
+    if old.status == Status.RETRACTED:
+        raise RevisionError(f"memory {old.id} is retracted; `revert` it first")
+    content, kind, tags_t = writes.validate(ws, content, kind or old.kind, old.tags if tags is None else tags)
+    author = writes.author(ws, author)
+    if drop_anchors:
+        new_anchors = writes.take_anchors(ws, content, ())
+    elif not items:
+        # inherit the old anchors, re-taken against the files as they are now
+        new_anchors = writes.take_anchors(ws, content, writes.current_specs(ws, old))
+    else:
+        new_anchors = writes.take_anchors(ws, content, items)
+    now = utcnow()
+    new = validate_memory(Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
+                                 author=author, recorded_at=now, valid_from=now, supersedes=old.id,
+                                 reason=reason, status=(Status.PROPOSED if propose else Status.ACTIVE).value))
+    if propose:  # the old memory stands until the proposal is accepted
+        writes.commit(ws, "supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
+        return new
+    retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
+    over, seen = writes.over_fork(ws, old, new.id, now)  # one supersede over every side of a fork
+    writes.commit(ws, "supersede", [new, retired, *over], reason=reason, at=now, based_on=[old, *seen],
+                 allow_secret=allow_secret)
+    return new
+
+def retract(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
+    """`Workspace.retract`: an active memory withdrawn, with no successor."""
+    check_optional_str(reason, "reason")
+    old = ws._resolve_id(memory_id)
+    if old.status != Status.ACTIVE:
+        raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
+    now = utcnow()
+    retired = validate_memory(old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
+    writes.commit(ws, "retract", [retired], reason=reason, at=now, based_on=[old])
+    return retired
+
+def accept(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
+    """`Workspace.accept`: a proposal made active; a proposed supersede retires its predecessor now."""
+    check_optional_str(reason, "reason")
+    m = ws._resolve_id(memory_id)
+    if m.status != Status.PROPOSED:
+        raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be accepted")
+    now = utcnow()
+    accepted = validate_memory(m.replace(status=Status.ACTIVE.value, valid_from=now))
+    if not m.supersedes:
+        writes.commit(ws, "accept", [accepted], reason=reason, at=now, based_on=[m])
+        return accepted
+    old = ws._memories().get(m.supersedes)
+    if old is None or old.status != Status.ACTIVE:
+        now_is = "missing" if old is None else old.status
+        head = f" (the head of its chain is {ws._head_of(old).id})" if old is not None and old.superseded_by else ""
+        raise RevisionError(f"memory {m.id} proposes to supersede {m.supersedes}, which is {now_is} now{head}; "
+                            f"`reject {m.id}`, or supersede what stands instead")
+    retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=m.id))
+    over, seen = writes.over_fork(ws, old, m.id, now)  # as `supersede` does: every side of a fork
+    writes.commit(ws, "accept", [accepted, retired, *over], reason=reason, at=now, based_on=[m, old, *seen])
+    return accepted
+
+def reject(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
+    """`Workspace.reject`: a proposal retracted with its reason."""
+    check_optional_str(reason, "reason")
+    m = ws._resolve_id(memory_id)
+    if m.status != Status.PROPOSED:
+        raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be rejected")
+    now = utcnow()
+    rejected = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
+    writes.commit(ws, "reject", [rejected], reason=reason, at=now, based_on=[m])
+    return rejected
+
+def revert(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
+    """`Workspace.revert`: a supersede or a retract undone."""
+    check_optional_str(reason, "reason")
+    old = ws._resolve_id(memory_id)
+    if old.status == Status.PROPOSED:
+        raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it")
+    if old.status == Status.ACTIVE:
+        pred = ws._memories().get(old.supersedes) if old.supersedes else None
+        if pred is None or pred.status != Status.SUPERSEDED or pred.superseded_by != old.id:
+            raise RevisionError(f"memory {old.id} is active and replaced nothing; nothing to revert")
+        old = pred
+    now = utcnow()
+    changed: list[Memory] = []
+    based = [old]
+    if old.status == Status.SUPERSEDED and old.superseded_by:
+        successor = ws._memories().get(old.superseded_by)
+        if successor is not None:
+            based.append(successor)
+            if successor.status == Status.SUPERSEDED:
+                raise RevisionError(
+                    f"memory {successor.id} (the successor) was itself superseded; revert {ws._head_of(successor).id} first"
+                )
+            if successor.status == Status.ACTIVE:
+                changed.append(validate_memory(successor.replace(
+                    status=Status.RETRACTED.value, valid_until=now, reason=reason or f"reverted to {old.id}")))
+    restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None))
+    writes.commit(ws, "revert", [restored, *changed], reason=reason, at=now, based_on=based)
+    return restored
+
+def reanchor(ws: "Workspace", memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
+             reason: str | None = None, drop_anchors: bool = False) -> Memory:
+    """`Workspace.reanchor`: an active memory anchored to the content as it is now."""
+    check_optional_str(reason, "reason")
+    if type(drop_anchors) is not bool:
+        raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
+    items = anchor_items(anchors)
+    if drop_anchors and items:
+        raise InputError("give anchors or drop_anchors=True, not both")
+    old = ws._resolve_id(memory_id)
+    if old.status == Status.SUPERSEDED:
+        head = ws._head_of(old)
+        raise RevisionError(f"memory {old.id} is superseded; re-anchor the head of its chain, {head.id}")
+    if old.status != Status.ACTIVE:
+        pred = ws._memories().get(old.supersedes) if old.supersedes else None
+        where = (f"the active memory of its chain is {pred.id}" if pred is not None and pred.status == Status.ACTIVE
+                 else f"`revert {old.id}` makes it active again")
+        raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be re-anchored ({where})")
+    if drop_anchors:
+        taken: tuple[AnchorRef, ...] = ()
+    elif not items:
+        if not old.anchors:
+            raise AnchorError(f"memory {old.id} has no anchors; give some with --anchor")
+        taken = writes.take_anchors(ws, "", writes.current_specs(ws, old))
+    else:
+        taken = writes.take_anchors(ws, "", items)
+    now = utcnow()
+    # re-verified by a person: what `verify --mark` found stale in its text is cleared too
+    updated = validate_memory(old.replace(anchors=taken, verified_at=now, stale_claims=()))
+    writes.commit(ws, "reanchor", [updated], reason=reason, at=now, based_on=[old])
+    return updated
