@@ -14,7 +14,8 @@ import os
 import warnings
 from datetime import timedelta
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -130,6 +131,23 @@ def _indexer_running(state: Path) -> bool:
     finally:
         os.close(fd)  # closing drops a lock taken here
     return False
+
+
+@contextmanager
+def indexer_excluded(state: Path) -> Iterator[None]:
+    """Hold `.anchorfs/index.lock` (waiting for a background indexer to finish): a rebuild
+    drops the table's folder, which an indexer may be writing into; one started meanwhile
+    finds the lock held and leaves the table alone."""
+    import fcntl
+
+    from .statefs import open_state
+
+    fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 class Store:

@@ -122,12 +122,12 @@ def rebuild(ws: "Workspace", *, embedder: str | None = None,
     from datetime import timedelta
 
     from .embedders import get_embedder
-    from .store import Store
+    from .store import Store, indexer_excluded
 
     if embedder is not None:
         ws._embedder_name = embedder
         ws._embedder = get_embedder(embedder)
-    with ws.ledger.lock():
+    with ws.ledger.lock(), indexer_excluded(ws.state):  # no indexer writes into the folder dropped here
         # the fold and the checkpoint's checksum from the same bytes, never into a torn tail
         follow = catchup.follow(ws.ledger, None)
         state = fold(follow.entries)

@@ -162,3 +162,43 @@ def test_synonyms_widen_the_full_text_query(tmp_path: Path) -> None:
             ws.record(f"unrelated fact number {i} about caching")
         ws.config.values["search.vector_weight"] = 0.0  # full-text alone: only a synonym can match
         assert [h.memory.id for h in ws.query("email")] == [target.id]
+
+
+def test_reindex_waits_for_a_background_indexer_before_it_drops_the_table(tmp_path: Path) -> None:
+    """A write past `store.index_rows` leaves a detached indexer building in the table's folder;
+    a `reindex` then must not delete the folder under it (seen: `rmtree` failing with
+    "Directory not empty: '_indices'" at 100,000 rows) nor keep what it wrote after: it waits
+    for the indexer's lock, and no indexer starts while it rebuilds."""
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        ws.record_many([{"content": f"memory number {i} about caches"} for i in range(20)])
+    state = root / ".anchorfs"
+    late = state / "memories.lance" / "_indices" / "late-build"
+    # an indexer: holds index.lock, still writing into the table's folder when it lets go
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(state / 'index.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(0.8)\n"
+        f"os.makedirs({str(late)!r}, exist_ok=True)\n"
+        f"open(os.path.join({str(late)!r}, 'part'), 'w').write('x')\n"
+    )], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with anchorfs.open(root) as ws:
+            assert ws.reindex() == 20
+            waited = time.monotonic() - started
+            assert holder.poll() is not None  # the indexer was done before the table was dropped
+            assert [h.memory.content for h in ws.query("memory number 7", k=1)] == ["memory number 7 about caches"]
+    finally:
+        holder.wait(timeout=30)
+    assert waited > 0.5
+    assert not late.exists()  # what the indexer wrote went with the old table
