@@ -4,12 +4,15 @@
 turns each candidate's evidence into a relevance and orders them. Every feature is a fact of
 the (query, memory) pair alone, never of the other candidates, so a memory reads about the
 same relevance in a store of one memory as in one of thousands (a new user's first memories
-rank like an old user's; BM25's own statistics still move it a little, see `bm25_units`):
+rank like an old user's; what still moves it is the query terms' document frequencies, see
+`bm25_units`):
 
 - the raw cosine of the two vectors;
-- BM25 in units of one rare matched term (`bm25_units`): LanceDB's score divided by the
-  inverse document frequency a term held by a single memory has in a table of that size, so
-  the table's size cancels out;
+- BM25 in units of one rare matched term (`bm25_units`), computed here from the memory's own
+  term counts (`Terms`) with no length normalization, its idf read as if the table held
+  `PRIOR_ROWS` more memories. LanceDB's full-text index finds the candidates; its `_score`
+  only orders them for that cut, since it divides a term's weight by the memory's length over
+  the table's average, which moves with everything else the store holds (issue 17);
 - term coverage: the share of the query's terms the memory's full-text holds (a term found
   only as a synonym counts half), every term weighing the same;
 - anchor matches: anchored to (or naming what is defined in) the file the query names, or
@@ -24,12 +27,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .model import Memory
 
-__all__ = ["Calibration", "CALIBRATIONS", "SearchRow", "calibrated_relevance", "coverage",
+__all__ = ["Calibration", "CALIBRATIONS", "SearchRow", "Terms", "calibrated_relevance", "coverage",
            "bm25_units", "term_sets", "rank", "anchor_refs", "anchor_bonus", "fts_query"]
 
 # Added evidence when a candidate is anchored where the query points: the file
@@ -42,8 +46,9 @@ BONUS_NAMED = BONUS_FILE
 _REF_HINT = re.compile(r"[./\\#:_]|[a-z0-9][A-Z]")
 _LINES_RE = re.compile(r"^(.*?):(\d+)(?:-(\d+))?$")
 _SYNONYM_CREDIT = 0.5  # a query term found only as a synonym counts half
-# Okapi BM25's defaults, as LanceDB's full-text search uses them: a term's score saturates at
-# (k1 + 1) x its inverse document frequency.
+# Okapi BM25's term-frequency saturation (LanceDB's k1): a term's score grows with its count
+# in the memory towards (k1 + 1) x its inverse document frequency. No length normalization
+# (b = 0): see `bm25_units`.
 _K1 = 1.2
 
 Ref = tuple[str, str, "str | None", "tuple[int, int] | None"]
@@ -68,30 +73,20 @@ class Calibration(NamedTuple):
 
 
 # Fitted on evals/retrieval (its fresh queries, the CJK ones and the queries about nothing in
-# the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights. e5 and
-# minilm refitted 2026-12-02 after the path-coverage change (a memory anchored where a path
-# query points holds the path's terms, so the file match is in the coverage and its own weight
-# fits 0) and the path labels' fix (the CJK memories anchored to a queried file). hashing's is
-# still right: refitted, (-8.548, 2.707, 2.035, 3.963, 0, 1.681) ranks the set the same (MRR
-# 0.819) with the same rates at the configured floor (97% of nothing-queries clear, 84% of found
-# answers above), but its lower intercept puts an exact two-word CJK match in a store of three
-# memories just under the floor (tests/test_ranking.py), so the earlier fit stays.
-# The e5 and minilm refits widened the store-size spread's max (e5 0.14 -> 0.20, minilm 0.10 ->
-# 0.13), and kept: the max is one query, `src/core/config.py` (q081), for every embedder (hashing
-# too, 0.20, its fit unchanged). What moves is its answer's BM25 evidence, 3.0 units in a store
-# of one memory, 2.3 in one of 200, for reasons general to BM25 (`bm25_units` undoes neither):
-# LanceDB divides a term's weight by the memory's length over the table's average (that answer
-# holds 123 terms with its anchored code's words, 2.6 x the set's average: x 1 alone, about x 0.6
-# at 200), and the query terms' document frequencies grow (`config` in 65 of 200; counted over the
-# query's first tier of candidates). The earlier fits (e5 -10.178, 2.249, 2.228, 4.17, 0.545,
-# 1.884; minilm -8.474, 4.739, 1.379, 3.768, 0.971, 1.89), fitted before a memory anchored where a
-# path query points held the path's terms, gave the file match a weight that put that answer
-# higher on the logistic, where the same fall moves the relevance less; they rank the set the
-# same on the same candidates (`--calibrate --check`: e5 MRR 0.817 both, odd / even ids 0.846 /
-# 0.788 both, nothing-queries clear 94% refit, 91% earlier; minilm 0.848 refit, 0.853 earlier,
-# odd ids 0.869 both, even 0.828 / 0.837, both 94% clear; both fits saw every query), and a fit
-# of today's features drops the file match (its weight comes out negative). The cause's fix is
-# BM25 without the table's average length (docs/benchmarks.md, issue 17, open).
+# the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights: e5 and
+# minilm 2026-12-02 after the path-coverage change (a memory anchored where a path query points
+# holds the path's terms, so the file match is in the coverage and its own weight fits 0),
+# hashing before it (refitted then, it ranked the set the same and put an exact two-word CJK
+# match in a store of three memories under the floor, tests/test_ranking.py).
+# Kept, unchanged, when BM25 became the memory's own (`bm25_units`, b = 0; issue 17's fifth
+# round, 2026-12-02): one rare term held once is one unit either way, and on the candidates
+# `--calibrate` collects with it the configured fits rank the set better than with LanceDB's
+# BM25 (hashing MRR 0.825, odd / even ids 0.826 / 0.824; e5 0.830, 0.845 / 0.816; minilm
+# 0.878, 0.888 / 0.868). Refitted on one half and measured on the other, e5's and minilm's
+# refits lose on both halves (e5 0.817 / 0.810, minilm 0.866 / 0.856); hashing's gains 0.001
+# on each (0.827 / 0.825) but clears 83% of the odd ids' nothing-queries (94%), and fitted on
+# every query, (-8.985, 2.831, 2.564, 3.598, 0, 1.748), ranks the set lower (0.821), and its
+# steeper BM25 weight widens the store-size spread again (tests/test_ranking.py's band fails).
 CALIBRATIONS: dict[str, Calibration] = {
     "hashing": Calibration(-8.443, 2.258, 2.014, 3.969, 0.0, 1.753),
     "e5": Calibration(-10.379, 2.303, 2.262, 4.231, 0.0, 1.866),
@@ -112,41 +107,59 @@ when BM25 is read as evidence (`bm25_units`)."""
 
 
 def _idf(rows: float, df: float) -> float:
-    """BM25's inverse document frequency (Lucene's form, as LanceDB computes it)."""
+    """BM25's inverse document frequency (Lucene's form, as LanceDB's also is)."""
     return math.log(1.0 + (rows - df + 0.5) / (df + 0.5))
 
 
-def bm25_units(score: float, rows: int, matched_dfs: Sequence[int]) -> float:
-    """log(1 + BM25 / idf1): LanceDB's BM25 in units of one matched term of the rarest kind.
+class Terms(frozenset[str]):
+    """A full-text's terms (`textutil.search_terms`: stemmed, without stopwords) as a set, and
+    how often each occurs: `coverage` reads the set, `bm25_units` the counts too. Only the
+    counts above one are kept (most terms of a memory occur once)."""
 
-    BM25 sums, over the matched terms, idf x a saturating term frequency. Its idf depends on
-    the table: in a store of two memories both holding "token", "token" weighs nothing, so a
-    memory saying exactly what was asked would read as no match at all. Read as evidence, each
-    matched term's idf is taken as if the table held `PRIOR_ROWS` more memories without it
-    (the score is rescaled by the ratio of those idfs over the terms the memory matched,
-    `matched_dfs` being their document frequencies), then divided by the idf of a term held
-    by one memory. So a memory's score counts its matched terms about the same whether the
-    store holds one memory or thousands (where the prior no longer matters). Not undone here:
-    the matched terms' document frequencies themselves (counted over the query's candidates)
-    and BM25's length normalization, which divides a term's weight by the memory's length over
-    the table's average: a memory 2.6 x the average length reads 3.0 units alone and 2.3 in a
-    store of 200, most of it from the length (the store-size spread, docs/benchmarks.md).
+    __slots__ = ("_repeats",)
+    _repeats: dict[str, int]
+
+    def __new__(cls, terms: Iterable[str]) -> "Terms":
+        seq = list(terms)
+        self = super().__new__(cls, seq)
+        self._repeats = {t: c for t, c in Counter(seq).items() if c > 1}
+        return self
+
+    def count(self, term: str) -> int:
+        """How often `term` occurs in the text (0 when not at all)."""
+        return self._repeats.get(term, 1) if term in self else 0
+
+
+def bm25_units(doc: Terms, asked: Iterable[str], rows: int, df: Mapping[str, int]) -> float:
+    """log(1 + BM25 / idf1): the memory's BM25 for the query's terms `asked`, in units of one
+    matched term of the rarest kind, from the memory's own term counts (`doc`).
+
+    Per matched term: idf x tf (k1 + 1) / (tf + k1), BM25 with b = 0. The usual length
+    normalization divides a term's weight by the memory's length over the table's average, a
+    fact of the other memories: a memory 2.6 x the average length read 3.0 units alone and
+    2.3 in a store of 200 (`q081`, the store-size spread, docs/benchmarks.md). The idf is
+    taken as if the table held `PRIOR_ROWS` more memories without the term: in a store of two
+    memories both holding "token", BM25's own idf gives "token" no weight, so a memory saying
+    exactly what was asked would read as no match at all. The sum is divided by the idf of a
+    term held by one memory, so one rare term held once is one unit and a memory counts its
+    matched terms about the same whether the store holds one memory or thousands. What still
+    moves with the store is `df`, the terms' document frequencies (counted over the query's
+    candidates: exact in a small store, where they matter), over `rows`, the table's size.
     """
-    if score <= 0:
-        return 0.0
     n = max(1, rows)
-    raw = sum(_idf(n, min(df, n)) for df in matched_dfs)
-    smooth = sum(_idf(n + PRIOR_ROWS, min(df, n)) for df in matched_dfs)
-    scaled = score * (smooth / raw) if raw > 0 else score
-    return math.log1p(scaled / _idf(n + PRIOR_ROWS, 1))
+    total = n + PRIOR_ROWS
+    score = 0.0
+    for term in sorted(doc.intersection(asked)):  # one order: the same sum to the last bit
+        tf = doc.count(term)
+        score += _idf(total, min(df.get(term, 1), n)) * tf * (_K1 + 1) / (tf + _K1)
+    return math.log1p(score / _idf(total, 1))
 
 
-def term_sets(texts: Sequence[str]) -> list[frozenset[str]]:
-    """Each full-text's terms (stemmed, without stopwords), as `coverage` and the document
-    frequencies of `bm25_units` compare them."""
+def term_sets(texts: Sequence[str]) -> list[Terms]:
+    """Each full-text's `Terms`, as `coverage` and `bm25_units` compare them."""
     from .textutil import search_terms
 
-    return [frozenset(search_terms(t)) for t in texts]
+    return [Terms(search_terms(t)) for t in texts]
 
 
 def coverage(query_terms: Sequence[str], docs: Sequence[frozenset[str]]) -> list[float]:

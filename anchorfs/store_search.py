@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
 from .model import Memory
-from .ranking import SearchRow
+from .ranking import SearchRow, Terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -212,16 +212,12 @@ def search(
             except Exception:  # an odd query the FTS parser refuses still gets vector hits
                 fts = None
     sides = [_Side(fts, "_score", -1.0, n), _Side(vec, "_distance", 1.0, n)]
-    rows: dict[str, tuple[_Side, int]] = {}  # id -> (side, row): full-text first, as it is scored
-    bm25: dict[str, float] = {}
+    # id -> (side, row), full-text first. LanceDB's `_score` only chose the full-text side's
+    # candidates: the BM25 evidence is computed from each candidate's own terms (`bm25_units`)
+    rows: dict[str, tuple[_Side, int]] = {}
     for side in sides:
         for j in side.order:
-            mid = side.ids[j]
-            if side is sides[0]:
-                rows[mid] = (side, j)
-                bm25[mid] = side.scores[j]
-            else:
-                rows.setdefault(mid, (side, j))
+            rows.setdefault(side.ids[j], (side, j))
     if not rows:
         return []
     # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
@@ -264,16 +260,16 @@ def search(
                                                       for d, b in zip(docs_terms, bonus)])
         else:
             cover = coverage(search_terms(fts_text), docs_terms)
-        # the query's terms' document frequencies, counted over the candidates: exact in a
-        # small store (every memory holding one is a candidate), where they matter
-        asked = set(search_terms(fts_query(fts_text, file_names)))
+        # the terms the full-text side searched for (the words typed, their synonyms, the
+        # queried file's names), and their document frequencies counted over the candidates:
+        # exact in a small store (every memory holding one is a candidate), where they matter
+        asked = frozenset(search_terms(fts_query(fts_text, file_names)))
         df: dict[str, int] = {}
         for d in docs_terms:
             for t in asked.intersection(d):
                 df[t] = df.get(t, 0) + 1
         table_rows = int(_read(table.count_rows, "count"))  # BM25's idf grows with the table
-        units = [bm25_units(bm25.get(i, 0.0), table_rows, [df[t] for t in asked.intersection(d)])
-                 for i, d in zip(ids, docs_terms)]
+        units = [bm25_units(d, asked, table_rows, df) for d in docs_terms]
     else:
         units = cover = [0.0] * len(ids)
     cal = calibration(store.embedder.name)
@@ -296,10 +292,11 @@ def search(
     return best
 
 
-def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[str]], list[frozenset[str]]]
-               ) -> list[frozenset[str]]:
-    """`ranking.term_sets` of the candidates' full-texts, each text's set kept (a pure
-    function of the text): the same memories are candidates of query after query."""
+def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[str]], list[Terms]]
+               ) -> list[Terms]:
+    """`ranking.term_sets` of the candidates' full-texts (their terms with counts), each
+    text's kept (a pure function of the text): the same memories are candidates of query
+    after query."""
     memo = store._terms
     missing = list(dict.fromkeys(t for t in texts if t not in memo))
     if missing:
@@ -307,7 +304,8 @@ def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[s
             memo.clear()
             missing = list(dict.fromkeys(texts))
         memo.update(zip(missing, term_sets(missing)))
-    return [memo[t] for t in texts]
+    # `Store._terms` is typed by its base class: every value in it was made here, a `Terms`
+    return cast("list[Terms]", [memo[t] for t in texts])
 
 
 def _file_names(store: "Store", refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:

@@ -3,6 +3,7 @@ and a full-text index kept current so relevance does not depend on the index's h
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,21 @@ def test_a_row_rewritten_after_the_search_is_still_read_right(tmp_path: Path) ->
     store.set_drift({m.id: "stale" for m in mems})
     store.maybe_compact(force=True)
     assert [r.memory.to_dict() for r in rows] == [by_id[r.memory.id].to_dict() for r in rows]
+
+
+def test_a_memorys_bm25_evidence_is_its_own_whatever_the_length_of_its_neighbours(tmp_path: Path) -> None:
+    """BM25 read from the memory's own term counts (no length normalization against the
+    table's average): the store-size spread of issue 17 came from that average moving."""
+    target = "token expiry is 24 hours"
+    short = "invoices are stored in cents"
+    long = short + " " + " ".join(f"filler{i} word{i}" for i in range(60))
+    got = []
+    for name, filler in (("short", short), ("long", long)):
+        store, mems = _store(tmp_path / name, [target, filler])
+        rows = store.search("token expiry", store.embedder.embed_query("token expiry"), k=5,
+                            where="status = 'active'", candidates=10, rrf_k=60.0, vector_weight=1.0,
+                            text_weight=0.5)
+        got.append(next(r.features for r in rows if r.memory.id == mems[0].id))
+    assert got[0] == got[1]
+    # two query terms held once each, by this memory alone: two units of one rare matched term
+    assert got[0][1] == pytest.approx(math.log1p(2.0))
