@@ -284,6 +284,9 @@ def take(
             raise AnchorError(f"anchor {rel}: give a symbol or lines, not both")
         text, _ = narrowed_text(replace(ref, path=rel), data)
         content_hash = text_hash(text)
+        from .codetext import remember
+
+        remember(replace(ref, path=rel), sha, text)  # the store write that follows indexes this text
         tokens = narrowed_tokens(replace(ref, path=rel), data)
         if ref.content_hash is not None and ref.content_hash.lower() != content_hash:
             raise AnchorError(f"the given content_hash for {ref.spec} does not match the file")

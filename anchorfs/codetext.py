@@ -52,8 +52,24 @@ def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
     return rel, data
 
 
+_NARROWED: dict[tuple[str, str | None, tuple[int, int] | None, str], str] = {}
+"""An anchor's text by (path, symbol, lines, SHA-256 of the file's bytes): a pure function of
+those bytes, so a write's store rows take the text its anchors were just narrowed to
+(`remember`) instead of parsing each file again."""
+NARROWED_KEPT = 4096
+
+
+def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> None:
+    """`anchors.take` narrowed `anchor` to `text` in a file whose bytes hash to `file_sha256`."""
+    if len(_NARROWED) >= NARROWED_KEPT:  # bounded: a long-lived server takes anchor after anchor
+        _NARROWED.clear()
+    _NARROWED[(anchor.path, anchor.symbol, anchor.lines, file_sha256)] = (
+        text.decode("utf-8", "replace")[:MAX_ANCHOR_CHARS])
+
+
 def _one(root_real: str, anchor: AnchorRef) -> str:
     from .anchors import narrowed_text
+    from .hashing import sha256_bytes
 
     if not (anchor.symbol or anchor.lines):
         # A whole file is too broad to describe one memory: its first lines (measured) added
@@ -62,11 +78,16 @@ def _one(root_real: str, anchor: AnchorRef) -> str:
     found = _read(root_real, anchor.path)
     if found is None:
         return ""
+    key = (anchor.path, anchor.symbol, anchor.lines, sha256_bytes(found[1]))  # the file as it is now
+    kept = _NARROWED.get(key)
+    if kept is not None:
+        return kept
     try:
         text, _ = narrowed_text(anchor, found[1])
     except (AnchorfsError, ValueError, RecursionError):
         return ""
-    return text.decode("utf-8", "replace")[:MAX_ANCHOR_CHARS]
+    remember(anchor, key[3], text)
+    return _NARROWED.get(key, "")
 
 
 def anchored_text(root_real: str, memory: Memory) -> str:

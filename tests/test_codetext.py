@@ -74,3 +74,38 @@ def test_name_keys_and_defined_names(tmp_path: Path) -> None:
     assert {"retryscheduledays", "dunningpolicy", "shouldgiveup", "unrelatedhelper"} <= set(names)
     assert defined_names(root, "src/missing.py") == []
     assert defined_names(root, "../etc/passwd") == []
+
+
+def test_a_batch_parses_each_anchored_file_once(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`record_many` narrows each anchor when it takes it, and the store write that follows
+    indexes the same code: the text is kept by the file's hash, so the write neither parses
+    the file again (40 files: 80 parses before, as the symbols' cache of 32 had moved on) nor
+    indexes anything else than a fresh read would."""
+    import anchorfs
+    from anchorfs import symbols
+
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    for f in range(40):
+        (root / "src" / f"m{f}.py").write_text(f"def handler_{f}(request):\n    return charge_invoice_{f}(request)\n")
+    anchorfs.init(root)
+    parsed: list[str] = []
+    real = symbols._parse_symbols
+
+    def counting(path: str, source: bytes):  # type: ignore[no-untyped-def]
+        parsed.append(path)
+        return real(path, source)
+
+    with anchorfs.open(root) as ws:
+        ws.record("warm the store up")
+        symbols._cached_symbols.cache_clear()
+        monkeypatch.setattr(symbols, "_parse_symbols", counting)
+        ws.record_many([{"content": f"handler {f} bills", "anchors": [f"src/m{f}.py#handler_{f}"]} for f in range(40)])
+        assert sorted(parsed) == sorted(f"src/m{f}.py" for f in range(40))
+        monkeypatch.setattr(symbols, "_parse_symbols", real)
+        hit = ws.query("charge_invoice_7", k=1)[0]
+        assert hit.memory.content == "handler 7 bills"  # the code's words are in the index
+    # and the kept text is what a fresh read gives
+    m = hit.memory
+    codetext._NARROWED.clear()
+    assert "charge_invoice_7" in anchored_text(os.path.realpath(root), m)
