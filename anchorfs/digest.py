@@ -16,7 +16,7 @@ from .errors import AnchorfsError, WorkspaceError
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
     from typing import Any
 
     from .drift import DriftReport
@@ -44,30 +44,43 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     return _digest(ws, limit)[0]
 
 
-class _Active:
-    """One active memory as the digest sorts it (its time, anchor count, id, kind), its record
-    read only when the digest shows it (`memory`)."""
+class _Keys:
+    """Every active memory as the digest sorts it, column by column (its id, time, anchor count
+    and kind, by index), its record read only when the digest shows it (`read`): no object per
+    memory (at 10,000 one each and a sort key each were a third of a full digest's own time)."""
 
-    __slots__ = ("ts", "na", "id", "kind", "_memory", "_read")
+    __slots__ = ("ids", "ts", "na", "kinds", "read")
 
-    def __init__(self, ts: float, na: int, mid: str, kind: str, memory: "Memory | None" = None,
-                 read: "Callable[[], Memory] | None" = None) -> None:
-        self.ts, self.na, self.id, self.kind, self._memory, self._read = ts, na, mid, kind, memory, read
+    def __init__(self, ids: "list[str]", ts: "Sequence[float]", na: "Sequence[int]", kinds: "Sequence[str]",
+                 read: "Callable[[int], Memory]") -> None:
+        self.ids, self.ts, self.na, self.kinds, self.read = ids, ts, na, kinds, read
 
     @classmethod
-    def of(cls, m: "Memory") -> "_Active":
-        return cls((m.verified_at or m.recorded_at).timestamp(), len(m.anchors), m.id, m.kind, m)
+    def of(cls, mems: "Sequence[Memory]") -> "_Keys":
+        return cls([m.id for m in mems], [(m.verified_at or m.recorded_at).timestamp() for m in mems],
+                   [len(m.anchors) for m in mems], [m.kind for m in mems], mems.__getitem__)
 
-    def memory(self) -> "Memory":
-        if self._memory is None:
-            assert self._read is not None
-            self._memory = self._read()
-        return self._memory
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def newest(self, skip: "Collection[str]") -> "Iterator[int]":
+        """The indexes of the memories not in `skip`, most recent first (then most anchored,
+        then by id: no two alike), taken one at a time off a heap: the digest shows a few of
+        thousands, so they are never all sorted."""
+        from heapq import heapify, heappop
+        from operator import neg
+
+        heap = list(zip(map(neg, self.ts), map(neg, self.na), self.ids, range(len(self.ids))))
+        heapify(heap)
+        while heap:
+            item = heappop(heap)
+            if item[2] not in skip:
+                yield item[3]
 
 
-def _planned_active(ws: "Workspace") -> "tuple[Any, list[_Active]] | None":
-    """(the snapshot plan `ws.drift()` will take, every active memory from it) for a workspace
-    that has not folded the ledger (a new process); None when there is no plan to trust."""
+def _planned_active(ws: "Workspace") -> "tuple[Any, _Keys] | None":
+    """(the snapshot plan `ws.drift()` will take, every active memory's key from it) for a
+    workspace that has not folded the ledger (a new process); None when there is no plan to trust."""
     if ws._fold is not None:
         return None
     from . import driftplan
@@ -76,30 +89,25 @@ def _planned_active(ws: "Workspace") -> "tuple[Any, list[_Active]] | None":
     planned = driftplan._planned(ws)
     if planned is None:
         return None
-    snap = planned.snap
     try:
-        rows = snap.active()
+        keys = _Keys(*planned.snap.active_keys())
     except (PlanMismatch, ValueError):
         return None
-
-    def reader(j: int, mid: str) -> "Callable[[], Memory]":
-        return lambda: snap.active_memory(j, mid)
-
-    return planned, [_Active(ts, na, mid, kind, None, reader(j, mid)) for ts, na, mid, kind, j in rows]
+    return planned, keys
 
 
-def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", list[_Active]]:
-    """(the digest, the drift report it rests on, the active memories): `digest`, with what its
-    memo needs (`_save_digest`). A new process takes the active memories from the fold
-    snapshot's plan (their digest keys: time, anchor count, id, kind) with `ws.drift()`'s pass
-    from that same plan, and reads only the records it shows; the same text as the full fold's
-    (any doubt, a record that does not read as the plan says: the full fold)."""
+def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", _Keys]:
+    """(the digest, the drift report it rests on, the active memories' keys): `digest`, with
+    what its memo needs (`_save_digest`). A new process takes the active memories' keys from
+    the fold snapshot's plan (time, anchor count, id, kind) with `ws.drift()`'s pass from that
+    same plan, and reads only the records it shows; the same text as the full fold's (any
+    doubt, a record that does not read as the plan says: the full fold)."""
     from .snapplan import PlanMismatch
 
     got = _planned_active(ws)
     if got is not None:
         planned, active = got
-        if not active:
+        if not len(active):
             return "", None, active
         report = ws.drift()
         if ws.__dict__.get("_planned") is planned and ws._fold is None:
@@ -111,53 +119,57 @@ def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftRepor
         ws._fold = None
     mems = ws.list(status="active")
     if not mems:
-        return "", None, []
+        return "", None, _Keys.of(mems)
     report = ws.drift()  # every active anchored memory checked now, and the drift persisted
-    active = [_Active.of(m) for m in mems]
+    active = _Keys.of(mems)
     return _compose(ws, limit, report, active), report, active
 
 
-def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: list[_Active]) -> str:
+def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: _Keys) -> str:
     from .drift import envelope
     from .model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
     flagged = {md.memory.id: md for md in report.flagged}
     now = utcnow()
+    ids, ts, na = active.ids, active.ts, active.na
 
-    def line(a: _Active) -> str:
-        md = flagged.get(a.id)
-        m = md.memory if md is not None else a.memory()
+    def line(i: int) -> str:
+        md = flagged.get(ids[i])
+        m = md.memory if md is not None else active.read(i)
         if md is None and m.anchors:
             md = ws.check(m)  # fresh: its checks name the commit (a warm cache: one stat per file)
         drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         return f"- {m.id} {env} {_one_line(m.content)}"
 
-    def newest(m: _Active) -> tuple[float, int, str]:
-        return (-m.ts, -m.na, m.id)
+    def newest(i: int) -> tuple[float, int, str]:
+        return (-ts[i], -na[i], ids[i])
 
-    stale = sorted((m for m in active if m.id in flagged and flagged[m.id].drift is Drift.STALE), key=newest)
-    unknown = sorted((m for m in active if m.id in flagged and flagged[m.id].drift is Drift.UNKNOWN), key=newest)
-    rest = sorted((m for m in active if m.id not in flagged), key=newest)
-    counts = f"{len(stale)} stale, {len(unknown)} unknown, {len(rest)} fresh or unanchored"
-    sections = [
+    at: dict[str, int] = dict(zip(ids, range(len(ids)))) if flagged else {}
+    shown_flagged = [(at[mid], md.drift) for mid, md in flagged.items() if mid in at]
+    stale = sorted((i for i, drift in shown_flagged if drift is Drift.STALE), key=newest)
+    unknown = sorted((i for i, drift in shown_flagged if drift is Drift.UNKNOWN), key=newest)
+    n_rest = len(ids) - len(shown_flagged)
+    rest = active.newest(flagged)
+    counts = f"{len(stale)} stale, {len(unknown)} unknown, {n_rest} fresh or unanchored"
+    sections: "list[tuple[str, int, Iterable[int]]]" = [
         ("Stale: the code under these changed since they were written. Re-read it before relying on one; "
-         "`reanchor ID` if it still holds, `supersede ID` with the corrected text if not.", stale),
-        ("Unknown: their anchors could not be checked (unreadable or outside the workspace).", unknown),
+         "`reanchor ID` if it still holds, `supersede ID` with the corrected text if not.", len(stale), stale),
+        ("Unknown: their anchors could not be checked (unreadable or outside the workspace).", len(unknown), unknown),
         ("Fresh, most recently recorded first (no search at session start: ask `context` or `recall` "
-         "for a task):", rest),
+         "for a task):", n_rest, rest),
     ]
     head = f"{_LABEL}: {counts}."
     out = [head]
     size = len(head)
     shown = 0
-    total = len(active)
-    for title, mems in sections:
-        if not mems:
+    total = len(ids)
+    for title, count, mems in sections:
+        if not count:
             continue
-        for n, m in enumerate(mems):
-            text = line(m)
+        for n, i in enumerate(mems):
+            text = line(i)
             extra = ("\n\n" + title + "\n" if n == 0 else "\n") + text
             # keep room for the closing "N more" line
             if size + len(extra) + 80 > cap:
@@ -253,17 +265,17 @@ def _replay_digest(root_real: str) -> str | None:
         return None
 
 
-def _envelopes_until(ws: "Workspace", active: "Sequence[_Active | Memory]", now: float) -> float:
+def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: float) -> float:
     """The first moment an active memory's envelope would read otherwise with time alone: its
     kind's expiry reached, or, past it, the next whole day of `unverified for N days`."""
+    keys = active if isinstance(active, _Keys) else _Keys.of(active)
     day = 86400.0
     until = float("inf")
     expiry_of: dict[str, float] = {}
-    for m in active:
-        since = m.ts if isinstance(m, _Active) else (m.verified_at or m.recorded_at).timestamp()
-        days = expiry_of.get(m.kind)
+    for since, kind in zip(keys.ts, keys.kinds):
+        days = expiry_of.get(kind)
         if days is None:
-            days = expiry_of[m.kind] = ws.config.expiry_days(m.kind)
+            days = expiry_of[kind] = ws.config.expiry_days(kind)
         expiry = since + days * day
         if now <= expiry:
             until = min(until, expiry)
@@ -272,7 +284,7 @@ def _envelopes_until(ws: "Workspace", active: "Sequence[_Active | Memory]", now:
     return until
 
 
-def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "Sequence[_Active | Memory]", out: str,
+def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys | Sequence[Memory]", out: str,
                  started_ns: int) -> None:
     """Keep `out` as the digest memo when every ground can be vouched for; else drop the last one."""
     import json

@@ -22,12 +22,13 @@ from __future__ import annotations
 import warnings
 from array import array
 from bisect import bisect_left
+from itertools import compress
 from . import catchup
 from .catchup import Prefix
 from .errors import LedgerError
 from .ledger import FoldState, Ledger
 from .model import Memory
-from .snapplan import PlanMismatch, SnapPlan
+from .snapplan import ActiveKeys, PlanMismatch, SnapPlan
 
 __all__ = ["OverlayPlan", "overlay", "MAX_TOUCHED"]
 
@@ -93,13 +94,12 @@ class OverlayPlan:
     memories through their own hashes, same answers), and the targets on each."""
 
     __slots__ = ("base", "prefix", "n", "paths", "want", "claims", "_old_of", "_extra", "_gone", "_ins_at",
-                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked", "_found", "_act_mem")
+                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked", "_found")
 
     def __init__(self, base: SnapPlan, state: FoldState, starts: dict[str, int], before: dict[str, Memory],
                  prefix: Prefix, found: frozenset[int] = frozenset()) -> None:
         self.base, self.prefix = base, prefix
         self._found = found  # the fold's places of the memories the tail touched
-        self._act_mem: list[Memory] = []
         at0 = base.starts()
         n0 = base.n
         events = sorted((starts[mid], mid) for mid in starts)
@@ -283,24 +283,28 @@ class OverlayPlan:
         tail = [m for mid, m in state.items() if mid not in starts and marked(m)]
         return [m for _, m in out] + tail
 
-    def active(self) -> list[tuple[float, int, str, str, int]]:
-        """`SnapPlan.active` with the tail's memories: a touched one in its state after the tail
-        (its place a negative index into the memories it left, for `active_memory`)."""
-        starts, state = self._marked
-        js = self._found
-        out = [x for x in self.base.active() if x[4] not in js] if js else self.base.active()
-        self._act_mem = [m for m in state.values() if m.status == "active"]
-        out += [((m.verified_at or m.recorded_at).timestamp(), len(m.anchors), m.id, m.kind, -1 - i)
-                for i, m in enumerate(self._act_mem)]
-        return out
+    def active_keys(self) -> ActiveKeys:
+        """`SnapPlan.active_keys` with the tail folded in: the base's active memories the tail
+        did not touch, in the fold's order, then every touched one still active, as it left it."""
+        js, ids, ts, na, kinds = self.base.active_columns()
+        if self._found:
+            found = self._found
+            keep = [j not in found for j in js]
+            js, ids, kinds = list(compress(js, keep)), list(compress(ids, keep)), list(compress(kinds, keep))
+            ts, na = list(compress(ts, keep)), list(compress(na, keep))
+        state = self._marked[1]
+        act = [m for m in state.values() if m.status == "active"]
+        n0 = len(ids)
+        ids = ids + [m.id for m in act]
+        ts = [*ts, *((m.verified_at or m.recorded_at).timestamp() for m in act)]
+        na = [*na, *(len(m.anchors) for m in act)]
+        kinds = kinds + [m.kind for m in act]
+        base = self.base
 
-    def active_memory(self, j: int, mid: str) -> Memory:
-        if j >= 0:
-            return self.base.active_memory(j, mid)
-        memory = self._act_mem[-1 - j]
-        if memory.id != mid:
-            raise PlanMismatch("an active memory not the one asked")
-        return memory
+        def read(i: int) -> Memory:
+            return base.active_memory(js[i], ids[i]) if i < n0 else act[i - n0]
+
+        return ids, ts, na, kinds, read
 
     def close(self) -> None:
         self.base.close()

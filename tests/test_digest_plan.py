@@ -134,3 +134,84 @@ def test_a_shown_record_not_as_the_plan_says_takes_the_full_fold(tmp_path: Path)
     with Workspace(root) as ws:
         ws._memories()
         assert _digest(ws, 2000)[0] == got
+
+
+def _workspace(root: Path, n: int, *, tail: bool) -> list[str]:
+    """`n` active memories over six files (anchored, unanchored, ties on time and anchor count),
+    a snapshot, optionally lines after it; then two files stale and one a link out (unknown)."""
+    for name in "abcdef":
+        write(root, f"src/{name}.py", BODY.replace("24", name))
+    anchorfs.init(root)
+    specs = [["src/a.py"], ["src/b.py", "src/a.py#issue"], ["src/c.py:5-6"], [], ["src/d.py"], [], ["src/e.py"],
+             ["src/f.py"], ["src/a.py#keep", "src/c.py"]]
+    kinds = ["decision", "note", "constraint", "note", "goal", "preference", "note", "reference"]
+    with Workspace(root) as ws:
+        ids = []
+        for start in range(0, n, 37):  # batches: many memories share a time, broken by anchor count then id
+            batch = ws.record_many([{"content": f"fact {i} " + "words " * (i % 7), "kind": kinds[i % len(kinds)],
+                                     "anchors": specs[i % len(specs)]} for i in range(start, min(n, start + 37))])
+            ids += [m.id for m in batch]
+        for i in range(2, n, 11):
+            if specs[i % len(specs)]:
+                ws.reanchor(ids[i])
+        if len(ids) > 5:
+            _mark(ws, ids[3])
+            ws.retract(ids[5])
+    snapshot(root)
+    if tail:
+        with Workspace(root) as ws:
+            ws.record("after the snapshot, on b", anchors=["src/b.py"])
+            ws.record("after the snapshot, unanchored", kind="decision")
+            ws.supersede(ids[0], "fact 0, corrected", anchors=["src/a.py"])
+            if len(ids) > 9:
+                ws.retract(ids[9])
+                ws.reanchor(ids[8])
+        time.sleep(catchup.FINE_NS / 1e9 + 0.02)
+    write(root, "src/b.py", "changed\n")
+    (root / "src/e.py").unlink()
+    (root / "src/f.py").unlink()
+    os.symlink("/etc/hostname", root / "src/f.py")
+    return ids
+
+
+@pytest.mark.parametrize("tail", [False, True])
+def test_the_plans_digest_keys_are_the_full_folds(tmp_path: Path, tail: bool) -> None:
+    """Every active memory's key (id, time, anchor count, kind) in columns from the plan, the
+    snapshot whole and with a tail folded in: the full fold's, and each one read is its memory."""
+    from anchorfs.snapplan import read_plan
+
+    root = tmp_path / "ws"
+    _workspace(root, 60, tail=tail)
+    with Workspace(root) as ws:
+        full = {m.id: m for m in ws.list(status="active")}
+    plan = read_plan(Ledger(root / ".anchorfs"))
+    assert plan is not None and (type(plan).__name__ == "OverlayPlan") is tail
+    try:
+        ids, ts, na, kinds, read = plan.active_keys()
+        assert sorted(ids) == sorted(full) and len(ids) == len(ts) == len(na) == len(kinds)
+        for i, mid in enumerate(ids):
+            m = full[mid]
+            assert (ts[i], na[i], kinds[i]) == ((m.verified_at or m.recorded_at).timestamp(), len(m.anchors), m.kind)
+        for i in (0, len(ids) // 2, len(ids) - 1):
+            assert read(i) == full[ids[i]]
+    finally:
+        plan.close()
+
+
+@pytest.mark.parametrize("n", [1, 6, 60, 250])
+@pytest.mark.parametrize("tail", [False, True])
+def test_the_digest_from_the_plan_is_the_full_folds_at_every_size(tmp_path: Path, n: int, tail: bool) -> None:
+    """Stale, unknown and fresh memories at several sizes, the cap hit (300, 2,000) and not
+    (1,000,000 characters): the same text byte for byte from the plan as from the full fold."""
+    root = tmp_path / "ws"
+    _workspace(root, n, tail=tail)
+    for limit in (300, 2000, 1_000_000):
+        planned, full = both(root, limit)
+        assert planned == full, limit
+        assert planned.startswith("anchorfs memories of this repository")
+        if limit == 1_000_000:
+            assert "more not shown" not in full
+            with Workspace(root) as ws:
+                assert full.count("\n- ") == len(ws.list(status="active"))
+        elif n >= 60:
+            assert "more not shown" in full
