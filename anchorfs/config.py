@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .model import KINDS
+from .model import KINDS, Value
 
 __all__ = ["Config", "KEYS", "load_config", "CONFIG_FILE"]
 
@@ -57,9 +56,15 @@ def env_name(key: str) -> str:
     return "ANCHORFS_" + key.upper().replace(".", "_")
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
-    values: dict[str, Any] = field(default_factory=lambda: {k: d for k, (_, d) in KEYS.items()})
+class Config(Value):
+    """The workspace's settings, every key of `KEYS` present (a frozen `Value`, not a dataclass:
+    its code generation at import was a cost of every hook)."""
+
+    __slots__ = ("values",)
+    values: dict[str, Any]
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        object.__setattr__(self, "values", {k: d for k, (_, d) in KEYS.items()} if values is None else values)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -28,7 +28,6 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
@@ -36,7 +35,7 @@ from typing import Any, Iterable, NamedTuple
 import orjson
 
 from .errors import InputError, LedgerError
-from .model import Memory, SnapshotError, check_snapshot, from_iso, new_id, to_iso, utcnow
+from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
 from .statefs import open_state, refuse_link
 
 TYPE_CHECKING = False
@@ -117,21 +116,36 @@ def _check_deps(d: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple((k, tuple(v)) for k, v in d.items())
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(Value):
     """One ledger line. `seq` and `deps` (None on lines from earlier versions) order the fold
     by dependency, not by line position; `allow_secret` says why a shared workspace took text
-    its secret check flagged (`anchorfs.team`)."""
+    its secret check flagged (`anchorfs.team`). A frozen `Value` (not a dataclass: its code
+    generation at import was a cost of every hook)."""
 
+    __slots__ = ("tx", "op", "at", "actor", "reason", "memories", "seq", "deps", "allow_secret")
     tx: str
     op: str
     at: datetime
     actor: str
     reason: str | None
     memories: tuple[Memory, ...]
-    seq: int | None = None
-    deps: tuple[tuple[str, tuple[str, ...]], ...] | None = None
-    allow_secret: str | None = None
+    seq: int | None
+    deps: tuple[tuple[str, tuple[str, ...]], ...] | None
+    allow_secret: str | None
+
+    def __init__(self, tx: str, op: str, at: datetime, actor: str, reason: str | None, memories: tuple[Memory, ...],
+                 seq: int | None = None, deps: tuple[tuple[str, tuple[str, ...]], ...] | None = None,
+                 allow_secret: str | None = None) -> None:
+        _set = object.__setattr__
+        _set(self, "tx", tx)
+        _set(self, "op", op)
+        _set(self, "at", at)
+        _set(self, "actor", actor)
+        _set(self, "reason", reason)
+        _set(self, "memories", memories)
+        _set(self, "seq", seq)
+        _set(self, "deps", deps)
+        _set(self, "allow_secret", allow_secret)
 
     def deps_of(self, memory_id: str) -> tuple[str, ...]:
         """The entries whose snapshots of `memory_id` this one replaced."""
@@ -537,12 +551,10 @@ class FoldState(dict[str, Memory]):
 def stamped(entry: Entry, state: dict[str, Memory]) -> Entry:
     """`entry` as its writer appends it: one past the highest `seq` folded, each memory's deps
     the heads it replaces (all of them: a write that saw a fork merges it)."""
-    import dataclasses
-
     if not isinstance(state, FoldState):
         state = fold([])
     deps = tuple((m.id, state.heads_of(m.id)) for m in entry.memories)
-    return dataclasses.replace(entry, seq=state.top + 1, deps=deps)
+    return entry.replace(seq=state.top + 1, deps=deps)  # type: ignore[no-any-return]
 
 
 def fold(entries: Iterable[Entry]) -> FoldState:

@@ -7,12 +7,11 @@ keys may be added, never renamed.
 from __future__ import annotations
 
 import os
-import re
 import time
-from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from operator import attrgetter
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import orjson
 
@@ -20,6 +19,8 @@ from .errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from dataclasses import Field
+
     from .hits import Hit
 else:
     def __getattr__(name: str) -> Any:
@@ -32,6 +33,7 @@ else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "Value",
     "KINDS",
     "Kind",
     "Status",
@@ -149,17 +151,20 @@ def from_iso(text: str | None) -> datetime | None:
     return dt
 
 
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_RELATIVE = r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$"
+"""A span like `7d`, compiled the first time one is parsed: `re.compile` at import cost every
+hook ~2M instructions for a pattern only `--since`/`--as-of` use."""
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     """ISO 8601 (a date, or a date and time; naive means UTC) or relative to now: `7d`, `12h`."""
+    import re
     from datetime import timedelta
 
     if not isinstance(text, str) or not text.strip() or len(text) > 64:
         raise InputError(f"bad time {text!r}: use ISO 8601 (2026-08-23T10:00Z) or a span like 7d, 12h")
-    m = _RELATIVE.match(text)
+    m = re.match(_RELATIVE, text, re.IGNORECASE)  # re's own cache keeps it compiled
     if m:
         seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()]
         if seconds > 200 * 365 * 86400:
@@ -196,10 +201,90 @@ def new_id() -> str:
     return "".join(reversed(chars))
 
 
+# -- frozen values ---------------------------------------------------------------------------
+
+class _DataclassFields:
+    """A `Value` class's `__dataclass_fields__`, made the first time the `dataclasses` module
+    asks for it (`dataclasses.replace`, `fields`, `asdict`), so code written for the frozen
+    dataclasses these classes were keeps working without any hook paying for it."""
+
+    def __get__(self, obj: object, cls: type[Value]) -> dict[str, Any]:
+        import dataclasses
+
+        made: dict[str, Any] = {}
+        for name in cls.__slots__:
+            f = dataclasses.field(compare=name not in cls._uncompared)
+            f.name, f.type = name, cls.__annotations__.get(name, Any)
+            setattr(f, "_field_type", getattr(dataclasses, "_FIELD"))  # what `replace` and `fields` select on
+            made[name] = f
+        type.__setattr__(cls, "__dataclass_fields__", made)  # built once per class
+        return made
+
+
+class Value:
+    """A frozen value with `__slots__`: what `@dataclass(frozen=True, slots=True)` gives
+    (equality and hash over the compared fields, repr, no assignment, copy and pickle,
+    `dataclasses.replace`), written out by hand: the decorator generates and compiles six
+    methods per class at import, 6-10M instructions for each of the five classes every hook
+    builds (issue 20). A subclass lists its fields in `__slots__`, in `__init__`'s order,
+    and names any left out of equality in `_uncompared`."""
+
+    __slots__: tuple[str, ...] = ()
+    _uncompared: frozenset[str] = frozenset()
+    _key: Any = staticmethod(lambda v: ())
+    """The compared fields' values as a tuple (an `attrgetter`, set by `__init_subclass__`)."""
+    _all: Any = staticmethod(lambda v: ())
+    """Every field's value, in `__init__`'s order."""
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # what `dataclasses.replace` is typed to take
+    else:
+        __dataclass_fields__ = _DataclassFields()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        names = cls.__slots__
+        compared = [n for n in names if n not in cls._uncompared]
+        # attrgetter of several names gives a tuple, of one the bare value: always a tuple here
+        cls._key = attrgetter(*compared) if len(compared) > 1 else staticmethod(lambda v, n=compared[0]: (getattr(v, n),))
+        cls._all = attrgetter(*names) if len(names) > 1 else staticmethod(lambda v, n=names[0]: (getattr(v, n),))
+        setattr(cls, "__match_args__", names)
+        setattr(cls, "__dataclass_fields__", _DataclassFields())  # in its own dict, where orjson looks for one
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return bool(self._key(self) == self._key(other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key(self))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle: built again through `__init__`
+        return self.__class__, self._all(self)
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with `changes` (field names), as `dataclasses.replace` gives."""
+        values = dict(zip(self.__slots__, self._all(self)))
+        values.update(changes)
+        return self.__class__(**values)
+
+
+_set = object.__setattr__
+_NOW: Any = object()
+"""`Memory`'s default for its times: the time it is made, as the dataclass's factory gave."""
+
+
 # -- anchors and memories -------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class AnchorRef:
+class AnchorRef(Value):
     """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text.
 
     `token_hash` (narrowed anchors in a language with a grammar) hashes the text's token
@@ -208,14 +293,27 @@ class AnchorRef:
     reads its text of then back from git when it was committed clean, else keeps the byte rule.
     """
 
+    __slots__ = ("path", "sha256", "symbol", "lines", "content_hash", "commit", "dirty", "token_hash")
     path: str
-    sha256: str | None = None
-    symbol: str | None = None
-    lines: tuple[int, int] | None = None
-    content_hash: str | None = None
-    commit: str | None = None
-    dirty: bool | None = None
-    token_hash: str | None = None
+    sha256: str | None
+    symbol: str | None
+    lines: tuple[int, int] | None
+    content_hash: str | None
+    commit: str | None
+    dirty: bool | None
+    token_hash: str | None
+
+    def __init__(self, path: str, sha256: str | None = None, symbol: str | None = None,
+                 lines: tuple[int, int] | None = None, content_hash: str | None = None, commit: str | None = None,
+                 dirty: bool | None = None, token_hash: str | None = None) -> None:
+        _set(self, "path", path)
+        _set(self, "sha256", sha256)
+        _set(self, "symbol", symbol)
+        _set(self, "lines", lines)
+        _set(self, "content_hash", content_hash)
+        _set(self, "commit", commit)
+        _set(self, "dirty", dirty)
+        _set(self, "token_hash", token_hash)
 
     @property
     def spec(self) -> str:
@@ -275,31 +373,58 @@ class StaleClaim(NamedTuple):
         return cls(d["kind"], d["value"], d["detail"], found)
 
 
-@dataclass(frozen=True, slots=True)
-class Memory:
+class Memory(Value):
+    """One memory at one version. `verified_at`: when someone last re-verified it (reanchor);
+    ages are counted from there. `stale_claims`: what `verify --mark` last found stale in its
+    text (`StaleClaim`), empty when none. `duplicate` is set only on what `record` returns when
+    the same memory was already there (nothing was written); never stored, and outside
+    equality, so it never differs from the ledger's copy."""
+
+    __slots__ = ("id", "content", "kind", "tags", "anchors", "author", "recorded_at", "valid_from", "valid_until",
+                 "status", "supersedes", "superseded_by", "reason", "verified_at", "stale_claims", "duplicate")
+    _uncompared = frozenset({"duplicate"})
     id: str
     content: str
-    kind: str = Kind.NOTE.value
-    tags: tuple[str, ...] = ()
-    anchors: tuple[AnchorRef, ...] = ()
-    author: str | None = None
-    recorded_at: datetime = field(default_factory=utcnow)
-    valid_from: datetime = field(default_factory=utcnow)
-    valid_until: datetime | None = None
-    status: str = Status.ACTIVE.value
-    supersedes: str | None = None
-    superseded_by: str | None = None
-    reason: str | None = None
-    verified_at: datetime | None = None
-    """When someone last re-verified it (reanchor); ages are counted from here."""
-    stale_claims: tuple[StaleClaim, ...] = ()
-    """What `verify --mark` last found stale in its text (`StaleClaim`); empty when none."""
-    duplicate: bool = field(default=False, compare=False)
-    """Set only on what `record` returns when the same memory was already there (nothing was
-    written); never stored, and outside equality, so it never differs from the ledger's copy."""
+    kind: str
+    tags: tuple[str, ...]
+    anchors: tuple[AnchorRef, ...]
+    author: str | None
+    recorded_at: datetime
+    valid_from: datetime
+    valid_until: datetime | None
+    status: str
+    supersedes: str | None
+    superseded_by: str | None
+    reason: str | None
+    verified_at: datetime | None
+    stale_claims: tuple[StaleClaim, ...]
+    duplicate: bool
 
-    def replace(self, **changes: Any) -> "Memory":
-        return replace(self, **changes)
+    def __init__(self, id: str, content: str, kind: str = "note", tags: tuple[str, ...] = (),  # noqa: A002
+                 anchors: tuple[AnchorRef, ...] = (), author: str | None = None, recorded_at: datetime = _NOW,
+                 valid_from: datetime = _NOW, valid_until: datetime | None = None, status: str = "active",
+                 supersedes: str | None = None, superseded_by: str | None = None, reason: str | None = None,
+                 verified_at: datetime | None = None, stale_claims: tuple[StaleClaim, ...] = (),
+                 duplicate: bool = False) -> None:
+        _set(self, "id", id)
+        _set(self, "content", content)
+        _set(self, "kind", kind)
+        _set(self, "tags", tags)
+        _set(self, "anchors", anchors)
+        _set(self, "author", author)
+        _set(self, "recorded_at", utcnow() if recorded_at is _NOW else recorded_at)
+        _set(self, "valid_from", utcnow() if valid_from is _NOW else valid_from)
+        _set(self, "valid_until", valid_until)
+        _set(self, "status", status)
+        _set(self, "supersedes", supersedes)
+        _set(self, "superseded_by", superseded_by)
+        _set(self, "reason", reason)
+        _set(self, "verified_at", verified_at)
+        _set(self, "stale_claims", stale_claims)
+        _set(self, "duplicate", duplicate)
+
+    def replace(self, **changes: Any) -> Memory:
+        return super().replace(**changes)  # type: ignore[no-any-return]
 
     def active_at(self, when: datetime) -> bool:
         """Recorded by `when` and not yet retired then (per this snapshot's bounds)."""
@@ -448,7 +573,7 @@ def validate_anchor(ref: AnchorRef, where: str = "anchor") -> AnchorRef:
         if not (isinstance(lines, (tuple, list)) and len(lines) == 2 and all(type(n) is int for n in lines)):
             raise InputError(f"{where} lines must be (start, end) integers, got {lines!r}")
         if not isinstance(lines, tuple):
-            ref = replace(ref, lines=(lines[0], lines[1]))
+            ref = ref.replace(lines=(lines[0], lines[1]))
     if ref.dirty is not None and not isinstance(ref.dirty, bool):
         raise InputError(f"{where} dirty must be a boolean, got {_type(ref.dirty)}")
     return ref

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from anchorfs.errors import AnchorError, SymbolNotFoundError
 
+from .model import Value
 from .symbols_walk import _FUNC_KINDS, _VALUE_KINDS, _Ctx, _Def
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -40,16 +40,26 @@ MAX_PARSE_BYTES: int = 4 * 1024 * 1024
 _BINARY_SNIFF_BYTES = 8192
 
 
-@dataclass(frozen=True, slots=True)
-class Symbol:
-    """One definition: its qualified name and the exact span its anchor hashes."""
+class Symbol(Value):
+    """One definition: its qualified name and the exact span its anchor hashes (a frozen
+    `Value`, not a dataclass: its code generation at import was a cost of every hook)."""
 
+    __slots__ = ("name", "kind", "start_line", "end_line", "start_byte", "end_byte")
     name: str
     kind: str
     start_line: int
     end_line: int
     start_byte: int
     end_byte: int
+
+    def __init__(self, name: str, kind: str, start_line: int, end_line: int, start_byte: int, end_byte: int) -> None:
+        _set = object.__setattr__
+        _set(self, "name", name)
+        _set(self, "kind", kind)
+        _set(self, "start_line", start_line)
+        _set(self, "end_line", end_line)
+        _set(self, "start_byte", start_byte)
+        _set(self, "end_byte", end_byte)
 
 
 _EXTENSIONS: dict[str, str] = {

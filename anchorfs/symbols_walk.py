@@ -111,14 +111,15 @@ def _name(ctx: _Ctx, node: Node, field: str = "name") -> str:
     return ctx.text(node.child_by_field_name(field)).strip()
 
 
-_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+_TEMPLATE_ARGS = r"<[^<>]*>"
+"""Compiled at its first use (re's cache), not at import: a hook checking Python pays none."""
 
 
 def _strip_generics(text: str) -> str:
     text = "".join(text.split())
     prev = None
     while prev != text:
-        prev, text = text, _TEMPLATE_ARGS.sub("", text)
+        prev, text = text, re.sub(_TEMPLATE_ARGS, "", text)
     return re.sub(r"\[[^\[\]]*\]", "", text)
 
 

@@ -1,0 +1,161 @@
+"""What an anchored edit's and commit's hooks import and build (issue 20: 5x `python3 -c pass`):
+no dataclass at all (the values they fold and check are `model.Value` classes, which behave as
+the frozen dataclasses they were), so the diet cannot regress unnoticed."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pickle
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import git
+
+import anchorfs
+from anchorfs import catchup
+from anchorfs.config import Config, load_config
+from anchorfs.hashing import DEFAULT_GRANULARITY_NS
+from anchorfs.ledger import Entry, stamped
+from anchorfs.model import AnchorRef, Memory, StaleClaim
+from anchorfs.symbols import Symbol
+
+TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"
+
+# Every dataclass built while a hook runs, by name, and the modules it imported.
+_PROBE = ("import dataclasses, io, json, sys\n"
+          "made = []\n"
+          "real = dataclasses.dataclass\n"
+          "def counting(cls=None, /, **kw):\n"
+          "    def wrap(c):\n        made.append(c.__qualname__)\n        return real(c, **kw)\n"
+          "    return wrap if cls is None else wrap(cls)\n"
+          "dataclasses.dataclass = counting\n"
+          "import anchorfs.foldsnap as foldsnap\n"
+          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
+          "from anchorfs.__main__ import main\n"
+          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
+          "sys.stderr.write(json.dumps({'made': made, 'all': sorted(sys.modules)}))\n")
+
+
+def _probe(repo: Path, stdin: str, *argv: str) -> tuple[str, dict[str, list[str]]]:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
+                          timeout=60, check=False)
+    report = json.loads(proc.stderr)
+    assert isinstance(report, dict)
+    return proc.stdout, report
+
+
+@pytest.fixture
+def repo(git_repo: Path) -> Path:
+    (git_repo / "auth").mkdir()
+    (git_repo / "auth" / "token.py").write_text(TOKEN)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "initial")
+    anchorfs.init(git_repo)
+    with anchorfs.open(git_repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("the issuer's first lines", anchors=["auth/token.py:1-2"])
+    return git_repo
+
+
+def test_anchored_edit_and_commit_hooks_build_no_dataclass(repo: Path) -> None:
+    token = repo / "auth" / "token.py"
+    edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(token)}})
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    _probe(repo, edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
+    token.write_text(TOKEN + "# a trailing comment: the symbol is unchanged\n")
+    time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)
+    runs = [(edit, ["hook", "post-edit"], "")]  # anchored, every memory still fresh
+    for stdin, argv, said in runs:
+        out, report = _probe(repo, stdin, *argv)
+        assert said in out and report["made"] == [], (argv, out, report["made"])
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    out, report = _probe(repo, edit, "hook", "post-edit")
+    # a drift change writes its events (`anchorfs.watch`, whose `DriftEvent` is still a dataclass)
+    assert "made 1 memory stale" in out and set(report["made"]) <= {"DriftEvent"}, (out, report["made"])
+    token.write_text(TOKEN + "# another trailing comment\n")
+    _probe(repo, edit, "hook", "post-edit")  # fresh again: a drift change back
+    git(repo, "commit", "-qam", "a comment")  # no hook installed: run by hand
+    out, report = _probe(repo, "", "hook", "run", "--root", str(repo))  # anchored, still fresh
+    assert out == "" and report["made"] == [], (out, report["made"])
+    assert "anchorfs.workspace" not in report["all"] and "lancedb" not in report["all"]
+
+
+def _anchor() -> AnchorRef:
+    return AnchorRef("a.py", "s" * 64, "f", None, "c" * 64, "abc", False, "t" * 64)
+
+
+def _memory(**kw: object) -> Memory:
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    claim = StaleClaim("path", "old.py", "old.py does not exist", at)
+    base: dict[str, object] = dict(id="01abc", content="c", kind="decision", tags=("t",), anchors=(_anchor(),),
+                                   author="me", recorded_at=at, valid_from=at, stale_claims=(claim,))
+    base.update(kw)
+    return Memory(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("make", [_anchor, _memory,
+                                  lambda: Entry("tx1", "record", datetime(2026, 1, 1, tzinfo=timezone.utc), "me", None,
+                                                (_memory(),), 3, (("01abc", ("tx0",)),), "why"),
+                                  lambda: Symbol("A.b", "method", 1, 2, 0, 10)])
+def test_values_behave_as_the_frozen_dataclasses_they_were(make: object) -> None:
+    assert callable(make)
+    v = make()
+    same = make()
+    assert v == same and hash(v) == hash(same) and v is not same and {v: 1}[same] == 1
+    assert v != (1,) and (v == (1,)) is False
+    assert pickle.loads(pickle.dumps(v)) == v and copy.copy(v) == v and copy.deepcopy(v) == v
+    names = [f.name for f in dataclasses.fields(v)]
+    assert names == list(type(v).__slots__) and dataclasses.is_dataclass(v)
+    first = names[0]
+    other = dataclasses.replace(v, **{first: "other"})
+    assert getattr(other, first) == "other" and other != v and v.replace(**{first: "other"}) == other
+    assert all(getattr(other, n) == getattr(v, n) for n in names[1:])
+    assert repr(v) == f"{type(v).__qualname__}(" + ", ".join(f"{n}={getattr(v, n)!r}" for n in names) + ")"
+    assert dataclasses.asdict(v)[first] == getattr(v, first)
+    with pytest.raises(AttributeError):
+        setattr(v, first, "x")
+    with pytest.raises(AttributeError):
+        delattr(v, first)
+    with pytest.raises(TypeError):
+        dataclasses.replace(v, nothing=1)
+    assert not hasattr(v, "__dict__")
+    match v:
+        case AnchorRef(path, sha):
+            assert (path, sha) == (v.path, v.sha256)  # type: ignore[union-attr]
+        case _:
+            pass
+
+
+def test_memory_defaults_equality_and_forms() -> None:
+    m = Memory("x", "c")
+    assert (m.kind, m.status, m.tags, m.anchors, m.duplicate) == ("note", "active", (), (), False)
+    assert m.recorded_at.tzinfo is not None and m.valid_from >= m.recorded_at
+    assert Memory("x", "c", recorded_at=None).recorded_at is None  # type: ignore[arg-type]  # None kept, as given
+    d = _memory(duplicate=True)
+    assert d == _memory() and hash(d) == hash(_memory())  # `duplicate` is outside equality
+    assert [f.compare for f in dataclasses.fields(d)][-1] is False
+    assert Memory.from_dict(d.to_dict()) == d
+    # orjson serializes them as it did the dataclasses: every field, by name
+    assert orjson.loads(orjson.dumps(_anchor())) == {n: getattr(_anchor(), n) for n in AnchorRef.__slots__}
+    with pytest.raises(TypeError):
+        Memory("x")  # type: ignore[call-arg]
+
+
+def test_entry_stamped_and_config(tmp_path: Path) -> None:
+    e = Entry("tx1", "record", datetime(2026, 1, 1, tzinfo=timezone.utc), "me", None, (_memory(),))
+    s = stamped(e, {})
+    assert (s.seq, s.deps, s.tx) == (1, (("01abc", ()),), "tx1") and Entry.from_dict(s.to_dict()) == s
+    assert Config().values == load_config(tmp_path, environ={}).values and Config() == Config()
+    assert Config({"a": 1})["a"] == 1
+    with pytest.raises(TypeError):
+        hash(Config())  # its values are a dict, as the dataclass's were
+
