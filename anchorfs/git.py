@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import HistoryError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+
 __all__ = [
-    "run_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
+    "run_git", "read_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
     "head_and_dirty",
     "dirty_paths", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change", "tree_changes",
     "worktree_changes", "branches_containing", "is_tracked",
@@ -33,8 +36,11 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def popen_git(cwd: Path, *args: str, stdin: int | None = subprocess.PIPE) -> subprocess.Popen[bytes]:
-    """A streaming git process (binary pipes) for commands whose output is read as it comes."""
+def popen_git(cwd: Path, *args: str, stdin: int | None = -1) -> subprocess.Popen[bytes]:
+    """A streaming git process (binary pipes) for commands whose output is read as it comes
+    (`stdin`: -1 is `subprocess.PIPE`)."""
+    import subprocess  # here, not at import: a post-edit hook runs no git, a post-commit one `read_git`
+
     try:
         return subprocess.Popen(
             ["git", *args], cwd=cwd, env=git_env(), stdin=stdin,
@@ -54,6 +60,8 @@ def _command(args: tuple[str, ...]) -> str:
 
 def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> bytes:
     """Run git with a stable, non-interactive environment; stdout as bytes."""
+    import subprocess
+
     env = git_env()
     try:
         proc = subprocess.run(
@@ -65,6 +73,37 @@ def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = Non
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise HistoryError(f"git {_command(args)} failed: {msg[-1] if msg else proc.returncode}")
     return proc.stdout
+
+
+def read_git(cwd: Path | str, *args: str) -> bytes:
+    """git's stdout for a command whose failure reads as no output (its stderr discarded, no
+    stdin), spawned without `subprocess`: that import (`selectors`, `signal`, ...) is about
+    13M instructions, a twentieth of the post-commit hook that runs one `git diff-tree`
+    (issue 20). `run_git(cwd, *args, check=False)` where `posix_spawnp` is missing."""
+    spawn = getattr(os, "posix_spawnp", None)
+    if spawn is None:
+        return run_git(Path(cwd), *args, check=False)
+    out_r, out_w = os.pipe()  # both close-on-exec: the child keeps only its dup as stdout
+    try:
+        # `-C`: as if started there (posix_spawnp has no cwd before Python 3.13)
+        pid = spawn("git", ["git", "-C", os.fspath(cwd), *args], git_env(), file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ])
+    except FileNotFoundError as exc:  # no git on this machine
+        os.close(out_r)
+        raise HistoryError("git is not installed") from exc
+    finally:
+        os.close(out_w)
+    try:
+        chunks = []
+        while chunk := os.read(out_r, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(out_r)
+        os.waitpid(pid, 0)
+    return b"".join(chunks)
 
 
 def toplevel(root: Path) -> Path | None:
@@ -219,6 +258,8 @@ def dirty_paths(root: Path, paths: list[str]) -> set[str]:
 
 def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     """True when `ancestor` is reachable from `descendant` (a commit is its own ancestor)."""
+    import subprocess
+
     try:
         proc = subprocess.run(
             ["git", "merge-base", "--is-ancestor", ancestor, descendant],

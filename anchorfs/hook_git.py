@@ -278,11 +278,11 @@ def _remove(path: Path, root: Path) -> bool:
 
 def committed_paths(root: Path, rev: str = "HEAD") -> list[str]:
     """Workspace-relative paths the commit touched (against its first parent; all for a root commit)."""
-    from .git import run_git
+    from .git import read_git
 
-    out = run_git(
+    out = read_git(
         root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", "--relative",
-        "--root", "-m", "--first-parent", rev, check=False,
+        "--root", "-m", "--first-parent", rev,
     )
     return sorted({os.fsdecode(p) for p in out.split(b"\0") if p})
 

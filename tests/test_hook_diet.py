@@ -21,6 +21,8 @@ from conftest import git
 import anchorfs
 from anchorfs import catchup
 from anchorfs.config import Config, load_config
+from anchorfs.errors import HistoryError
+from anchorfs.git import read_git, run_git
 from anchorfs.hashing import DEFAULT_GRANULARITY_NS
 from anchorfs.ledger import Entry, stamped
 from anchorfs.model import AnchorRef, Memory, StaleClaim
@@ -86,6 +88,7 @@ def test_anchored_edit_and_commit_hooks_build_no_dataclass(repo: Path) -> None:
     git(repo, "commit", "-qam", "a comment")  # no hook installed: run by hand
     out, report = _probe(repo, "", "hook", "run", "--root", str(repo))  # anchored, still fresh
     assert out == "" and report["made"] == [], (out, report["made"])
+    assert "subprocess" not in report["all"]  # its one `git diff-tree` spawned directly (`git.read_git`)
     assert "anchorfs.workspace" not in report["all"] and "lancedb" not in report["all"]
 
 
@@ -159,3 +162,16 @@ def test_entry_stamped_and_config(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         hash(Config())  # its values are a dict, as the dataclass's were
 
+
+def test_read_git_says_what_run_git_says(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / "auth" / "more.py").write_text("x = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+    args = ("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--relative", "--root", "HEAD")
+    assert read_git(repo / "auth", *args) == run_git(repo / "auth", *args) == b"more.py\0"  # relative to the folder
+    assert read_git(repo, "rev-parse", "--verify", "-q", "nothing") == b""  # a failure: no output, no error
+    big = read_git(repo, "log", "-p", "--all")  # more than a pipe's buffer is read whole
+    assert big == run_git(repo, "log", "-p", "--all")
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(HistoryError, match="not installed"):
+        read_git(repo, "status")
