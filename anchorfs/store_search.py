@@ -304,7 +304,7 @@ def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[s
             memo.clear()
             missing = list(dict.fromkeys(texts))
         memo.update(zip(missing, term_sets(missing)))
-    # `Store._terms` is typed by its base class: every value in it was made here, a `Terms`
+    # `Store._terms` is typed with the base class (frozenset); every value in it was made here, a `Terms`
     return cast("list[Terms]", [memo[t] for t in texts])
 
 
