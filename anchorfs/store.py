@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .embedders import Embedder
+    from .ranking import Terms
 
 __all__ = ["Store", "SearchRow", "search_text", "embed_text", "TABLE", "SCHEMA_VERSION"]
 
@@ -163,7 +164,7 @@ class Store:
         self._indexed: str | None = None  # the vector index's type, once seen (it is never dropped but by `drop`)
         self._status_indexed = False  # the `status` index seen or built (`status_index`)
         self._index_job: Any = None  # a background build started from here (`maybe_index`)
-        self._terms: dict[str, frozenset[str]] = {}  # full-text -> its term set (`store_search._term_sets`)
+        self._terms: dict[str, "Terms"] = {}  # full-text -> its term set (`store_search._term_sets`)
         self.settle_writes = True  # `rebuild` turns it off while it bulk-loads, then optimizes once
 
     # -- opening -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -304,8 +304,7 @@ def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[s
             memo.clear()
             missing = list(dict.fromkeys(texts))
         memo.update(zip(missing, term_sets(missing)))
-    # `Store._terms` is typed with the base class (frozenset); every value in it was made here, a `Terms`
-    return cast("list[Terms]", [memo[t] for t in texts])
+    return [memo[t] for t in texts]
 
 
 def _file_names(store: "Store", refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
