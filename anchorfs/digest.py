@@ -46,36 +46,51 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
 
 class _Keys:
     """Every active memory as the digest sorts it, column by column (its id, time, anchor count
-    and kind, by index), its record read only when the digest shows it (`read`): no object per
-    memory (at 10,000 one each and a sort key each were a third of a full digest's own time)."""
+    and kind, by index; a kind as an index into `kinds`), its record read only when the digest
+    shows it (`read`): no object per memory (at 10,000 one each and a sort key each were a
+    third of a full digest's own time)."""
 
-    __slots__ = ("ids", "ts", "na", "kinds", "read")
+    __slots__ = ("ids", "ts", "na", "kind", "kinds", "read")
 
-    def __init__(self, ids: "list[str]", ts: "Sequence[float]", na: "Sequence[int]", kinds: "Sequence[str]",
-                 read: "Callable[[int], Memory]") -> None:
-        self.ids, self.ts, self.na, self.kinds, self.read = ids, ts, na, kinds, read
+    def __init__(self, ids: "list[str]", ts: "Sequence[float]", na: "Sequence[int]", kind: "Sequence[int]",
+                 kinds: "list[str]", read: "Callable[[int], Memory]") -> None:
+        self.ids, self.ts, self.na, self.kind, self.kinds, self.read = ids, ts, na, kind, kinds, read
 
     @classmethod
     def of(cls, mems: "Sequence[Memory]") -> "_Keys":
+        at: dict[str, int] = {}
+        kind = [at.setdefault(m.kind, len(at)) for m in mems]
         return cls([m.id for m in mems], [(m.verified_at or m.recorded_at).timestamp() for m in mems],
-                   [len(m.anchors) for m in mems], [m.kind for m in mems], mems.__getitem__)
+                   [len(m.anchors) for m in mems], kind, list(at), mems.__getitem__)
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def newest(self, skip: "Collection[str]") -> "Iterator[int]":
-        """The indexes of the memories not in `skip`, most recent first (then most anchored,
-        then by id: no two alike), taken one at a time off a heap: the digest shows a few of
-        thousands, so they are never all sorted."""
-        from heapq import heapify, heappop
-        from operator import neg
+        """The indexes of the memories not in `skip`, most recent first, then most anchored,
+        then by id (no two alike): sorted by time alone (the C sort of floats, no key object
+        per memory), and only a run of equal times sorted further, when it is reached. The
+        digest shows a few of thousands."""
+        from bisect import bisect_right
 
-        heap = list(zip(map(neg, self.ts), map(neg, self.na), self.ids, range(len(self.ids))))
-        heapify(heap)
-        while heap:
-            item = heappop(heap)
-            if item[2] not in skip:
-                yield item[3]
+        ids, ts, na = self.ids, self.ts, self.na
+        n = len(ids)
+        order = sorted(range(n), key=ts.__getitem__, reverse=True)
+
+        def later(i: int) -> float:
+            return -ts[i]
+
+        p = 0
+        while p < n:
+            q = bisect_right(order, -ts[order[p]], p, n, key=later)  # the run of this time
+            run = order[p:q]
+            if len(run) > 1:
+                run.sort(key=ids.__getitem__)
+                run.sort(key=na.__getitem__, reverse=True)  # stable: by id within an anchor count
+            for i in run:
+                if ids[i] not in skip:
+                    yield i
+            p = q
 
 
 def _planned_active(ws: "Workspace") -> "tuple[Any, _Keys] | None":
@@ -271,16 +286,16 @@ def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: f
     keys = active if isinstance(active, _Keys) else _Keys.of(active)
     day = 86400.0
     until = float("inf")
-    expiry_of: dict[str, float] = {}
-    for since, kind in zip(keys.ts, keys.kinds):
-        days = expiry_of.get(kind)
-        if days is None:
-            days = expiry_of[kind] = ws.config.expiry_days(kind)
-        expiry = since + days * day
-        if now <= expiry:
-            until = min(until, expiry)
-        else:
-            until = min(until, since + (int((now - since) / day) + 1) * day)
+    try:
+        expiry = [ws.config.expiry_days(k) * day for k in keys.kinds]
+        for since, k in zip(keys.ts, keys.kind):
+            ends = since + expiry[k]
+            if now <= ends:
+                until = min(until, ends)
+            else:
+                until = min(until, since + (int((now - since) / day) + 1) * day)
+    except IndexError:
+        raise WorkspaceError("a memory of no kind the plan names") from None
     return until
 
 
@@ -326,17 +341,26 @@ def _session_start_memoized(root_real: str) -> str:
     if replayed is not None:
         return replayed
     started = time.time_ns()  # before the workspace reads anything, its config included
-    from pathlib import Path
+    import gc
 
-    from .workspace import Workspace
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        from pathlib import Path
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with Workspace(Path(root_real)) as ws:
-            text, report, active = _digest(ws)
-            out = _session_output(text)
-            if not any(issubclass(w.category, UserWarning) for w in caught):
-                _save_digest(ws, report, active, out, started)
+        from .workspace import Workspace
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Workspace(Path(root_real)) as ws:
+                text, report, active = _digest(ws)
+                out = _session_output(text)
+                if not any(issubclass(w.category, UserWarning) for w in caught):
+                    _save_digest(ws, report, active, out, started)
+    finally:
+        if paused:
+            gc.enable()
     for w in caught:  # said as if never caught, through the filters in force
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return out

@@ -22,7 +22,9 @@ from __future__ import annotations
 import warnings
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from itertools import compress
+from typing import Any
 from . import catchup
 from .catchup import Prefix
 from .errors import LedgerError
@@ -84,6 +86,13 @@ def overlay(ledger: Ledger, base: SnapPlan) -> SnapPlan | OverlayPlan | None:
     if any(len(state.heads.get(mid, ())) > 1 for mid in state):
         return None  # a fork: listed and flagged by the full fold
     return OverlayPlan(base, state, starts, before, prefix, frozenset(found.values()))
+
+
+def _grown(code: str, column: Sequence[Any], extra: Iterable[Any]) -> array[Any]:
+    """`column` as an array of `code`, then `extra` (an array's own copy is one memcpy)."""
+    out = column[:] if isinstance(column, array) and column.typecode == code else array(code, column)
+    out.extend(extra)
+    return out
 
 
 class OverlayPlan:
@@ -286,25 +295,31 @@ class OverlayPlan:
     def active_keys(self) -> ActiveKeys:
         """`SnapPlan.active_keys` with the tail folded in: the base's active memories the tail
         did not touch, in the fold's order, then every touched one still active, as it left it."""
-        js, ids, ts, na, kinds = self.base.active_columns()
+        js, ids, ts, na, kind, kinds = self.base.active_columns()
         if self._found:
             found = self._found
             keep = [j not in found for j in js]
-            js, ids, kinds = list(compress(js, keep)), list(compress(ids, keep)), list(compress(kinds, keep))
-            ts, na = list(compress(ts, keep)), list(compress(na, keep))
+            js, ids = list(compress(js, keep)), list(compress(ids, keep))
+            ts, na, kind = list(compress(ts, keep)), list(compress(na, keep)), list(compress(kind, keep))
         state = self._marked[1]
         act = [m for m in state.values() if m.status == "active"]
         n0 = len(ids)
-        ids = ids + [m.id for m in act]
-        ts = [*ts, *((m.verified_at or m.recorded_at).timestamp() for m in act)]
-        na = [*na, *(len(m.anchors) for m in act)]
-        kinds = kinds + [m.kind for m in act]
+        kinds = list(kinds)
+        at = {k: i for i, k in enumerate(kinds)}
+        for m in act:
+            at.setdefault(m.kind, len(at))
+            if len(at) > len(kinds):
+                kinds.append(m.kind)
+        ids = [*ids, *(m.id for m in act)]
+        ts = _grown("d", ts, ((m.verified_at or m.recorded_at).timestamp() for m in act))
+        na = _grown("I", na, (len(m.anchors) for m in act))
+        kind = _grown("I", kind, (at[m.kind] for m in act))
         base = self.base
 
         def read(i: int) -> Memory:
             return base.active_memory(js[i], ids[i]) if i < n0 else act[i - n0]
 
-        return ids, ts, na, kinds, read
+        return ids, ts, na, kind, kinds, read
 
     def close(self) -> None:
         self.base.close()

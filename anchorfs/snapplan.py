@@ -258,22 +258,29 @@ class SnapPlan:
             raise PlanMismatch("the plan's fold ids are not one per memory")
         return ids
 
-    def active_columns(self) -> tuple[Sequence[int], list[str], Sequence[float], Sequence[int], list[str]]:
+    def active_columns(self) -> tuple[Sequence[int], list[str], Sequence[float], Sequence[int], Sequence[int],
+                                      list[str]]:
         """Every active memory as the session-start digest sorts it, column by column: (its
-        place in the fold, its id, its time, its anchor count, its kind), one list each and no
-        object per memory (at 10,000 a tuple and an object each were a third of the digest)."""
+        place in the fold, its id, its time, its anchor count, its kind as an index into the
+        last, the kinds), no object per memory: at 10,000 a tuple, an object and a sort key
+        each were a third of a full digest's own time."""
         js, ts, na, kind = self._act
-        ids, kinds = self.fold_ids(), self.kinds
-        try:
-            return js, list(map(ids.__getitem__, js)), ts, na, list(map(kinds.__getitem__, kind))
-        except IndexError:
-            raise PlanMismatch("the plan's active memories are out of range") from None
+        fold = self.fold_ids()
+        if len(js) == len(fold) and js == array(js.typecode, range(len(js))):
+            ids = fold  # every memory active, in the fold's order (the common case): no copy
+        else:
+            try:
+                ids = list(map(fold.__getitem__, js))
+            except IndexError:
+                raise PlanMismatch("the plan's active memories are out of range") from None
+        return js, ids, ts, na, kind, self.kinds
 
     def active_keys(self) -> ActiveKeys:
-        """`active_columns`' ids, times, anchor counts and kinds, with a reader of the `i`th
-        one's record (`active_memory`): what the digest sorts, and the few records it shows."""
-        js, ids, ts, na, kinds = self.active_columns()
-        return ids, ts, na, kinds, lambda i: self.active_memory(js[i], ids[i])
+        """`active_columns`' ids, times, anchor counts, kinds and kinds' names, with a reader of
+        the `i`th one's record (`active_memory`): what the digest sorts, and the few records it
+        shows."""
+        js, ids, ts, na, kind, kinds = self.active_columns()
+        return ids, ts, na, kind, kinds, lambda i: self.active_memory(js[i], ids[i])
 
     def active_memory(self, j: int, mid: str) -> Memory:
         """Active memory `j` of the fold (`active`), read alone and checked: by its hash, and as
@@ -298,8 +305,9 @@ class SnapPlan:
             raise PlanMismatch(f"a record the plan names does not read: {exc}") from None
 
 
-ActiveKeys = tuple[list[str], Sequence[float], Sequence[int], list[str], Callable[[int], Memory]]
-"""(ids, times, anchor counts, kinds, the `i`th one's memory) of every active memory, by index."""
+ActiveKeys = tuple[list[str], Sequence[float], Sequence[int], Sequence[int], list[str], Callable[[int], Memory]]
+"""(ids, times, anchor counts, kinds as indexes into the next, the kinds, the `i`th one's memory)
+of every active memory, by index."""
 
 
 class PlanMismatch(LedgerError, ValueError):

@@ -187,11 +187,12 @@ def test_the_plans_digest_keys_are_the_full_folds(tmp_path: Path, tail: bool) ->
     plan = read_plan(Ledger(root / ".anchorfs"))
     assert plan is not None and (type(plan).__name__ == "OverlayPlan") is tail
     try:
-        ids, ts, na, kinds, read = plan.active_keys()
-        assert sorted(ids) == sorted(full) and len(ids) == len(ts) == len(na) == len(kinds)
+        ids, ts, na, kind, kinds, read = plan.active_keys()
+        assert sorted(ids) == sorted(full) and len(ids) == len(ts) == len(na) == len(kind)
         for i, mid in enumerate(ids):
             m = full[mid]
-            assert (ts[i], na[i], kinds[i]) == ((m.verified_at or m.recorded_at).timestamp(), len(m.anchors), m.kind)
+            assert (ts[i], na[i], kinds[kind[i]]) == ((m.verified_at or m.recorded_at).timestamp(), len(m.anchors),
+                                                      m.kind)
         for i in (0, len(ids) // 2, len(ids) - 1):
             assert read(i) == full[ids[i]]
     finally:
@@ -215,3 +216,23 @@ def test_the_digest_from_the_plan_is_the_full_folds_at_every_size(tmp_path: Path
                 assert full.count("\n- ") == len(ws.list(status="active"))
         elif n >= 60:
             assert "more not shown" in full
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_digest_order_is_the_sort_by_time_anchors_and_id(seed: int) -> None:
+    """`_Keys.newest`, run by run of equal times, gives the order of the full sort on (newest
+    time, most anchors, id), the skipped ids left out: many ties, few, none."""
+    import random
+
+    from anchorfs.digest import _Keys
+
+    rng = random.Random(seed)
+    n = rng.choice([1, 2, 17, 300, 2000])
+    spread = rng.choice([1, 3, 50, 10**6])
+    ids = rng.sample([f"01m{i:07d}" for i in range(10 * n)], n)
+    ts = [1.7e9 + rng.randrange(spread) * 0.25 for _ in range(n)]
+    na = [rng.randrange(rng.choice([1, 3])) for _ in range(n)]
+    skip = set(rng.sample(ids, n // 7))
+    keys = _Keys(ids, ts, na, [0] * n, ["note"], lambda i: None)  # type: ignore[arg-type,return-value]
+    want = [i for i in sorted(range(n), key=lambda i: (-ts[i], -na[i], ids[i])) if ids[i] not in skip]
+    assert list(keys.newest(skip)) == want
