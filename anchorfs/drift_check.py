@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import cast
 
 from . import drift_moves
@@ -151,7 +150,7 @@ class DriftChecker(MoveSearch):
                 _THEN_TOKENS[key] = old
         if old is None:
             return False
-        now = narrowed_tokens(ref if ref.symbol else replace(ref, lines=where or ref.lines), data)
+        now = narrowed_tokens(ref if ref.symbol else ref.replace(lines=where or ref.lines), data)
         return old is not None and old == now
 
     def check(self, memory: Memory) -> MemoryDrift:

@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import blake3
-import orjson
 
 from . import catchup
 from .catchup import Folded, Prefix
@@ -137,6 +136,8 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
     state = folded.state
     if not isinstance(state, FoldState):
         raise TypeError("only a FoldState is snapshotted")
+    import orjson  # here and at each use, not at import: a hook reads the plan (`snapplan`) alone (issue 20)
+
     records: list[bytes] = []
     index: dict[str, list[int]] = {}
     plan = _PlanBuilder()
@@ -249,6 +250,8 @@ class _PlanBuilder:
         mixed = self.mixed
         ids = "\n".join(self.ids).encode("utf-8")
         all_ids = "\n".join(self.all_ids).encode("utf-8")
+        import orjson
+
         head = orjson.dumps({
             "n": len(self.ids), "paths": self.paths,
             "want": [None if k in mixed else sha for k, sha in enumerate(self.first)],
@@ -347,6 +350,8 @@ def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
 def _split(body: bytes, plan_size: int) -> tuple[dict[str, Any], bytes]:
     """(the counts-and-index line, parsed and checked for shape; the records' bytes, after the
     plan of `plan_size` bytes and its newline)."""
+    import orjson
+
     cut = body.find(b"\n")
     if cut < 0:
         raise ValueError("not a fold")
@@ -370,6 +375,8 @@ def _state(body: bytes, plan_size: int) -> FoldState:
     state = FoldState()
     state.top, state.lines = head["top"], head["lines"]
     heads_all, named_all = state.heads, state.named
+    import orjson
+
     loads = orjson.loads
     for line in records.split(b"\n")[:-1]:
         mid, heads, named, memory = _record(loads(line))
@@ -396,14 +403,16 @@ def decode(data: bytes, seen_ns: int, folder: _Folder | None) -> Folded | None:
     return Folded(prefix, state, state.lines)
 
 
-_SURPRISES = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, SnapshotError,
-              orjson.JSONDecodeError)
+_SURPRISES = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, SnapshotError)
+"""What a damaged snapshot can raise while read (orjson's and json's `JSONDecodeError` are ValueErrors)."""
 
 
 def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix, bytes, int] | None:
     """(prefix, body, the plan's size) of a snapshot whose header is ours (format, version,
     this state folder) and whose body matches its size and checksum; None otherwise. May
     raise on garbage."""
+    import orjson
+
     cut = data.find(b"\n", 0, _HEAD_LIMIT)
     if cut < 0:
         return None

@@ -42,8 +42,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import orjson
-
 from .manifestfile import ENTRIES_KEY as _ENTRIES_KEY
 from .manifestfile import FORMAT as _FORMAT
 from .manifestfile import MANIFEST_VERSION
@@ -705,6 +703,8 @@ class HashCache:
                 for key, m in their_moves.items():
                     if key not in self._moves_touched:
                         moves[key] = m
+        import orjson  # at a save, not at import: a hook that saves nothing never loads it (issue 20)
+
         body = orjson.dumps(entries)
         head: dict[str, Any] = {"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)}
         if moves:

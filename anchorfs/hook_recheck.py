@@ -70,22 +70,30 @@ def mentioned(root_real: str, rels: list[str]) -> list[str]:
 
 def known_drift(raw: bytes | None) -> dict[str, str] | None:
     """`drift.json`'s last known drift per memory as the workspace reads it; None when it is
-    anything but a clean version-1 file (the full path then rewrites it)."""
-    import orjson
+    anything but a clean version-1 file (the full path then rewrites it). Read with the standard
+    `json` (orjson's import would be a fifth of the hook), held to what orjson, the workspace's
+    reader, accepts: UTF-8 text, no `NaN` or `Infinity`, no lone surrogate in a key."""
+    import json
 
     if raw is None:
         return {}
     try:
-        data = orjson.loads(raw)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refused)
         if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data["drift"], dict):
             return None
         known, pending = data["drift"], data.get("pending") or {}
-    except (ValueError, KeyError):
+        for key in (*known, *pending):
+            key.encode("utf-8")  # a lone surrogate (an escape json takes, orjson refuses) raises
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # UnicodeError is a ValueError
         return None
     drifts = ("fresh", "stale", "unknown")  # `writeback.DRIFTS`: any other value marks the file damaged
     if not isinstance(pending, dict) or not all(type(v) is str and v in drifts for v in (*known.values(), *pending.values())):
         return None
     return known
+
+
+def _refused(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _changed(known: dict[str, str], results: "list[MemoryDrift]") -> "list[tuple[str, MemoryDrift]]":

@@ -32,8 +32,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-import orjson
-
 from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
 from .statefs import open_state, refuse_link
@@ -238,6 +236,8 @@ class Ledger:
         if not entries:
             return self.size()
         try:
+            import orjson  # at use: a hook reading the fold snapshot never imports it (issue 20)
+
             payload = b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in entries)
         except TypeError as exc:  # a lone surrogate (undecodable argv bytes, MCP JSON): not UTF-8 text
             if "surrogates" not in str(exc):
@@ -357,6 +357,8 @@ class Ledger:
             while at >= 0:
                 starts.add(data.rfind(b"\n", 0, at) + 1)
                 at = data.find(key, at + len(key))
+        import orjson  # at use, as every ledger read: a hook reading the fold snapshot never imports it
+
         out: list[Entry] = []
         for start in sorted(starts):
             stop = data.find(b"\n", start)
@@ -364,7 +366,7 @@ class Ledger:
                 continue  # a torn tail: never a record
             try:
                 out.append(Entry.from_dict(orjson.loads(data[start:stop])))
-            except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
+            except (ValueError, KeyError, TypeError, AttributeError):  # orjson's JSONDecodeError is a ValueError
                 continue  # warned about by the full reads
         return out
 
@@ -376,6 +378,8 @@ class Ledger:
             return
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+        import orjson
+
         with fh:
             fh.seek(start)
             offset = start
@@ -389,7 +393,7 @@ class Ledger:
                     break
                 try:
                     entry = Entry.from_dict(orjson.loads(raw))
-                except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError included
                     warnings.warn(f"{self.path}: skipping a bad line at byte {offset - len(raw)}: {exc}", stacklevel=2)
                     continue
                 if until is not None and entry.at > until:

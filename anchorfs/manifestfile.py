@@ -6,13 +6,19 @@ on one edited file needs: at 10,000 files decoding the whole file was a tenth of
 issue 20). Both trust the entries only under the CRC this project's writer stamps over their
 bytes, poison the racy ones against the file's own mtime, and read anything unexpected as a
 cold cache (no entry at all): the same answers for every path both read.
+
+`parse_only` reads with the standard `json` (its head, a key's spelling, a few short entries),
+`parse` and the found moves with orjson, imported when first needed: orjson's import (it pulls
+`dataclasses`, `inspect`, `uuid`, `platform`) would be a fifth of a hook that decodes a few
+hundred bytes (issue 20). Both decoders give the same values for what this project's writer
+wrote, and a key is spelt by `json.dumps(rel, ensure_ascii=False)` exactly as by
+`orjson.dumps(rel)` (every code point but the lone surrogates, which neither writes).
 """
 
 from __future__ import annotations
 
+import json
 import zlib
-
-import orjson
 
 TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
 if TYPE_CHECKING:
@@ -69,6 +75,8 @@ def _tail(doc: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str, bool]], b
 
 def parse(data: bytes, mtime_ns: int, gran: int) -> Parsed:
     """Every entry of the manifest `data` (its file's mtime `mtime_ns`), racy ones poisoned."""
+    import orjson
+
     try:
         doc: Any = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -92,8 +100,8 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     if start < 1 or data[start - 1:start] != b",":
         return None
     try:
-        doc: Any = orjson.loads(data[:start - 1] + b"}")
-    except orjson.JSONDecodeError:
+        doc: Any = json.loads((data[:start - 1] + b"}").decode("utf-8"))
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
         return None
     if not _head_ok(doc):
         return None
@@ -104,16 +112,16 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     entries: dict[str, list[Any]] = {}
     for rel in only:
         try:
-            key = orjson.dumps(rel) + b":["
-        except orjson.JSONEncodeError:
-            continue  # not UTF-8: never written
+            key = json.dumps(rel, ensure_ascii=False).encode("utf-8") + b":["  # as orjson spells it
+        except (TypeError, UnicodeEncodeError):
+            continue  # not UTF-8 (a lone surrogate): never written
         at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
         if at <= 0:
             continue
         stop = raw.find(b"]", at)
         try:
-            entry = orjson.loads(raw[at + len(key) - 1:stop + 1])
-        except orjson.JSONDecodeError:
+            entry = json.loads(raw[at + len(key) - 1:stop + 1].decode("utf-8"))
+        except ValueError:
             return None
         if type(entry) is not list:
             return None
@@ -128,7 +136,11 @@ def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:
     """The found moves of a manifest, or none at all unless their CRC and every one's shape
     hold: `[key, path, path_now, sha256_now, gone]`, relative paths without NUL, `..` or a
     leading `/` (the drift pass also resolves each through its guard before reading it)."""
-    if type(listed) is not list or type(crc) is not int or zlib.crc32(orjson.dumps(listed)) != crc:
+    if type(listed) is not list or type(crc) is not int:
+        return {}
+    import orjson  # the writer's own spelling, which the CRC is over
+
+    if zlib.crc32(orjson.dumps(listed)) != crc:
         return {}
     out: dict[str, tuple[str, str, str, bool]] = {}
     for item in listed:

@@ -13,8 +13,6 @@ from operator import attrgetter
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
-import orjson
-
 from .errors import InputError
 
 TYPE_CHECKING = False
@@ -585,6 +583,8 @@ def validate_memory(memory: Memory) -> Memory:
     Runs the reader's own path (JSON bytes, `check_snapshot`, `Memory.from_dict`), so whatever
     the SDK acknowledges reads back equal; the returned value is that read.
     """
+    import orjson  # here: a hook that validates nothing never imports it (issue 20)
+
     try:
         raw = orjson.dumps(memory.to_dict())
     except TypeError as exc:

@@ -175,3 +175,84 @@ def test_read_git_says_what_run_git_says(repo: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PATH", "")
     with pytest.raises(HistoryError, match="not installed"):
         read_git(repo, "status")
+
+
+def test_the_hook_modules_import_neither_orjson_nor_dataclasses() -> None:
+    """What a hook loads to read the fold snapshot's plan, `drift.json` and the manifest: orjson
+    (which pulls `dataclasses`, `inspect`, `uuid`, `platform`) only where a write or a bulk read
+    needs it. `catchup` and `snapplan` (imported by `foldsnap`) still import it at the top."""
+    code = ("import sys\n"
+            "import anchorfs.model, anchorfs.ledger, anchorfs.hashing, anchorfs.manifestfile, anchorfs.config\n"
+            "import anchorfs.hook_recheck, anchorfs.symbols, anchorfs.git, anchorfs.hook_agent, anchorfs.hook_git\n"
+            "print(sorted({'orjson', 'dataclasses', 'inspect', 'subprocess'} & set(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _known_by_orjson(raw: bytes | None) -> dict[str, str] | None:
+    """`hook_recheck.known_drift` as it read with orjson (the workspace's reader): the reference."""
+    if raw is None:
+        return {}
+    try:
+        data = orjson.loads(raw)
+        if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data["drift"], dict):
+            return None
+        known, pending = data["drift"], data.get("pending") or {}
+    except (ValueError, KeyError):
+        return None
+    drifts = ("fresh", "stale", "unknown")
+    if not isinstance(pending, dict) or not all(type(v) is str and v in drifts for v in (*known.values(), *pending.values())):
+        return None
+    return known  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("raw", [
+    None, b"", b"{", b"[]", b'{"v":1,"drift":{}}', b'{"v":1,"drift":{"a":"stale","b":"fresh"},"pending":{"a":"stale"}}',
+    b'{"v":1.0,"drift":{"a":"unknown"}}', b'{"v":true,"drift":{}}', b'{"v":2,"drift":{}}', b'{"v":1,"drift":[]}',
+    b'{"v":1,"drift":{"a":"gone"}}', b'{"v":1,"drift":{"a":NaN}}', b'{"v":1,"drift":{},"pending":Infinity}',
+    b'{"v":1,"drift":{"\\ud800":"stale"}}', b'{"v":1,"drift":{"\\ud83d\\ude00":"stale"}}',
+    b'{"v":1,"drift":{"\xff":"stale"}}', b'\xef\xbb\xbf{"v":1,"drift":{}}', b'{"v":1,"drift":{"a":"stale"}} x',
+    b'{"v":1,"drift":{"a":"stale"},"big":123456789012345678901234567890}', b'{"v":1,"drift":{},"pending":[1]}',
+    b'{"v":1,"drift":{"a":"stale"},"pending":null}', b'{"v":1,"drift":{"a":"stale","a":"fresh"}}',
+    b'{"v":1,"drift":{},"deep":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    '{"v":1,"drift":{"ünï\\n\\"q":"stale"}}'.encode(),
+])
+def test_known_drift_reads_drift_json_as_orjson_does(raw: bytes | None) -> None:
+    from anchorfs.hook_recheck import known_drift
+
+    assert known_drift(raw) == _known_by_orjson(raw)
+
+
+def test_a_partial_manifest_read_finds_every_key_as_orjson_spells_it(tmp_path: Path) -> None:
+    from anchorfs.hashing import HashCache
+    from anchorfs.manifestfile import parse, parse_only
+
+    names = ["tab\there.py", "ctl\x01\x1f.py", "del\x7f.py", "sep\u2028\u2029.py", "emoji\U0001f600.py", "é/ü.py",
+             'q"\\.py', "plain.py"]
+    cache = HashCache(tmp_path / "manifest.json")
+    for i, rel in enumerate(names):
+        path = tmp_path / "files" / f"{i}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(rel.encode())
+        cache.sha256(rel, path)
+    assert cache.save(strict=True)
+    data = (tmp_path / "manifest.json").read_bytes()
+    whole = parse(data, 0, 0)[0]
+    assert set(whole) == set(names)
+    for rel in names:
+        part = parse_only(data, 0, 0, [rel])
+        assert part is not None and part[0] == {rel: whole[rel]}, rel
+    assert parse_only(data, 0, 0, ["lone\ud800.py", "missing.py"]) == ({}, {}, False)
+
+
+def test_post_edit_output_is_the_bytes_orjson_wrote() -> None:
+    from types import SimpleNamespace
+
+    from anchorfs.hook_agent import _post_edit_output
+
+    events = [SimpleNamespace(after="stale", id="01a", detail='a.py#f changed "here"', content="ünï\tx\x01 \u2028 😀 \\ end"),
+              SimpleNamespace(after="fresh", id="01b", detail="anchors match again", content="plain")]
+    out = _post_edit_output("dir/ä.py", events)  # type: ignore[arg-type]
+    data = orjson.loads(out)
+    assert out == orjson.dumps(data).decode() + "\n" and "made 1 memory stale" in data["hookSpecificOutput"]["additionalContext"]
+    assert _post_edit_output("a.py", []) == ""
