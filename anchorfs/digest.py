@@ -288,12 +288,16 @@ def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: f
     until = float("inf")
     try:
         expiry = [ws.config.expiry_days(k) * day for k in keys.kinds]
+        if len(expiry) == 1 and len(keys):  # one kind: the oldest says it, unless it expired
+            oldest = min(keys.ts)
+            if now <= oldest + expiry[0]:
+                return oldest + expiry[0]
         for since, k in zip(keys.ts, keys.kind):
             ends = since + expiry[k]
-            if now <= ends:
-                until = min(until, ends)
-            else:
-                until = min(until, since + (int((now - since) / day) + 1) * day)
+            if now > ends:
+                ends = since + (int((now - since) / day) + 1) * day
+            if ends < until:
+                until = ends
     except IndexError:
         raise WorkspaceError("a memory of no kind the plan names") from None
     return until

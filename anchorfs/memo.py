@@ -305,25 +305,37 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
             return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
         walked: set[str] = set()  # folders recorded, and paths found absent
         present: dict[str, _Key] = {}
+        base = root if root.endswith("/") else root + "/"
+        start = len(base)
         # the distinct files (100,000 memories rest on a few thousand), read off the report's plan
         for rel in dict.fromkeys(chain(report.anchored_paths(), report.paths_now())):  # and where moved ones are now
             parts = rel.split("/")
             if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
                 return None  # `unsafe` and its kin: for the full pass to judge each time
-            path = root
-            for i, part in enumerate(parts):
-                path = os.path.join(path, part)
-                last = i == len(parts) - 1
+            full = base + rel
+            # each folder on the way, from the top, by its place in `full` (its parts are plain:
+            # the folder is the prefix up to a "/", as joining part by part would build it)
+            cut = full.find("/", start)
+            while cut >= 0:
+                path = full[:cut]
                 if path in walked:
-                    if last or path in absent:
-                        break  # a file where a folder was, or gone: what it is was recorded
-                    continue
-                walked.add(path)
-                if not _record(path, limit_ns, paths, keys, folder=not last, fine_limit_ns=fine_limit_ns):
+                    if path in absent:
+                        break  # gone: what it is was recorded
+                elif _record(path, limit_ns, paths, keys, folder=True, fine_limit_ns=fine_limit_ns):
+                    walked.add(path)
+                else:
+                    walked.add(path)
                     absent[path] = None  # its parent is recorded: a file created there changes it
                     break
-                if last:
+                cut = full.find("/", cut + 1)
+            else:
+                if full in walked:
+                    continue  # a file where a folder was: what it is was recorded
+                walked.add(full)
+                if _record(full, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
                     present[rel] = keys[-1]
+                else:
+                    absent[full] = None
     except _Unvouched:
         return None
     until = ws.cache.trusted_until(present)

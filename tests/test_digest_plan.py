@@ -236,3 +236,30 @@ def test_the_digest_order_is_the_sort_by_time_anchors_and_id(seed: int) -> None:
     keys = _Keys(ids, ts, na, [0] * n, ["note"], lambda i: None)  # type: ignore[arg-type,return-value]
     want = [i for i in sorted(range(n), key=lambda i: (-ts[i], -na[i], ids[i])) if ids[i] not in skip]
     assert list(keys.newest(skip)) == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_memos_deadline_is_the_first_envelope_to_change(tmp_path: Path, seed: int) -> None:
+    """`_envelopes_until` over the keys: the earliest of each memory's expiry (or, past it, its
+    next whole day), one kind or several, none expired or some."""
+    import random
+
+    from anchorfs.digest import _envelopes_until, _Keys
+
+    rng = random.Random(seed)
+    root = tmp_path / "ws"
+    root.mkdir()
+    anchorfs.init(root)
+    day = 86400.0
+    now = time.time()
+    kinds = ["note", "decision", "constraint"][: rng.choice([1, 3])]
+    n = rng.choice([1, 5, 400])
+    with Workspace(root) as ws:
+        expiry = {k: ws.config.expiry_days(k) * day for k in kinds}
+        reach = max(expiry.values()) * rng.choice([0.5, 3.0])
+        ts = [now - rng.random() * reach for _ in range(n)]
+        kind = [rng.randrange(len(kinds)) for _ in range(n)]
+        want = min(since + expiry[kinds[k]] if now <= since + expiry[kinds[k]]
+                   else since + (int((now - since) / day) + 1) * day for since, k in zip(ts, kind))
+        keys = _Keys([str(i) for i in range(n)], ts, [1] * n, kind, kinds, lambda i: None)  # type: ignore[arg-type,return-value]
+        assert _envelopes_until(ws, keys, now) == want

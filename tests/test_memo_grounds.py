@@ -1,0 +1,114 @@
+"""What a memo rests on (`memo._grounds`): every anchored file and each folder on its way,
+stat'ed once, in order; a folder or file that is gone recorded as absent and nothing under it
+walked. Checked value for value against the walk it replaced (one `os.path.join` per part),
+on nested, shared, deleted and file-versus-folder paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import anchorfs
+import anchorfs.hashing as hashing
+from anchorfs import memo
+from anchorfs.drift_report import DriftReport
+from anchorfs.workspace import Workspace
+
+GRAN_NS = 30_000_000
+
+
+@pytest.fixture(autouse=True)
+def _short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", GRAN_NS)
+    kwdefaults = hashing.HashCache.__init__.__kwdefaults__
+    assert kwdefaults is not None
+    monkeypatch.setitem(kwdefaults, "granularity_ns", GRAN_NS)
+
+
+def _walk(root: str, rels: list[str], limit: int) -> tuple[list[str], list[Any], list[str], dict[str, Any]]:
+    """The walk `_grounds` did before: every part joined in turn."""
+    paths: list[str] = []
+    keys: list[Any] = []
+    absent: dict[str, None] = {}
+    walked: set[str] = set()
+    present: dict[str, Any] = {}
+    for rel in rels:
+        parts = rel.split("/")
+        path = root
+        for i, part in enumerate(parts):
+            path = os.path.join(path, part)
+            last = i == len(parts) - 1
+            if path in walked:
+                if last or path in absent:
+                    break
+                continue
+            walked.add(path)
+            if not memo._record(path, limit, paths, keys, folder=not last):
+                absent[path] = None
+                break
+            if last:
+                present[rel] = keys[-1]
+    return paths, keys, list(absent), present
+
+
+class _Report(DriftReport):
+    def __init__(self, rels: list[str]) -> None:
+        super().__init__([])
+        self._rels = rels
+
+    def anchored_paths(self) -> list[str]:
+        return list(self._rels)
+
+    def paths_now(self) -> list[str]:
+        return []
+
+
+@pytest.mark.parametrize("order", ["as_given", "reversed"])
+def test_the_grounds_are_the_part_by_part_walks(tmp_path: Path, order: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "ws"
+    for rel in ["a.py", "src/b.py", "src/c.py", "src/deep/er/d.py", "src/deep/e.py", "lib/x/y.py", "both/f.py",
+                "both", "gone_dir/z.py"]:
+        if rel == "both":
+            continue
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x = 1\n")
+    anchorfs.init(root)
+    with Workspace(root) as ws:
+        ws.record("a ledger to rest on")
+    shutil.rmtree(root / "gone_dir")
+    (root / "lib" / "x" / "y.py").unlink()
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    rels = ["a.py", "src/b.py", "src/deep/er/d.py", "src/c.py", "gone_dir/z.py", "gone_dir/w.py", "src/deep/e.py",
+            "lib/x/y.py", "missing.py", "both/f.py", "src/deep/er/d.py", "gone_dir/q/r.py"]
+    if order == "reversed":
+        rels.reverse()
+    else:
+        rels.append("both")  # a folder walked on the way to a file, then anchored itself: nothing more
+    limit = time.time_ns() - GRAN_NS
+    with Workspace(root) as ws:
+        seen: list[dict[str, Any]] = []
+
+        def trusted_until(present: dict[str, Any]) -> float:
+            seen.append(dict(present))
+            return 1e18
+
+        monkeypatch.setattr(ws.cache, "trusted_until", trusted_until)
+        got = memo._grounds(ws, _Report(rels), limit)
+        assert got is not None
+        paths, keys, absent, until = got
+        head = memo._grounds(ws, _Report([]), limit)
+        assert head is not None
+        n = len(head[0])  # the ledger, the config, the code, the root: before the anchored paths
+        assert paths[:n] == head[0] and keys[:n] == head[1]
+        want_paths, want_keys, want_absent, present = _walk(ws.root_real, list(dict.fromkeys(rels)), limit)
+        assert paths[n:] == want_paths
+        assert keys[n:] == want_keys
+        assert absent[len(head[2]):] == want_absent
+        assert until == 1e18 and seen[0] == present
+    assert str(root / "gone_dir") in absent and str(root / "gone_dir" / "z.py") not in absent
+    assert str(root / "lib" / "x" / "y.py") in absent and str(root / "missing.py") in absent
