@@ -14,6 +14,10 @@ Claude Code runs them (the `anchorfs` script, the documented JSON on stdin): `ho
 an anchored file whose memories stay fresh, and one that makes memories stale.
 
 Usage: python scripts/bench_hook.py [--memories 1000] [--repeat 7] [--base DIR] [--cpu] [--write]
+       python scripts/bench_hook.py --instructions [--memories 1000] [--base DIR]
+(`--instructions`: each anchored case once under `valgrind --tool=callgrind`, its instruction
+count against `python3 -c pass`'s: repeatable under any load, unlike either clock. Each case is
+run with its files past the hash cache's racy window, so every run of it does the same work.)
 (`--base DIR`: DIR's code is timed too, on a twin workspace of its own, one run of each code in
 turn, so the two columns share the machine's moment and neither pays for the other's leftovers.)
 (`--write` at another size than 1,000 writes its own sections, "... at N memories".)
@@ -36,7 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import machine, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
+from anchorfs.hashing import DEFAULT_GRANULARITY_NS  # noqa: E402
 from anchorfs.hook import install  # noqa: E402
+
+DEFAULT_GRANULARITY_S = DEFAULT_GRANULARITY_NS / 1e9
 
 ENV = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
 PER_FILE = 4
@@ -140,6 +147,99 @@ def middle(times: list[tuple[float, float]]) -> tuple[float, float]:
     return sorted(t[0] for t in times)[n], sorted(t[1] for t in times)[n]
 
 
+def instructions(cmd: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None) -> tuple[int, str]:
+    """(instructions callgrind counted in `cmd`'s process, its stdout): `cmd` is run directly
+    (not through `sh`), the process whose imports and work the ratio is about."""
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], cwd=cwd,
+                          env=env, input=stdin, capture_output=True, text=True, check=False)
+    found = [line for line in proc.stderr.splitlines() if "Collected :" in line]
+    if not found:
+        raise SystemExit(f"callgrind counted nothing: {proc.stderr[-500:]}")
+    return int(found[-1].rsplit(":", 1)[1]), proc.stdout
+
+
+def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Instruction counts of `python3 -c pass` and the four anchored cases (post-edit and
+    post-commit, memories fresh or one made stale), each in a settled state: the edited file
+    past the racy window (2 s), so the hash cache neither re-hashes it every run nor saves."""
+    hook, _ = install(root)
+    code = env.get("PYTHONPATH") or str(Path(anchorfs.__file__).parent.parent)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(code) / "anchorfs")], check=True)
+    script = str(Path(sys.executable).with_name("anchorfs"))
+    line = next(x for x in hook.read_text().splitlines() if "-m anchorfs" in x)
+    commit_cmd = [sys.executable, "-m", "anchorfs", "hook", "run", "--root", str(root)]
+    assert line.startswith(f"{sys.executable} -m anchorfs hook run --root"), line
+
+    def edit_json(rel: str) -> str:
+        return json.dumps({"session_id": "bench", "cwd": str(root), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                           "tool_input": {"file_path": str(root / rel)}, "tool_response": {"success": True}})
+
+    def agent(rel: str) -> str:
+        return subprocess.run([script, "hook", "post-edit"], input=edit_json(rel), cwd=root, env=env,
+                              capture_output=True, text=True, check=True).stdout
+
+    def commit(rel: str, text: str) -> None:
+        (root / rel).write_text(text)
+        git(root, "-c", "core.hooksPath=/dev/null", "commit", "-qam", f"edit {rel}")
+        backdate(root, [rel])
+
+    def settle() -> None:
+        time.sleep(DEFAULT_GRANULARITY_S + 0.1)
+
+    got: dict[str, float] = {"baseline": instructions([sys.executable, "-c", "pass"], root, env)[0]}
+    edited, committed = rels[3], rels[1]  # odd files: no whole-file memory
+    (root / edited).write_text(body(3) + "# trailing comment\n")
+    agent(edited)
+    settle()
+    assert agent(edited) == ""
+    got["edit_fresh"] = instructions([sys.executable, script, "hook", "post-edit"], root, env, edit_json(edited))[0]
+    (root / edited).write_text(body(3, " + 1") + "# trailing comment\n")
+    settle()
+    n, out = instructions([sys.executable, script, "hook", "post-edit"], root, env, edit_json(edited))
+    assert "made 1 memory stale" in out, out
+    got["edit_made_stale"] = n
+    (root / edited).write_text(body(3) + "# trailing comment\n")
+    agent(edited)
+    commit(committed, body(1) + f"# trailing comment {time.time()}\n")
+    subprocess.run(commit_cmd, cwd=root, env=env, check=True, capture_output=True)
+    settle()
+    subprocess.run(commit_cmd, cwd=root, env=env, check=True, capture_output=True)
+    n, out = instructions(commit_cmd, root, env)
+    assert out == "", out
+    got["touched_fresh"] = n
+    commit(committed, body(1, " + 1") + "# trailing comment\n")
+    settle()
+    n, out = instructions(commit_cmd, root, env)
+    assert "made 1 memory stale" in out, out
+    got["stale"] = n
+    commit(committed, body(1) + "# trailing comment\n")
+    subprocess.run(commit_cmd, cwd=root, env=env, check=True, capture_output=True)
+    return got
+
+
+def main_instructions(args: argparse.Namespace) -> None:
+    """`--instructions`: the anchored cases' instruction counts, this code's and `--base`'s."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(anchorfs.__file__).parent)], check=True)
+    with tempfile.TemporaryDirectory(prefix="anchorfs-bench-hook-") as tmp:
+        codes = [("this code", ENV)] + ([(f"`--base {args.base}`", dict(ENV, PYTHONPATH=args.base))] if args.base else [])
+        counted = []
+        for k, (_, env) in enumerate(codes):
+            root = Path(tmp) / f"repo{k}"
+            rels = make_workspace(root, args.memories)
+            counted.append(count_cases(root, rels, env))
+    names = [("`hook post-edit`, anchored file edited, memories still fresh", "edit_fresh"),
+             ("`hook post-edit`, the edit making 1 memory stale", "edit_made_stale"),
+             ("post-commit hook, anchored file touched, memories still fresh", "touched_fresh"),
+             ("post-commit hook, commit making 1 memory stale", "stale")]
+    head = "| case | " + " | ".join(f"{label}: instructions | vs baseline" for label, _ in codes) + " |\n"
+    head += "|---|" + "---:|---:|" * len(codes) + "\n"
+    rows = [("`python3 -c pass` (baseline)", "baseline"), *names]
+    table = head + "\n".join("| " + name + " | " + " | ".join(
+        f"{c[key] / 1e6:.1f} M | {c[key] / c['baseline']:.2f}x" for c in counted) + " |" for name, key in rows)
+    print(f"Machine: {machine()}; {args.memories} anchored memories; instructions by "
+          f"`valgrind --tool=callgrind` (the Python process alone, not sh or git).\n\n{table}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--memories", type=int, default=1000)
@@ -147,7 +247,12 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
     ap.add_argument("--base", help="also time another checkout's code (its folder, as PYTHONPATH) in this run")
     ap.add_argument("--cpu", action="store_true", help="CPU time (user + sys of the processes run), not wall time")
+    ap.add_argument("--instructions", action="store_true",
+                    help="instruction counts of the anchored cases (callgrind), not times; prints only")
     args = ap.parse_args()
+    if args.instructions:
+        main_instructions(args)
+        return
     global CLOCK
     if args.cpu:
         CLOCK = _children_cpu
