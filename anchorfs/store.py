@@ -43,6 +43,15 @@ TEXT_SYNC_ROWS = 5_000
 """Up to this many rows a write rebuilds the full-text index before it returns (`Store.settle`);
 past it the background indexer folds new rows in, so a write never waits on a cost that grows
 with the store (`optimize` measured 20-190 ms of CPU at 1,000-5,000 rows, 150-980 ms at 20,000)."""
+TEXT_LAG_ROWS = 1_000
+TEXT_LAG_SHARE = 16
+"""Past `TEXT_SYNC_ROWS`, rows the full-text index does not hold yet are left to LanceDB's flat
+search of them up to max(`TEXT_LAG_ROWS`, rows / `TEXT_LAG_SHARE`): folding them in is an
+`optimize`, whose compaction rewrites every fragment under a million rows (kept 5 minutes for
+other readers), so folding at every write rewrote the table at every write (a bulk load of
+100,000 memories in batches of 1,000 left the folder at 24x its live data; a catch-up of one
+memory at 100,000 rows rewrote 250 MB). Relevance does not read LanceDB's BM25 (`ranking`),
+so an unindexed row ranks as an indexed one would."""
 SCHEMA_VERSION = "1"
 _T = TypeVar("_T")
 
@@ -444,13 +453,14 @@ class Store:
     def settle(self) -> None:
         """After a write: fold the rows it wrote into the full-text (and vector) index.
 
-        LanceDB searches rows written after the index was built unindexed, and scores BM25
-        over them with other statistics (the same memory read relevance 0.234 unindexed, 0.319
-        once folded in, 0.373 reindexed), so a store written row by row would rank unlike a
-        reindexed one. Up to `TEXT_SYNC_ROWS` rows the full-text index is built again at once
-        (a few ms on a small table; `optimize`, which also compacts and prunes, made the ledger
-        tests 4x slower); past it the background indexer (`anchorfs.indexer --text`, one at a
-        time) folds them in with `optimize`, so a write never waits on a cost that grows.
+        LanceDB searches rows written after the index was built unindexed (a flat scan of
+        them), and scores them with other BM25 statistics, which order the full-text side's
+        candidates before the cut. Up to `TEXT_SYNC_ROWS` rows the full-text index is built
+        again at once (a few ms on a small table; `optimize`, which also compacts and prunes,
+        made the ledger tests 4x slower); past it the rows wait, searched flat, until a
+        compaction by fragment count folds them in or they pass `TEXT_LAG_SHARE` of the table,
+        when the background indexer (`anchorfs.indexer --text`, one at a time) runs `optimize`:
+        a write never waits on a cost that grows, and the table is not rewritten per write.
         """
         if not self.settle_writes:
             self.maybe_compact()  # compaction by fragment count alone
@@ -463,7 +473,10 @@ class Store:
             self.maybe_compact()
             self.rebuild_text_index()
             return
-        self.maybe_compact()
+        if self.maybe_compact():  # by fragment count: that folds the new rows in too
+            return
+        if self.text_unindexed() <= max(TEXT_LAG_ROWS, rows // TEXT_LAG_SHARE):
+            return  # searched flat until more pile up (`TEXT_LAG_SHARE`)
         if self._index_job is None or self._index_job.poll() is not None:
             self._index_job = self._spawn_indexer("--text") if not _indexer_running(self.path.parent) else None
 

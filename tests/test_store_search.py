@@ -80,6 +80,7 @@ def test_past_the_sync_bound_a_write_leaves_the_folding_to_the_indexer(tmp_path:
     import anchorfs.store as store_mod
 
     monkeypatch.setattr(store_mod, "TEXT_SYNC_ROWS", 4)
+    monkeypatch.setattr(store_mod, "TEXT_LAG_ROWS", 2)
     store, _ = _store(tmp_path, TEXTS[:3])
     assert store.text_unindexed() == 0  # small: folded in before `add` returned
     store.add([Memory(id=new_id(), content=t) for t in TEXTS[3:6]])
@@ -89,6 +90,35 @@ def test_past_the_sync_bound_a_write_leaves_the_folding_to_the_indexer(tmp_path:
     store._table = None  # the indexer's version, read afresh
     assert len(_search(store, "retry backoff queue")) == 6
 
+
+
+def test_past_the_sync_bound_writes_append_and_the_text_index_is_folded_once_rows_pile_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folding a write's rows into the full-text index is an `optimize`, whose compaction
+    rewrites every fragment under a million rows (kept 5 minutes for other readers): done at
+    every write past the sync bound, a bulk load of 100,000 memories in batches of 1,000 left
+    the folder at 24x its live data. Now a write appends its fragment alone while the rows the
+    index lacks stay within `TEXT_LAG_ROWS` (searched flat meanwhile, found all the same); past
+    it the indexer folds them all in at once."""
+    import anchorfs.store as store_mod
+
+    monkeypatch.setattr(store_mod, "TEXT_SYNC_ROWS", 4)
+    monkeypatch.setattr(store_mod, "TEXT_LAG_ROWS", 3)
+    store, _ = _store(tmp_path, TEXTS[:4])  # within the sync bound: indexed before `add` returned
+    data = store.path / "data"
+    files = set(data.iterdir())
+    store.add([Memory(id=new_id(), content=t) for t in TEXTS[4:6]])
+    assert store._index_job is None  # 2 rows behind: no fold
+    now = set(data.iterdir())
+    assert files <= now and len(now - files) == 1  # the append's file, nothing rewritten
+    assert store.text_unindexed() == 2
+    assert len(_search(store, "retry backoff queue")) == 6  # the unindexed rows are found
+    store.add([Memory(id=new_id(), content=t) for t in TEXTS[6:8]])
+    assert store._index_job is not None  # 4 behind, past 3: folded in the background
+    assert store.wait_index() == 0
+    store._table = None  # the indexer's version, read afresh
+    assert store.text_unindexed() == 0
+    assert len(_search(store, "retry backoff queue")) == 8
 
 # -- issue 19, third round: what a query reads at 100,000 rows ------------------------------
 
