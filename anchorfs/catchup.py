@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import blake3
-import orjson
 
 from .hashing import DEFAULT_GRANULARITY_NS
 from .errors import LedgerError
@@ -146,6 +145,8 @@ class Prefix(_Frozen):
         }
 
     def to_bytes(self) -> bytes:
+        import orjson  # at use: a hook that reads no checkpoint never loads it
+
         return orjson.dumps(self.to_dict())
 
     @classmethod
@@ -154,6 +155,8 @@ class Prefix(_Frozen):
         reader then starts over, which only ever costs a full read, never a wrong answer."""
         if not data:
             return None
+        import orjson
+
         try:
             d = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -267,6 +270,8 @@ def _tail(fd: int, offset: int) -> bytes:
 
 def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> int:
     """One line, as `Ledger.read` takes it: a bad line is skipped with its warning (returns 1)."""
+    import orjson
+
     try:
         out.append(Entry.from_dict(orjson.loads(raw)))
     except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
@@ -392,6 +397,8 @@ def extend(ledger: Ledger, seen: Prefix | None, end: int) -> Prefix:
 
 def _doc(memory: Memory) -> str:
     """A memory as the store's `doc` column holds it (`Store._rows`)."""
+    import orjson
+
     return orjson.dumps(memory.to_dict()).decode()
 
 
