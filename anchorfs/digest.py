@@ -242,10 +242,40 @@ def _plain(value: "Any") -> "Any":
     return value
 
 
+class _Decoder:
+    """What the C JSON scanner reads off a decoder: `json.loads`' defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+_SPACE = " \t\n\r"  # JSON's whitespace
+
+
+def _json_loads(data: bytes) -> "Any":
+    """`json.loads` of a UTF-8 memo, by the C scanner `json` itself parses with, without
+    importing the `json` package: its import compiles `re` patterns, a third of a replayed
+    digest's own cost. Raises ValueError for anything `json.loads` refuses (and a memo in
+    another encoding than the one it is written in)."""
+    import _json
+
+    text = data.decode("utf-8").lstrip(_SPACE)
+    try:
+        value, end = _json.make_scanner(_Decoder)(text, 0)  # type: ignore[arg-type]  # any object with its attributes
+    except StopIteration:
+        raise ValueError("no JSON value") from None
+    if text[end:].strip(_SPACE):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 def _replay_digest(root_real: str) -> str | None:
     """The session-start output of the last full digest if nothing it rested on changed, else
     None. Never raises: any doubt is the full digest."""
-    import json
     import time
 
     from . import memo
@@ -256,7 +286,7 @@ def _replay_digest(root_real: str) -> str | None:
         if not stat.S_ISDIR(os.lstat(os.path.join(root_real, STATE_DIR)).st_mode):
             return None
         with os.fdopen(open_state(_digest_memo_path(root_real), os.O_RDONLY), "rb") as fh:
-            d = json.loads(fh.read(_MEMO_LIMIT))
+            d = _json_loads(fh.read(_MEMO_LIMIT))
         if not isinstance(d, dict) or d.get("format") != _DIGEST_FORMAT or d.get("root") != root_real:
             return None
         if d.get("environment") != _plain(memo._environment()):
