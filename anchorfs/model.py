@@ -313,6 +313,20 @@ class AnchorRef(Value):
         _set(self, "dirty", dirty)
         _set(self, "token_hash", token_hash)
 
+    # equality and hash written out, as the dataclass generated them: the drift pass and the
+    # fold compare anchors in bulk, and `Value`'s generic pair is twice as slow
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        o: AnchorRef = other  # type: ignore[assignment]
+        return (self.path, self.sha256, self.symbol, self.lines, self.content_hash, self.commit, self.dirty,
+                self.token_hash) == (o.path, o.sha256, o.symbol, o.lines, o.content_hash, o.commit, o.dirty,
+                                     o.token_hash)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.sha256, self.symbol, self.lines, self.content_hash, self.commit, self.dirty,
+                     self.token_hash))
+
     @property
     def spec(self) -> str:
         if self.symbol:
@@ -420,6 +434,21 @@ class Memory(Value):
         _set(self, "verified_at", verified_at)
         _set(self, "stale_claims", stale_claims)
         _set(self, "duplicate", duplicate)
+
+    def __eq__(self, other: object) -> bool:  # written out, as `AnchorRef`'s; `duplicate` left out
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        o: Memory = other  # type: ignore[assignment]
+        return (self.id, self.content, self.kind, self.tags, self.anchors, self.author, self.recorded_at,
+                self.valid_from, self.valid_until, self.status, self.supersedes, self.superseded_by, self.reason,
+                self.verified_at, self.stale_claims) == (
+                o.id, o.content, o.kind, o.tags, o.anchors, o.author, o.recorded_at, o.valid_from, o.valid_until,
+                o.status, o.supersedes, o.superseded_by, o.reason, o.verified_at, o.stale_claims)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.content, self.kind, self.tags, self.anchors, self.author, self.recorded_at,
+                     self.valid_from, self.valid_until, self.status, self.supersedes, self.superseded_by,
+                     self.reason, self.verified_at, self.stale_claims))
 
     def replace(self, **changes: Any) -> Memory:
         return super().replace(**changes)  # type: ignore[no-any-return]

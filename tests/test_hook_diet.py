@@ -256,3 +256,16 @@ def test_post_edit_output_is_the_bytes_orjson_wrote() -> None:
     data = orjson.loads(out)
     assert out == orjson.dumps(data).decode() + "\n" and "made 1 memory stale" in data["hookSpecificOutput"]["additionalContext"]
     assert _post_edit_output("a.py", []) == ""
+
+
+@pytest.mark.parametrize("make", [_anchor, _memory])
+def test_every_compared_field_counts_in_equality(make: object) -> None:
+    """`AnchorRef` and `Memory` write their equality and hash out (the drift pass and the fold
+    compare them in bulk): none of their fields is left out but `duplicate`."""
+    assert callable(make)
+    v = make()
+    for f in dataclasses.fields(v):
+        other = dataclasses.replace(v, **{f.name: object()})
+        assert (other != v) is f.compare and (other == v) is not f.compare, f.name
+        if not f.compare:
+            assert hash(other) == hash(v)
