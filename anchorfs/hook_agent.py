@@ -32,6 +32,7 @@ from .digest import (  # noqa: F401 (the digest's names, re-exported: `anchorfs.
     _digest,
     _digest_memo_path,
     _envelopes_until,
+    _json_loads,
     _one_line,
     _replay_digest,
     _save_digest,
@@ -83,12 +84,12 @@ def agent_args(argv: list[str]) -> tuple[str, str | None, bool] | None:
 
 
 def _read_stdin() -> dict[str, "Any"]:
-    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe). Read with
-    the standard `json`, for both hooks: orjson's import (it pulls `dataclasses`, `inspect`,
-    `uuid`, `platform`) would double the cost of an edit of an unanchored file and of a replayed
-    digest, which never need it."""
-    import json
-
+    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe). Read by
+    the C scanner the standard `json` parses with (`digest._json_loads`), for both hooks: the
+    `json` package's import compiles `re` patterns, and orjson's pulls `dataclasses`, `inspect`,
+    `uuid`, `platform`; an edit of an unanchored file and a replayed digest need neither. What
+    that reader refuses goes to `json.loads` itself (another encoding, a byte-order mark), so
+    the hook takes and refuses exactly what `json.loads` does."""
     stream = sys.stdin
     if stream is None or stream.isatty():
         return {}
@@ -96,9 +97,14 @@ def _read_stdin() -> dict[str, "Any"]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
-        raise WorkspaceError("the hook's stdin is not JSON") from None
+        data = _json_loads(raw)
+    except (ValueError, RecursionError):
+        import json
+
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
+            raise WorkspaceError("the hook's stdin is not JSON") from None
     if not isinstance(data, dict):
         raise WorkspaceError("the hook's stdin is not a JSON object")
     return data

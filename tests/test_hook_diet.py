@@ -269,3 +269,38 @@ def test_every_compared_field_counts_in_equality(make: object) -> None:
         assert (other != v) is f.compare and (other == v) is not f.compare, f.name
         if not f.compare:
             assert hash(other) == hash(v)
+
+
+def test_an_unanchored_edit_imports_neither_json_nor_re(repo: Path) -> None:
+    (repo / "NOTES").write_text("not anchored\n")
+    edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(repo / "NOTES")}})
+    code = ("import io, sys\nsys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+            "from anchorfs.__main__ import main\ntry:\n    main(['hook', 'post-edit'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted({'json', 're', 'orjson', 'enum'} & set(sys.modules)))\n")
+    got = subprocess.run([sys.executable, "-c", code, edit], cwd=repo, capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "[]", got
+
+
+@pytest.mark.parametrize("raw", [b'{"a": 1}', b'\xef\xbb\xbf{"a": 1}', '{"a": "ü"}'.encode("utf-16"),
+                                 b' {"a": [1, 2.5, null, true]} \n', b'{"a": NaN}', b"[1]", b"{", b'{"a": 1} x',
+                                 b'{"a": "\xff"}', b"[" * 100000 + b"]" * 100000])
+def test_the_hooks_stdin_is_read_as_json_loads_reads_it(raw: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from anchorfs.errors import WorkspaceError
+    from anchorfs.hook_agent import _read_stdin
+
+    try:
+        want: object = json.loads(raw)
+    except (ValueError, RecursionError):
+        want = WorkspaceError
+    if not isinstance(want, (dict, type)):
+        want = WorkspaceError  # not an object: refused too
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw)))
+    if want is WorkspaceError:
+        with pytest.raises(WorkspaceError):
+            _read_stdin()
+    else:
+        got = _read_stdin()
+        assert repr(got) == repr(want)  # NaN included (it equals nothing)
