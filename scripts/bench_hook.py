@@ -15,8 +15,8 @@ an anchored file whose memories stay fresh, and one that makes memories stale.
 
 Usage: python scripts/bench_hook.py [--memories 1000] [--repeat 7] [--base DIR] [--cpu] [--write]
        python scripts/bench_hook.py --instructions [--memories 1000] [--base DIR]
-(`--instructions`: each anchored case once under `valgrind --tool=callgrind`, its instruction
-count against `python3 -c pass`'s: repeatable under any load, unlike either clock. Each case is
+(`--instructions`: the replayed session start, the unanchored edit and the four anchored cases,
+each once under `valgrind --tool=callgrind`, its instruction count against `python3 -c pass`'s: repeatable under any load, unlike either clock. Each case is
 run with its files past the hash cache's racy window, so every run of it does the same work.)
 (`--base DIR`: DIR's code is timed too, on a twin workspace of its own, one run of each code in
 turn, so the two columns share the machine's moment and neither pays for the other's leftovers.)
@@ -187,6 +187,17 @@ def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, f
         time.sleep(DEFAULT_GRANULARITY_S + 0.1)
 
     got: dict[str, float] = {"baseline": instructions([sys.executable, "-c", "pass"], root, env)[0]}
+    (root / "CHANGELOG").write_text("edited\n")
+    n, out = instructions([sys.executable, script, "hook", "post-edit"], root, env, edit_json("CHANGELOG"))
+    assert out == "", out
+    got["edit_quiet"] = n
+    start = json.dumps({"session_id": "bench", "cwd": str(root), "hook_event_name": "SessionStart", "source": "startup"})
+    subprocess.run([script, "hook", "session-start"], input=start, cwd=root, env=env, capture_output=True, text=True,
+                   check=True)
+    settle()  # the memo's grounds past the racy window: the next start replays it
+    subprocess.run([script, "hook", "session-start"], input=start, cwd=root, env=env, capture_output=True, text=True,
+                   check=True)
+    got["session"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
     edited, committed = rels[3], rels[1]  # odd files: no whole-file memory
     (root / edited).write_text(body(3) + "# trailing comment\n")
     agent(edited)
@@ -227,7 +238,9 @@ def main_instructions(args: argparse.Namespace) -> None:
             root = Path(tmp) / f"repo{k}"
             rels = make_workspace(root, args.memories)
             counted.append(count_cases(root, rels, env))
-    names = [("`hook post-edit`, anchored file edited, memories still fresh", "edit_fresh"),
+    names = [("`hook session-start`, its last digest replayed", "session"),
+             ("`hook post-edit`, an unanchored file edited", "edit_quiet"),
+             ("`hook post-edit`, anchored file edited, memories still fresh", "edit_fresh"),
              ("`hook post-edit`, the edit making 1 memory stale", "edit_made_stale"),
              ("post-commit hook, anchored file touched, memories still fresh", "touched_fresh"),
              ("post-commit hook, commit making 1 memory stale", "stale")]
