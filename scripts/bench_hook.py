@@ -16,8 +16,9 @@ an anchored file whose memories stay fresh, and one that makes memories stale.
 Usage: python scripts/bench_hook.py [--memories 1000] [--repeat 7] [--base DIR] [--cpu] [--write]
        python scripts/bench_hook.py --instructions [--memories 1000] [--base DIR]
 (`--instructions`: the replayed session start, the unanchored edit and the four anchored cases,
-each once under `valgrind --tool=callgrind`, its instruction count against `python3 -c pass`'s: repeatable under any load, unlike either clock. Each case is
-run with its files past the hash cache's racy window, so every run of it does the same work.)
+each once under `valgrind --tool=callgrind`, its instruction count against `python3 -c pass`'s:
+repeatable under any load, unlike either clock. Each case is run with its files past the hash
+cache's racy window, so every run of it does the same work.)
 (`--base DIR`: DIR's code is timed too, on a twin workspace of its own, one run of each code in
 turn, so the two columns share the machine's moment and neither pays for the other's leftovers.)
 (`--write` at another size than 1,000 writes its own sections, "... at N memories".)
