@@ -257,10 +257,11 @@ _SPACE = " \t\n\r"  # JSON's whitespace
 
 
 def _json_loads(data: bytes) -> "Any":
-    """`json.loads` of a UTF-8 memo, by the C scanner `json` itself parses with, without
-    importing the `json` package: its import compiles `re` patterns, a third of a replayed
-    digest's own cost. Raises ValueError for anything `json.loads` refuses (and a memo in
-    another encoding than the one it is written in)."""
+    """`json.loads` of UTF-8 JSON (the digest memo, a hook's stdin, the fold snapshot's plan and
+    records), by the C scanner `json` itself parses with, without importing the `json` package
+    (its import compiles `re` patterns: a third of a replayed digest's own cost) or orjson. Raises
+    ValueError for anything `json.loads` refuses, for another encoding than UTF-8, and for JSON
+    nested past the recursion limit."""
     import _json
 
     text = data.decode("utf-8").lstrip(_SPACE)
@@ -268,6 +269,8 @@ def _json_loads(data: bytes) -> "Any":
         value, end = _json.make_scanner(_Decoder)(text, 0)  # type: ignore[arg-type]  # any object with its attributes
     except StopIteration:
         raise ValueError("no JSON value") from None
+    except RecursionError:  # nested past the interpreter's limit: damage, as orjson says of it
+        raise ValueError("JSON nested too deep") from None
     if text[end:].strip(_SPACE):
         raise ValueError("extra data after the JSON value")
     return value

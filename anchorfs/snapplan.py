@@ -3,7 +3,9 @@
 Split out of `anchorfs.foldsnap` (which writes the plan, `_PlanBuilder`, and re-exports these
 names): a whole-workspace drift pass (`anchorfs.driftplan`) and the hooks (`on_paths`) read
 the header and the plan line only, then the records the plan names, each checked against the
-plan's blake3 of it.
+plan's blake3 of it. All of it is JSON read by the C scanner the standard `json` parses with
+(`digest._json_loads`), not orjson, whose import (it pulls `dataclasses`, `uuid` and `json`) is
+2.4x `python -c pass`: an edit's or a commit's hook reads the plan alone.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import blake3
-import orjson
 
 from . import catchup
 from .catchup import Prefix
+from .digest import _json_loads as _loads  # not orjson: its import is 2.4x `python -c pass`
 from .errors import AnchorfsError, LedgerError
 from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, snap_path
 from .ledger import Head, Ledger
@@ -53,7 +55,7 @@ class SnapPlan:
         cut = region.find(b"\n")
         if cut < 0:
             raise ValueError("no plan")
-        plan = orjson.loads(region[:cut])
+        plan = _loads(region[:cut])
         if not isinstance(plan, dict):
             raise ValueError("no plan")  # `null`: none was kept for this fold
         n, own_n, ids_size = _int(plan["n"]), _int(plan["own_n"]), _int(plan["ids_size"])
@@ -174,7 +176,7 @@ class SnapPlan:
         if blake3.blake3(line).digest(_SUM) != digest:
             raise PlanMismatch("a record does not hash as its plan says")
         try:
-            return _record(orjson.loads(line))[3]
+            return _record(_loads(line))[3]
         except _SURPRISES as exc:
             raise PlanMismatch(f"a record the plan names does not read: {exc}") from None
 
@@ -300,7 +302,7 @@ class SnapPlan:
         if blake3.blake3(line).digest(_SUM) != self._all_sums[_SUM * j:_SUM * (j + 1)]:
             raise PlanMismatch("a record does not hash as its plan says")
         try:
-            return at, _record(orjson.loads(line))
+            return at, _record(_loads(line))
         except _SURPRISES as exc:
             raise PlanMismatch(f"a record the plan names does not read: {exc}") from None
 
@@ -343,7 +345,7 @@ def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
         cut = first.find(b"\n")
         if cut < 0:
             return None
-        header = orjson.loads(first[:cut])
+        header = _loads(first[:cut])
         if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
             return None
         folder = _folder(ledger)

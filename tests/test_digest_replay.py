@@ -78,3 +78,8 @@ def test_what_json_loads_refuses_it_refuses(bad: bytes) -> None:
 def test_the_constants_read_as_json_reads_them() -> None:
     got = _json_loads(b"[NaN, Infinity, -Infinity]")
     assert isinstance(got, list) and math.isnan(got[0]) and got[1:] == [math.inf, -math.inf]
+
+
+def test_json_nested_past_the_recursion_limit_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        _json_loads(b"[" * 100_000 + b"]" * 100_000)
