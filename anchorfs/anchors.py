@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from dataclasses import replace
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
 from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
@@ -282,12 +281,13 @@ def take(
     if ref.symbol or ref.lines:
         if ref.symbol and ref.lines:
             raise AnchorError(f"anchor {rel}: give a symbol or lines, not both")
-        text, _ = narrowed_text(replace(ref, path=rel), data)
+        here = ref.replace(path=rel)
+        text, _ = narrowed_text(here, data)
         content_hash = text_hash(text)
         from .codetext import remember
 
-        remember(replace(ref, path=rel), sha, text)  # the store write that follows indexes this text
-        tokens = narrowed_tokens(replace(ref, path=rel), data)
+        remember(here, sha, text)  # the store write that follows indexes this text
+        tokens = narrowed_tokens(here, data)
         if ref.content_hash is not None and ref.content_hash.lower() != content_hash:
             raise AnchorError(f"the given content_hash for {ref.spec} does not match the file")
     elif ref.content_hash is not None:  # a whole-file anchor has none: a given one cannot agree
@@ -382,7 +382,7 @@ def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple
     """Whether the text of `ref` (at `at` for lines) has the tokens it had, layout aside."""
     if strict or not ref.token_hash:
         return False
-    probe = replace(ref, path=path, lines=at) if ref.lines else replace(ref, path=path)
+    probe = ref.replace(path=path, lines=at) if ref.lines else ref.replace(path=path)
     return narrowed_tokens(probe, data) == ref.token_hash
 
 
