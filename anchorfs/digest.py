@@ -13,6 +13,7 @@ import os
 import stat
 
 from .errors import AnchorfsError, WorkspaceError
+from .jsonread import loads as _json_loads  # the memo's reader
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
@@ -239,40 +240,6 @@ def _plain(value: "Any") -> "Any":
     """`value` as JSON gives it back (tuples as lists), to compare with what a memo holds."""
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
-    return value
-
-
-class _Decoder:
-    """What the C JSON scanner reads off a decoder: `json.loads`' defaults."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
-
-
-_SPACE = " \t\n\r"  # JSON's whitespace
-
-
-def _json_loads(data: bytes) -> "Any":
-    """`json.loads` of UTF-8 JSON (the digest memo, a hook's stdin, the fold snapshot's plan and
-    records), by the C scanner `json` itself parses with, without importing the `json` package
-    (its import compiles `re` patterns: a third of a replayed digest's own cost) or orjson. Raises
-    ValueError for anything `json.loads` refuses, for another encoding than UTF-8, and for JSON
-    nested past the recursion limit."""
-    import _json
-
-    text = data.decode("utf-8").lstrip(_SPACE)
-    try:
-        value, end = _json.make_scanner(_Decoder)(text, 0)  # type: ignore[arg-type]  # any object with its attributes
-    except StopIteration:
-        raise ValueError("no JSON value") from None
-    except RecursionError:  # nested past the interpreter's limit: damage, as orjson says of it
-        raise ValueError("JSON nested too deep") from None
-    if text[end:].strip(_SPACE):
-        raise ValueError("extra data after the JSON value")
     return value
 
 

@@ -4,7 +4,7 @@ Split out of `anchorfs.foldsnap` (which writes the plan, `_PlanBuilder`, and re-
 names): a whole-workspace drift pass (`anchorfs.driftplan`) and the hooks (`on_paths`) read
 the header and the plan line only, then the records the plan names, each checked against the
 plan's blake3 of it. All of it is JSON read by the C scanner the standard `json` parses with
-(`digest._json_loads`), not orjson, whose import (it pulls `dataclasses`, `uuid` and `json`) is
+(`jsonread.loads`), not orjson, whose import (it pulls `dataclasses`, `uuid` and `json`) is
 2.4x `python -c pass`: an edit's or a commit's hook reads the plan alone.
 """
 
@@ -22,7 +22,7 @@ import blake3
 
 from . import catchup
 from .catchup import Prefix
-from .digest import _json_loads as _loads  # not orjson: its import is 2.4x `python -c pass`
+from .jsonread import loads as _loads  # not orjson: its import is 2.4x `python -c pass`
 from .errors import AnchorfsError, LedgerError
 from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, snap_path
 from .ledger import Head, Ledger

@@ -22,17 +22,15 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 
 from .anchors import STATE_DIR
 from .errors import AnchorfsError, WorkspaceError
 from .hashing import DEFAULT_GRANULARITY_NS
-from .model import Drift, Verdict, to_iso, utcnow
+from .model import Drift, Value, Verdict, to_iso, utcnow
 from .statefs import open_state, read_state
 
 if TYPE_CHECKING:
@@ -52,10 +50,11 @@ _STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
 _UNKNOWN = (Verdict.UNREADABLE, Verdict.UNSAFE)
 
 
-@dataclass(frozen=True, slots=True)
-class DriftEvent:
-    """One memory's drift changed: `before` -> `after`, seen by `source` ("watch" or "hook")."""
+class DriftEvent(Value):
+    """One memory's drift changed: `before` -> `after`, seen by `source` ("watch" or "hook").
+    A `model.Value`, not a dataclass: a hook that reports a drift change builds no class."""
 
+    __slots__ = ("at", "id", "before", "after", "source", "detail", "content")
     at: datetime
     id: str
     before: str
@@ -63,6 +62,11 @@ class DriftEvent:
     source: str
     detail: str
     content: str
+
+    def __init__(self, at: datetime, id: str, before: str, after: str, source: str, detail: str,  # noqa: A002
+                 content: str) -> None:
+        for name, value in zip(self.__slots__, (at, id, before, after, source, detail, content)):
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +120,8 @@ def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, sour
               for before, md in changed]
     if events:
         # One write with O_APPEND: lines from the watcher and the hook never interleave.
+        import orjson  # at use: a hook that changes no drift never loads it
+
         os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
     return events
 
@@ -125,6 +131,8 @@ def read_events(ws: "Workspace", *, limit: int | None = None) -> list[dict[str, 
     raw = read_state(ws.state / EVENTS_FILE)  # a link is refused, never read through
     if raw is None:
         return []
+    import orjson
+
     out = []
     for line in raw.splitlines():
         try:

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import orjson
 
 from .drift import DriftReport, MemoryDrift
 from .errors import AnchorfsError
@@ -35,18 +34,22 @@ def read(state: Path) -> tuple[dict[str, str], dict[str, str], bool]:
     A damaged, foreign or future-version file reads as a cold cache (damaged: true, so the
     next check rewrites it).
     """
+    from .jsonread import loads  # not orjson: its import is most of a hook's full digest
+
     try:
         raw = read_state(state / "drift.json")
         if raw is None:
             return {}, {}, False
-        data = orjson.loads(raw)
-    except (OSError, ValueError, orjson.JSONDecodeError):
+        data = loads(raw)
+    except (OSError, ValueError):  # UnicodeError and a nesting too deep are ValueErrors too
         return {}, {}, True
     try:
         if data.get("v") != 1:
             raise ValueError("unknown version")
         # Only known drift values: a hand-edited `[1]` would reach the store's update as a key.
         raw_known, raw_pending = dict(data["drift"]), dict(data.get("pending") or {})
+        for key in (*raw_known, *raw_pending):
+            key.encode("utf-8")  # a lone surrogate (an escape json takes, orjson refuses) is damage
         known = {k: v for k, v in raw_known.items() if isinstance(v, str) and v in DRIFTS}
         pending = {k: v for k, v in raw_pending.items() if isinstance(v, str) and v in DRIFTS}
         return known, pending, len(known) != len(raw_known) or len(pending) != len(raw_pending)
@@ -99,6 +102,8 @@ def write_back(state: Path, results: Iterable[MemoryDrift] | DriftReport, *, sto
         except AnchorfsError:
             pass
     try:
+        import orjson
+
         from .statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
 
         _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": merged, "pending": pending}),
@@ -115,6 +120,8 @@ def flush_pending(state: Path, store: "Store", *, read_only: bool) -> None:
     known, pending, _ = read(state)
     if not pending:
         return
+    import orjson
+
     from .statedir import _replace_atomic
 
     try:
