@@ -208,12 +208,12 @@ def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
 
 
 def _session_output(text: str) -> str:
-    import orjson
+    from .jsonwrite import dumps  # orjson's bytes without its import (issue 20)
 
     if not text:
         return ""
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-    return orjson.dumps(out).decode() + "\n"
+    return dumps(out).decode() + "\n"
 
 
 # -- the session-start memo: the last digest, replayed while nothing it rested on changed ---------

@@ -703,15 +703,14 @@ class HashCache:
                 for key, m in their_moves.items():
                     if key not in self._moves_touched:
                         moves[key] = m
-        import orjson  # at a save, not at import: a hook that saves nothing never loads it (issue 20)
+        from .jsonwrite import dumps  # orjson's bytes; its import is a quarter of a hook that saves (issue 20)
 
-        body = orjson.dumps(entries)
-        head: dict[str, Any] = {"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)}
-        if moves:
-            listed = orjson.dumps([[key, *m] for key, m in moves.items()])
-            head["moves"] = orjson.Fragment(listed)
-            head["moves_crc32"] = zlib.crc32(listed)
-        payload = orjson.dumps(head)[:-1] + b"," + _ENTRIES_KEY + body + b"}"
+        body = dumps(entries)
+        head = dumps({"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)})[:-1]
+        if moves:  # the listed moves' bytes as they are, which their CRC is over
+            listed = dumps([[key, *m] for key, m in moves.items()])
+            head += b',"moves":' + listed + b',"moves_crc32":' + dumps(zlib.crc32(listed))
+        payload = head + b"," + _ENTRIES_KEY + body + b"}"
         folder = self.manifest_path.parent
         new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
         fsync_dir(folder)

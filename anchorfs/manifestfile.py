@@ -75,11 +75,11 @@ def _tail(doc: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str, bool]], b
 
 def parse(data: bytes, mtime_ns: int, gran: int) -> Parsed:
     """Every entry of the manifest `data` (its file's mtime `mtime_ns`), racy ones poisoned."""
-    import orjson
+    from .jsonread import loads_as_orjson  # orjson's values; its import is a quarter of a hook that saves
 
     try:
-        doc: Any = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        doc: Any = loads_as_orjson(data)
+    except ValueError:  # orjson's JSONDecodeError, a UnicodeDecodeError, a nesting too deep
         return {}, {}, False
     if not _head_ok(doc) or type(doc.get("entries")) is not dict or _body(data, doc["crc32"]) is None:
         return {}, {}, False  # not written by us (or edited by hand): trust nothing in it
@@ -138,9 +138,9 @@ def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:
     leading `/` (the drift pass also resolves each through its guard before reading it)."""
     if type(listed) is not list or type(crc) is not int:
         return {}
-    import orjson  # the writer's own spelling, which the CRC is over
+    from .jsonwrite import dumps  # the writer's own spelling (orjson's), which the CRC is over
 
-    if zlib.crc32(orjson.dumps(listed)) != crc:
+    if zlib.crc32(dumps(listed)) != crc:
         return {}
     out: dict[str, tuple[str, str, str, bool]] = {}
     for item in listed:

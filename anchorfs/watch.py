@@ -120,9 +120,9 @@ def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, sour
               for before, md in changed]
     if events:
         # One write with O_APPEND: lines from the watcher and the hook never interleave.
-        import orjson  # at use: a hook that changes no drift never loads it
+        from .jsonwrite import dumps  # orjson's bytes without its import (issue 20)
 
-        os.write(fd, b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in events))
+        os.write(fd, b"".join(dumps(e.to_dict()) + b"\n" for e in events))
     return events
 
 

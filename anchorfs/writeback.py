@@ -102,11 +102,10 @@ def write_back(state: Path, results: Iterable[MemoryDrift] | DriftReport, *, sto
         except AnchorfsError:
             pass
     try:
-        import orjson
-
+        from .jsonwrite import dumps  # orjson's bytes without its import (issue 20)
         from .statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
 
-        _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": merged, "pending": pending}),
+        _replace_atomic(state / "drift.json", dumps({"v": 1, "drift": merged, "pending": pending}),
                         "drift-write")
     except OSError:
         return 0
@@ -120,13 +119,12 @@ def flush_pending(state: Path, store: "Store", *, read_only: bool) -> None:
     known, pending, _ = read(state)
     if not pending:
         return
-    import orjson
-
+    from .jsonwrite import dumps
     from .statedir import _replace_atomic
 
     try:
         store.set_drift(pending)
-        _replace_atomic(state / "drift.json", orjson.dumps({"v": 1, "drift": known, "pending": {}}),
+        _replace_atomic(state / "drift.json", dumps({"v": 1, "drift": known, "pending": {}}),
                         "drift-write")
     except (AnchorfsError, OSError):
         pass
