@@ -211,13 +211,14 @@ def hash_guarded(
     """Hex SHA-256 of a whole workspace file through `open_guarded`, streamed (no size bound).
 
     Raw `os.read` rather than `hashlib.file_digest`, which allocates a 256 KiB buffer per call
-    (most anchored files are a few KiB: that allocation was most of a cold check).
+    (most anchored files are a few KiB: that allocation was most of a cold check); hashed by
+    `hashing.new_sha256`, whose budget gives a hook's one edited file the built-in SHA-256.
     """
-    import hashlib  # lazily: OpenSSL's start-up is a tenth of a warm `anchorfs drift`, which hashes nothing
+    from .hashing import new_sha256  # the interpreter's SHA-256 for a few files: no OpenSSL start-up (issue 20)
 
-    fd, _ = open_guarded(path, root=root, expect=expect)
+    fd, st = open_guarded(path, root=root, expect=expect)
     try:
-        digest = hashlib.sha256()
+        digest = new_sha256(st.st_size)
         while chunk := os.read(fd, _CHUNK):
             digest.update(chunk)
         return digest.hexdigest()

@@ -176,6 +176,7 @@ def test_hooks_that_make_a_memory_stale_do_not_import_orjson(git_repo: Path) -> 
     out, mods = _modules(git_repo, edit, "hook", "post-edit")
     assert "made 1 memory stale" in out
     assert "orjson" not in mods and "dataclasses" not in mods
+    assert "hashlib" not in mods  # the edited file hashed by the built-in SHA-256 (`hashing.new_sha256`)
     manifest = git_repo / ".anchorfs" / "manifest.json"
     data = manifest.read_bytes()
     assert data == orjson.dumps(orjson.loads(data))  # the hash cache saved it, as orjson spells it
