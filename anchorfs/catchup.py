@@ -270,11 +270,17 @@ def _tail(fd: int, offset: int) -> bytes:
 
 def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> int:
     """One line, as `Ledger.read` takes it: a bad line is skipped with its warning (returns 1)."""
-    import orjson
+    from .jsonread import loads_as_orjson  # orjson's values without its import (issue 20)
 
     try:
-        out.append(Entry.from_dict(orjson.loads(raw)))
-    except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+        try:
+            doc = loads_as_orjson(raw)
+        except ValueError:  # not JSON: the warning gives orjson's own words, as before
+            import orjson
+
+            doc = orjson.loads(raw)
+        out.append(Entry.from_dict(doc))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # orjson's JSONDecodeError is a ValueError
         warnings.warn(f"{path}: skipping a bad line at byte {at}: {exc}", stacklevel=4)
         return 1
     return 0

@@ -16,10 +16,8 @@ kept the fold of the ledger), `statedir` (`init`, the state folder's `.gitignore
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from . import anchors as anchors_mod
-from . import catchup, foldsnap, recall, revision, storesync, writeback, writes
+from . import catchup, foldsnap, writeback  # recall, revision, storesync, writes: where used (a digest needs none)
 from .config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
 from .errors import (
@@ -38,18 +36,17 @@ from .errors import (
     WorkspaceError,
 )
 from .hashing import HashCache
-from .ledger import Entry, FoldState, Fork, Ledger
+from .ledger import Entry, FoldState, Ledger
 from .locate import locate
 from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
 from .statefs import check_state
 from .writeback import DRIFTS, UNANCHORED
-from .writes import AnchorLike
 from .model import (
     Drift,
-    Hit,
     Memory,
     Status,
     MIN_ID_PREFIX,
+    Value,
     claim_key,
     new_id,
     parse_time,
@@ -58,6 +55,9 @@ from .model import (
 )
 
 if TYPE_CHECKING:
+    from .hits import Hit  # a digest ranks no hit: `anchorfs.hits` builds a dataclass
+    from .forks import Fork  # a digest lists no forks: `anchorfs.forks` builds two dataclasses
+    from .writes import AnchorLike
     from .context import ContextBlock
     from .embedders import Embedder
     from .store import Store
@@ -80,15 +80,20 @@ def open(root: str | os.PathLike[str] | None = None, *, embedder: str | None = N
     return Workspace(find_root(root), embedder=embedder)
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryEvent:
-    """One ledger entry touching a memory's chain."""
+class HistoryEvent(Value):
+    """One ledger entry touching a memory's chain. A `model.Value`, not a dataclass: the
+    decorator's class building is no part of opening a workspace (a session start's digest)."""
 
+    __slots__ = ("op", "at", "actor", "reason", "memory")
     op: str
     at: datetime
     actor: str
     reason: str | None
     memory: Memory
+
+    def __init__(self, op: str, at: datetime, actor: str, reason: str | None, memory: Memory) -> None:
+        for name, value in zip(self.__slots__, (op, at, actor, reason, memory)):
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         from .model import to_iso
@@ -198,10 +203,12 @@ class Workspace:
         """
         if self._store is not None and catchup.settled(self.ledger, self._applied_at):
             return self._store
+        from . import storesync
         return storesync.open_store(self)
 
     def _applied(self) -> int:
         """Ledger bytes the store has taken in; -1 when unknown (no store or no checkpoint)."""
+        from . import storesync
         return storesync.applied(self.state)
 
     def _git_place(self) -> tuple[Path, str] | None:
@@ -281,6 +288,7 @@ class Workspace:
             unknown = set(item) - {"content", "kind", "tags", "anchors", "author"}
             if unknown:
                 raise InputError(f"unknown field(s) for a memory: {', '.join(sorted(map(str, unknown)))}")
+            from . import writes
             content, kind, tags = writes.validate(self, item["content"], item.get("kind", "note"), item.get("tags", ()))
             author = writes.author(self, item.get("author"))
             anchors = writes.take_anchors(self, content, item.get("anchors", ()), stamp=False)
@@ -298,7 +306,7 @@ class Workspace:
         for c, k, t, a, au in prepared:
             key = claim_key(c, k, a)
             if key in known:
-                out.append(dataclasses.replace(known[key], duplicate=True))
+                out.append(known[key].replace(duplicate=True))
                 continue
             known[key] = m = Memory(id=new_id(), content=c, kind=k, tags=t, anchors=a, author=au,
                                     recorded_at=now, valid_from=now,
@@ -308,9 +316,9 @@ class Workspace:
         if not memories:
             return out
         stamped = writes.stamp_git(self, [m.anchors for m in memories])  # one git process per batch
-        done = {m.id: validate_memory(dataclasses.replace(m, anchors=a)) for m, a in zip(memories, stamped)}
+        done = {m.id: validate_memory(m.replace(anchors=a)) for m, a in zip(memories, stamped)}
         writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret, seen=seen)
-        return [dataclasses.replace(done[m.id], duplicate=m.duplicate) if m.id in done else m for m in out]
+        return [done[m.id].replace(duplicate=m.duplicate) if m.id in done else m for m in out]
 
     def _resolve_id(self, memory_id: str) -> Memory:
         """A memory by id or by a unique prefix of MIN_ID_PREFIX+ characters (`show 01`); an
@@ -363,12 +371,14 @@ class Workspace:
         followed). `drop_anchors=True` leaves the successor unanchored on purpose (`@anchor`
         markers in its text still count).
         """
+        from . import revision
         return revision.supersede(self, memory_id, content, reason=reason, anchors=anchors, kind=kind, tags=tags,
                                   author=author, drop_anchors=drop_anchors, allow_secret=allow_secret,
                                   propose=propose)
 
     def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Withdraw a belief with no successor."""
+        from . import revision
         return revision.retract(self, memory_id, reason=reason)
 
     def accept(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -377,11 +387,13 @@ class Workspace:
         A proposed supersede retires its predecessor only now, so the predecessor must still be
         active: one superseded or retracted meanwhile is refused, naming what stands instead.
         """
+        from . import revision
         return revision.accept(self, memory_id, reason=reason)
 
     def reject(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Turn down a proposed memory: it is retracted with `reason`, never served; the ledger
         keeps it. A proposed supersede leaves its predecessor as it was."""
+        from . import revision
         return revision.reject(self, memory_id, reason=reason)
 
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
@@ -391,6 +403,7 @@ class Workspace:
         supersede it came from is undone: the predecessor comes back, it is retracted, and the
         predecessor is returned, as `revert OLD_ID` would.
         """
+        from . import revision
         return revision.revert(self, memory_id, reason=reason)
 
     def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
@@ -402,6 +415,7 @@ class Workspace:
         Only an active memory can be re-anchored: a superseded one is refused naming the head
         of its chain.
         """
+        from . import revision
         return revision.reanchor(self, memory_id, anchors=anchors, reason=reason, drop_anchors=drop_anchors)
 
     # -- reads -----------------------------------------------------------------------------
@@ -484,6 +498,7 @@ class Workspace:
         memories active at that instant, each as it stood then, its anchors of then checked
         against the files now; such a read writes no drift back.
         """
+        from . import recall
         return recall.query(self, text, k=k, include_superseded=include_superseded, as_of=as_of, stale=stale)
 
     def bisect(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "BisectResult":
@@ -560,6 +575,7 @@ class Workspace:
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE]
         report = verify_claims(self.root_real, active, net=net, timeout=timeout)
         if mark and report.results:
+            from . import writes
             writes.mark(self, report, active)
         return report
 
@@ -575,6 +591,8 @@ class Workspace:
         report = suggest_report(self.root_real, active)
         if not apply:
             return report
+        import dataclasses  # here: a Suggestion is a dataclass, and this is no hook's path
+
         done = []
         for s in report.suggestions:
             if not s.held:
@@ -593,6 +611,7 @@ class Workspace:
 
         Past `store.index_rows` rows the vector index is built at once; every older version is
         deleted after (the folder is rebuilt from nothing, so no reader can still need one)."""
+        from . import storesync
         return storesync.rebuild(self, embedder=embedder, progress=progress)
 
     # -- agents: prompt context, watch mode, git hook ----------------------------------------
@@ -621,6 +640,9 @@ class Workspace:
         md = md.with_claims()
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
+            from . import recall
+            from .hits import Hit
+
             env = recall.with_history(self, [Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
         return md, env
 

@@ -1,0 +1,46 @@
+"""What a session start's full digest imports (issue 20: 5x `python3 -c pass`): opening the
+workspace loads none of the modules only other paths use (`recall`, `revision`, `storesync`,
+`writes`, `hits`, `forks`), so neither `dataclasses` nor orjson."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git
+
+import anchorfs
+
+_PROBE = ("import io, json, sys\n"
+          "import anchorfs.foldsnap as foldsnap\n"
+          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
+          "from anchorfs.__main__ import main\n"
+          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
+          "sys.stderr.write(json.dumps(sorted(sys.modules)))\n")
+
+
+def test_a_full_session_start_digest_imports_no_dataclasses(git_repo: Path) -> None:
+    (git_repo / "auth").mkdir()
+    (git_repo / "auth" / "token.py").write_text("def issue(user):\n    return sign(user, hours=24)\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "initial")
+    anchorfs.init(git_repo)
+    with anchorfs.open(git_repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#issue"])
+        ws.record("tokens are signed", anchors=["auth/token.py"])
+    start = json.dumps({"session_id": "s", "cwd": str(git_repo), "hook_event_name": "SessionStart", "source": "startup"})
+    subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo, capture_output=True,
+                   timeout=60, check=True)  # the fold's snapshot written, as any earlier read would have
+    (git_repo / "auth" / "token.py").write_text("def issue(user):\n    return sign(user, hours=24)\n\n# edited\n")
+    proc = subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo,
+                          capture_output=True, text=True, timeout=60, check=False)
+    mods = json.loads(proc.stderr)
+    said = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "token expiry is 24 hours" in said and "tokens are signed" in said
+    assert "anchorfs.workspace" in mods  # the full digest, not a replay
+    gone = {"dataclasses", "orjson", "anchorfs.recall", "anchorfs.revision", "anchorfs.storesync", "anchorfs.writes",
+            "anchorfs.hits", "anchorfs.forks"}
+    assert gone.isdisjoint(mods), sorted(gone & set(mods))
