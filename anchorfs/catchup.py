@@ -29,7 +29,6 @@ import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 import blake3
 
@@ -39,7 +38,10 @@ from .ledger import Entry, Ledger, fold, refold
 from .model import Memory
 from .statefs import open_state, read_state
 
+TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
 if TYPE_CHECKING:
+    from typing import Literal
+
     from .store import Store
 
 __all__ = ["Prefix", "Follow", "Folded", "Kind", "follow", "settled", "extend", "catch_up", "reconcile", "merged", "load", "stamp", "CHECKPOINT_VERSION"]
@@ -59,7 +61,10 @@ Stat = tuple[int, int, int, int, int]
 _MISSING: Stat = (0, 0, -1, 0, 0)
 """The stat of a ledger that does not exist (yet)."""
 
-Kind = Literal["same", "grown", "rewritten"]
+if TYPE_CHECKING:
+    Kind = Literal["same", "grown", "rewritten"]
+else:
+    Kind = str  # one of those three words
 
 
 def _sig(st: os.stat_result) -> Stat:

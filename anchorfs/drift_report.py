@@ -8,13 +8,19 @@ loop.
 
 No `from __future__ import annotations` here: `typing.NamedTuple` compiles a string annotation
 (`MemoryDrift`'s three: about 0.1 M instructions, by callgrind, in every process that checks
-drift, a hook's included), so the annotations are the objects, a forward one quoted.
+drift, a hook's included), so the annotations are the objects, a forward one quoted, as are
+those naming `typing`'s `Any` (imported for the type checker only).
 """
 
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import Any, NamedTuple, overload
+
+TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple, overload
+else:
+    from .tuples import NamedTuple
 
 from .model import AnchorCheck, Drift, Memory, Verdict
 
@@ -28,7 +34,7 @@ class MemoryDrift(NamedTuple):
     drift: Drift
     checks: tuple[AnchorCheck, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> "dict[str, Any]":
         out = {
             "id": self.memory.id,
             "content": self.memory.content,
@@ -144,7 +150,7 @@ class DriftReport:
     def stale(self) -> list[MemoryDrift]:
         return [m for m in self._flagged if m.drift is Drift.STALE]
 
-    def to_dict(self, *, every: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, every: bool = False) -> "dict[str, Any]":
         """The counts, and the memories that are not fresh (`every`: all of them, in order).
 
         At scale the fresh ones are nearly all of it and say nothing (100,000 of them printed
@@ -170,11 +176,12 @@ class _Chained(Sequence[Memory]):
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)
 
-    @overload
-    def __getitem__(self, i: int) -> Memory: ...
+    if TYPE_CHECKING:
+        @overload
+        def __getitem__(self, i: int) -> Memory: ...
 
-    @overload
-    def __getitem__(self, i: slice) -> list[Memory]: ...
+        @overload
+        def __getitem__(self, i: slice) -> list[Memory]: ...
 
     def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
         if isinstance(i, slice):

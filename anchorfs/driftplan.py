@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, overload
 
 from . import catchup, foldsnap, writeback
 from .drift import DriftChecker, DriftReport, MemoryDrift, _all_fresh, _Plan, plan_of_files
 from .foldsnap import PlanMismatch, SnapPlan
 from .model import Memory
 
+TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
 if TYPE_CHECKING:
+    from typing import overload
+
     from .planoverlay import OverlayPlan
     from .workspace import Workspace
 
@@ -50,11 +52,12 @@ class LazyMemories(Sequence[Memory]):
     def __len__(self) -> int:
         return self._snap.n
 
-    @overload
-    def __getitem__(self, i: int) -> Memory: ...
+    if TYPE_CHECKING:
+        @overload
+        def __getitem__(self, i: int) -> Memory: ...
 
-    @overload
-    def __getitem__(self, i: slice) -> list[Memory]: ...
+        @overload
+        def __getitem__(self, i: slice) -> list[Memory]: ...
 
     def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
         if isinstance(i, slice):

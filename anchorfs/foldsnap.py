@@ -43,7 +43,6 @@ from array import array
 from collections.abc import Iterator
 from itertools import chain
 from pathlib import Path
-from typing import Any
 
 import blake3
 
@@ -56,6 +55,7 @@ from .statefs import open_state, replace_state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
     from .snapplan import PlanMismatch, SnapPlan, covered_by, on_paths, read_plan
 else:
     def __getattr__(name: str) -> Any:

@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from .manifestfile import ENTRIES_KEY as _ENTRIES_KEY
 from .manifestfile import FORMAT as _FORMAT
@@ -48,6 +47,10 @@ from .manifestfile import MANIFEST_VERSION
 from .manifestfile import moves_of as _moves_of
 from .manifestfile import parse, parse_only
 from .manifestfile import plain_rel as _plain_rel
+
+TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+if TYPE_CHECKING:
+    from typing import Any
 
 try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
@@ -73,7 +76,10 @@ _stat = os.stat
 # An entry, in memory and on disk: [size, mtime_ns, ctime_ns, inode, sha256 or None, checked_at].
 # Kept as the lists orjson builds, so loading converts nothing; entries are replaced, never
 # mutated once published.
-_Entry = list[Any]
+if TYPE_CHECKING:
+    _Entry = list[Any]
+else:
+    _Entry = list
 _Sig = tuple[int, int, int]
 _ENTRY_KEY = itemgetter(0, 1, 2, 3)
 _STAT_KEY = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")

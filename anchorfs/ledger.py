@@ -30,7 +30,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
 
 from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
@@ -38,6 +37,11 @@ from .statefs import open_state, refuse_link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from .tuples import NamedTuple  # typing's, without importing typing
+if TYPE_CHECKING:
+    from typing import Any, Iterable
     from .forks import Fork, Side
 else:
     def __getattr__(name: str) -> Any:
@@ -401,7 +405,10 @@ class Ledger:
                 yield entry
 
 
-Rank = tuple[Any, ...]
+if TYPE_CHECKING:
+    Rank = tuple[Any, ...]
+else:
+    Rank = tuple
 
 
 def rank(entry: Entry, line: int = 0) -> Rank:

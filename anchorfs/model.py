@@ -11,12 +11,16 @@ import time
 from datetime import datetime, timezone
 from operator import attrgetter
 from enum import StrEnum
-from typing import Any, ClassVar, NamedTuple
 
 from .errors import InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from .tuples import NamedTuple  # typing's, without importing typing
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
     from dataclasses import Field
 
     from .hits import Hit
@@ -208,6 +212,7 @@ class _DataclassFields:
 
     def __get__(self, obj: object, cls: type[Value]) -> dict[str, Any]:
         import dataclasses
+        from typing import Any  # a field's type when not annotated, as dataclasses gives it
 
         made: dict[str, Any] = {}
         for name in cls.__slots__:

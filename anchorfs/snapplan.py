@@ -16,7 +16,6 @@ import stat as stat_mod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import blake3
 
@@ -33,6 +32,7 @@ __all__ = ["ActiveKeys", "PlanMismatch", "SnapPlan", "covered_by", "on_paths", "
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
     from .planoverlay import OverlayPlan
 
 class SnapPlan:

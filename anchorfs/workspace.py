@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
 
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
@@ -55,6 +55,8 @@ from .model import (
 )
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from .hits import Hit  # a digest ranks no hit: `anchorfs.hits` builds a dataclass
     from .forks import Fork  # a digest lists no forks: `anchorfs.forks` builds two dataclasses
     from .writes import AnchorLike

@@ -44,3 +44,27 @@ def test_a_full_session_start_digest_imports_no_dataclasses(git_repo: Path) -> N
     gone = {"dataclasses", "orjson", "anchorfs.recall", "anchorfs.revision", "anchorfs.storesync", "anchorfs.writes",
             "anchorfs.hits", "anchorfs.forks"}
     assert gone.isdisjoint(mods), sorted(gone & set(mods))
+
+
+def test_a_full_digest_over_unchanged_files_imports_no_typing(git_repo: Path) -> None:
+    """`typing` (about 12M instructions) is imported only for the type checker in every module
+    a session start runs; tree-sitter imports it too, so only a digest that parses no file
+    shows it: here every anchored file hashes as recorded."""
+    token = git_repo / "auth" / "token.py"
+    token.parent.mkdir()
+    token.write_text("def issue(user):\n    return sign(user, hours=24)\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "initial")
+    anchorfs.init(git_repo)
+    with anchorfs.open(git_repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#issue"])
+        ws.record("tokens are signed", anchors=["auth/token.py"])
+    start = json.dumps({"session_id": "s", "cwd": str(git_repo), "hook_event_name": "SessionStart", "source": "startup"})
+    subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo, capture_output=True,
+                   timeout=60, check=True)  # the fold's snapshot written
+    token.write_text(token.read_text())  # the same bytes: no memo holds, every memory still fresh
+    proc = subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo,
+                          capture_output=True, text=True, timeout=60, check=False)
+    mods = json.loads(proc.stderr)
+    assert "0 stale" in proc.stdout and "anchorfs.workspace" in mods
+    assert "typing" not in mods
