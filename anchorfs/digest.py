@@ -306,10 +306,10 @@ def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: f
 def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys | Sequence[Memory]", out: str,
                  started_ns: int) -> None:
     """Keep `out` as the digest memo when every ground can be vouched for; else drop the last one."""
-    import json
     import time
 
     from . import memo
+    from .jsonwrite import json_dumps  # json.dumps' text without the json package (issue 20)
     from .drift import DriftReport
     from .hashing import DEFAULT_GRANULARITY_NS
     from .statefs import replace_state
@@ -325,7 +325,7 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
                 payload = {"format": _DIGEST_FORMAT, "root": ws.root_real, "environment": _plain(memo._environment()),
                            "written": now, "until": until, "paths": paths, "keys": [list(k) for k in keys],
                            "absent": absent, "out": out}
-                replace_state(path, json.dumps(payload).encode())
+                replace_state(path, json_dumps(payload).encode())
                 return
     except (OSError, ValueError, AnchorfsError):
         pass

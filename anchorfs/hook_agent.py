@@ -155,7 +155,7 @@ def _post_edit_output(rel: str, events: list["DriftEvent"]) -> str:
     """What `post_edit` prints for the transitions an edit of `rel` logged ("" for none). The
     standard `json`, as for the hook's stdin: the same bytes orjson gives for any text a memory
     can hold, without its import (a fifth of an anchored edit's hook, issue 20)."""
-    import json
+    from .jsonwrite import json_dumps
 
     stale = [e for e in events if e.after == "stale"]
     other = [e for e in events if e.after != "stale"]
@@ -172,7 +172,7 @@ def _post_edit_output(rel: str, events: list["DriftEvent"]) -> str:
     for e in other:
         lines.append(f"anchorfs: {e.id} is {e.after} again after this edit ({e.detail}) · {_one_line(e.content)}")
     out = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "\n".join(lines)}}
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json_dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 def agent_main(event_name: str, root: str | None = None) -> int:

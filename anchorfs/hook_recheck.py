@@ -73,12 +73,12 @@ def known_drift(raw: bytes | None) -> dict[str, str] | None:
     anything but a clean version-1 file (the full path then rewrites it). Read with the standard
     `json` (orjson's import would be a fifth of the hook), held to what orjson, the workspace's
     reader, accepts: UTF-8 text, no `NaN` or `Infinity`, no lone surrogate in a key."""
-    import json
+    from .jsonread import loads  # json's C scanner without the json package (issue 20)
 
     if raw is None:
         return {}
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_refused)
+        data = loads(raw, constants=False)
         if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data["drift"], dict):
             return None
         known, pending = data["drift"], data.get("pending") or {}
@@ -90,10 +90,6 @@ def known_drift(raw: bytes | None) -> dict[str, str] | None:
     if not isinstance(pending, dict) or not all(type(v) is str and v in drifts for v in (*known.values(), *pending.values())):
         return None
     return known
-
-
-def _refused(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _changed(known: dict[str, str], results: "list[MemoryDrift]") -> "list[tuple[str, MemoryDrift]]":

@@ -31,6 +31,14 @@ def _finite(text: str) -> float:
     return value
 
 
+class _Plain(_Decoder):
+    """`json.loads` refusing NaN and the infinities, as orjson does."""
+
+    @staticmethod
+    def parse_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+
 class _Strict(_Decoder):
     """orjson's refusals of what `json.loads` takes: NaN, the infinities, a float out of range."""
 
@@ -46,13 +54,13 @@ _NUMERALS = bytes.maketrans(b"123456789[: \t\n\r", b"000000000,,,,,,")
 """Digits as `0`, what can precede a number as `,`: a number's shape found by `bytes.find`."""
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes, *, constants: bool = True) -> Any:
     """`json.loads` of UTF-8 JSON (the digest memo, a hook's stdin, the fold snapshot's plan and
     records), by the C scanner `json` itself parses with, without importing the `json` package
     (its import compiles `re` patterns: a third of a replayed digest's own cost) or orjson. Raises
     ValueError for anything `json.loads` refuses, for another encoding than UTF-8, and for JSON
-    nested past the recursion limit."""
-    return _scan(data, _Decoder)
+    nested past the recursion limit; `constants=False` refuses NaN and the infinities too."""
+    return _scan(data, _Decoder if constants else _Plain)
 
 
 def loads_as_orjson(data: bytes) -> Any:

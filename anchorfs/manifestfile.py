@@ -7,7 +7,8 @@ issue 20). Both trust the entries only under the CRC this project's writer stamp
 bytes, poison the racy ones against the file's own mtime, and read anything unexpected as a
 cold cache (no entry at all): the same answers for every path both read.
 
-`parse_only` reads with the standard `json` (its head, a key's spelling, a few short entries),
+`parse_only` reads with the standard `json`'s C scanner and encoder, without the `json` package
+(`jsonread`, `jsonwrite.json_dumps`: its head, a key's spelling, a few short entries),
 `parse` and the found moves with orjson, imported when first needed: orjson's import (it pulls
 `dataclasses`, `inspect`, `uuid`, `platform`) would be a fifth of a hook that decodes a few
 hundred bytes (issue 20). Both decoders give the same values for what this project's writer
@@ -17,7 +18,6 @@ wrote, and a key is spelt by `json.dumps(rel, ensure_ascii=False)` exactly as by
 
 from __future__ import annotations
 
-import json
 import zlib
 
 TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
@@ -96,11 +96,14 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     as the writer spells it (`orjson`, compact: `{` or `,` then the key, `:[`; no `"` can
     precede a key's quote unescaped, and an entry's value holds no `]`). None when this
     cannot be read so (the caller takes `parse`, which judges the whole file)."""
+    from .jsonread import loads
+    from .jsonwrite import json_dumps
+
     start = data.find(ENTRIES_KEY)
     if start < 1 or data[start - 1:start] != b",":
         return None
     try:
-        doc: Any = json.loads((data[:start - 1] + b"}").decode("utf-8"))
+        doc: Any = loads(data[:start - 1] + b"}")
     except ValueError:  # JSONDecodeError, UnicodeDecodeError
         return None
     if not _head_ok(doc):
@@ -112,7 +115,7 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     entries: dict[str, list[Any]] = {}
     for rel in only:
         try:
-            key = json.dumps(rel, ensure_ascii=False).encode("utf-8") + b":["  # as orjson spells it
+            key = json_dumps(rel, ensure_ascii=False).encode("utf-8") + b":["  # as orjson spells it
         except (TypeError, UnicodeEncodeError):
             continue  # not UTF-8 (a lone surrogate): never written
         at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
@@ -120,7 +123,7 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
             continue
         stop = raw.find(b"]", at)
         try:
-            entry = json.loads(raw[at + len(key) - 1:stop + 1].decode("utf-8"))
+            entry = loads(raw[at + len(key) - 1:stop + 1])
         except ValueError:
             return None
         if type(entry) is not list:

@@ -142,13 +142,15 @@ def test_the_manifest_is_written_byte_for_byte_as_orjson_wrote_it(tmp_path: Path
         assert got == entries and got_moves == {k: tuple(m) for k, m in moves.items()} and not old
 
 
-_PROBE = ("import io, json, sys\n"
+_PROBE = ("import io, sys\n"
           "import anchorfs.foldsnap as foldsnap\n"
           "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
           "from anchorfs.__main__ import main\n"
           "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
           "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
-          "sys.stderr.write(json.dumps(sorted(sys.modules)))\n")
+          "loaded = sorted(sys.modules)\n"
+          "import json\n"
+          "sys.stderr.write(json.dumps(loaded))\n")
 
 
 def _modules(repo: Path, stdin: str, *argv: str) -> tuple[str, list[str]]:
@@ -177,6 +179,7 @@ def test_hooks_that_make_a_memory_stale_do_not_import_orjson(git_repo: Path) -> 
     assert "made 1 memory stale" in out
     assert "orjson" not in mods and "dataclasses" not in mods
     assert "hashlib" not in mods  # the edited file hashed by the built-in SHA-256 (`hashing.new_sha256`)
+    assert "json" not in mods  # the manifest, drift.json and the answer by json's C parts alone (`_json`)
     manifest = git_repo / ".anchorfs" / "manifest.json"
     data = manifest.read_bytes()
     assert data == orjson.dumps(orjson.loads(data))  # the hash cache saved it, as orjson spells it
@@ -198,3 +201,50 @@ def test_session_start_answer_is_orjsons_bytes() -> None:
     text = "anchorfs: 2 memories\n- \"quoted\" é \x01 1e-05"
     want = orjson.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}})
     assert _session_output(text) == want.decode() + "\n" and _session_output("") == ""
+
+
+_PLAIN = [None, True, 1, -2**70, 1.5, 1e-7, float("nan"), float("inf"), "é\ud800\x00\"", [1, [2, {"a": ()}]],
+          {"k": "v", "é": [None, 0.1]}, {1: 2, None: 3, 1.5: 4, True: 5}, {(1,): 2}, b"bytes", object(),
+          datetime(2026, 1, 2, tzinfo=timezone.utc)]
+
+
+@pytest.mark.parametrize("value", _PLAIN, ids=range(len(_PLAIN)))
+@pytest.mark.parametrize("ascii_", [True, False])
+@pytest.mark.parametrize("separators", [(", ", ": "), (",", ":")])
+def test_json_dumps_is_json_dumps(value: object, ascii_: bool, separators: tuple[str, str]) -> None:
+    from anchorfs.jsonwrite import json_dumps
+
+    def ours(v: object) -> object:
+        try:
+            return json_dumps(v, ensure_ascii=ascii_, separators=separators)
+        except Exception as e:
+            return type(e), str(e)
+
+    def theirs(v: object) -> object:
+        try:
+            return json.dumps(v, ensure_ascii=ascii_, separators=separators)
+        except Exception as e:
+            return type(e), str(e)
+
+    assert ours(value) == theirs(value)
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    assert ours(cyclic) == theirs(cyclic)
+
+
+@pytest.mark.parametrize("raw", [b'{"a": NaN}', b"[Infinity]", b"[-Infinity]", b'{"a": 1e400}', b'{"v": 1}'])
+def test_loads_without_constants_refuses_what_json_takes_only_as_constants(raw: bytes) -> None:
+    from anchorfs.jsonread import loads
+
+    def refused(name: str) -> None:
+        raise ValueError(name)
+
+    try:
+        want: object = json.loads(raw.decode(), parse_constant=refused)
+    except ValueError:
+        want = ValueError
+    try:
+        got: object = loads(raw, constants=False)
+    except ValueError:
+        got = ValueError
+    assert repr(got) == repr(want)
