@@ -537,10 +537,9 @@ Reading the figures:
   run's stores: hashing 0.15, e5 0.15, minilm 0.11, each at `q073`). The prototype of last
   round (same BM25) read the same hashing figures: MRR 0.825, spread max 0.105 at `q073`.
   Tried there and not kept: a fixed reference length instead of none (b = 0.75 against 40
-  terms) 0.819; every matched term counted once (no term frequency) 0.814. This round's
-  latencies and record rates were measured at load averages 4.5-8.5 on the 2 shared cores and
-  read that load (hashing's record rate 9.0 / 7.9 memories/s against 25.6 / 29.4 last round at
-  2.0-2.6; the fix touches no write).
+  terms) 0.819; every matched term counted once (no term frequency) 0.814. The latencies and
+  record rates in the tables move with the machine's load (the load of each run is given
+  above them); the quality figures do not.
 - Issue 17's fourth round: the store-size spread's max grew with the third round's `e5` and
   `minilm` refits (0.14 -> 0.20 and 0.10 -> 0.13, medians unchanged), all of it at `q081`,
   through LanceDB's length normalization and the document frequencies (above). The earlier
