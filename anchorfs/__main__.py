@@ -82,15 +82,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     usable_stdout()
     if "hook" in args:  # the agent hooks answer before click is imported (5x `python -c pass`)
+        import gc
+
         from .hook_agent import agent_args, agent_main  # not `.hook`: it imports the git half too
 
         hooked = agent_args(args)
         if hooked is not None:
+            if argv is None:  # this process is the hook's: it builds its fold and manifest, then exits
+                gc.disable()  # no collection pays for itself (about 9M instructions of a stale edit's hook)
             sys.exit(agent_main(hooked[0], hooked[1]))
         from .hook_git import commit_args, commit_main
 
         commit = commit_args(args)  # the installed post-commit line: `-m anchorfs hook run --root R`
         if commit is not None:
+            if argv is None:
+                gc.disable()
             sys.exit(commit_main(*commit))
     parsed = drift_args(args)
     if parsed is not None:

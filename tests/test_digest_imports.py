@@ -68,3 +68,25 @@ def test_a_full_digest_over_unchanged_files_imports_no_typing(git_repo: Path) ->
     mods = json.loads(proc.stderr)
     assert "0 stale" in proc.stdout and "anchorfs.workspace" in mods
     assert "typing" not in mods
+
+
+_EXIT_GC = ("import atexit, gc, io, sys\n"
+            "atexit.register(lambda: sys.stderr.write('collector on' if gc.isenabled() else 'collector off'))\n"
+            "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+            "sys.argv = ['anchorfs', *sys.argv[2:]]\n"
+            "from anchorfs.__main__ import main\n"
+            "main()\n")
+
+
+def test_a_hooks_process_runs_without_the_collector(git_repo: Path) -> None:
+    """A hook's process builds the fold and the hash cache's entries, then exits: the cyclic
+    collector is off in it (the agent hooks and the post-commit hook), never in a caller's
+    process that calls `main([...])`."""
+    anchorfs.init(git_repo)
+    edit = json.dumps({"session_id": "s", "cwd": str(git_repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(git_repo / "README")}})
+    for stdin, argv in ((edit, ["hook", "post-edit"]), ("", ["hook", "run", "--root", str(git_repo)]),
+                        ("", ["list"])):
+        proc = subprocess.run([sys.executable, "-c", _EXIT_GC, stdin, *argv], cwd=git_repo, capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert proc.stderr.endswith("collector on" if argv == ["list"] else "collector off"), (argv, proc.stderr[-300:])
