@@ -59,12 +59,14 @@ those bytes, so a write's store rows take the text its anchors were just narrowe
 NARROWED_KEPT = 4096
 
 
-def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> None:
-    """`anchors.take` narrowed `anchor` to `text` in a file whose bytes hash to `file_sha256`."""
+def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> str:
+    """`anchors.take` narrowed `anchor` to `text` in a file whose bytes hash to `file_sha256`;
+    the text as the index reads it."""
     if len(_NARROWED) >= NARROWED_KEPT:  # bounded: a long-lived server takes anchor after anchor
         _NARROWED.clear()
-    _NARROWED[(anchor.path, anchor.symbol, anchor.lines, file_sha256)] = (
+    kept = _NARROWED[(anchor.path, anchor.symbol, anchor.lines, file_sha256)] = (
         text.decode("utf-8", "replace")[:MAX_ANCHOR_CHARS])
+    return kept
 
 
 def _one(root_real: str, anchor: AnchorRef) -> str:
@@ -86,8 +88,7 @@ def _one(root_real: str, anchor: AnchorRef) -> str:
         text, _ = narrowed_text(anchor, found[1])
     except (AnchorfsError, ValueError, RecursionError):
         return ""
-    remember(anchor, key[3], text)
-    return _NARROWED.get(key, "")
+    return remember(anchor, key[3], text)  # returned, not read back: another thread may clear the memo
 
 
 def anchored_text(root_real: str, memory: Memory) -> str:
