@@ -6,6 +6,7 @@ stays one concept (and its size)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from . import writes
@@ -56,22 +57,16 @@ def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | No
     if propose:  # the old memory stands until the proposal is accepted
         writes.commit(ws, "supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
         return new
-    retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=new.id))
-    over, seen = writes.over_fork(ws, old, new.id, now)  # one supersede over every side of a fork
-    writes.commit(ws, "supersede", [new, retired, *over], reason=reason, at=now, based_on=[old, *seen],
-                 allow_secret=allow_secret)
+    retired, seen = _retired_by(ws, old, new.id, now)
+    writes.commit(ws, "supersede", [new, *retired], reason=reason, at=now, based_on=[old, *seen],
+                  allow_secret=allow_secret)
     return new
+
 
 def retract(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
     """`Workspace.retract`: an active memory withdrawn, with no successor."""
-    check_optional_str(reason, "reason")
-    old = ws._resolve_id(memory_id)
-    if old.status != Status.ACTIVE:
-        raise RevisionError(f"memory {old.id} is {old.status}; only an active memory can be retracted")
-    now = utcnow()
-    retired = validate_memory(old.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
-    writes.commit(ws, "retract", [retired], reason=reason, at=now, based_on=[old])
-    return retired
+    return _withdrawn(ws, memory_id, reason, Status.ACTIVE, "retract", "only an active memory can be retracted")
+
 
 def accept(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
     """`Workspace.accept`: a proposal made active; a proposed supersede retires its predecessor now."""
@@ -90,21 +85,15 @@ def accept(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Mem
         head = f" (the head of its chain is {ws._head_of(old).id})" if old is not None and old.superseded_by else ""
         raise RevisionError(f"memory {m.id} proposes to supersede {m.supersedes}, which is {now_is} now{head}; "
                             f"`reject {m.id}`, or supersede what stands instead")
-    retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=m.id))
-    over, seen = writes.over_fork(ws, old, m.id, now)  # as `supersede` does: every side of a fork
-    writes.commit(ws, "accept", [accepted, retired, *over], reason=reason, at=now, based_on=[m, old, *seen])
+    retired, seen = _retired_by(ws, old, m.id, now)
+    writes.commit(ws, "accept", [accepted, *retired], reason=reason, at=now, based_on=[m, old, *seen])
     return accepted
+
 
 def reject(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
     """`Workspace.reject`: a proposal retracted with its reason."""
-    check_optional_str(reason, "reason")
-    m = ws._resolve_id(memory_id)
-    if m.status != Status.PROPOSED:
-        raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be rejected")
-    now = utcnow()
-    rejected = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
-    writes.commit(ws, "reject", [rejected], reason=reason, at=now, based_on=[m])
-    return rejected
+    return _withdrawn(ws, memory_id, reason, Status.PROPOSED, "reject", "only a proposed memory can be rejected")
+
 
 def revert(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
     """`Workspace.revert`: a supersede or a retract undone."""
@@ -134,6 +123,7 @@ def revert(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Mem
     restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None))
     writes.commit(ws, "revert", [restored, *changed], reason=reason, at=now, based_on=based)
     return restored
+
 
 def reanchor(ws: "Workspace", memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
              reason: str | None = None, drop_anchors: bool = False) -> Memory:
@@ -166,3 +156,25 @@ def reanchor(ws: "Workspace", memory_id: str, *, anchors: Iterable[AnchorLike] |
     updated = validate_memory(old.replace(anchors=taken, verified_at=now, stale_claims=()))
     writes.commit(ws, "reanchor", [updated], reason=reason, at=now, based_on=[old])
     return updated
+
+
+def _retired_by(ws: "Workspace", old: Memory, successor: str, now: datetime) -> tuple[list[Memory], list[Memory]]:
+    """`old` superseded by `successor`, with every other side of its fork (one supersede
+    resolves the fork): (the retired memories to write, the other sides as they were)."""
+    retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=successor))
+    over, seen = writes.over_fork(ws, old, successor, now)
+    return [retired, *over], seen
+
+
+def _withdrawn(ws: "Workspace", memory_id: str, reason: str | None, need: Status, action: str,
+               refusal: str) -> Memory:
+    """A memory of status `need` retracted with `reason` (`retract` an active one, `reject` a
+    proposal), written as `action`; any other is refused with `refusal`."""
+    check_optional_str(reason, "reason")
+    m = ws._resolve_id(memory_id)
+    if m.status != need:
+        raise RevisionError(f"memory {m.id} is {m.status}; {refusal}")
+    now = utcnow()
+    withdrawn = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
+    writes.commit(ws, action, [withdrawn], reason=reason, at=now, based_on=[m])
+    return withdrawn

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import git
 
 import anchorfs
@@ -22,34 +23,10 @@ _PROBE = ("import io, json, sys\n"
           "sys.stderr.write(json.dumps(sorted(sys.modules)))\n")
 
 
-def test_a_full_session_start_digest_imports_no_dataclasses(git_repo: Path) -> None:
-    (git_repo / "auth").mkdir()
-    (git_repo / "auth" / "token.py").write_text("def issue(user):\n    return sign(user, hours=24)\n")
-    git(git_repo, "add", "-A")
-    git(git_repo, "commit", "-qm", "initial")
-    anchorfs.init(git_repo)
-    with anchorfs.open(git_repo) as ws:
-        ws.record("token expiry is 24 hours", anchors=["auth/token.py#issue"])
-        ws.record("tokens are signed", anchors=["auth/token.py"])
-    start = json.dumps({"session_id": "s", "cwd": str(git_repo), "hook_event_name": "SessionStart", "source": "startup"})
-    subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo, capture_output=True,
-                   timeout=60, check=True)  # the fold's snapshot written, as any earlier read would have
-    (git_repo / "auth" / "token.py").write_text("def issue(user):\n    return sign(user, hours=24)\n\n# edited\n")
-    proc = subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo,
-                          capture_output=True, text=True, timeout=60, check=False)
-    mods = json.loads(proc.stderr)
-    said = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert "token expiry is 24 hours" in said and "tokens are signed" in said
-    assert "anchorfs.workspace" in mods  # the full digest, not a replay
-    gone = {"dataclasses", "orjson", "anchorfs.recall", "anchorfs.revision", "anchorfs.storesync", "anchorfs.writes",
-            "anchorfs.hits", "anchorfs.forks"}
-    assert gone.isdisjoint(mods), sorted(gone & set(mods))
-
-
-def test_a_full_digest_over_unchanged_files_imports_no_typing(git_repo: Path) -> None:
-    """`typing` (about 12M instructions) is imported only for the type checker in every module
-    a session start runs; tree-sitter imports it too, so only a digest that parses no file
-    shows it: here every anchored file hashes as recorded."""
+@pytest.fixture
+def token(git_repo: Path) -> Path:
+    """A committed file with a symbol memory and a whole-file memory on it, and a session start
+    already run (the fold's snapshot written, as any earlier read would have)."""
     token = git_repo / "auth" / "token.py"
     token.parent.mkdir()
     token.write_text("def issue(user):\n    return sign(user, hours=24)\n")
@@ -59,14 +36,36 @@ def test_a_full_digest_over_unchanged_files_imports_no_typing(git_repo: Path) ->
     with anchorfs.open(git_repo) as ws:
         ws.record("token expiry is 24 hours", anchors=["auth/token.py#issue"])
         ws.record("tokens are signed", anchors=["auth/token.py"])
-    start = json.dumps({"session_id": "s", "cwd": str(git_repo), "hook_event_name": "SessionStart", "source": "startup"})
-    subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo, capture_output=True,
-                   timeout=60, check=True)  # the fold's snapshot written
+    _session_start(git_repo)
+    return token
+
+
+def _session_start(root: Path) -> tuple[str, list[str]]:
+    """`anchorfs hook session-start` in a process of its own: (its answer, the modules it loaded)."""
+    start = json.dumps({"session_id": "s", "cwd": str(root), "hook_event_name": "SessionStart", "source": "startup"})
+    proc = subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=root,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return proc.stdout, json.loads(proc.stderr)
+
+
+def test_a_full_session_start_digest_imports_no_dataclasses(token: Path) -> None:
+    token.write_text("def issue(user):\n    return sign(user, hours=24)\n\n# edited\n")
+    out, mods = _session_start(token.parent.parent)
+    said = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "token expiry is 24 hours" in said and "tokens are signed" in said
+    assert "anchorfs.workspace" in mods  # the full digest, not a replay
+    gone = {"dataclasses", "orjson", "anchorfs.recall", "anchorfs.revision", "anchorfs.storesync", "anchorfs.writes",
+            "anchorfs.hits", "anchorfs.forks"}
+    assert gone.isdisjoint(mods), sorted(gone & set(mods))
+
+
+def test_a_full_digest_over_unchanged_files_imports_no_typing(token: Path) -> None:
+    """`typing` (about 12M instructions) is imported only for the type checker in every module
+    a session start runs; tree-sitter imports it too, so only a digest that parses no file
+    shows it: here every anchored file hashes as recorded."""
     token.write_text(token.read_text())  # the same bytes: no memo holds, every memory still fresh
-    proc = subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=git_repo,
-                          capture_output=True, text=True, timeout=60, check=False)
-    mods = json.loads(proc.stderr)
-    assert "0 stale" in proc.stdout and "anchorfs.workspace" in mods
+    out, mods = _session_start(token.parent.parent)
+    assert "0 stale" in out and "anchorfs.workspace" in mods
     assert "typing" not in mods
 
 
