@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
     from typing import Any
 
-    from .drift import DriftReport
+    from datetime import datetime
+
+    from .drift import DriftReport, MemoryDrift
     from .model import Memory
     from .workspace import Workspace
 
@@ -112,37 +114,104 @@ def _planned_active(ws: "Workspace") -> "tuple[Any, _Keys] | None":
     return planned, keys
 
 
-def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", _Keys]:
-    """(the digest, the drift report it rests on, the active memories' keys): `digest`, with
-    what its memo needs (`_save_digest`). A new process takes the active memories' keys from
-    the fold snapshot's plan (time, anchor count, id, kind) with `ws.drift()`'s pass from that
-    same plan, and reads only the records it shows; the same text as the full fold's (any
-    doubt, a record that does not read as the plan says: the full fold)."""
+def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", _Keys, "_Shown | None"]:
+    """(the digest, the drift report it rests on, the active memories' keys, what an update of
+    it needs: `_Shown`): `digest`, with what its memo needs (`_save_digest`). A new process takes
+    the active memories' keys from the fold snapshot's plan (time, anchor count, id, kind) with
+    `ws.drift()`'s pass from that same plan, and reads only the records it shows; the same text
+    as the full fold's (any doubt, a record that does not read as the plan says: the full fold)."""
     from .snapplan import PlanMismatch
 
     got = _planned_active(ws)
     if got is not None:
         planned, active = got
         if not len(active):
-            return "", None, active
+            return "", None, active, None
         report = ws.drift()
         if ws.__dict__.get("_planned") is planned and ws._fold is None:
             try:
-                return _compose(ws, limit, report, active), report, active
+                text, shown = _compose(ws, limit, report, active)
+                return text, report, active, shown
             except PlanMismatch:
                 pass
         ws.__dict__["_planned"] = None
         ws._fold = None
     mems = ws.list(status="active")
     if not mems:
-        return "", None, _Keys.of(mems)
+        return "", None, _Keys.of(mems), None
     report = ws.drift()  # every active anchored memory checked now, and the drift persisted
     active = _Keys.of(mems)
-    return _compose(ws, limit, report, active), report, active
+    text, shown = _compose(ws, limit, report, active)
+    return text, report, active, shown
 
 
-def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: _Keys) -> str:
-    from .drift import envelope
+_TITLES = (
+    "Stale: the code under these changed since they were written. Re-read it before relying on one; "
+    "`reanchor ID` if it still holds, `supersede ID` with the corrected text if not.",
+    "Unknown: their anchors could not be checked (unreadable or outside the workspace).",
+    "Fresh, most recently recorded first (no search at session start: ask `context` or `recall` "
+    "for a task):",
+)
+_SLACK = 16
+"""Lines kept in the memo past the last one a digest shows (`_Shown`): room for an update to
+move lines up when memories it re-checks leave the fresh section."""
+
+# One line of a digest as its memo keeps it: (memory id, section: 0 stale, 1 unknown, 2 fresh
+# or unanchored, time, anchor count, the line). Each section is ordered by (-time, -anchor
+# count, id), the one order of `_Keys.newest`.
+_Entry = tuple[str, int, float, int, str]
+
+
+class _Shown:
+    """What the digest's memo keeps to update the digest without a full pass (`_update`): the
+    first lines of the digest in order (shown, and `_SLACK` more), each flagged memory's
+    section, and how many memories there are."""
+
+    __slots__ = ("entries", "sections", "total", "cap")
+
+    def __init__(self, entries: "list[_Entry]", sections: dict[str, int], total: int, cap: int) -> None:
+        self.entries, self.sections, self.total, self.cap = entries, sections, total, cap
+
+
+def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterable[_Entry]",
+            taken: "list[_Entry]") -> tuple[str, bool]:
+    """(the digest's text, whether the lines ran out before the cap): its head, then the
+    sections' lines in order while they fit, then how many were left out. Every entry read is
+    appended to `taken` (the one that did not fit included)."""
+    head = f"{_LABEL}: {counts[0]} stale, {counts[1]} unknown, {counts[2]} fresh or unanchored."
+    out = [head]
+    size = len(head)
+    shown = 0
+    section = -1
+    ran_out = True
+    for entry in entries:
+        taken.append(entry)
+        extra = ("\n\n" + _TITLES[entry[1]] + "\n" if entry[1] != section else "\n") + entry[4]
+        if size + len(extra) + 80 > cap:  # keep room for the closing "N more" line
+            ran_out = False
+            break
+        out.append(extra)
+        size += len(extra)
+        shown += 1
+        section = entry[1]
+    if shown < total:
+        out.append(f"\n\n({total - shown} more not shown: `anchorfs list`, or `recall` over MCP)")
+    text = "".join(out)
+    return (text if len(text) <= cap else text[: max(0, cap - 1)] + "…"), ran_out
+
+
+def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime") -> str:
+    from .envelopes import envelope
+    from .model import Drift
+
+    drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
+    env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
+    return f"- {memory.id} {env} {_one_line(memory.content)}"
+
+
+def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: _Keys) -> "tuple[str, _Shown]":
+    from itertools import islice
+
     from .model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
@@ -155,9 +224,7 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: 
         m = md.memory if md is not None else active.read(i)
         if md is None and m.anchors:
             md = ws.check(m)  # fresh: its checks name the commit (a warm cache: one stat per file)
-        drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
-        env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
-        return f"- {m.id} {env} {_one_line(m.content)}"
+        return _line(m, md, ws.config.expiry_days(m.kind), now)
 
     def newest(i: int) -> tuple[float, int, str]:
         return (-ts[i], -na[i], ids[i])
@@ -166,40 +233,19 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: 
     shown_flagged = [(at[mid], md.drift) for mid, md in flagged.items() if mid in at]
     stale = sorted((i for i, drift in shown_flagged if drift is Drift.STALE), key=newest)
     unknown = sorted((i for i, drift in shown_flagged if drift is Drift.UNKNOWN), key=newest)
-    n_rest = len(ids) - len(shown_flagged)
-    rest = active.newest(flagged)
-    counts = f"{len(stale)} stale, {len(unknown)} unknown, {n_rest} fresh or unanchored"
-    sections: "list[tuple[str, int, Iterable[int]]]" = [
-        ("Stale: the code under these changed since they were written. Re-read it before relying on one; "
-         "`reanchor ID` if it still holds, `supersede ID` with the corrected text if not.", len(stale), stale),
-        ("Unknown: their anchors could not be checked (unreadable or outside the workspace).", len(unknown), unknown),
-        ("Fresh, most recently recorded first (no search at session start: ask `context` or `recall` "
-         "for a task):", n_rest, rest),
-    ]
-    head = f"{_LABEL}: {counts}."
-    out = [head]
-    size = len(head)
-    shown = 0
-    total = len(ids)
-    for title, count, mems in sections:
-        if not count:
-            continue
-        for n, i in enumerate(mems):
-            text = line(i)
-            extra = ("\n\n" + title + "\n" if n == 0 else "\n") + text
-            # keep room for the closing "N more" line
-            if size + len(extra) + 80 > cap:
-                break
-            out.append(extra)
-            size += len(extra)
-            shown += 1
-        else:
-            continue
-        break
-    if shown < total:
-        out.append(f"\n\n({total - shown} more not shown: `anchorfs list`, or `recall` over MCP)")
-    text = "".join(out)
-    return text if len(text) <= cap else text[: max(0, cap - 1)] + "…"
+    counts = (len(stale), len(unknown), len(ids) - len(shown_flagged))
+
+    def entries() -> "Iterator[_Entry]":
+        for section, order in ((0, stale), (1, unknown), (2, active.newest(flagged))):
+            for i in order:
+                yield ids[i], section, ts[i], na[i], line(i)
+
+    taken: list[_Entry] = []
+    lines = entries()
+    text, _ = _layout(cap, counts, len(ids), lines, taken)
+    taken.extend(islice(lines, _SLACK))
+    sections = {ids[i]: 0 for i in stale} | {ids[i]: 1 for i in unknown}
+    return text, _Shown(taken, sections, len(ids), cap)
 
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
@@ -225,9 +271,24 @@ def _session_output(text: str) -> str:
 # vouch for), the hash cache's TTL, and the moment the first envelope's words would change
 # with time (a memory reaching its kind's expiry, or an expired one's day count). JSON only:
 # nothing in it runs. Anything else, or any doubt, is the full digest.
+#
+# When only anchored files and folders changed (the common case: the agent edited code), the
+# memo is updated instead (`_update`): the memories resting on those paths alone are checked
+# again, as `ws.drift()` would check them, and the digest is laid out again from the lines the
+# memo keeps (`_Shown`) and theirs. The rest of the memo is what a full pass would find again:
+# the same records (the ledger did not move), the same files (their stats did not), the same
+# drift in `drift.json` (checked); a change the memo cannot place (a line past the ones it
+# keeps, a moved anchor) is the full digest.
 
 DIGEST_MEMO = "digest.memo"
-_DIGEST_FORMAT = 1
+_DIGEST_FORMAT = 2
+_KEY_SIZE = 32  # `memo._PACKED` ("=qqqQ"): one stat as the C loop takes it
+
+
+def _packed(keys: "Sequence[Sequence[int]]") -> bytes:
+    from struct import pack
+
+    return b"".join(pack("=qqqQ", *k) for k in keys)
 
 
 def _digest_memo_path(root_real: str) -> str:
@@ -243,9 +304,9 @@ def _plain(value: "Any") -> "Any":
     return value
 
 
-def _replay_digest(root_real: str) -> str | None:
-    """The session-start output of the last full digest if nothing it rested on changed, else
-    None. Never raises: any doubt is the full digest."""
+def _read_memo(root_real: str) -> "dict[str, Any] | None":
+    """The digest memo, checked for shape and for this workspace, Python and code, within its
+    time; its stats as tuples under `keys`. None for anything else. Never raises."""
     import time
 
     from . import memo
@@ -264,20 +325,53 @@ def _replay_digest(root_real: str) -> str | None:
         written, until, paths, keys, absent, out = (d[k] for k in ("written", "until", "paths", "keys", "absent", "out"))
         if not (type(written) in (int, float) and type(until) in (int, float) and written <= time.time() < until):
             return None
-        if not (type(paths) is list and type(keys) is list and type(absent) is list and type(out) is str):
+        if not (type(paths) is str and type(keys) is str and type(absent) is list and type(out) is str):
             return None
-        if not paths or paths[0] != os.path.join(root_real, STATE_DIR, "ledger.jsonl") or len(paths) != len(keys):
+        paths = paths.split("\0")  # one string: no path holds a NUL, and it reads at once
+        if paths[0] != os.path.join(root_real, STATE_DIR, "ledger.jsonl") or not all(type(p) is str for p in absent):
             return None
-        if not all(type(p) is str for p in paths + absent):
+        packed = bytes.fromhex(keys)
+        if len(packed) != _KEY_SIZE * len(paths):
             return None
-        tuples = [tuple(k) for k in keys]
-        if not all(len(k) == 4 and all(type(x) is int for x in k) for k in tuples):
-            return None
-        if not memo._unchanged(paths, tuples) or any(os.path.lexists(p) for p in absent):  # type: ignore[arg-type]
-            return None
-        return out
+        d["paths"], d["keys"] = paths, packed
+        return d
     except (OSError, WorkspaceError, ValueError, TypeError, KeyError, RecursionError):
         return None
+
+
+def _changed_grounds(d: "dict[str, Any]") -> "list[int] | None":
+    """The indexes of the memo's paths whose stat is not the one it holds ([] when none); None
+    when one is gone or a path it needs absent is there (a deleted or created file: the full
+    digest). Never raises."""
+    from . import memo
+
+    paths, packed = d["paths"], d["keys"]
+    try:
+        if any(os.path.lexists(p) for p in d["absent"]):
+            return None
+        if memo._statmatch is not None:
+            got = memo._statmatch.match(paths, packed)
+            if got is not None:
+                return [i for i, same in enumerate(got) if not same]
+        from struct import iter_unpack
+
+        out = []
+        for i, (p, k) in enumerate(zip(paths, iter_unpack(memo._PACKED, packed))):
+            if memo._key(os.lstat(p)) != k:
+                out.append(i)
+        return out
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _replay_digest(root_real: str) -> str | None:
+    """The session-start output of the last full digest if nothing it rested on changed, else
+    None. Never raises: any doubt is the full digest."""
+    d = _read_memo(root_real)
+    if d is None or _changed_grounds(d) != []:
+        return None
+    out: str = d["out"]
+    return out
 
 
 def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: float) -> float:
@@ -303,29 +397,59 @@ def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: f
     return until
 
 
-def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys | Sequence[Memory]", out: str,
-                 started_ns: int) -> None:
-    """Keep `out` as the digest memo when every ground can be vouched for; else drop the last one."""
+def _update_part(shown: "_Shown | None", report: "DriftReport", known: "dict[str, str] | None",
+                 paths: list[str], root_real: str) -> "dict[str, Any] | None":
+    """What `_update` needs of a full digest, or None when it could not be trusted to update it:
+    an anchor followed to another file (where content went depends on files no stat here covers),
+    or a `drift.json` that does not read cleanly."""
+    if shown is None or known is None or report.paths_now() or root_real not in paths:
+        return None
+    return {"first": paths.index(root_real) + 1, "cap": shown.cap, "total": shown.total, "known": known,
+            "sections": shown.sections, "entries": [list(e) for e in shown.entries]}
+
+
+def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[str], until: float,
+                out: str, update: "dict[str, Any] | None") -> None:
+    """The memo's file: its paths as one string, their stats packed (`memo._PACKED`, in hex:
+    `bytes.fromhex` needs no import), so a memo of 10,000 files reads in one scan of two
+    strings rather than as 10,000 lists."""
     import time
 
     from . import memo
     from .jsonwrite import json_dumps  # json.dumps' text without the json package (issue 20)
+    from .statefs import replace_state
+
+    if any("\0" in p for p in paths):
+        raise ValueError("a path with a NUL")
+    payload = {"format": _DIGEST_FORMAT, "root": root_real, "environment": _plain(memo._environment()),
+               "written": time.time(), "until": until, "paths": "\0".join(paths),
+               "keys": packed.hex(), "absent": absent, "out": out, "update": update}
+    replace_state(_digest_memo_path(root_real), json_dumps(payload).encode())
+
+
+def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys | Sequence[Memory]", out: str,
+                 started_ns: int, shown: "_Shown | None" = None) -> None:
+    """Keep `out` as the digest memo when every ground can be vouched for; else drop the last one."""
+    import time
+
+    from . import memo
     from .drift import DriftReport
     from .hashing import DEFAULT_GRANULARITY_NS
-    from .statefs import replace_state
+    from .hook_recheck import known_drift
+    from .statefs import read_state
 
     path = _digest_memo_path(ws.root_real)
     try:
-        grounds = memo._grounds(ws, report if report is not None else DriftReport([]), started_ns - DEFAULT_GRANULARITY_NS)
+        report = report if report is not None else DriftReport([])
+        grounds = memo._grounds(ws, report, started_ns - DEFAULT_GRANULARITY_NS)
         if grounds is not None:
             paths, keys, absent, until = grounds
             now = time.time()
             until = min(until, _envelopes_until(ws, active, now))
             if until > now:
-                payload = {"format": _DIGEST_FORMAT, "root": ws.root_real, "environment": _plain(memo._environment()),
-                           "written": now, "until": until, "paths": paths, "keys": [list(k) for k in keys],
-                           "absent": absent, "out": out}
-                replace_state(path, json_dumps(payload).encode())
+                known = known_drift(read_state(ws.state / "drift.json")) if shown is not None else None
+                update = _update_part(shown, report, known, paths, ws.root_real)
+                _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update)
                 return
     except (OSError, ValueError, AnchorfsError):
         pass
@@ -335,22 +459,179 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
         pass
 
 
+def _entries(raw: "Any") -> "list[_Entry] | None":
+    """A memo's kept lines, checked for shape; None when one is not as `_compose` writes it."""
+    if type(raw) is not list:
+        return None
+    out: list[_Entry] = []
+    for e in raw:
+        if not (type(e) is list and len(e) == 5 and type(e[0]) is str and type(e[1]) is int and 0 <= e[1] <= 2
+                and type(e[2]) in (int, float) and type(e[3]) is int and type(e[4]) is str):
+            return None
+        out.append((e[0], e[1], float(e[2]), e[3], e[4]))
+    return out
+
+
+def _newest(e: "_Entry") -> tuple[float, int, str]:
+    return (-e[2], -e[3], e[0])
+
+
+def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns: int) -> str | None:
+    """The session-start output when only anchored files and folders changed since the memo
+    (`changed`: their indexes in it), from the memo and a check of the memories resting on them
+    alone; writes what the full digest writes (the hash cache, `drift.json`) and the memo again
+    when the new stats settled. None, having written nothing, when it cannot be told so: the
+    full digest then."""
+    import time
+    from bisect import insort
+    from pathlib import Path
+    from struct import error as StructError
+    from struct import pack_into
+
+    from . import foldsnap, memo
+    from .config import load_config
+    from .drift_check import DriftChecker
+    from .hashing import DEFAULT_GRANULARITY_NS, HashCache
+    from .hook_recheck import known_drift
+    from .ledger import Ledger
+    from .locate import STATE_DIR
+    from .model import Drift, utcnow
+    from .statefs import check_state, read_state
+    from .writeback import write_back
+
+    up = d.get("update")
+    if type(up) is not dict:
+        return None
+    first, cap, total, then, sections = (up.get(k) for k in ("first", "cap", "total", "known", "sections"))
+    kept = _entries(up.get("entries"))
+    if kept is None or not (type(first) is int and type(cap) is int and type(total) is int and type(then) is dict
+                            and type(sections) is dict and all(v in (0, 1) and type(v) is int for v in sections.values())):
+        return None
+    paths: list[str] = d["paths"]
+    base = root_real if root_real.endswith("/") else root_real + "/"
+    if not changed or min(changed) < first or not all(paths[i].startswith(base) for i in changed):
+        return None  # the ledger, the config, the code or the root folder: the full digest
+    rels = [paths[i][len(base):] for i in changed]
+    state = Path(root_real) / STATE_DIR
+    check_state(state)
+    if not os.access(state, os.W_OK):
+        return None
+    targets = foldsnap.on_paths(Ledger(state), rels)
+    if targets is None:
+        return None
+    known = known_drift(read_state(state / "drift.json"))
+    if known is None:
+        return None
+    mine = {m.id for m in targets}
+    if any(known.get(k, "fresh") != then.get(k, "fresh") for k in known.keys() | then.keys() if k not in mine):
+        return None  # drift.json moved on for a memory not re-checked here: the full pass judges it
+    config = load_config(Path(root_real))
+    if int(config[DIGEST_KEY]) != cap:
+        return None
+    cache = HashCache(state / "manifest.json", ttl=float(config["drift.cache_ttl"]),
+                      only={a.path for m in targets for a in m.anchors})
+    checker = DriftChecker(root_real, cache, whitespace=str(config["drift.whitespace"]))
+    results = checker.check_all(targets).memories
+    if any(c.path_now is not None for r in results for c in r.checks):
+        return None
+    # the digest's lines: the kept ones (each section in its order), those of the re-checked memories placed anew
+    now = utcnow()
+    counts = [0, 0, total - len(sections)]
+    for v in sections.values():
+        counts[v] += 1
+    parts: list[list[_Entry]] = [[], [], []]
+    for e in kept:
+        parts[e[1]].append(e)
+    complete = [len(parts[s]) == counts[s] for s in range(3)]
+    horizon = [_newest(parts[s][-1]) if parts[s] else None for s in range(3)]
+    parts = [[e for e in part if e[0] not in mine] for part in parts]
+    sections = {k: v for k, v in sections.items() if k not in mine}
+    for r in results:
+        served = r.with_claims()
+        m = served.memory
+        section = 0 if served.drift is Drift.STALE else 1 if served.drift is Drift.UNKNOWN else 2
+        if section < 2:
+            sections[m.id] = section
+        entry = (m.id, section, (m.verified_at or m.recorded_at).timestamp(), len(m.anchors),
+                 _line(m, served, config.expiry_days(m.kind), now))
+        edge = horizon[section]
+        if complete[section] or (edge is not None and _newest(entry) < edge):
+            insort(parts[section], entry, key=_newest)
+    seq: list[_Entry] = []
+    whole = True
+    for s in range(3):
+        seq.extend(parts[s])
+        if not complete[s]:
+            whole = False
+            break
+    counts = [0, 0, total - len(sections)]
+    for v in sections.values():
+        counts[v] += 1
+    taken: list[_Entry] = []
+    text, ran_out = _layout(cap, (counts[0], counts[1], counts[2]), total, seq, taken)
+    if ran_out and not whole:
+        return None  # the lines it would show next are not kept: the full digest
+    out = _session_output(text)
+    cache.save()
+    write_back(state, results, store=None, read_only=False)
+    # the memo again, when the changed paths' new stats settled (else the last one stays: it
+    # still holds for every path but these, which the next start re-checks again)
+    try:
+        limit = started_ns - DEFAULT_GRANULARITY_NS
+        keys = bytearray(d["keys"])
+        present: dict[str, tuple[int, int, int, int]] = {}
+        for i in changed:
+            got: list[str] = []
+            got_keys: list[tuple[int, int, int, int]] = []
+            st = os.lstat(paths[i])
+            folder = stat.S_ISDIR(st.st_mode)
+            if not memo._record(paths[i], limit, got, got_keys, folder=folder):
+                return out
+            pack_into(memo._PACKED, keys, _KEY_SIZE * i, *got_keys[0])
+            if not folder:
+                present[paths[i][len(base):]] = got_keys[0]
+        trusted = cache.trusted_until(present) if present else float("inf")
+        known_now = known_drift(read_state(state / "drift.json"))
+        if trusted is None or known_now is None:
+            return out
+        until = min(float(d["until"]), trusted)
+        if until > time.time():
+            update = dict(up, known=known_now, sections=sections, entries=[list(e) for e in seq[:len(taken) + _SLACK]])
+            _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update)
+    except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
+        pass
+    return out
+
+
 def _session_start_memoized(root_real: str) -> str:
-    """The SessionStart answer: the memo's when it holds, else the full digest (then memoized,
-    unless its pass warned: a damaged ledger line is said on every run)."""
+    """The SessionStart answer: the memo's when it holds, updated when only anchored files
+    changed (`_update`), else the full digest (then memoized, unless its pass warned: a
+    damaged ledger line is said on every run)."""
     import time
     import warnings
 
-    replayed = _replay_digest(root_real)
-    if replayed is not None:
-        return replayed
-    started = time.time_ns()  # before the workspace reads anything, its config included
+    started = time.time_ns()  # before anything is read, the memo included
+    d = _read_memo(root_real)
+    changed = _changed_grounds(d) if d is not None else None
+    if d is not None and changed == []:
+        out: str = d["out"]
+        return out
     import gc
 
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
+        if d is not None and changed:
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    updated = _update(root_real, d, changed, started)
+                if updated is not None and not caught:
+                    return updated
+            except Exception:  # noqa: BLE001 - a doubt here is the full digest, which says what went wrong
+                pass
+            started = time.time_ns()
         from pathlib import Path
 
         from .workspace import Workspace
@@ -358,10 +639,10 @@ def _session_start_memoized(root_real: str) -> str:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with Workspace(Path(root_real)) as ws:
-                text, report, active = _digest(ws)
+                text, report, active, shown = _digest(ws)
                 out = _session_output(text)
                 if not any(issubclass(w.category, UserWarning) for w in caught):
-                    _save_digest(ws, report, active, out, started)
+                    _save_digest(ws, report, active, out, started, shown)
     finally:
         if paused:
             gc.enable()
