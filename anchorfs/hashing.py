@@ -18,14 +18,17 @@ expired TTL) resolves to re-hashing: a wrong cached hash would call a memory `ch
 worse, `fresh`) without evidence, while a needless re-hash only costs time.
 
 Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
-`{"format": "anchorfs.manifest", "version": 2, "crc32": N, "moves": [[key, path, path_now,
+`{"format": "anchorfs.manifest", "version": 2, "crc32": N, "newest": T, "moves": [[key, path, path_now,
 sha256_now, gone], ...], "moves_crc32": M, "entries": {rel: [size, mtime_ns, ctime_ns, inode,
 sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000 entries one by one
 (a warm start must stay near a bare stat loop): only this module's own writes pass it,
 anything else is a cold cache. `moves` (absent when empty, a list so that no key can precede
 `entries`) are the drift pass's found moves (`move_of`): leads a new process re-verifies
 through this cache instead of asking git again; a bad moves CRC drops only them. Version 1
-(no moves) reads as before and is written as version 2 at the next save.
+(no moves) reads as before and is written as version 2 at the next save. `newest` is the latest
+mtime or ctime of an entry holding a hash: a cache that decoded a few entries (`only`) saves by
+splicing theirs into the bytes it read (`manifestfile.splice`) while no entry kept as bytes is
+racy against the old file, since under the new file's mtime a reader would trust its hash.
 """
 
 from __future__ import annotations
@@ -42,10 +45,10 @@ from pathlib import Path
 from types import TracebackType
 
 from .manifestfile import ENTRIES_KEY as _ENTRIES_KEY
-from .manifestfile import FORMAT as _FORMAT
 from .manifestfile import MANIFEST_VERSION
+from .manifestfile import head as manifest_head
 from .manifestfile import moves_of as _moves_of
-from .manifestfile import parse, parse_only
+from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
 
 TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
@@ -689,14 +692,24 @@ class HashCache:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
         from .statefs import fsync_dir, refuse_link, replace_state  # never written through a link, nor over one
 
-        self._whole_locked()  # every entry is written, not the few a partial load decoded
-        entries = self._entries
-        moves = self._moves
         refuse_link(self.manifest_path)
         try:
             cur: _Sig | None = _sig(os.lstat(self.manifest_path))
         except FileNotFoundError:
             cur = None
+        if self._rest is not None and cur == self._disk_sig and not self._moves_touched:
+            # a partial load, the file as it read it: only the changed entries' bytes are new
+            data, mtime = self._rest
+            spliced = splice(data, mtime, self._gran, {rel: self._entries.get(rel) for rel in self._touched})
+            if spliced is not None:
+                st = replace_state(self.manifest_path, spliced, fsync=True, fault_point="manifest-write")
+                fsync_dir(self.manifest_path.parent)
+                self._rest = (spliced, st.st_mtime_ns)
+                self._done(_sig(st))
+                return
+        self._whole_locked()  # every entry is written, not the few a partial load decoded
+        entries = self._entries
+        moves = self._moves
         if cur is not None and cur != self._disk_sig:
             theirs, _, their_moves, _ = self._read_disk_moves()
             if theirs:
@@ -712,17 +725,20 @@ class HashCache:
         from .jsonwrite import dumps  # orjson's bytes; its import is a quarter of a hook that saves (issue 20)
 
         body = dumps(entries)
-        head = dumps({"format": _FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)})[:-1]
+        head = manifest_head(zlib.crc32(body), newest_hashed(entries.values()))
         if moves:  # the listed moves' bytes as they are, which their CRC is over
             listed = dumps([[key, *m] for key, m in moves.items()])
             head += b',"moves":' + listed + b',"moves_crc32":' + dumps(zlib.crc32(listed))
         payload = head + b"," + _ENTRIES_KEY + body + b"}"
-        folder = self.manifest_path.parent
         new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
-        fsync_dir(folder)
+        fsync_dir(self.manifest_path.parent)
         self._entries = entries
         self._moves = moves
         self._gone = None
+        self._done(new_sig)
+
+    def _done(self, new_sig: _Sig) -> None:
+        """The manifest written as this instance holds it (`new_sig`)."""
         self._version += 1
         self._set_window()
         self._touched.clear()

@@ -121,7 +121,7 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
         at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
         if at <= 0:
             continue
-        stop = raw.find(b"]", at)
+        stop = raw.find(b"]", at + len(key))  # after the key, which may hold a `]`
         try:
             entry = loads(raw[at + len(key) - 1:stop + 1])
         except ValueError:
@@ -133,6 +133,93 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
         return {}, {}, False
     moves, old = _tail(doc)
     return entries, moves, old
+
+
+def newest_hashed(entries: Iterable[list[Any]]) -> int:
+    """The latest mtime or ctime of an entry that holds a hash (0 when none): the head's
+    `newest`, which tells `splice` whether any entry it would keep as bytes is racy."""
+    newest = 0
+    for e in entries:
+        if e[4] is not None:
+            t = e[1] if e[1] > e[2] else e[2]
+            if t > newest:
+                newest = t
+    return newest
+
+
+def head(crc: int, newest: int) -> bytes:
+    """The manifest's opening, up to the moves or the entries (no closing brace)."""
+    from .jsonwrite import dumps
+
+    return dumps({"format": FORMAT, "version": MANIFEST_VERSION, "crc32": crc, "newest": newest})[:-1]
+
+
+def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] | None]) -> bytes | None:
+    """The manifest `data` (its file's mtime `mtime_ns`) with the entries of `changes` replaced
+    (None: dropped), every other entry's bytes kept as they are: a hook that re-hashed one file
+    rewrites a 10,000-entry manifest without decoding or encoding the rest (issue 20). None when
+    it cannot be told safe, and the caller writes the whole file: a head not of this version or
+    without `newest`, a CRC that does not hold, or an entry kept as bytes that a reader would
+    find racy against `mtime_ns` (it holds a hash that only the old file's mtime poisons: under
+    the new file's it would be trusted)."""
+    from .jsonread import loads
+    from .jsonwrite import dumps, json_dumps
+
+    start = data.find(ENTRIES_KEY)
+    if start < 1 or data[start - 1:start] != b",":
+        return None
+    prefix = data[:start - 1]
+    try:
+        doc: Any = loads(prefix + b"}")
+    except ValueError:
+        return None
+    if not _head_ok(doc) or doc["version"] != MANIFEST_VERSION or type(doc.get("newest")) is not int:
+        return None
+    newest: int = doc["newest"]
+    if newest >= mtime_ns - gran:
+        return None
+    body = _body(data, doc["crc32"])
+    if body is None or body[:1] != b"{" or body[-1:] != b"}":
+        return None
+    moves = b""
+    if "moves" in doc:
+        at = prefix.find(b',"moves":')
+        if at < 0:
+            return None
+        moves = prefix[at:]  # the moves' bytes as they are, which their own CRC is over
+    raw = bytes(body)
+    cuts: list[tuple[int, int]] = []
+    added: list[bytes] = []
+    for rel, entry in changes.items():
+        try:
+            spelt = json_dumps(rel, ensure_ascii=False).encode("utf-8")  # as orjson spells it
+        except (TypeError, UnicodeEncodeError):
+            return None
+        key = spelt + b":["
+        at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
+        if at > 0:
+            stop = raw.find(b"]", at + len(key))
+            if stop < 0:
+                return None
+            cuts.append((at, stop + 1))
+        if entry is not None:
+            value = dumps(entry)
+            if value[:1] != b"[" or b"]" in value[1:-1]:
+                return None
+            added.append(spelt + b":" + value)
+            if entry[4] is not None:
+                newest = max(newest, entry[1], entry[2])
+    kept: list[bytes] = []
+    pos = 1
+    for at, stop in sorted(cuts):
+        if at < pos:
+            return None  # two keys in one place: not this writer's file
+        kept.append(raw[pos:at])
+        pos = stop + 1 if raw[stop:stop + 1] == b"," else stop
+    kept.append(raw[pos:-1])
+    items = [p.strip(b",") for p in kept]
+    new_body = b"{" + b",".join([p for p in items if p] + added) + b"}"
+    return head(zlib.crc32(new_body), newest) + moves + b"," + ENTRIES_KEY + new_body + b"}"
 
 
 def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:

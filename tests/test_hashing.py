@@ -159,6 +159,45 @@ def test_a_partial_load_saves_what_a_whole_one_would(ws: Path) -> None:
     assert part["entries"]["a.py"][4] == whole["entries"]["a.py"][4] == sha(b"changed\n")
 
 
+def _entry_bytes(data: bytes, rel: str) -> bytes:
+    key = orjson.dumps(rel) + b":["
+    at = data.index(key)
+    return data[at:data.index(b"]", at + len(key)) + 1]
+
+
+def test_a_partial_load_saves_by_splicing_and_never_un_poisons_a_racy_entry(ws: Path) -> None:
+    """A hook that re-hashed one file rewrites only that entry's bytes (issue 20); when an entry
+    kept as bytes is racy against the old file, the whole file is written, that entry poisoned."""
+    files = _warm_manifest(ws)
+    before = manifest(ws).read_bytes()
+    write(files["a.py"], b"changed\n")
+    part = HashCache(manifest(ws), only=["a.py"])
+    assert part.sha256("a.py", files["a.py"]) == sha(b"changed\n") and part.hashes == 1
+    assert part.save(strict=True)
+    after = manifest(ws).read_bytes()
+    assert part._rest is not None and part._rest[0] == after  # spliced: the rest never decoded
+    for rel in _ODD_NAMES[1:]:
+        assert _entry_bytes(after, rel) == _entry_bytes(before, rel), rel
+    assert _entry_bytes(after, "a.py") != _entry_bytes(before, "a.py")
+    whole = HashCache(manifest(ws))
+    for rel, path in files.items():
+        assert whole.sha256(rel, path) == sha(b"changed\n" if rel == "a.py" else f"body of {rel}\n".encode())
+    assert whole.hashes == 0  # every entry, spliced or kept, trusted by a whole load
+    assert read_manifest(manifest(ws))["newest"] == max(
+        max(e[1], e[2]) for e in read_manifest(manifest(ws))["entries"].values())
+
+    manifest(ws).write_bytes(before)  # the old bytes, stamped before the files' ctimes: all racy
+    old = time.time_ns() - DAY_NS
+    os.utime(manifest(ws), ns=(old, old))
+    part = HashCache(manifest(ws), only=["a.py"])
+    assert part.sha256("a.py", files["a.py"]) == sha(b"changed\n")
+    assert part.save(strict=True)
+    assert part._rest is None  # refused: the whole file written
+    assert all(e[4] is None or rel == "a.py" for rel, e in read_manifest(manifest(ws))["entries"].items())
+    again = HashCache(manifest(ws))
+    assert again.sha256("z.py", files["z.py"]) == sha(b"body of z.py\n") and again.hashes == 1
+
+
 def test_a_partial_load_of_a_damaged_or_racy_manifest_trusts_what_the_whole_one_does(ws: Path) -> None:
     files = _warm_manifest(ws)
     good = manifest(ws).read_bytes()

@@ -130,7 +130,8 @@ def test_the_manifest_is_written_byte_for_byte_as_orjson_wrote_it(tmp_path: Path
         assert cache.save(strict=True)
         body = orjson.dumps(entries)
         head: dict[str, object] = {"format": manifestfile.FORMAT, "version": manifestfile.MANIFEST_VERSION,
-                                   "crc32": __import__("zlib").crc32(body)}
+                                   "crc32": __import__("zlib").crc32(body),
+                                   "newest": 1764690000123456789}  # the hashed entries' latest mtime/ctime
         if moves:
             listed = orjson.dumps([[key, *m] for key, m in moves.items()])
             head["moves"] = orjson.Fragment(listed)

@@ -1,0 +1,85 @@
+"""The hash cache's file read and spliced as bytes (`anchorfs.manifestfile`)."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anchorfs import manifestfile
+from anchorfs.manifestfile import ENTRIES_KEY, MANIFEST_VERSION, head, newest_hashed, parse, parse_only, splice
+
+GRAN = 1_000
+MTIME = 10_000_000  # the manifest file's mtime in these tests: entries before MTIME - GRAN are not racy
+
+_names = st.text(st.sampled_from(list('ab/."\\,:[]{}ü会 x')), min_size=1, max_size=8)
+_stamps = st.integers(min_value=0, max_value=MTIME - GRAN - 1)
+_entry = st.builds(lambda size, m, c, ino, h, at: [size, m, c, ino, h, at],
+                   st.integers(0, 1 << 40), _stamps, _stamps, st.integers(0, 1 << 40),
+                   st.one_of(st.none(), st.text("0123456789abcdef", min_size=64, max_size=64)),
+                   st.floats(min_value=0, max_value=2e9, allow_nan=False))
+
+
+def _file(entries: dict[str, list[Any]], moves: list[list[Any]] | None = None) -> bytes:
+    """A manifest as `HashCache._write` writes it."""
+    body = orjson.dumps(entries)
+    out = head(zlib.crc32(body), newest_hashed(entries.values()))
+    if moves:
+        listed = orjson.dumps(moves)
+        out += b',"moves":' + listed + b',"moves_crc32":' + orjson.dumps(zlib.crc32(listed))
+    return out + b"," + ENTRIES_KEY + body + b"}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_names, _entry, max_size=12), st.dictionaries(_names, st.one_of(st.none(), _entry), max_size=5))
+def test_a_splice_reads_back_as_the_whole_file_written_again(entries: dict[str, list[Any]],
+                                                             changes: dict[str, list[Any] | None]) -> None:
+    spliced = splice(_file(entries), MTIME, GRAN, changes)
+    assert spliced is not None
+    want = {k: v for k, v in entries.items() if k not in changes} | {k: v for k, v in changes.items() if v is not None}
+    got, moves, old = parse(spliced, MTIME, GRAN)
+    assert got == want and moves == {} and old is False
+    assert parse_only(spliced, MTIME, GRAN, list(want) + ["absent"]) == (want, {}, False)
+    doc = orjson.loads(spliced)
+    kept_and_new = [*entries.values(), *(v for v in changes.values() if v is not None)]
+    assert newest_hashed(want.values()) <= doc["newest"] == newest_hashed(kept_and_new)  # a bound: never below an entry
+
+
+def test_a_splice_keeps_the_moves_bytes_their_crc_is_over() -> None:
+    moves = [["key1", "a.py", "b.py", "f" * 64, True]]
+    entries = {"a.py": [1, 5, 5, 7, "a" * 64, 1.5], "b.py": [2, 6, 6, 8, None, 2.5]}
+    spliced = splice(_file(entries, moves), MTIME, GRAN, {"b.py": [3, 9, 9, 8, "b" * 64, 3.5]})
+    assert spliced is not None
+    got, found, _ = parse(spliced, MTIME, GRAN)
+    assert found == {"key1": ("a.py", "b.py", "f" * 64, True)}
+    assert got == {"a.py": entries["a.py"], "b.py": [3, 9, 9, 8, "b" * 64, 3.5]}
+
+
+def test_what_a_splice_cannot_vouch_for_is_left_to_the_whole_write() -> None:
+    entries = {"a.py": [1, 5, 5, 7, "a" * 64, 1.5], "b.py": [2, 6, 6, 8, "b" * 64, 2.5]}
+    good = _file(entries)
+    change = {"a.py": None}
+    assert splice(good, MTIME, GRAN, change) is not None
+    racy = dict(entries, b=[2, MTIME - GRAN, 6, 8, "b" * 64, 2.5])  # kept as bytes, racy: a reader poisons it
+    assert splice(_file(racy), MTIME, GRAN, change) is None
+    ctime_racy = dict(entries, b=[2, 6, MTIME, 8, "b" * 64, 2.5])
+    assert splice(_file(ctime_racy), MTIME, GRAN, change) is None
+    unhashed = dict(entries, b=[2, MTIME, MTIME, 8, None, 2.5])  # racy but holding no hash: nothing to poison
+    assert splice(_file(unhashed), MTIME, GRAN, change) is not None
+    body = orjson.dumps(entries)
+    no_newest = orjson.dumps({"format": manifestfile.FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)})
+    assert splice(no_newest[:-1] + b"," + ENTRIES_KEY + body + b"}", MTIME, GRAN, change) is None
+    assert splice(good.replace(b'"version":2', b'"version":1'), MTIME, GRAN, change) is None
+    assert splice(good.replace(b"a" * 64, b"c" * 64), MTIME, GRAN, change) is None  # the CRC fails
+    assert splice(b"{", MTIME, GRAN, change) is None
+
+
+def test_a_splice_that_empties_or_fills_an_empty_manifest() -> None:
+    one = {"a.py": [1, 5, 5, 7, "a" * 64, 1.5]}
+    emptied = splice(_file(one), MTIME, GRAN, {"a.py": None})
+    assert emptied is not None and parse(emptied, MTIME, GRAN)[0] == {}
+    filled = splice(emptied, MTIME, GRAN, one)
+    assert filled is not None and parse(filled, MTIME, GRAN)[0] == one
