@@ -24,13 +24,17 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from itertools import compress
-from typing import Any
+
 from . import catchup
 from .catchup import Prefix
 from .errors import LedgerError
 from .ledger import FoldState, Ledger
 from .model import Memory
 from .snapplan import ActiveKeys, PlanMismatch, SnapPlan
+
+TYPE_CHECKING = False  # not `typing`'s: its import is a fifth of a session start's imports (issue 20)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["OverlayPlan", "overlay", "MAX_TOUCHED"]
 

@@ -69,6 +69,19 @@ def test_a_full_digest_over_unchanged_files_imports_no_typing(token: Path) -> No
     assert "typing" not in mods
 
 
+def test_a_digest_after_a_memory_was_recorded_imports_no_typing(token: Path) -> None:
+    """The ledger grown past its snapshot: the tail is overlaid on the snapshot's plan
+    (`planoverlay`), which imports `typing` only for the type checker too."""
+    root = token.parent.parent
+    with anchorfs.open(root) as ws:
+        ws.record("the nightly export runs at 2 am", kind="note")
+    out, mods = _session_start(root)
+    said = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "the nightly export runs at 2 am" in said and "token expiry is 24 hours" in said
+    assert "anchorfs.planoverlay" in mods and "anchorfs.workspace" in mods  # the full digest over the tail
+    assert "typing" not in mods
+
+
 _EXIT_GC = ("import atexit, gc, io, sys\n"
             "atexit.register(lambda: sys.stderr.write('collector on' if gc.isenabled() else 'collector off'))\n"
             "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
