@@ -160,8 +160,9 @@ def instructions(cmd: list[str], cwd: Path, env: dict[str, str], stdin: str | No
 
 
 def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Instruction counts of `python3 -c pass` and the four anchored cases (post-edit and
-    post-commit, memories fresh or one made stale), each in a settled state: the edited file
+    """Instruction counts of `python3 -c pass`, the session start's four cases and the four
+    anchored ones (post-edit and post-commit, memories fresh or one made stale), each in a
+    settled state (the session start's after-change cases excepted): the edited file
     past the racy window (2 s), so the hash cache neither re-hashes it every run nor saves."""
     hook, _ = install(root)
     code = env.get("PYTHONPATH") or str(Path(anchorfs.__file__).parent.parent)
@@ -199,6 +200,13 @@ def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, f
     subprocess.run([script, "hook", "session-start"], input=start, cwd=root, env=env, capture_output=True, text=True,
                    check=True)
     got["session"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
+    (root / rels[5]).write_text(body(5))  # the same bytes, a new stat: the memo updated for that file
+    got["session_update"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
+    (root / ".anchorfs" / "digest.memo").unlink(missing_ok=True)
+    got["session_full"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
+    with anchorfs.open(root) as ws:
+        ws.record("the nightly export runs at 2 am", kind="note")
+    got["session_recorded"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
     edited, committed = rels[3], rels[1]  # odd files: no whole-file memory
     (root / edited).write_text(body(3) + "# trailing comment\n")
     agent(edited)
@@ -240,6 +248,9 @@ def main_instructions(args: argparse.Namespace) -> None:
             rels = make_workspace(root, args.memories)
             counted.append(count_cases(root, rels, env))
     names = [("`hook session-start`, its last digest replayed", "session"),
+             ("`hook session-start`, an anchored file changed (the digest updated)", "session_update"),
+             ("`hook session-start` with no digest memo (the full digest)", "session_full"),
+             ("`hook session-start` after a memory was recorded (the full digest)", "session_recorded"),
              ("`hook post-edit`, an unanchored file edited", "edit_quiet"),
              ("`hook post-edit`, anchored file edited, memories still fresh", "edit_fresh"),
              ("`hook post-edit`, the edit making 1 memory stale", "edit_made_stale"),
