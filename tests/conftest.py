@@ -53,12 +53,23 @@ def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     a ctime: without this, every file a test has just written stays racy for the default two
     seconds and is re-hashed. Tests of the racy rule itself pass `granularity_ns` explicitly.
     """
+    _racy_window(monkeypatch, 0)
+
+
+@pytest.fixture
+def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The racy window at 30 ms in this process (the memo's and the hash cache's): a test of
+    what settles waits 50 ms, not two seconds."""
+    _racy_window(monkeypatch, 30_000_000)
+
+
+def _racy_window(monkeypatch: pytest.MonkeyPatch, ns: int) -> None:
     import anchorfs.hashing as hashing
 
-    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", 0)
+    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", ns)
     kwdefaults = hashing.HashCache.__init__.__kwdefaults__
     assert kwdefaults is not None
-    monkeypatch.setitem(kwdefaults, "granularity_ns", 0)
+    monkeypatch.setitem(kwdefaults, "granularity_ns", ns)
 
 
 def tree_snapshot(top: Path) -> dict[str, tuple[str, bytes]]:

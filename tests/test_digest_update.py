@@ -27,17 +27,6 @@ def _body(i: int, tweaks: dict[int, int]) -> str:
     return "".join(f"def f{j}(x):\n    return x * {i * 10 + j + 1000 * tweaks.get(j, 0)}\n\n" for j in range(_FUNCS))
 
 
-@pytest.fixture
-def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The racy window at 30 ms in this process (the memo's and the hash cache's), as test_hook."""
-    import anchorfs.hashing as hashing
-
-    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", 30_000_000)
-    kwdefaults = hashing.HashCache.__init__.__kwdefaults__
-    assert kwdefaults is not None
-    monkeypatch.setitem(kwdefaults, "granularity_ns", 30_000_000)
-
-
 def _workspace(root: Path, cap: int) -> None:
     (root / "src" / "deep").mkdir(parents=True)
     for i in range(_FILES):

@@ -450,17 +450,6 @@ def test_session_start_replays_its_digest_as_the_host_runs_it(repo: Path) -> Non
     assert ran and "1 stale" in out
 
 
-@pytest.fixture
-def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The racy window at 30 ms in this process (the memo's and the hash cache's), as test_memo."""
-    import anchorfs.hashing as hashing
-
-    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", 30_000_000)
-    kwdefaults = hashing.HashCache.__init__.__kwdefaults__
-    assert kwdefaults is not None
-    monkeypatch.setitem(kwdefaults, "granularity_ns", 30_000_000)
-
-
 def _full(repo: Path) -> str:
     """A full session-start in this process, after the racy window; its output (memoized)."""
     import time
