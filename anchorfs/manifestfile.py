@@ -90,14 +90,11 @@ def parse(data: bytes, mtime_ns: int, gran: int) -> Parsed:
     return entries, moves, old
 
 
-def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Parsed | None:
-    """`parse`, keeping the entries of `only` alone and decoding no other: the header (before
-    the entries), the CRC over all the entries' bytes, then each path's entry found by its key
-    as the writer spells it (`orjson`, compact: `{` or `,` then the key, `:[`; no `"` can
-    precede a key's quote unescaped, and an entry's value holds no `]`). None when this
-    cannot be read so (the caller takes `parse`, which judges the whole file)."""
+def _split(data: bytes) -> tuple[Any, int, bytes | None] | None:
+    """(the head, decoded alone; where the entries start; their bytes, None unless the CRC over
+    them holds and they are one object) of a manifest as this project's writer lays it out;
+    None when its head does not read so (`parse` then judges the whole file)."""
     from .jsonread import loads
-    from .jsonwrite import json_dumps
 
     start = data.find(ENTRIES_KEY)
     if start < 1 or data[start - 1:start] != b",":
@@ -109,21 +106,56 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     if not _head_ok(doc):
         return None
     body = _body(data, doc["crc32"])
-    if body is None or body[:1] != b"{" or body[-1:] != b"}":
+    ok = body is not None and body[:1] == b"{" and body[-1:] == b"}"
+    return doc, start, bytes(body) if ok and body is not None else None
+
+
+def _spelt(rel: str) -> bytes | None:
+    """`rel` as a key as orjson spells it; None for what is never written (a lone surrogate)."""
+    from .jsonwrite import json_dumps
+
+    try:
+        return json_dumps(rel, ensure_ascii=False).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):
+        return None
+
+
+def _find(raw: bytes, spelt: bytes) -> tuple[int, int, int] | None:
+    """(where the key starts, where its value starts, where the value ends) of the entry keyed
+    `spelt` in the entries' bytes `raw`, None when there is none: `{` or `,` then the key,
+    `:[` (no `"` can precede a key's quote unescaped, and a value holds no `]`). Raises
+    ValueError when its value does not end."""
+    key = spelt + b":["
+    at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
+    if at <= 0:
+        return None
+    stop = raw.find(b"]", at + len(key))  # after the key, which may hold a `]`
+    if stop < 0:
+        raise ValueError("an entry that does not end")
+    return at, at + len(key) - 1, stop + 1
+
+
+def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Parsed | None:
+    """`parse`, keeping the entries of `only` alone and decoding no other: the header (before
+    the entries), the CRC over all the entries' bytes, then each path's entry found by its key
+    as the writer spells it (`_find`). None when this cannot be read so (the caller takes
+    `parse`, which judges the whole file)."""
+    from .jsonread import loads
+
+    split = _split(data)
+    if split is None:
+        return None
+    doc, _, raw = split
+    if raw is None:
         return {}, {}, False  # as `parse`: a file not ours is a cold cache
-    raw = bytes(body)
     entries: dict[str, list[Any]] = {}
     for rel in only:
+        spelt = _spelt(rel)
         try:
-            key = json_dumps(rel, ensure_ascii=False).encode("utf-8") + b":["  # as orjson spells it
-        except (TypeError, UnicodeEncodeError):
-            continue  # not UTF-8 (a lone surrogate): never written
-        at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
-        if at <= 0:
-            continue
-        stop = raw.find(b"]", at + len(key))  # after the key, which may hold a `]`
-        try:
-            entry = loads(raw[at + len(key) - 1:stop + 1])
+            found = _find(raw, spelt) if spelt is not None else None
+            if found is None:
+                continue
+            entry = loads(raw[found[1]:found[2]])
         except ValueError:
             return None
         if type(entry) is not list:
@@ -162,46 +194,35 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
     without `newest`, a CRC that does not hold, or an entry kept as bytes that a reader would
     find racy against `mtime_ns` (it holds a hash that only the old file's mtime poisons: under
     the new file's it would be trusted)."""
-    from .jsonread import loads
-    from .jsonwrite import dumps, json_dumps
+    from .jsonwrite import dumps
 
-    start = data.find(ENTRIES_KEY)
-    if start < 1 or data[start - 1:start] != b",":
+    split = _split(data)
+    if split is None:
         return None
-    prefix = data[:start - 1]
-    try:
-        doc: Any = loads(prefix + b"}")
-    except ValueError:
-        return None
-    if not _head_ok(doc) or doc["version"] != MANIFEST_VERSION or type(doc.get("newest")) is not int:
+    doc, start, raw = split
+    if raw is None or doc["version"] != MANIFEST_VERSION or type(doc.get("newest")) is not int:
         return None
     newest: int = doc["newest"]
     if newest >= mtime_ns - gran:
         return None
-    body = _body(data, doc["crc32"])
-    if body is None or body[:1] != b"{" or body[-1:] != b"}":
-        return None
     moves = b""
     if "moves" in doc:
-        at = prefix.find(b',"moves":')
+        at = data.find(b',"moves":', 0, start)
         if at < 0:
             return None
-        moves = prefix[at:]  # the moves' bytes as they are, which their own CRC is over
-    raw = bytes(body)
+        moves = data[at:start - 1]  # the moves' bytes as they are, which their own CRC is over
     cuts: list[tuple[int, int]] = []
     added: list[bytes] = []
     for rel, entry in changes.items():
-        try:
-            spelt = json_dumps(rel, ensure_ascii=False).encode("utf-8")  # as orjson spells it
-        except (TypeError, UnicodeEncodeError):
+        spelt = _spelt(rel)
+        if spelt is None:
             return None
-        key = spelt + b":["
-        at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
-        if at > 0:
-            stop = raw.find(b"]", at + len(key))
-            if stop < 0:
-                return None
-            cuts.append((at, stop + 1))
+        try:
+            found = _find(raw, spelt)
+        except ValueError:
+            return None
+        if found is not None:
+            cuts.append((found[0], found[2]))
         if entry is not None:
             value = dumps(entry)
             if value[:1] != b"[" or b"]" in value[1:-1]:
