@@ -44,9 +44,7 @@ from operator import attrgetter, eq, itemgetter
 from pathlib import Path
 from types import TracebackType
 
-from .manifestfile import ENTRIES_KEY as _ENTRIES_KEY
-from .manifestfile import MANIFEST_VERSION
-from .manifestfile import head as manifest_head
+from .manifestfile import MANIFEST_VERSION, assemble
 from .manifestfile import moves_of as _moves_of
 from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
@@ -724,12 +722,11 @@ class HashCache:
                         moves[key] = m
         from .jsonwrite import dumps  # orjson's bytes; its import is a quarter of a hook that saves (issue 20)
 
-        body = dumps(entries)
-        head = manifest_head(zlib.crc32(body), newest_hashed(entries.values()))
+        part = b""
         if moves:  # the listed moves' bytes as they are, which their CRC is over
             listed = dumps([[key, *m] for key, m in moves.items()])
-            head += b',"moves":' + listed + b',"moves_crc32":' + dumps(zlib.crc32(listed))
-        payload = head + b"," + _ENTRIES_KEY + body + b"}"
+            part = b',"moves":' + listed + b',"moves_crc32":' + dumps(zlib.crc32(listed))
+        payload = assemble(dumps(entries), newest_hashed(entries.values()), part)
         new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
         fsync_dir(self.manifest_path.parent)
         self._entries = entries

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     Parsed = tuple[dict[str, list[Any]], dict[str, tuple[str, str, str, bool]], bool]
     """(entries with racy ones poisoned, found moves, whether of an older version)."""
 
-__all__ = ["FORMAT", "ENTRIES_KEY", "READABLE", "MANIFEST_VERSION", "parse", "parse_only", "moves_of", "plain_rel"]
+__all__ = ["FORMAT", "ENTRIES_KEY", "READABLE", "MANIFEST_VERSION", "parse", "parse_only", "splice", "assemble",
+           "newest_hashed", "moves_of", "plain_rel"]
 
 MANIFEST_VERSION = 2
 """Bumped on any incompatible change; other versions load as a cold cache (but 1, upgraded)."""
@@ -179,11 +180,13 @@ def newest_hashed(entries: Iterable[list[Any]]) -> int:
     return newest
 
 
-def head(crc: int, newest: int) -> bytes:
-    """The manifest's opening, up to the moves or the entries (no closing brace)."""
+def assemble(body: bytes, newest: int, moves: bytes = b"") -> bytes:
+    """The manifest's bytes from the entries' (`body`, which the CRC is over), `newest`, and the
+    moves' part as it stands (`,"moves":[...],"moves_crc32":M`, or nothing)."""
     from .jsonwrite import dumps
 
-    return dumps({"format": FORMAT, "version": MANIFEST_VERSION, "crc32": crc, "newest": newest})[:-1]
+    head = dumps({"format": FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body), "newest": newest})
+    return head[:-1] + moves + b"," + ENTRIES_KEY + body + b"}"
 
 
 def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] | None]) -> bytes | None:
@@ -240,7 +243,7 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
     kept.append(raw[pos:-1])
     items = [p.strip(b",") for p in kept]
     new_body = b"{" + b",".join([p for p in items if p] + added) + b"}"
-    return head(zlib.crc32(new_body), newest) + moves + b"," + ENTRIES_KEY + new_body + b"}"
+    return assemble(new_body, newest, moves)
 
 
 def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorfs import manifestfile
-from anchorfs.manifestfile import ENTRIES_KEY, MANIFEST_VERSION, head, newest_hashed, parse, parse_only, splice
+from anchorfs.manifestfile import ENTRIES_KEY, MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
 
 GRAN = 1_000
 MTIME = 10_000_000  # the manifest file's mtime in these tests: entries before MTIME - GRAN are not racy
@@ -25,12 +25,11 @@ _entry = st.builds(lambda size, m, c, ino, h, at: [size, m, c, ino, h, at],
 
 def _file(entries: dict[str, list[Any]], moves: list[list[Any]] | None = None) -> bytes:
     """A manifest as `HashCache._write` writes it."""
-    body = orjson.dumps(entries)
-    out = head(zlib.crc32(body), newest_hashed(entries.values()))
+    part = b""
     if moves:
         listed = orjson.dumps(moves)
-        out += b',"moves":' + listed + b',"moves_crc32":' + orjson.dumps(zlib.crc32(listed))
-    return out + b"," + ENTRIES_KEY + body + b"}"
+        part = b',"moves":' + listed + b',"moves_crc32":' + orjson.dumps(zlib.crc32(listed))
+    return assemble(orjson.dumps(entries), newest_hashed(entries.values()), part)
 
 
 @settings(max_examples=150, deadline=None)
