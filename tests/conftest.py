@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +37,38 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, env=full_env, check=True, capture_output=True, text=True
     ).stdout
+
+
+_HOOK_PROBE = ("import io, sys\n"
+               "made = []\n"
+               "if sys.argv[1] == 'count':  # every dataclass built while the hook runs, by name\n"
+               "    import dataclasses\n"
+               "    real = dataclasses.dataclass\n"
+               "    def counting(cls=None, /, **kw):\n"
+               "        def wrap(c):\n            made.append(c.__qualname__)\n            return real(c, **kw)\n"
+               "        return wrap if cls is None else wrap(cls)\n"
+               "    dataclasses.dataclass = counting\n"
+               "import anchorfs.foldsnap as foldsnap\n"
+               "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
+               "from anchorfs.__main__ import main\n"
+               "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[2].encode()))\n"
+               "try:\n    main(sys.argv[3:])\nexcept SystemExit:\n    pass\n"
+               "loaded = sorted(sys.modules)\n"
+               "import json\n"
+               "sys.stderr.write(json.dumps({'made': made, 'all': loaded,\n"
+               "                             'mods': [m for m in loaded if m.startswith('anchorfs')]}))\n")
+
+
+def hook_probe(root: Path, stdin: str, *argv: str, count_dataclasses: bool = False) -> tuple[str, dict[str, Any]]:
+    """Run `anchorfs ARGV` as a hook runs (its own process, `stdin` fed) and report what it
+    imported: (stdout, {"all": every module loaded when it returned, "mods": anchorfs's own,
+    "made": the dataclasses it built, by name, when `count_dataclasses`}). The report is taken
+    before the probe's own json import, so "json" in "all" is the hook's."""
+    proc = subprocess.run([sys.executable, "-c", _HOOK_PROBE, "count" if count_dataclasses else "-", stdin, *argv],
+                          cwd=root, capture_output=True, text=True, timeout=60, check=False)
+    report = json.loads(proc.stderr)
+    assert isinstance(report, dict), proc.stderr
+    return proc.stdout, report
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import git
+from conftest import git, hook_probe
 
 import anchorfs
 from anchorfs import catchup
@@ -29,30 +29,6 @@ from anchorfs.model import AnchorRef, Memory, StaleClaim
 from anchorfs.symbols import Symbol
 
 TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"
-
-# Every dataclass built while a hook runs, by name, and the modules it imported.
-_PROBE = ("import dataclasses, io, json, sys\n"
-          "made = []\n"
-          "real = dataclasses.dataclass\n"
-          "def counting(cls=None, /, **kw):\n"
-          "    def wrap(c):\n        made.append(c.__qualname__)\n        return real(c, **kw)\n"
-          "    return wrap if cls is None else wrap(cls)\n"
-          "dataclasses.dataclass = counting\n"
-          "import anchorfs.foldsnap as foldsnap\n"
-          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
-          "from anchorfs.__main__ import main\n"
-          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
-          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
-          "sys.stderr.write(json.dumps({'made': made, 'all': sorted(sys.modules)}))\n")
-
-
-def _probe(repo: Path, stdin: str, *argv: str) -> tuple[str, dict[str, list[str]]]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
-                          timeout=60, check=False)
-    report = json.loads(proc.stderr)
-    assert isinstance(report, dict)
-    return proc.stdout, report
-
 
 @pytest.fixture
 def repo(git_repo: Path) -> Path:
@@ -72,21 +48,21 @@ def test_anchored_edit_and_commit_hooks_build_no_dataclass(repo: Path) -> None:
     edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
                        "tool_input": {"file_path": str(token)}})
     time.sleep(catchup.FINE_NS / 1e9 + 0.05)
-    _probe(repo, edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
+    hook_probe(repo, edit, "hook", "post-edit", count_dataclasses=True)  # no snapshot yet: the workspace's path writes it
     token.write_text(TOKEN + "# a trailing comment: the symbol is unchanged\n")
     time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)
     runs = [(edit, ["hook", "post-edit"], "")]  # anchored, every memory still fresh
     for stdin, argv, said in runs:
-        out, report = _probe(repo, stdin, *argv)
+        out, report = hook_probe(repo, stdin, *argv, count_dataclasses=True)
         assert said in out and report["made"] == [], (argv, out, report["made"])
     token.write_text(TOKEN.replace("hours=24", "hours=12"))
-    out, report = _probe(repo, edit, "hook", "post-edit")
+    out, report = hook_probe(repo, edit, "hook", "post-edit", count_dataclasses=True)
     # a drift change writes its events (`anchorfs.watch`, whose `DriftEvent` is still a dataclass)
     assert "made 1 memory stale" in out and set(report["made"]) <= {"DriftEvent"}, (out, report["made"])
     token.write_text(TOKEN + "# another trailing comment\n")
-    _probe(repo, edit, "hook", "post-edit")  # fresh again: a drift change back
+    hook_probe(repo, edit, "hook", "post-edit", count_dataclasses=True)  # fresh again: a drift change back
     git(repo, "commit", "-qam", "a comment")  # no hook installed: run by hand
-    out, report = _probe(repo, "", "hook", "run", "--root", str(repo))  # anchored, still fresh
+    out, report = hook_probe(repo, "", "hook", "run", "--root", str(repo), count_dataclasses=True)  # anchored, still fresh
     assert out == "" and report["made"] == [], (out, report["made"])
     assert "subprocess" not in report["all"]  # its one `git diff-tree` spawned directly (`git.read_git`)
     assert "anchorfs.workspace" not in report["all"] and "lancedb" not in report["all"]

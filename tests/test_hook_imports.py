@@ -6,36 +6,17 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, hook_probe
 
 import anchorfs
 from anchorfs import catchup
 from anchorfs.hashing import DEFAULT_GRANULARITY_NS
 
 TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"
-
-# Every dataclass built while a hook runs, by name (the decorator wrapped before anything imports it).
-_PROBE = ("import dataclasses, io, json, sys\n"
-          "made = []\n"
-          "real = dataclasses.dataclass\n"
-          "def counting(cls=None, /, **kw):\n"
-          "    def wrap(c):\n        made.append(c.__qualname__)\n        return real(c, **kw)\n"
-          "    return wrap if cls is None else wrap(cls)\n"
-          "dataclasses.dataclass = counting\n"
-          "import anchorfs.foldsnap as foldsnap\n"
-          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
-          "from anchorfs.__main__ import main\n"
-          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
-          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
-          "sys.stderr.write(json.dumps({'made': made, 'mods': sorted(m for m in sys.modules if m.startswith('anchorfs')),\n"
-          "                             'all': sorted(sys.modules)}))\n")
-
 
 @pytest.fixture
 def repo(git_repo: Path) -> Path:
@@ -55,11 +36,7 @@ def test_a_hook_builds_no_dataclass_it_does_not_use(repo: Path) -> None:
                        "tool_input": {"file_path": str(token)}})
 
     def run(stdin: str, *argv: str) -> tuple[str, dict[str, list[str]]]:
-        proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
-                              timeout=60, check=False)
-        report = json.loads(proc.stderr)
-        assert isinstance(report, dict)
-        return proc.stdout, report
+        return hook_probe(repo, stdin, *argv, count_dataclasses=True)
 
     time.sleep(catchup.FINE_NS / 1e9 + 0.05)
     run(edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
@@ -75,14 +52,6 @@ def test_a_hook_builds_no_dataclass_it_does_not_use(repo: Path) -> None:
         assert "anchorfs.forks" not in report["mods"] and "anchorfs.hits" not in report["mods"]
 
 
-def _probe(repo: Path, stdin: str, *argv: str) -> tuple[str, dict[str, list[str]]]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
-                          timeout=60, check=False)
-    report = json.loads(proc.stderr)
-    assert isinstance(report, dict)
-    return proc.stdout, report
-
-
 def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Path) -> None:
     """The symbol's span is hashed again (the file changed), with the interpreter's own SHA-256:
     OpenSSL's start-up (`hashlib`) is more than the whole check costs (issue 20)."""
@@ -90,21 +59,21 @@ def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Pa
     edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
                        "tool_input": {"file_path": str(token)}})
     time.sleep(catchup.FINE_NS / 1e9 + 0.05)
-    _probe(repo, edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
+    hook_probe(repo, edit, "hook", "post-edit")  # no snapshot yet: the workspace's path writes it
     token.write_text(TOKEN + "# a trailing comment: the symbol is unchanged\n")
     time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)  # past the hash cache's racy window: the file's hash is kept
-    out, report = _probe(repo, edit, "hook", "post-edit")  # the file hashed (OpenSSL's, a whole file) and cached
+    out, report = hook_probe(repo, edit, "hook", "post-edit")  # the file hashed (OpenSSL's, a whole file) and cached
     assert out == "" and "anchorfs.workspace" not in report["mods"]
-    out, report = _probe(repo, edit, "hook", "post-edit")
+    out, report = hook_probe(repo, edit, "hook", "post-edit")
     assert out == "" and "anchorfs.workspace" not in report["mods"] and "anchorfs.symbols" in report["mods"]
     assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
     assert "anchorfs.hook_git" not in report["mods"] and "anchorfs.hook" not in report["mods"]  # the agent half alone
     token.write_text(TOKEN.replace("hours=24", "hours=12") + "# a trailing comment: the symbol is unchanged\n")
-    out, report = _probe(repo, edit, "hook", "post-edit")
+    out, report = hook_probe(repo, edit, "hook", "post-edit")
     assert "made 1 memory stale" in out and "TokenIssuer.issue" in out  # the same judgement, by either hash
     time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)
-    _probe(repo, edit, "hook", "post-edit")  # the edited file's hash kept
-    out, report = _probe(repo, edit, "hook", "post-edit")  # still stale: its tokens hashed again, nothing to say
+    hook_probe(repo, edit, "hook", "post-edit")  # the edited file's hash kept
+    out, report = hook_probe(repo, edit, "hook", "post-edit")  # still stale: its tokens hashed again, nothing to say
     assert out == "" and "anchorfs.workspace" not in report["mods"]
     assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
 

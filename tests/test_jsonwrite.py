@@ -8,15 +8,13 @@ import dataclasses
 import enum
 import json
 import random
-import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 import pytest
-from conftest import git
+from conftest import git, hook_probe
 
 import anchorfs
 from anchorfs import hashing, manifestfile
@@ -143,25 +141,6 @@ def test_the_manifest_is_written_byte_for_byte_as_orjson_wrote_it(tmp_path: Path
         assert got == entries and got_moves == {k: tuple(m) for k, m in moves.items()} and not old
 
 
-_PROBE = ("import io, sys\n"
-          "import anchorfs.foldsnap as foldsnap\n"
-          "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
-          "from anchorfs.__main__ import main\n"
-          "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
-          "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
-          "loaded = sorted(sys.modules)\n"
-          "import json\n"
-          "sys.stderr.write(json.dumps(loaded))\n")
-
-
-def _modules(repo: Path, stdin: str, *argv: str) -> tuple[str, list[str]]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, stdin, *argv], cwd=repo, capture_output=True, text=True,
-                          timeout=60, check=False)
-    mods = json.loads(proc.stderr)
-    assert isinstance(mods, list)
-    return proc.stdout, mods
-
-
 def test_hooks_that_make_a_memory_stale_do_not_import_orjson(git_repo: Path) -> None:
     token = git_repo / "auth" / "token.py"
     token.parent.mkdir()
@@ -173,10 +152,11 @@ def test_hooks_that_make_a_memory_stale_do_not_import_orjson(git_repo: Path) -> 
         ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
     edit = json.dumps({"session_id": "s", "cwd": str(git_repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
                        "tool_input": {"file_path": str(token)}})
-    _modules(git_repo, edit, "hook", "post-edit")
+    hook_probe(git_repo, edit, "hook", "post-edit")
     token.write_text(TOKEN.replace("hours=24", "hours=12"))
     time.sleep(hashing.DEFAULT_GRANULARITY_NS / 1e9 + 0.1)  # past the racy window: the new hash is saved
-    out, mods = _modules(git_repo, edit, "hook", "post-edit")
+    out, report = hook_probe(git_repo, edit, "hook", "post-edit")
+    mods = report["all"]
     assert "made 1 memory stale" in out
     assert "orjson" not in mods and "dataclasses" not in mods
     assert "hashlib" not in mods  # the edited file hashed by the built-in SHA-256 (`hashing.new_sha256`)
@@ -188,7 +168,8 @@ def test_hooks_that_make_a_memory_stale_do_not_import_orjson(git_repo: Path) -> 
     token.write_text(TOKEN)
     git(git_repo, "commit", "-qam", "back to 24 hours")
     time.sleep(hashing.DEFAULT_GRANULARITY_NS / 1e9 + 0.1)
-    out, mods = _modules(git_repo, "", "hook", "run", "--root", str(git_repo))  # the post-commit hook
+    out, report = hook_probe(git_repo, "", "hook", "run", "--root", str(git_repo))  # the post-commit hook
+    mods = report["all"]
     assert "orjson" not in mods and "dataclasses" not in mods, out
     events = (git_repo / ".anchorfs" / "events.jsonl").read_bytes().splitlines()
     assert events and all(line == orjson.dumps(orjson.loads(line)) for line in events)
