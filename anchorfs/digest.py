@@ -114,6 +114,14 @@ def _planned_active(ws: "Workspace") -> "tuple[Any, _Keys] | None":
     return planned, keys
 
 
+def _base_of(snap: "Any") -> "list[Any]":
+    """[the ledger offset a plan folds to, the offset and checksum of the fold snapshot under
+    it]: an update for a ledger that grew since (`_update_grown`) must fold on that same
+    snapshot, so that every memory its tail did not write reads as it did for this digest."""
+    under = snap.base.prefix if hasattr(snap, "touched") else snap.prefix  # an `OverlayPlan`, else a `SnapPlan`
+    return [snap.prefix.offset, under.offset, under.digest.hex()]
+
+
 def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None", _Keys, "_Shown | None"]:
     """(the digest, the drift report it rests on, the active memories' keys, what an update of
     it needs: `_Shown`): `digest`, with what its memo needs (`_save_digest`). A new process takes
@@ -131,6 +139,7 @@ def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftRepor
         if ws.__dict__.get("_planned") is planned and ws._fold is None:
             try:
                 text, shown = _compose(ws, limit, report, active)
+                shown.base = _base_of(planned.snap)
                 return text, report, active, shown
             except PlanMismatch:
                 pass
@@ -167,10 +176,11 @@ class _Shown:
     first lines of the digest in order (shown, and `_SLACK` more), each flagged memory's
     section, and how many memories there are."""
 
-    __slots__ = ("entries", "sections", "total", "cap")
+    __slots__ = ("entries", "sections", "total", "cap", "base")
 
     def __init__(self, entries: "list[_Entry]", sections: dict[str, int], total: int, cap: int) -> None:
         self.entries, self.sections, self.total, self.cap = entries, sections, total, cap
+        self.base: "list[Any] | None" = None  # `_base_of` the plan it was composed from (None: the full fold)
 
 
 def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterable[_Entry]",
@@ -377,11 +387,15 @@ def _replay_digest(root_real: str) -> str | None:
 def _envelopes_until(ws: "Workspace", active: "_Keys | Sequence[Memory]", now: float) -> float:
     """The first moment an active memory's envelope would read otherwise with time alone: its
     kind's expiry reached, or, past it, the next whole day of `unverified for N days`."""
-    keys = active if isinstance(active, _Keys) else _Keys.of(active)
+    return _until_of(ws.config, active if isinstance(active, _Keys) else _Keys.of(active), now)
+
+
+def _until_of(config: "Any", keys: _Keys, now: float) -> float:
+    """`_envelopes_until` by `config`'s expiry days (no workspace at an update)."""
     day = 86400.0
     until = float("inf")
     try:
-        expiry = [ws.config.expiry_days(k) * day for k in keys.kinds]
+        expiry = [config.expiry_days(k) * day for k in keys.kinds]
         if len(expiry) == 1 and len(keys):  # one kind: the oldest says it, unless it expired
             oldest = min(keys.ts)
             if now <= oldest + expiry[0]:
@@ -405,7 +419,7 @@ def _update_part(shown: "_Shown | None", report: "DriftReport", known: "dict[str
     if shown is None or known is None or report.paths_now() or root_real not in paths:
         return None
     return {"first": paths.index(root_real) + 1, "cap": shown.cap, "total": shown.total, "known": known,
-            "sections": shown.sections, "entries": [list(e) for e in shown.entries]}
+            "sections": shown.sections, "entries": [list(e) for e in shown.entries], "base": shown.base}
 
 
 def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[str], until: float,
@@ -509,8 +523,10 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         return None
     paths: list[str] = d["paths"]
     base = root_real if root_real.endswith("/") else root_real + "/"
+    if changed and changed[0] == 0:  # the ledger moved (its index is the first)
+        return _update_grown(root_real, d, up, kept, changed, started_ns)
     if not changed or min(changed) < first or not all(paths[i].startswith(base) for i in changed):
-        return None  # the ledger, the config, the code or the root folder: the full digest
+        return None  # the config, the code or the root folder: the full digest
     rels = [paths[i][len(base):] for i in changed]
     state = Path(root_real) / STATE_DIR
     check_state(state)
@@ -601,6 +617,193 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
         pass
     return out
+
+
+def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kept: "list[_Entry]",
+                  changed: list[int], started_ns: int) -> str | None:
+    """`_update` when the ledger grew since the memo (memories recorded, superseded, retracted
+    during a session; anchored files may have changed too). The plan of the fold snapshot the
+    memo's digest was composed on, with the lines after it folded in (`snapplan.read_plan`),
+    names every active memory with its sort key; a memory those lines did not write reads as it
+    did for the memo's digest (the same snapshot), so it keeps its section and its kept line,
+    unless it rests on a changed file. The memories the lines wrote and those on changed files
+    are checked again and their lines made anew. A line it must show and does not have, another
+    snapshot, or any doubt: None, the full digest."""
+    import time
+    from itertools import islice
+    from pathlib import Path
+    from struct import error as StructError
+    from struct import pack_into
+
+    from . import memo
+    from .config import load_config
+    from .drift_check import DriftChecker
+    from .drift_report import MemoryDrift
+    from .hashing import DEFAULT_GRANULARITY_NS, HashCache
+    from .hook_recheck import known_drift
+    from .ledger import Ledger
+    from .locate import STATE_DIR
+    from .model import Drift, Verdict, utcnow
+    from .snapplan import covered_by, read_plan
+    from .statefs import check_state, read_state
+    from .writeback import write_back
+
+    first, cap, then, sections, mark = (up.get(k) for k in ("first", "cap", "known", "sections", "base"))
+    if not (type(mark) is list and len(mark) == 3 and type(mark[0]) is int and type(mark[1]) is int
+            and type(mark[2]) is str):
+        return None  # composed from the full fold, not a snapshot's plan
+    paths: list[str] = d["paths"]
+    base = root_real if root_real.endswith("/") else root_real + "/"
+    files = changed[1:]
+    if (files and files[0] < first) or not all(paths[i].startswith(base) for i in files):
+        return None  # the config, the code or the root folder: the full digest
+    state = Path(root_real) / STATE_DIR
+    check_state(state)
+    if not os.access(state, os.W_OK):
+        return None
+    plan = read_plan(Ledger(state))
+    if plan is None:
+        return None
+    try:
+        touched_by = getattr(plan, "touched", None)  # an `OverlayPlan`: the lines after its snapshot
+        under = plan.base.prefix if touched_by is not None else plan.prefix
+        if [under.offset, under.digest.hex()] != mark[1:] or plan.prefix.offset < mark[0]:
+            return None  # another snapshot (or a shorter ledger): what changed since is not known here
+        touched: set[str] = set(touched_by()) if touched_by is not None else set()
+        known = known_drift(read_state(state / "drift.json"))
+        if known is None:
+            return None
+        config = load_config(Path(root_real))
+        if int(config[DIGEST_KEY]) != cap:
+            return None
+        active = _Keys(*plan.active_keys())
+        ids, ts, na = active.ids, active.ts, active.na
+        at = dict(zip(ids, range(len(ids))))
+        again: dict[str, Memory] = {}  # the active memories judged again: the tail wrote them, or a file changed
+        for mid in sorted(touched):
+            i = at.get(mid)
+            if i is not None:
+                again[mid] = active.read(i)
+        if files:
+            hit = covered_by(paths[i][len(base):] for i in files)
+            picks: set[int] = set()
+            for k, path in enumerate(plan.paths):
+                if hit(path):
+                    picks.update(plan.owners(k))
+            for pos in sorted(picks):
+                m = plan.memory(pos)
+                if not any(hit(a.path) for a in m.anchors):
+                    return None  # the plan says it rests there and it does not
+                again.setdefault(m.id, m)
+        mine = touched | again.keys()
+        if any(known.get(k, "fresh") != then.get(k, "fresh") for k in known.keys() | then.keys() if k not in mine):
+            return None  # drift.json moved on for a memory not judged here: the full pass judges it
+        targets = [m for m in again.values() if m.anchors]
+        cache = HashCache(state / "manifest.json", ttl=float(config["drift.cache_ttl"]),
+                          only={a.path for m in targets for a in m.anchors})
+        results = DriftChecker(root_real, cache, whitespace=str(config["drift.whitespace"])).check_all(targets).memories \
+            if targets else []
+        if any(c.path_now is not None for r in results for c in r.checks):
+            return None
+        served: dict[str, MemoryDrift | None] = {r.memory.id: r.with_claims() for r in results}
+        for mid, m in again.items():
+            if not m.anchors:  # as `DriftReport.with_claims` serves an unanchored one
+                served[mid] = MemoryDrift(m, Drift.STALE, ()) if m.stale_claims else None
+        sections = {k: v for k, v in sections.items() if k not in mine}
+        for mid, md in served.items():
+            if md is not None and md.drift in (Drift.STALE, Drift.UNKNOWN):
+                sections[mid] = 0 if md.drift is Drift.STALE else 1
+        if not all(k in at for k in sections):
+            return None  # a flagged memory the fold no longer holds active, and no line of the tail wrote it
+        now = utcnow()
+        lines = {e[0]: e[4] for e in kept if e[0] not in mine}
+        for mid, md in served.items():
+            m = again[mid]
+            lines[mid] = _line(m, md, config.expiry_days(m.kind), now)
+
+        def newest(i: int) -> tuple[float, int, str]:
+            return (-ts[i], -na[i], ids[i])
+
+        flagged = [(at[k], v) for k, v in sections.items()]
+        stale = sorted((i for i, v in flagged if v == 0), key=newest)
+        unknown = sorted((i for i, v in flagged if v == 1), key=newest)
+        counts = (len(stale), len(unknown), len(ids) - len(flagged))
+        missing: list[str] = []
+
+        def entries() -> "Iterator[_Entry]":
+            for section, order in ((0, stale), (1, unknown), (2, active.newest(sections))):
+                for i in order:
+                    line = lines.get(ids[i])
+                    if line is None:  # neither kept nor made anew: the full digest shows it
+                        missing.append(ids[i])
+                        return
+                    yield ids[i], section, ts[i], na[i], line
+
+        taken: list[_Entry] = []
+        seq = entries()
+        text, _ = _layout(cap, counts, len(ids), seq, taken)
+        if missing:
+            return None
+        taken.extend(islice(seq, _SLACK))  # what the next update may need (fewer when a line is not had)
+        out = _session_output(text)
+        if targets:
+            cache.save()
+            write_back(state, results, store=None, read_only=False)
+        # the memo again, when every new stat settled (else the last one stays: the next start updates again)
+        try:
+            limit = started_ns - DEFAULT_GRANULARITY_NS
+            keys = bytearray(d["keys"])
+            present: dict[str, tuple[int, int, int, int]] = {}
+            for i in changed:
+                got: list[str] = []
+                got_keys: list[tuple[int, int, int, int]] = []
+                folder = i > 0 and stat.S_ISDIR(os.lstat(paths[i]).st_mode)
+                if not memo._record(paths[i], limit, got, got_keys, folder=folder):
+                    return out
+                pack_into(memo._PACKED, keys, _KEY_SIZE * i, *got_keys[0])
+                if i > 0 and not folder:
+                    present[paths[i][len(base):]] = got_keys[0]
+            if not memo._ends_a_line(paths[0]):
+                return out
+            if any(c.verdict is Verdict.UNREADABLE for md in served.values() if md is not None for c in md.checks):
+                return out  # a read error can clear while the stat stays
+            have = set(paths)
+            more: list[str] = []
+            more_keys: list[tuple[int, int, int, int]] = []
+            for rel in dict.fromkeys(a.path for m in targets for a in m.anchors):
+                full = base + rel
+                if full in have:
+                    continue
+                parts = rel.split("/")
+                if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
+                    return out  # `unsafe` and its kin: for the full pass to judge each time
+                cut = full.find("/", len(base))
+                while cut >= 0:  # each folder on the way, as `memo._grounds` records them
+                    if full[:cut] not in have:
+                        if not memo._record(full[:cut], limit, more, more_keys, folder=True):
+                            return out  # a folder gone: the full digest records what must stay absent
+                        have.add(full[:cut])
+                    cut = full.find("/", cut + 1)
+                if not memo._record(full, limit, more, more_keys, folder=False):
+                    return out
+                have.add(full)
+                present[rel] = more_keys[-1]
+            trusted = cache.trusted_until(present) if present else float("inf")
+            known_now = known_drift(read_state(state / "drift.json"))
+            if trusted is None or known_now is None:
+                return out
+            now_s = time.time()
+            until = min(float(d["until"]), trusted, _until_of(config, _Keys.of(list(again.values())), now_s))
+            if until > now_s:
+                update = dict(up, known=known_now, sections=sections, total=len(ids),
+                              base=[plan.prefix.offset, *mark[1:]], entries=[list(e) for e in taken])
+                _write_memo(root_real, paths + more, bytes(keys) + _packed(more_keys), d["absent"], until, out,
+                            update)
+        except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
+            pass
+        return out
+    finally:
+        plan.close()
 
 
 def _session_start_memoized(root_real: str) -> str:

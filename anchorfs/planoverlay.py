@@ -250,6 +250,12 @@ class OverlayPlan:
         self._ins_on = ins_on
         self._owners: dict[int, list[int]] = {}
 
+    def touched(self) -> list[str]:
+        """The ids of every memory the tail's lines wrote (a supersede's two, a retract's one...):
+        all that can read otherwise than in the base snapshot, so what a digest kept from a fold
+        on that same base must look at again (`digest._update`)."""
+        return list(self._marked[1])
+
     def owners(self, k: int) -> list[int]:
         """The targets resting on path `k`, in order."""
         got = self._owners.get(k)

@@ -1,0 +1,134 @@
+"""The session-start digest updated from its memo when the ledger only grew since it (memories
+recorded, superseded, retracted, reverted during a session; `digest._update`): the same output
+and `drift.json` as the full digest over the same ledger and tree, byte for byte, whatever the
+writes (a property test over seeded random writes mixed with file edits), and the update path
+taken, not the full digest."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+import anchorfs
+import anchorfs.digest as digest
+from anchorfs import catchup
+
+from test_digest_update import _FILES, _FUNCS, _body, _full, _path, _rel, _state, _workspace
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every `_update` call's outcome (an update made, or None: the full digest)."""
+    updates: list[bool] = []
+    update = digest._update
+
+    def counted(*args: object, **kwargs: object) -> str | None:
+        got = update(*args, **kwargs)  # type: ignore[arg-type]
+        updates.append(got is not None)
+        return got
+
+    monkeypatch.setattr(digest, "_update", counted)
+    return updates
+
+
+def _settle() -> None:
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)  # past the (shortened) racy windows: the memo can be written
+
+
+def test_a_recorded_memory_updates_the_digest(tmp_path: Path, short_window: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "ws"
+    _workspace(root, 5000)
+    real = os.path.realpath(root)
+    updates = _counting(monkeypatch)
+    _settle()
+    assert digest._session_start_memoized(real) == _full(real)
+    _settle()
+    with anchorfs.open(root) as ws:
+        new = ws.record("the newest fact about f3", anchors=[f"{_rel(2)}#f3"])
+    _settle()
+    out = digest._session_start_memoized(real)
+    assert updates == [True]  # the ledger only grew: updated, not the full digest
+    assert new.id in out and "fresh or unanchored" in out
+    assert out == _full(real)
+    assert digest._replay_digest(real) == out  # the memo rewritten for the grown ledger
+
+
+def test_a_superseded_stale_memory_leaves_the_updated_digest(tmp_path: Path, short_window: None,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "ws"
+    _workspace(root, 5000)
+    real = os.path.realpath(root)
+    _path(root, 3).write_text(_body(3, {2: 9}))  # two memories stale
+    _settle()
+    _full(real)  # the file hashed, the hash cache saved: both settle before the memo is written
+    updates = _counting(monkeypatch)
+    _settle()
+    first = digest._session_start_memoized(real)
+    assert "2 stale" in first and first == _full(real)
+    stale = sorted(_state(root))
+    with anchorfs.open(root) as ws:
+        ws.supersede(stale[0], "f2 of file 3 now scales x by 9032", anchors=[f"{_rel(3)}#f2"])
+        ws.retract(stale[1])
+    _settle()
+    out = digest._session_start_memoized(real)
+    assert updates == [True]
+    assert "0 stale" in out and stale[0] not in out and stale[1] not in out
+    assert out == _full(real)
+
+
+_ACTIONS = ["record", "record", "record_new_file", "note", "supersede", "retract", "revert", "edit", "edit_and_record"]
+
+
+@pytest.mark.parametrize("seed,cap", [(11, 900), (12, 3000), (13, 500)])
+def test_a_digest_updated_for_a_grown_ledger_is_the_full_digest(tmp_path: Path, short_window: None,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 seed: int, cap: int) -> None:
+    root = tmp_path / "ws"
+    _workspace(root, cap)
+    real = os.path.realpath(root)
+    updates = _counting(monkeypatch)
+    _settle()
+    assert digest._session_start_memoized(real) == _full(real)
+    rng = random.Random(seed)
+    tweaks: list[dict[int, int]] = [{} for _ in range(_FILES)]
+    extra = 0
+    with anchorfs.open(root) as ws:
+        for step in range(10):
+            action = rng.choice(_ACTIONS)
+            if action == "revert" and not any(m.status == "superseded" for m in ws.list()):
+                action = "note"  # nothing to revert: the ledger must move all the same
+            active = sorted(m.id for m in ws.list(status="active"))
+            retired = sorted(m.id for m in ws.list() if m.status == "superseded")
+            if action in ("edit", "edit_and_record"):
+                i = rng.randrange(_FILES)
+                tweaks[i][rng.randrange(_FUNCS)] = step + 1
+                _path(root, i).write_text(_body(i, tweaks[i]))
+            if action in ("record", "edit_and_record"):
+                i, j = rng.randrange(_FILES), rng.randrange(_FUNCS)
+                ws.record(f"step {step}: f{j} of file {i}", anchors=[f"{_rel(i)}#f{j}"])
+            elif action == "record_new_file":
+                extra += 1
+                new = root / "src" / f"extra{extra}.py"
+                new.write_text(f"def g(x):\n    return x - {extra}\n")
+                ws.record(f"step {step}: g of extra {extra}", anchors=[f"src/extra{extra}.py#g"])
+            elif action == "note":
+                ws.record(f"step {step}: an unanchored note", kind=rng.choice(["note", "decision"]))
+            elif action == "supersede":
+                ws.supersede(rng.choice(active), f"step {step}: corrected", reason="test")
+            elif action == "retract":
+                ws.retract(rng.choice(active), reason="test")
+            elif action == "revert" and retired:
+                ws.revert(rng.choice(retired))
+            _settle()
+            before = len(updates)
+            out = digest._session_start_memoized(real)
+            drift_now = _state(root)
+            assert out == _full(real), (seed, step, action)
+            assert _state(root) == drift_now, (seed, step, action)  # the full pass found nothing to write back
+            assert len(updates) == before + 1, (seed, step, action)  # the update was tried
+    assert sum(updates) >= 7, updates  # most starts were updates, not full digests
