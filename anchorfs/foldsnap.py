@@ -68,16 +68,19 @@ else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapPlan", "Snapshot", "covered_by", "current",
-           "decode", "encode", "load", "on_paths", "read_plan", "save", "snap_path"]
+           "decode", "encode", "index_bytes", "ix_bucket", "load", "on_paths", "read_plan", "save", "snap_path"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 6
+VERSION = 7
 """4: the drift plan (a JSON line and its raw arrays) after the counts (`read_plan`); 5: the plan
 also lists every memory of the fold (id, record start, record hash) with the fold's `top` and
 `lines`, so lines appended since fold into it (`anchorfs.planoverlay`); 6: and each active
-memory's digest key (its time, anchor count, kind: `anchorfs.digest`). A file of another
-version is simply not used."""
+memory's digest key (its time, anchor count, kind: `anchorfs.digest`); 7: and, at the plan's
+end, a hashed index (anchored path, folder above one, memory id -> its records' starts and
+hashes) with its own checksum in the header, which a hook reads instead of the whole plan
+(`snapplan.on_paths`); the counts line's old index is left empty. A file of another version is
+simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -128,18 +131,15 @@ def _records(state: FoldState) -> Iterator[list[Any]]:
 
 def encode(folded: Folded, folder: _Folder) -> bytes:
     """The file's bytes: a header line (format, prefix, folder, the body's checksum, where the
-    plan line is and its own checksum), the body: a line with the fold's counts and the index
-    (anchored path -> where the records of the active memories resting on it start, in bytes
-    after the plan line; read by no one since `on_paths` reads the plan, kept so that a reader
-    of this same version from an older install still finds it), the drift plan line (`read_plan`), then one line per
-    memory record."""
+    plan line is and its own checksum, where the index at the plan's end is and the checksum of
+    its head and table), the body: a line with the fold's counts, the drift plan line
+    (`read_plan`) ending with the index (`_index`), then one line per memory record."""
     state = folded.state
     if not isinstance(state, FoldState):
         raise TypeError("only a FoldState is snapshotted")
     import orjson  # here and at each use, not at import: a hook reads the plan (`snapplan`) alone (issue 20)
 
     records: list[bytes] = []
-    index: dict[str, list[int]] = {}
     plan = _PlanBuilder()
     at = 0
     for rec in _records(state):
@@ -148,17 +148,20 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
         digest = blake3.blake3(line).digest(_SUM)
         plan.every(rec[0], memory, at, digest)
         if memory.status == "active":
-            for path in dict.fromkeys(a.path for a in memory.anchors):
-                index.setdefault(path, []).append(at)
             plan.add(memory, at, digest)
         records.append(line)
         at += len(line)
-    head = orjson.dumps({"top": state.top, "lines": state.lines, "index": index})
+    # the old per-path index (read by no version-7 reader: `ix` is): kept empty for the shape `_split` checks
+    head = orjson.dumps({"top": state.top, "lines": state.lines, "index": {}})
     plan_line = plan.dumps(state.top, state.lines)
+    ix = None
+    if plan.ix is not None:  # the index ends the plan line's bytes: [where, its checked part, all of it, blake3]
+        size, checked, digest_hex = plan.ix
+        ix = [len(head) + 1 + len(plan_line) - size, checked, size, digest_hex]
     body = b"".join([head, b"\n", plan_line, b"\n", *records])
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "prefix": folded.prefix.to_dict(), "folder": list(folder),
                            "size": len(body), "body": blake3.blake3(body).hexdigest(),
-                           "plan": [len(head) + 1, len(plan_line), blake3.blake3(plan_line).hexdigest()]})
+                           "plan": [len(head) + 1, len(plan_line), blake3.blake3(plan_line).hexdigest()], "ix": ix})
     return header + b"\n" + body
 
 
@@ -172,7 +175,7 @@ class _PlanBuilder:
     memories (the pass's targets, in the fold's order) without their records being read back."""
 
     __slots__ = ("at", "ids", "sums", "claims", "marked", "where", "paths", "first", "mixed", "owners", "ok",
-                 "all_at", "all_ids", "all_sums", "act_j", "act_ts", "act_na", "act_kind", "kinds")
+                 "all_at", "all_ids", "all_sums", "act_j", "act_ts", "act_na", "act_kind", "kinds", "ix")
 
     def __init__(self) -> None:
         self.at = array("Q")  # per target: where its record starts (after the plan line)
@@ -194,6 +197,7 @@ class _PlanBuilder:
         self.act_na = array("I")  # its anchor count,
         self.act_kind = array("I")  # and its kind (an index into `kinds`)
         self.kinds: dict[str, int] = {}
+        self.ix: tuple[int, int, str] | None = None  # the index's (size, checked part's size, blake3): `dumps`
 
     def every(self, mid: str, memory: Memory, at: int, digest: bytes) -> None:
         """Any memory of the fold (format 5): what `planoverlay` needs to fold lines appended
@@ -252,15 +256,71 @@ class _PlanBuilder:
         all_ids = "\n".join(self.all_ids).encode("utf-8")
         import orjson
 
+        index, checked, digest = self._index(top, lines)
+        self.ix = (len(index), checked, digest)
         head = orjson.dumps({
             "n": len(self.ids), "paths": self.paths,
             "want": [None if k in mixed else sha for k, sha in enumerate(self.first)],
             "own_n": len(own), "ids_size": len(ids), "claims": self.claims, "marked": self.marked,
             "top": top, "lines": lines, "all_n": len(self.all_ids), "all_ids_size": len(all_ids),
-            "act_n": len(self.act_j), "kinds": list(self.kinds)})
+            "act_n": len(self.act_j), "kinds": list(self.kinds), "ix_size": len(index)})
         return b"".join([head, b"\n", _le(self.at), _le(own), _le(own_at), b"".join(self.sums), ids,
                          _le(self.all_at), b"".join(self.all_sums), all_ids,
-                         _le(self.act_j), _le(self.act_ts), _le(self.act_na), _le(self.act_kind)])
+                         _le(self.act_j), _le(self.act_ts), _le(self.act_na), _le(self.act_kind), index])
+
+    def _index(self, top: int, lines: int) -> tuple[bytes, int, str]:
+        """(the index's bytes, how many of them its checksum covers, that checksum): what a hook
+        reads instead of the whole plan (`snapplan.on_paths`: at 10,000 memories the plan is
+        1.5 MB, read, hashed and parsed for one path's records).
+
+        A hash table of keys: `p:PATH` (an anchored path) -> [[start, blake3, id], ...] of the
+        active anchored memories resting on it, in the fold's order; `d:FOLDER` (a folder above
+        one) -> 0; `i:ID` (any memory of the fold) -> [start, blake3]. A head line (the bucket
+        count, the fold's `top` and `lines`), then per bucket its start (u64) and size (u32)
+        in the buckets' bytes and its blake3 (`_SUM` bytes), all under one checksum in the
+        header; then the buckets, each a JSON list of [key, value] checked by its own blake3.
+        So a reader hashes the head, the table and one bucket per key, whatever the size."""
+        keys: dict[str, Any] = {}
+        at, sums, ids = self.at, self.sums, self.ids
+        for path, owners in zip(self.paths, self.owners):
+            keys["p:" + path] = [[at[pos], sums[pos].hex(), ids[pos]] for pos in owners]
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                keys.setdefault("d:" + "/".join(parts[:i]), 0)
+        for mid, start, digest in zip(self.all_ids, self.all_at, self.all_sums):
+            keys["i:" + mid] = [start, digest.hex()]
+        return index_bytes(keys, top, lines)
+
+
+def index_bytes(keys: dict[str, Any], top: int, lines: int) -> tuple[bytes, int, str]:
+    """The index of `keys` as `_PlanBuilder._index` lays it out: (its bytes, the size of its
+    head and table, their blake3)."""
+    import orjson
+
+    n_buckets = 16
+    while n_buckets * 8 < len(keys):
+        n_buckets *= 2
+    buckets: list[list[Any]] = [[] for _ in range(n_buckets)]
+    for key, value in keys.items():
+        buckets[ix_bucket(key, n_buckets)].append([key, value])
+    blobs = [orjson.dumps(b) for b in buckets]
+    starts, sizes = array("Q"), array("I")
+    pos = 0
+    for blob in blobs:
+        starts.append(pos)
+        sizes.append(len(blob))
+        pos += len(blob)
+    head = orjson.dumps({"b": n_buckets, "top": top, "lines": lines}) + b"\n"
+    checked = head + _le(starts) + _le(sizes) + b"".join(blake3.blake3(b).digest(_SUM) for b in blobs)
+    return checked + b"".join(blobs), len(checked), blake3.blake3(checked).hexdigest()
+
+
+def ix_bucket(key: str, n_buckets: int) -> int:
+    """The index's bucket of `key` (`_PlanBuilder._index`): the same in every process (a CRC, not
+    Python's salted `hash`); its integrity is the bucket's blake3, not this."""
+    import zlib
+
+    return zlib.crc32(key.encode("utf-8", "surrogatepass")) % n_buckets
 
 
 def _le(a: array[Any]) -> bytes:

@@ -23,7 +23,7 @@ from . import catchup
 from .catchup import Prefix
 from .jsonread import loads as _loads  # not orjson: its import is 2.4x `python -c pass`
 from .errors import AnchorfsError, LedgerError
-from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, snap_path
+from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, ix_bucket, snap_path
 from .ledger import Head, Ledger
 from .model import Memory
 from .statefs import open_state
@@ -74,7 +74,7 @@ class SnapPlan:
         blobs = memoryview(region)[cut + 1:]
         sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size, 8 * all_n, _SUM * all_n, all_ids_size,
                  4 * act_n, 8 * act_n, 4 * act_n, 4 * act_n)
-        if sum(sizes) != len(blobs):
+        if sum(sizes) + _int(plan["ix_size"]) != len(blobs):  # the hooks' index ends the plan (`_Index`)
             raise ValueError("bad plan lengths")
         cuts = [0]
         for size in sizes:
@@ -397,6 +397,160 @@ def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
     return hit
 
 
+class _Index:
+    """The snapshot's hashed index (format 7: `foldsnap._PlanBuilder._index`), opened: what a hook
+    reads instead of the plan. Its head and table are checked against the header's blake3 as
+    they are read, each bucket against the table's blake3 of it when first asked, each record
+    against the bucket's blake3 of it; anything else raises (`PlanMismatch`, or a surprise of
+    `_SURPRISES`): the caller's answer is then None, the full fold."""
+
+    __slots__ = ("fd", "prefix", "top", "lines", "ident", "_n", "_table", "_at", "_size", "_records", "_end", "_seen")
+
+    def __init__(self, fd: int, prefix: Prefix, region: bytes, buckets: tuple[int, int], records: int, end: int,
+                 ident: tuple[int, int, int]) -> None:
+        cut = region.find(b"\n")
+        head = _loads(region[:cut]) if cut >= 0 else None
+        if not isinstance(head, dict):
+            raise ValueError("no index head")
+        self._n, self.top, self.lines = _int(head["b"]), _int(head["top"]), _int(head["lines"])
+        self._table = memoryview(region)[cut + 1:]
+        if self._n < 1 or len(self._table) != self._n * (12 + _SUM):
+            raise ValueError("bad index table")
+        self.fd, self.prefix, self.ident = fd, prefix, ident
+        self._at, self._size = buckets
+        self._records, self._end = records, end
+        self._seen: dict[int, list[Any]] = {}
+
+    def get(self, key: str) -> Any:
+        """The value the index holds for `key`, None when it holds none."""
+        h = ix_bucket(key, self._n)
+        bucket = self._seen.get(h)
+        if bucket is None:
+            t, n = self._table, self._n
+            start = int.from_bytes(t[8 * h:8 * h + 8], "little")
+            size = int.from_bytes(t[8 * n + 4 * h:8 * n + 4 * h + 4], "little")
+            if start + size > self._size:
+                raise PlanMismatch("an index bucket outside the index")
+            blob = os.pread(self.fd, size, self._at + start)
+            if len(blob) != size or blake3.blake3(blob).digest(_SUM) != t[12 * n + _SUM * h:12 * n + _SUM * (h + 1)]:
+                raise PlanMismatch("an index bucket does not hash as its table says")
+            bucket = _loads(blob)
+            if type(bucket) is not list:
+                raise PlanMismatch("an index bucket is not a list")
+            self._seen[h] = bucket
+        for item in bucket:
+            if item[0] == key:
+                return item[1]
+        return None
+
+    def record(self, at: int, sum_hex: str) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
+        """The record starting `at` bytes after the plan line, read alone and checked by its hash."""
+        if type(at) is not int or not 0 <= at < self._end - self._records or type(sum_hex) is not str:
+            raise PlanMismatch("an indexed record outside the snapshot")
+        size, base = 4096, self._records + at
+        while True:
+            got = os.pread(self.fd, size, base)
+            end = got.find(b"\n")
+            if end >= 0:
+                line = got[:end + 1]
+                break
+            if len(got) < size:
+                raise PlanMismatch("a record runs past the end")
+            size *= 4
+        if blake3.blake3(line).digest(_SUM) != bytes.fromhex(sum_hex):
+            raise PlanMismatch("a record does not hash as its index says")
+        return _record(_loads(line))
+
+
+def _open_index(ledger: Ledger) -> _Index | None:
+    """The index of the snapshot beside `ledger` when it is one of ours for this state folder
+    (as `read_plan` judges it: format, version, folder, size) and its head and table hash as
+    the header says; None otherwise. Whether its prefix still holds is the caller's to ask."""
+    try:
+        fd = open_state(snap_path(ledger), os.O_RDONLY)
+    except (OSError, AnchorfsError):
+        return None
+    keep = False
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+            return None
+        first = os.pread(fd, 4096, 0)  # the header is well under a page
+        cut = first.find(b"\n")
+        if cut < 0:
+            first = os.pread(fd, _HEAD_LIMIT, 0)
+            cut = first.find(b"\n")
+            if cut < 0:
+                return None
+        header = _loads(first[:cut])
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
+            return None
+        folder = _folder(ledger)
+        if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
+            return None
+        prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
+        plan, ix = header.get("plan"), header.get("ix")
+        if prefix is None or type(plan) is not list or len(plan) != 3 or type(ix) is not list or len(ix) != 4:
+            return None
+        p_off, p_size = _int(plan[0]), _int(plan[1])
+        off, checked, size, digest = _int(ix[0]), _int(ix[1]), _int(ix[2]), ix[3]
+        body = cut + 1
+        records = body + p_off + p_size + 1
+        if not p_off <= off or off + size != p_off + p_size or not 0 < checked <= size or records > st.st_size:
+            return None
+        region = os.pread(fd, checked, body + off)
+        if len(region) != checked or blake3.blake3(region).hexdigest() != digest:
+            return None
+        out = _Index(fd, prefix, region, (body + off + checked, size - checked), records, st.st_size,
+                     (st.st_dev, st.st_ino, st.st_size))
+        keep = True
+        return out
+    except _SURPRISES + (OSError,):
+        return None
+    finally:
+        if not keep:
+            os.close(fd)
+
+
+_PLAN = object()
+"""`_indexed`'s answer when the index cannot say, but the plan may (`_on_paths_plan`)."""
+
+
+def _indexed(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None | object:
+    """`on_paths` from the index alone: the header, the index's head and table, one bucket per
+    path, the records named there. `_PLAN` when a path asked is a folder above anchored files
+    (the plan's paths are walked then) or the ledger moved since the snapshot; None as
+    `on_paths`."""
+    ix = _open_index(ledger)
+    if ix is None:
+        return None
+    try:
+        if not catchup.settled(ledger, ix.prefix):
+            return _PLAN
+        hit = covered_by(paths)
+        picks: dict[int, tuple[str, str]] = {}
+        for path in dict.fromkeys(p.strip("/") for p in paths if p and p.strip("/")):
+            if ix.get("d:" + path) is not None:
+                return _PLAN  # a folder: its files are the plan's to list
+            for at, sum_hex, mid in ix.get("p:" + path) or ():
+                picks[at] = (sum_hex, mid)
+        out: list[Memory] = []
+        seen: set[str] = set()
+        for at in sorted(picks):  # record starts grow with the fold's order: the order the full fold lists them in
+            sum_hex, mid = picks[at]
+            memory = ix.record(at, sum_hex)[3]
+            if memory.id != mid or memory.id in seen or memory.status != "active" or not memory.anchors \
+                    or not any(hit(a.path) for a in memory.anchors):
+                return None  # the index says it rests there and it does not: a snapshot not to trust
+            seen.add(memory.id)
+            out.append(memory)
+        return out
+    except _SURPRISES + (OSError,):  # PlanMismatch included
+        return None
+    finally:
+        os.close(ix.fd)
+
+
 def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     """The active memories anchored to `paths` (a path also covers the files under it, as
     `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
@@ -409,7 +563,27 @@ def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     each read alone and checked as `SnapPlan.memory` checks it (its blake3 in the plan, the
     ledger reader's rules, the target the plan names: its id, active, anchored), and refused
     unless it does rest there. A record nobody asked for is neither read nor checked: its
-    damage is the business of the read that needs it. Writes nothing."""
+    damage is the business of the read that needs it. Writes nothing.
+
+    The plan itself (1.5 MB at 10,000 memories, read, hashed and parsed whole) is read only
+    where the snapshot's index cannot say: a folder asked, or the ledger grown since. Else
+    only the index is: its head and table (checked against the header), the bucket of each
+    path asked (against the table) and the records it names (against the bucket): a hook's
+    cost no longer grows with the workspace (`_indexed`)."""
+    paths = list(paths)  # read twice where the index sends it to the plan
+    gc_paused = gc.isenabled()
+    if gc_paused:
+        gc.disable()
+    try:
+        got = _indexed(ledger, paths)
+    finally:
+        if gc_paused:
+            gc.enable()
+    return _on_paths_plan(ledger, paths) if got is _PLAN else got  # type: ignore[return-value]
+
+
+def _on_paths_plan(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
+    """`on_paths` from the whole plan (`read_plan`, with the lines appended since folded in)."""
     plan = read_plan(ledger)
     if plan is None:
         return None

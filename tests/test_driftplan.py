@@ -192,8 +192,10 @@ def test_a_new_workspaces_drift_builds_only_the_memories_on_a_file_that_failed(
     ws.close()
 
 
-BLOBS = ("at", "own", "own_at", "sums", "ids", "all_at", "all_sums", "all_ids", "act_j", "act_ts", "act_na", "act_kind")
-"""The plan's raw arrays, in file order (format 6: the targets', every memory's, the active ones')."""
+BLOBS = ("at", "own", "own_at", "sums", "ids", "all_at", "all_sums", "all_ids", "act_j", "act_ts", "act_na", "act_kind",
+         "ix")
+"""The plan's raw arrays, in file order (format 6: the targets', every memory's, the active ones'),
+then (format 7) the hooks' index."""
 
 
 def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str, bytearray], bytes]:
@@ -207,7 +209,7 @@ def _parts(path: Path) -> tuple[dict[str, Any], bytes, dict[str, Any], dict[str,
     names = BLOBS
     sizes = (8 * plan["n"], 4 * plan["own_n"], 4 * (len(plan["paths"]) + 1), 16 * plan["n"], plan["ids_size"],
              8 * plan["all_n"], 16 * plan["all_n"], plan["all_ids_size"],
-             4 * plan["act_n"], 8 * plan["act_n"], 4 * plan["act_n"], 4 * plan["act_n"])
+             4 * plan["act_n"], 8 * plan["act_n"], 4 * plan["act_n"], 4 * plan["act_n"], plan["ix_size"])
     assert cut + 1 + sum(sizes) == len(region)
     blobs, at = {}, cut + 1
     for name, n in zip(names, sizes):
@@ -221,8 +223,11 @@ def _put(path: Path, header: dict[str, Any], head: bytes, plan: dict[str, Any], 
     """A snapshot with every checksum made right again: only the plan's own word can be wrong."""
     region = orjson.dumps(plan) + b"\n" + b"".join(blobs[k] for k in BLOBS)
     body = head + b"\n" + region + b"\n" + records
+    ix = header.get("ix")
+    if ix is not None:  # the index ends the plan: where it starts moves with the plan's JSON
+        ix = [len(head) + 1 + len(region) - len(blobs["ix"]), *ix[1:]]
     header = {**header, "size": len(body), "body": blake3.blake3(body).hexdigest(),
-              "plan": [len(head) + 1, len(region), blake3.blake3(region).hexdigest()]}
+              "plan": [len(head) + 1, len(region), blake3.blake3(region).hexdigest()], "ix": ix}
     path.write_bytes(orjson.dumps(header) + b"\n" + body)
     os.utime(path, ns=(now := time.time_ns(), now))
 

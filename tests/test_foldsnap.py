@@ -445,11 +445,12 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
         import blake3
 
         path.write_bytes(orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb)
-    elif change == "index":  # both checksums right, the plan's record starts one byte into each record
-        _plan_rewritten(path, lambda at: at + 1)
-    elif change == "plan":  # a byte of the plan flipped: its own checksum refuses it
-        off, size, _ = header["plan"]
-        i = len(head) + 1 + off + size // 2
+    elif change == "index":  # both checksums right, the index's record starts one byte into each record
+        _index_rewritten(path, lambda keys: {k: [[at + 1, *rest] for at, *rest in v] if k.startswith("p:") else v
+                                             for k, v in keys.items()})
+    elif change == "plan":  # a byte of the index's table flipped: its own checksum refuses it
+        off, checked, _, _ = header["ix"]
+        i = len(head) + 1 + off + checked - 3
         data = path.read_bytes()
         path.write_bytes(data[:i] + bytes([data[i] ^ 1]) + data[i + 1:])
     elif change == "folder":
@@ -466,6 +467,33 @@ def test_on_paths_never_trusts_a_snapshot_that_does_not_hold(led: Ledger, tmp_pa
     else:
         assert got is None
     assert want == _on(foldsnap.current(led).state, ["auth/token.py"])  # type: ignore[arg-type]
+
+
+def _index_rewritten(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Rewrite the snapshot's index (format 7: the hooks read it, not the plan) as `edit` gives
+    its keys back, every checksum made right again (a crafted file: only what the index names
+    can be checked, by the records' own blake3 and the reader's rules)."""
+    import blake3
+
+    data = path.read_bytes()
+    cut = data.index(b"\n")
+    header = orjson.loads(data[:cut])
+    p_off, p_size, _ = header["plan"]
+    off, checked, size, _ = header["ix"]
+    body = data[cut + 1:]
+    old = body[off:off + size]
+    ix_head = orjson.loads(old[:old.index(b"\n")])
+    n = ix_head["b"]
+    table = old[old.index(b"\n") + 1:checked]
+    starts = [int.from_bytes(table[8 * h:8 * h + 8], "little") for h in range(n)]
+    sizes = [int.from_bytes(table[8 * n + 4 * h:8 * n + 4 * h + 4], "little") for h in range(n)]
+    keys = {k: v for h in range(n) for k, v in orjson.loads(old[checked + starts[h]:checked + starts[h] + sizes[h]])}
+    new, new_checked, digest = foldsnap.index_bytes(edit(keys), ix_head["top"], ix_head["lines"])
+    plan = body[p_off:off] + new
+    nb = body[:p_off] + plan + body[p_off + p_size:]
+    header.update(plan=[p_off, len(plan), blake3.blake3(plan).hexdigest()], ix=[off, new_checked, len(new), digest],
+                  size=len(nb), body=blake3.blake3(nb).hexdigest())
+    path.write_bytes(orjson.dumps(header) + b"\n" + nb)
 
 
 def _plan_rewritten(path: Path, move: Callable[[int], int]) -> None:
@@ -520,9 +548,60 @@ def test_on_paths_reads_only_the_records_of_those_paths(led: Ledger) -> None:
 
 
 @pytest.mark.parametrize("damage", ["shifted", "swapped", "owner"])
+def test_on_paths_never_trusts_a_damaged_index(led: Ledger, damage: str) -> None:
+    """An index whose checksums were made right but which names the wrong records (their starts
+    moved, or start and hash both another memory's), or a memory that does not rest on the path
+    asked: None (the full path), never a wrong answer."""
+    state = _anchored(led)
+    _trusted(led)
+    path = foldsnap.snap_path(led)
+    want = _on(state, ["auth/token.py"])
+    assert foldsnap.on_paths(led, ["auth/token.py"]) == want
+
+    def edit(keys: dict[str, Any]) -> dict[str, Any]:
+        on = keys["p:auth/token.py"]
+        a3 = keys["i:a3"]  # README.md's alone
+        if damage == "shifted":  # the start moved to another record, its hash kept
+            keys["p:auth/token.py"] = [[a3[0], s, mid] for _, s, mid in on]
+        elif damage == "swapped":  # start and hash both a3's, under a1's id
+            keys["p:auth/token.py"] = [[a3[0], a3[1], mid] for _, _, mid in on]
+        else:  # a3 said to rest on auth/token.py: its record says otherwise
+            keys["p:auth/token.py"] = [*on, [a3[0], a3[1], "a3"]]
+        return keys
+
+    _index_rewritten(path, edit)
+    assert foldsnap.on_paths(led, ["auth/token.py"]) is None
+    assert foldsnap.on_paths(led, ["README.md"]) == _on(state, ["README.md"])  # a bucket not crafted: still read
+    assert view(foldsnap.current(led).state) == view(full_fold(led))
+
+
+def test_on_paths_reads_the_index_not_the_plan(led: Ledger) -> None:
+    """Format 7: a file the hook touched is looked up in the snapshot's index (its own checksum),
+    so damage to the plan alone (checksums made right) does not reach its answer, which is the
+    full fold's; a folder asked is still the plan's to list, and refused by its damage."""
+    state = _anchored(led)
+    _trusted(led)
+    path = foldsnap.snap_path(led)
+    _plan_rewritten(path, lambda at: at + 1)  # the plan's record starts one byte into each record
+    for paths in (["auth/token.py"], ["README.md", "other.py"], ["nothing.py"], []):
+        assert foldsnap.on_paths(led, paths) == _on(state, paths), paths
+    assert foldsnap.on_paths(led, ["auth"]) is None  # a folder: the plan's paths walked, its damage refused
+    data = path.read_bytes()
+    header = orjson.loads(data[:data.index(b"\n")])
+    off, checked, size, _ = header["ix"]
+    i = data.index(b"\n") + 1 + off + checked + size // 2  # a byte inside the buckets: the one holding it refuses
+    damaged = data[:i] + bytes([data[i] ^ 0x20]) + data[i + 1:]
+    path.write_bytes(damaged)
+    got = {p: foldsnap.on_paths(led, [p]) for p in ("auth/token.py", "README.md", "auth/keys/rsa.py", "other.py")}
+    assert all(m is None or m == _on(state, [p]) for p, m in got.items())  # never a wrong answer
+    assert any(m is None for m in got.values()) or b'"p:' not in data[i - 200:i + 200]
+
+
+@pytest.mark.parametrize("damage", ["shifted", "swapped", "owner"])
 def test_on_paths_never_trusts_a_damaged_plan(led: Ledger, damage: str) -> None:
     """A plan whose checksums were made right but which names the wrong records, or a memory
-    that does not rest on the path asked: None (the full path), never a wrong answer."""
+    that does not rest on the path asked: None (the full path), never a wrong answer, where the
+    plan is read (a folder asked)."""
     state = _anchored(led)
     _trusted(led)
     path = foldsnap.snap_path(led)
@@ -553,7 +632,8 @@ def test_on_paths_never_trusts_a_damaged_plan(led: Ledger, damage: str) -> None:
         header.update(plan=[off, len(swapped), blake3.blake3(swapped).hexdigest()], size=len(nb),
                       body=blake3.blake3(nb).hexdigest())
         path.write_bytes(orjson.dumps(header) + b"\n" + nb)
-    assert foldsnap.on_paths(led, ["auth/token.py"]) is None
+    assert foldsnap.on_paths(led, ["auth"]) is None
+    assert foldsnap.on_paths(led, ["auth/token.py"]) == _on(state, ["auth/token.py"])  # the index: the plan unread
     assert _on(full_fold(led), ["auth/token.py"]) == _on(state, ["auth/token.py"])
     assert view(foldsnap.current(led).state) == view(full_fold(led))
 
