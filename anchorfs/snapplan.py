@@ -24,7 +24,7 @@ from .catchup import Prefix
 from .jsonread import loads as _loads  # not orjson: its import is 2.4x `python -c pass`
 from .errors import AnchorfsError, LedgerError
 from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, ix_bucket, snap_path
-from .ledger import Head, Ledger
+from .ledger import FoldState, Head, Ledger
 from .model import Memory
 from .statefs import open_state
 
@@ -518,15 +518,13 @@ _PLAN = object()
 
 def _indexed(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None | object:
     """`on_paths` from the index alone: the header, the index's head and table, one bucket per
-    path, the records named there. `_PLAN` when a path asked is a folder above anchored files
-    (the plan's paths are walked then) or the ledger moved since the snapshot; None as
-    `on_paths`."""
+    path, the records named there, and where the ledger grew since the snapshot the lines after
+    it folded into the records of the memories they touch (`_tail`). `_PLAN` when a path asked
+    is a folder above anchored files (the plan's paths are walked then); None as `on_paths`."""
     ix = _open_index(ledger)
     if ix is None:
         return None
     try:
-        if not catchup.settled(ledger, ix.prefix):
-            return _PLAN
         hit = covered_by(paths)
         picks: dict[int, tuple[str, str]] = {}
         for path in dict.fromkeys(p.strip("/") for p in paths if p and p.strip("/")):
@@ -534,21 +532,97 @@ def _indexed(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None | obje
                 return _PLAN  # a folder: its files are the plan's to list
             for at, sum_hex, mid in ix.get("p:" + path) or ():
                 picks[at] = (sum_hex, mid)
-        out: list[Memory] = []
+        tail: _Tail | None = None
+        if not catchup.settled(ledger, ix.prefix):
+            tail = _tail(ledger, ix)
+            if tail is None:
+                return None
+        out: list[tuple[tuple[int, int], Memory]] = []
         seen: set[str] = set()
         for at in sorted(picks):  # record starts grow with the fold's order: the order the full fold lists them in
             sum_hex, mid = picks[at]
+            if tail is not None and mid in tail:
+                continue  # the lines since the snapshot touched it: as they leave it, below
             memory = ix.record(at, sum_hex)[3]
             if memory.id != mid or memory.id in seen or memory.status != "active" or not memory.anchors \
                     or not any(hit(a.path) for a in memory.anchors):
                 return None  # the index says it rests there and it does not: a snapshot not to trust
             seen.add(memory.id)
-            out.append(memory)
-        return out
-    except _SURPRISES + (OSError,):  # PlanMismatch included
+            out.append(((0, at), memory))
+        if tail is not None:
+            for k, (mid, memory) in enumerate(tail.items()):
+                if memory.status == "active" and memory.anchors and any(hit(a.path) for a in memory.anchors):
+                    # in the fold's order: one the snapshot held keeps its place, a new one comes after all
+                    out.append(((0, tail.starts[mid]) if mid in tail.starts else (1, k), memory))
+            out.sort(key=lambda x: x[0])
+        return [m for _, m in out]
+    except _SURPRISES + (OSError, LedgerError):  # PlanMismatch included
         return None
     finally:
         os.close(ix.fd)
+
+
+MAX_TOUCHED = 1 << 14
+"""More memories touched since the snapshot than this: the full fold (which rewrites it) is as cheap
+(as `planoverlay.MAX_TOUCHED`)."""
+
+
+class _Tail(FoldState):
+    """The memories the lines appended since the snapshot touch, folded (`_tail`), and where the
+    record of each one the snapshot held starts (its place in the fold's order)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: dict[str, int] = {}
+
+
+def _tail(ledger: Ledger, ix: _Index) -> _Tail | None:
+    """The lines appended to the ledger since the snapshot's prefix, folded into the records
+    (found by the index, each checked by its hash) of the memories they touch, as
+    `planoverlay.overlay` folds them into the plan: the full fold's memories, for those ids.
+    None where it cannot be told exactly (the prefix not holding by `catchup.follow`'s rule: its
+    checksum verified against the bytes now; a line skipped as bad, a torn or unvouched tail;
+    a line without `seq` or not above the snapshot's `top`; a fork left; too many touched)."""
+    import warnings
+
+    with warnings.catch_warnings():  # the full fold, taken on None, says what it finds
+        warnings.simplefilter("ignore")
+        follow = catchup.follow(ledger, ix.prefix)
+    prefix = follow.prefix
+    if prefix.stat is None or follow.skipped or prefix.stat[2] != prefix.offset:
+        return None  # moved while read, a bad line, a torn tail (or an append under way)
+    state = _Tail()
+    state.top, state.lines = ix.top, ix.lines
+    if follow.kind == "same":
+        return state  # the same bytes under another stat: nothing touched
+    if follow.kind != "grown":
+        return None
+    entries = follow.entries
+    if any(e.seq is None or e.seq <= ix.top for e in entries):
+        return None
+    touched = list(dict.fromkeys(m.id for e in entries for m in e.memories))
+    if len(touched) > MAX_TOUCHED or any("\n" in mid for mid in touched):
+        return None
+    found: list[tuple[int, str, tuple[str, dict[str, Head], set[str] | None, Memory]]] = []
+    for mid in touched:
+        where = ix.get("i:" + mid)
+        if where is not None:
+            at, sum_hex = where
+            rec = ix.record(at, sum_hex)
+            if rec[0] != mid:
+                raise PlanMismatch("a record under another id than its index lists")
+            found.append((at, mid, rec))
+    for at, mid, (_, heads, named, memory) in sorted(found, key=lambda x: x[0]):  # the fold's order
+        state[mid] = memory
+        state.heads[mid] = heads
+        if named is not None:
+            state.named[mid] = named
+        state.starts[mid] = at
+    for entry in entries:
+        state.apply(entry)
+    if any(len(state.heads.get(mid, ())) > 1 for mid in state):
+        return None  # a fork: listed and flagged by the full fold
+    return state
 
 
 def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:

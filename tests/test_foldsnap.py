@@ -646,3 +646,75 @@ def test_covered_by_is_a_path_or_a_folder_above_it(paths: list[str], path: str) 
     parts = path.split("/")
     want = path in wanted or any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
     assert foldsnap.covered_by(paths)(path) == want
+
+
+def _grown_tail(led: Ledger) -> FoldState:
+    """`_anchored`, its snapshot trusted, then lines after it: a new memory on auth/token.py, a1
+    superseded by one on README.md, a2 (auth/keys/rsa.py) retracted, a3 reanchored onto
+    auth/token.py. The full fold of all of it."""
+    from anchorfs.model import AnchorRef
+
+    state = _anchored(led)
+    _trusted(led)
+    now = utcnow()
+    on = lambda *ps: tuple(AnchorRef(path=p, sha256="0" * 64) for p in ps)  # noqa: E731
+    write(led, state, "record", [Memory(id="late", content="late", anchors=on("auth/token.py"), recorded_at=now,
+                                        valid_from=now)])
+    state = full_fold(led)
+    a1 = state["a1"]
+    new = Memory(id="a1-new", content="a1 corrected", anchors=on("README.md"), supersedes="a1", recorded_at=now,
+                 valid_from=now)
+    write(led, state, "supersede", [a1.replace(status="superseded", superseded_by=new.id, valid_until=now), new])
+    state = full_fold(led)
+    write(led, state, "retract", [state["a2"].replace(status="retracted", valid_until=now)])
+    state = full_fold(led)
+    write(led, state, "reanchor", [state["a3"].replace(anchors=on("auth/token.py"))])
+    return full_fold(led)
+
+
+def test_on_paths_folds_the_lines_since_the_snapshot_from_the_index(led: Ledger) -> None:
+    """A ledger grown since the snapshot: the index's records of the memories the new lines
+    touch, the lines folded into them, the rest as the index has them; the full fold's memories
+    in its order, without the plan (damaged here, checksums made right: never read)."""
+    state = _grown_tail(led)
+    _plan_rewritten(foldsnap.snap_path(led), lambda at: at + 1)
+    assert not catchup.settled(led, catchup.Prefix.from_dict(
+        orjson.loads(foldsnap.snap_path(led).read_bytes().split(b"\n", 1)[0])["prefix"]))
+    for paths in (["auth/token.py"], ["README.md"], ["auth/keys/rsa.py"], ["other.py", "README.md"], ["nothing.py"]):
+        got = foldsnap.on_paths(led, paths)
+        assert got == _on(state, paths), paths
+    assert [m.id for m in foldsnap.on_paths(led, ["auth/token.py"]) or []] == ["a3", "late"]  # a1 left, a3 came
+    assert [m.id for m in foldsnap.on_paths(led, ["README.md"]) or []] == ["a1-new"]  # a3 left, a1's successor
+    assert foldsnap.on_paths(led, ["auth/keys/rsa.py"]) == []  # retracted since
+
+
+@pytest.mark.parametrize("change", ["touched record", "prefix rewritten", "torn tail", "older seq"])
+def test_on_paths_after_growth_never_trusts_what_does_not_hold(led: Ledger, change: str) -> None:
+    """The lines since the snapshot taken only as `planoverlay` takes them: a touched memory's
+    record that does not hash as the index says, a prefix that no longer holds (a byte changed
+    before the snapshot's end, the size kept), a torn last line, a line whose `seq` is not above
+    the snapshot's `top`: None, the full fold."""
+    state = _grown_tail(led)
+    path = foldsnap.snap_path(led)
+    if change == "touched record":  # a1's record (touched by the supersede since) damaged, length kept
+        data = path.read_bytes()
+        mtime = path.stat().st_mtime_ns
+        i = data.index(b"about ('auth/token.py', 'README.md')")
+        path.write_bytes(data[:i] + b"A" + data[i + 1:])
+        os.utime(path, ns=(mtime, mtime))
+        assert foldsnap.on_paths(led, ["README.md"]) is None
+    elif change == "prefix rewritten":
+        data = bytearray(led.path.read_bytes())
+        i = data.index(b"about ('README.md',)")
+        data[i] = ord("A")
+        led.path.write_bytes(bytes(data))
+    elif change == "torn tail":
+        with open(led.path, "ab") as f:
+            f.write(b'{"op":"record","tx":"torn"')
+    else:  # the first line again (a union merge of an old line)
+        first = led.path.read_bytes().split(b"\n", 1)[0]
+        with open(led.path, "ab") as f:
+            f.write(first + b"\n")
+    assert foldsnap.on_paths(led, ["auth/token.py"]) is None
+    assert foldsnap.on_paths(led, ["nothing.py"]) is None  # the tail is folded whole, whatever the path asked
+    assert _on(state, ["auth/token.py"]) == _on(full_fold(led), ["auth/token.py"]) or change != "touched record"
