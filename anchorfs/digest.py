@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from .drift import DriftReport, MemoryDrift
-    from .model import Memory
+    from .model import AnchorCheck, Drift, Memory
     from .workspace import Workspace
 
 __all__ = ["DIGEST_KEY", "DIGEST_MEMO", "digest", "session_start"]
@@ -139,7 +139,7 @@ def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftRepor
         if ws.__dict__.get("_planned") is planned and ws._fold is None:
             try:
                 text, shown = _compose(ws, limit, report, active)
-                shown.base = _base_of(planned.snap)
+                shown.base = _base_of(planned.snap) if planned is not None else None
                 return text, report, active, shown
             except PlanMismatch:
                 pass
@@ -211,10 +211,16 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
 
 
 def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime") -> str:
-    from .envelopes import envelope
     from .model import Drift
 
     drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
+    return _line_of(memory, drift, checks, expiry_days, now)
+
+
+def _line_of(memory: "Memory", drift: "Drift", checks: "tuple[AnchorCheck, ...]", expiry_days: float,
+             now: "datetime") -> str:
+    from .envelopes import envelope
+
     env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
     return f"- {memory.id} {env} {_one_line(memory.content)}"
 
@@ -490,29 +496,63 @@ def _newest(e: "_Entry") -> tuple[float, int, str]:
     return (-e[2], -e[3], e[0])
 
 
+def _entry(m: "Memory", drift: "Drift", checks: "tuple[AnchorCheck, ...]", config: "Any", now: "datetime") -> "_Entry":
+    """A re-checked memory's digest line as the memo keeps it (its drift as reads serve it)."""
+    from .model import Drift
+
+    section = 0 if drift is Drift.STALE else 1 if drift is Drift.UNKNOWN else 2
+    return (m.id, section, (m.verified_at or m.recorded_at).timestamp(), len(m.anchors),
+            _line_of(m, drift, checks, config.expiry_days(m.kind), now))
+
+
+def _place(kept: "list[_Entry]", sections: dict[str, int], total: int, total_now: int, mine: "Collection[str]",
+           cap: int, made: "list[_Entry]") -> "tuple[str, list[_Entry], dict[str, int], list[_Entry]] | None":
+    """(the digest's text, its lines in order as far as known, each flagged memory's section, the
+    lines it read) from the memo's kept lines (each section in its order, `total` memories then)
+    less those of `mine`, with `made` (the lines of those of `mine` still active) placed among
+    them, `total_now` memories now; None when a line it would show is not kept."""
+    from bisect import insort
+
+    counts = [0, 0, total - len(sections)]
+    for v in sections.values():
+        counts[v] += 1
+    parts: list[list[_Entry]] = [[], [], []]
+    for e in kept:
+        parts[e[1]].append(e)
+    complete = [len(parts[s]) == counts[s] for s in range(3)]  # every line of the section kept
+    horizon = [_newest(parts[s][-1]) if parts[s] else None for s in range(3)]  # else up to here
+    parts = [[e for e in part if e[0] not in mine] for part in parts]
+    sections = {k: v for k, v in sections.items() if k not in mine}
+    for entry in made:
+        section = entry[1]
+        if section < 2:
+            sections[entry[0]] = section
+        edge = horizon[section]
+        if complete[section] or (edge is not None and _newest(entry) < edge):
+            insort(parts[section], entry, key=_newest)
+    seq: list[_Entry] = []
+    whole = True
+    for s in range(3):
+        seq.extend(parts[s])
+        if not complete[s]:
+            whole = False
+            break
+    counts = [0, 0, total_now - len(sections)]
+    for v in sections.values():
+        counts[v] += 1
+    taken: list[_Entry] = []
+    text, ran_out = _layout(cap, (counts[0], counts[1], counts[2]), total_now, seq, taken)
+    if ran_out and not whole:
+        return None
+    return text, seq, sections, taken
+
+
 def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns: int) -> str | None:
     """The session-start output when only anchored files and folders changed since the memo
     (`changed`: their indexes in it), from the memo and a check of the memories resting on them
     alone; writes what the full digest writes (the hash cache, `drift.json`) and the memo again
     when the new stats settled. None, having written nothing, when it cannot be told so: the
     full digest then."""
-    import time
-    from bisect import insort
-    from pathlib import Path
-    from struct import error as StructError
-    from struct import pack_into
-
-    from . import foldsnap, memo
-    from .config import load_config
-    from .drift_check import DriftChecker
-    from .hashing import DEFAULT_GRANULARITY_NS, HashCache
-    from .hook_recheck import known_drift
-    from .ledger import Ledger
-    from .locate import STATE_DIR
-    from .model import Drift, utcnow
-    from .statefs import check_state, read_state
-    from .writeback import write_back
-
     up = d.get("update")
     if type(up) is not dict:
         return None
@@ -527,6 +567,22 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         return _update_grown(root_real, d, up, kept, changed, started_ns)
     if not changed or min(changed) < first or not all(paths[i].startswith(base) for i in changed):
         return None  # the config, the code or the root folder: the full digest
+    import time
+    from pathlib import Path
+    from struct import error as StructError
+    from struct import pack_into
+
+    from . import foldsnap, memo
+    from .config import load_config
+    from .drift_check import DriftChecker
+    from .hashing import DEFAULT_GRANULARITY_NS, HashCache
+    from .hook_recheck import known_drift
+    from .ledger import Ledger
+    from .locate import STATE_DIR
+    from .model import utcnow
+    from .statefs import check_state, read_state
+    from .writeback import write_back
+
     rels = [paths[i][len(base):] for i in changed]
     state = Path(root_real) / STATE_DIR
     check_state(state)
@@ -550,43 +606,12 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     results = checker.check_all(targets).memories
     if any(c.path_now is not None for r in results for c in r.checks):
         return None
-    # the digest's lines: the kept ones (each section in its order), those of the re-checked memories placed anew
     now = utcnow()
-    counts = [0, 0, total - len(sections)]
-    for v in sections.values():
-        counts[v] += 1
-    parts: list[list[_Entry]] = [[], [], []]
-    for e in kept:
-        parts[e[1]].append(e)
-    complete = [len(parts[s]) == counts[s] for s in range(3)]
-    horizon = [_newest(parts[s][-1]) if parts[s] else None for s in range(3)]
-    parts = [[e for e in part if e[0] not in mine] for part in parts]
-    sections = {k: v for k, v in sections.items() if k not in mine}
-    for r in results:
-        served = r.with_claims()
-        m = served.memory
-        section = 0 if served.drift is Drift.STALE else 1 if served.drift is Drift.UNKNOWN else 2
-        if section < 2:
-            sections[m.id] = section
-        entry = (m.id, section, (m.verified_at or m.recorded_at).timestamp(), len(m.anchors),
-                 _line(m, served, config.expiry_days(m.kind), now))
-        edge = horizon[section]
-        if complete[section] or (edge is not None and _newest(entry) < edge):
-            insort(parts[section], entry, key=_newest)
-    seq: list[_Entry] = []
-    whole = True
-    for s in range(3):
-        seq.extend(parts[s])
-        if not complete[s]:
-            whole = False
-            break
-    counts = [0, 0, total - len(sections)]
-    for v in sections.values():
-        counts[v] += 1
-    taken: list[_Entry] = []
-    text, ran_out = _layout(cap, (counts[0], counts[1], counts[2]), total, seq, taken)
-    if ran_out and not whole:
+    placed = _place(kept, sections, total, total, mine, cap, [
+        _entry(md.memory, md.drift, md.checks, config, now) for md in (r.with_claims() for r in results)])
+    if placed is None:
         return None  # the lines it would show next are not kept: the full digest
+    text, seq, sections, taken = placed
     out = _session_output(text)
     cache.save()
     write_back(state, results, store=None, read_only=False)
@@ -623,32 +648,33 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                   changed: list[int], started_ns: int) -> str | None:
     """`_update` when the ledger grew since the memo (memories recorded, superseded, retracted
     during a session; anchored files may have changed too). The plan of the fold snapshot the
-    memo's digest was composed on, with the lines after it folded in (`snapplan.read_plan`),
-    names every active memory with its sort key; a memory those lines did not write reads as it
-    did for the memo's digest (the same snapshot), so it keeps its section and its kept line,
-    unless it rests on a changed file. The memories the lines wrote and those on changed files
-    are checked again and their lines made anew. A line it must show and does not have, another
-    snapshot, or any doubt: None, the full digest."""
+    memo's digest was composed on, with the lines after it folded in (`snapplan.read_plan`):
+    a memory those lines did not write reads as it did for the memo's digest (the same
+    snapshot), so it keeps its section and its kept line unless it rests on a changed file. The
+    memories the lines wrote (`OverlayPlan.touched`) and those on changed files are checked
+    again and placed among the kept lines (`_place`), the active count taken from the plan. A
+    line it must show and does not have, another snapshot, or any doubt: None, the full digest."""
     import time
-    from itertools import islice
     from pathlib import Path
     from struct import error as StructError
     from struct import pack_into
 
     from . import memo
     from .config import load_config
-    from .drift_check import DriftChecker
-    from .drift_report import MemoryDrift
-    from .hashing import DEFAULT_GRANULARITY_NS, HashCache
+    from .hashing import DEFAULT_GRANULARITY_NS
     from .hook_recheck import known_drift
     from .ledger import Ledger
     from .locate import STATE_DIR
     from .model import Drift, Verdict, utcnow
     from .snapplan import covered_by, read_plan
     from .statefs import check_state, read_state
-    from .writeback import write_back
 
-    first, cap, then, sections, mark = (up.get(k) for k in ("first", "cap", "known", "sections", "base"))
+    first: int = up["first"]  # `_update` checked these
+    cap: int = up["cap"]
+    total: int = up["total"]
+    then: dict[str, str] = up["known"]
+    sections: dict[str, int] = up["sections"]
+    mark = up.get("base")
     if not (type(mark) is list and len(mark) == 3 and type(mark[0]) is int and type(mark[1]) is int
             and type(mark[2]) is str):
         return None  # composed from the full fold, not a snapshot's plan
@@ -661,7 +687,7 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
     check_state(state)
     if not os.access(state, os.W_OK):
         return None
-    plan = read_plan(Ledger(state))
+    plan: "Any" = read_plan(Ledger(state))  # a `SnapPlan`, or an `OverlayPlan` (`touched`, `base`)
     if plan is None:
         return None
     try:
@@ -669,21 +695,21 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
         under = plan.base.prefix if touched_by is not None else plan.prefix
         if [under.offset, under.digest.hex()] != mark[1:] or plan.prefix.offset < mark[0]:
             return None  # another snapshot (or a shorter ledger): what changed since is not known here
-        touched: set[str] = set(touched_by()) if touched_by is not None else set()
+        if touched_by is None:
+            if plan.prefix.offset != mark[0]:
+                return None
+            touched: dict[str, Memory] = {}
+            total_now = total
+        else:
+            touched = touched_by()
+            total_now = plan.active_count()
         known = known_drift(read_state(state / "drift.json"))
         if known is None:
             return None
         config = load_config(Path(root_real))
         if int(config[DIGEST_KEY]) != cap:
             return None
-        active = _Keys(*plan.active_keys())
-        ids, ts, na = active.ids, active.ts, active.na
-        at = dict(zip(ids, range(len(ids))))
-        again: dict[str, Memory] = {}  # the active memories judged again: the tail wrote them, or a file changed
-        for mid in sorted(touched):
-            i = at.get(mid)
-            if i is not None:
-                again[mid] = active.read(i)
+        again = {mid: m for mid, m in sorted(touched.items()) if m.status == "active"}  # judged again
         if files:
             hit = covered_by(paths[i][len(base):] for i in files)
             picks: set[int] = set()
@@ -695,58 +721,35 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                 if not any(hit(a.path) for a in m.anchors):
                     return None  # the plan says it rests there and it does not
                 again.setdefault(m.id, m)
-        mine = touched | again.keys()
+        mine = touched.keys() | again.keys()
         if any(known.get(k, "fresh") != then.get(k, "fresh") for k in known.keys() | then.keys() if k not in mine):
             return None  # drift.json moved on for a memory not judged here: the full pass judges it
         targets = [m for m in again.values() if m.anchors]
-        cache = HashCache(state / "manifest.json", ttl=float(config["drift.cache_ttl"]),
-                          only={a.path for m in targets for a in m.anchors})
-        results = DriftChecker(root_real, cache, whitespace=str(config["drift.whitespace"])).check_all(targets).memories \
-            if targets else []
-        if any(c.path_now is not None for r in results for c in r.checks):
-            return None
-        served: dict[str, MemoryDrift | None] = {r.memory.id: r.with_claims() for r in results}
-        for mid, m in again.items():
-            if not m.anchors:  # as `DriftReport.with_claims` serves an unanchored one
-                served[mid] = MemoryDrift(m, Drift.STALE, ()) if m.stale_claims else None
-        sections = {k: v for k, v in sections.items() if k not in mine}
-        for mid, md in served.items():
-            if md is not None and md.drift in (Drift.STALE, Drift.UNKNOWN):
-                sections[mid] = 0 if md.drift is Drift.STALE else 1
-        if not all(k in at for k in sections):
-            return None  # a flagged memory the fold no longer holds active, and no line of the tail wrote it
+        cache = None
+        results: list[MemoryDrift] = []
+        if targets:  # the checker's modules only when a memory rests on a file
+            from .drift_check import DriftChecker
+            from .hashing import HashCache
+
+            cache = HashCache(state / "manifest.json", ttl=float(config["drift.cache_ttl"]),
+                              only={a.path for m in targets for a in m.anchors})
+            results = DriftChecker(root_real, cache, whitespace=str(config["drift.whitespace"])).check_all(targets).memories
+            if any(c.path_now is not None for r in results for c in r.checks):
+                return None
+        served: list[tuple[Memory, Drift, tuple[AnchorCheck, ...]]] = [
+            (md.memory, md.drift, md.checks) for md in (r.with_claims() for r in results)]
+        served += [(m, Drift.STALE if m.stale_claims else Drift.FRESH, ())  # as `DriftReport.with_claims` serves it
+                   for m in again.values() if not m.anchors]
         now = utcnow()
-        lines = {e[0]: e[4] for e in kept if e[0] not in mine}
-        for mid, md in served.items():
-            m = again[mid]
-            lines[mid] = _line(m, md, config.expiry_days(m.kind), now)
-
-        def newest(i: int) -> tuple[float, int, str]:
-            return (-ts[i], -na[i], ids[i])
-
-        flagged = [(at[k], v) for k, v in sections.items()]
-        stale = sorted((i for i, v in flagged if v == 0), key=newest)
-        unknown = sorted((i for i, v in flagged if v == 1), key=newest)
-        counts = (len(stale), len(unknown), len(ids) - len(flagged))
-        missing: list[str] = []
-
-        def entries() -> "Iterator[_Entry]":
-            for section, order in ((0, stale), (1, unknown), (2, active.newest(sections))):
-                for i in order:
-                    line = lines.get(ids[i])
-                    if line is None:  # neither kept nor made anew: the full digest shows it
-                        missing.append(ids[i])
-                        return
-                    yield ids[i], section, ts[i], na[i], line
-
-        taken: list[_Entry] = []
-        seq = entries()
-        text, _ = _layout(cap, counts, len(ids), seq, taken)
-        if missing:
-            return None
-        taken.extend(islice(seq, _SLACK))  # what the next update may need (fewer when a line is not had)
+        made = [_entry(m, drift, checks, config, now) for m, drift, checks in served]
+        placed = _place(kept, sections, total, total_now, mine, cap, made)
+        if placed is None:
+            return None  # a line it would show is not kept: the full digest
+        text, seq, sections, taken = placed
         out = _session_output(text)
-        if targets:
+        if cache is not None:
+            from .writeback import write_back
+
             cache.save()
             write_back(state, results, store=None, read_only=False)
         # the memo again, when every new stat settled (else the last one stays: the next start updates again)
@@ -765,38 +768,43 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                     present[paths[i][len(base):]] = got_keys[0]
             if not memo._ends_a_line(paths[0]):
                 return out
-            if any(c.verdict is Verdict.UNREADABLE for md in served.values() if md is not None for c in md.checks):
+            if any(c.verdict is Verdict.UNREADABLE for _, _, checks in served for c in checks):
                 return out  # a read error can clear while the stat stays
-            have = set(paths)
             more: list[str] = []
             more_keys: list[tuple[int, int, int, int]] = []
-            for rel in dict.fromkeys(a.path for m in targets for a in m.anchors):
-                full = base + rel
-                if full in have:
-                    continue
-                parts = rel.split("/")
-                if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
-                    return out  # `unsafe` and its kin: for the full pass to judge each time
-                cut = full.find("/", len(base))
-                while cut >= 0:  # each folder on the way, as `memo._grounds` records them
-                    if full[:cut] not in have:
-                        if not memo._record(full[:cut], limit, more, more_keys, folder=True):
-                            return out  # a folder gone: the full digest records what must stay absent
-                        have.add(full[:cut])
-                    cut = full.find("/", cut + 1)
-                if not memo._record(full, limit, more, more_keys, folder=False):
-                    return out
-                have.add(full)
-                present[rel] = more_keys[-1]
-            trusted = cache.trusted_until(present) if present else float("inf")
-            known_now = known_drift(read_state(state / "drift.json"))
+            news = [rel for rel in dict.fromkeys(a.path for m in targets for a in m.anchors)]
+            if news:
+                have = set(paths)
+                for rel in news:
+                    full = base + rel
+                    if full in have:
+                        continue
+                    parts = rel.split("/")
+                    if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
+                        return out  # `unsafe` and its kin: for the full pass to judge each time
+                    cut = full.find("/", len(base))
+                    while cut >= 0:  # each folder on the way, as `memo._grounds` records them
+                        if full[:cut] not in have:
+                            if not memo._record(full[:cut], limit, more, more_keys, folder=True):
+                                return out  # a folder gone: the full digest records what must stay absent
+                            have.add(full[:cut])
+                        cut = full.find("/", cut + 1)
+                    if not memo._record(full, limit, more, more_keys, folder=False):
+                        return out
+                    have.add(full)
+                    present[rel] = more_keys[-1]
+            trusted = cache.trusted_until(present) if present and cache is not None else float("inf")
+            if present and cache is None:
+                return out
+            known_now = known_drift(read_state(state / "drift.json")) if cache is not None else known
             if trusted is None or known_now is None:
                 return out
             now_s = time.time()
             until = min(float(d["until"]), trusted, _until_of(config, _Keys.of(list(again.values())), now_s))
             if until > now_s:
-                update = dict(up, known=known_now, sections=sections, total=len(ids),
-                              base=[plan.prefix.offset, *mark[1:]], entries=[list(e) for e in taken])
+                update = dict(up, known=known_now, sections=sections, total=total_now,
+                              base=[plan.prefix.offset, *mark[1:]],
+                              entries=[list(e) for e in seq[:len(taken) + _SLACK]])
                 _write_memo(root_real, paths + more, bytes(keys) + _packed(more_keys), d["absent"], until, out,
                             update)
         except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
@@ -813,18 +821,18 @@ def _session_start_memoized(root_real: str) -> str:
     import time
     import warnings
 
-    started = time.time_ns()  # before anything is read, the memo included
-    d = _read_memo(root_real)
-    changed = _changed_grounds(d) if d is not None else None
-    if d is not None and changed == []:
-        out: str = d["out"]
-        return out
     import gc
 
-    paused = gc.isenabled()
+    started = time.time_ns()  # before anything is read, the memo included
+    paused = gc.isenabled()  # nothing here builds a cycle worth a collection (the memo's lists included)
     if paused:
         gc.disable()
     try:
+        d = _read_memo(root_real)
+        changed = _changed_grounds(d) if d is not None else None
+        if d is not None and changed == []:
+            out: str = d["out"]
+            return out
         if d is not None and changed:
             try:
                 with warnings.catch_warnings(record=True) as caught:

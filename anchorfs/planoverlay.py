@@ -107,12 +107,13 @@ class OverlayPlan:
     memories through their own hashes, same answers), and the targets on each."""
 
     __slots__ = ("base", "prefix", "n", "paths", "want", "claims", "_old_of", "_extra", "_gone", "_ins_at",
-                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked", "_found")
+                 "_gone_set", "_src", "_n_old", "_ins_on", "_owners", "_ids", "_marked", "_found", "_before")
 
     def __init__(self, base: SnapPlan, state: FoldState, starts: dict[str, int], before: dict[str, Memory],
                  prefix: Prefix, found: frozenset[int] = frozenset()) -> None:
         self.base, self.prefix = base, prefix
         self._found = found  # the fold's places of the memories the tail touched
+        self._before = before  # those of them the base holds, as it holds them
         at0 = base.starts()
         n0 = base.n
         events = sorted((starts[mid], mid) for mid in starts)
@@ -250,11 +251,21 @@ class OverlayPlan:
         self._ins_on = ins_on
         self._owners: dict[int, list[int]] = {}
 
-    def touched(self) -> list[str]:
-        """The ids of every memory the tail's lines wrote (a supersede's two, a retract's one...):
-        all that can read otherwise than in the base snapshot, so what a digest kept from a fold
-        on that same base must look at again (`digest._update`)."""
-        return list(self._marked[1])
+    def touched(self) -> dict[str, Memory]:
+        """Every memory the tail's lines wrote (a supersede's two, a retract's one...), as they
+        left it, by id: all that can read otherwise than in the base snapshot, so what a digest
+        kept from a fold on that same base must look at again (`digest._update_grown`)."""
+        return dict(self._marked[1])
+
+    def active_count(self) -> int:
+        """How many memories are active: the base's, less those the tail touched that were,
+        plus those it left so (`active_keys`' length, without building its columns)."""
+        try:
+            n0 = len(self.base._act[0])  # the base's active memories (`SnapPlan.active_columns`' first)
+        except AttributeError:
+            n0 = len(self.base.active_columns()[0])
+        was = sum(1 for m in self._before.values() if m.status == "active")
+        return n0 - was + sum(1 for m in self._marked[1].values() if m.status == "active")
 
     def owners(self, k: int) -> list[int]:
         """The targets resting on path `k`, in order."""
