@@ -122,7 +122,7 @@ def recheck_paths(root_real: str, paths: list[str], *, source: str,
         check_state(state)  # a link at any state path: the full path refuses it, as always
         if not os.access(state, os.W_OK):
             return None
-        targets = foldsnap.on_paths(Ledger(state), paths)
+        targets = foldsnap.on_paths(Ledger(state), paths, remember=True)  # the ledger's check kept for the next hook
         if targets is None:
             return None
         if exact is not None and not any(a.path == exact for m in targets for a in m.anchors):

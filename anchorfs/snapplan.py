@@ -404,10 +404,11 @@ class _Index:
     against the bucket's blake3 of it; anything else raises (`PlanMismatch`, or a surprise of
     `_SURPRISES`): the caller's answer is then None, the full fold."""
 
-    __slots__ = ("fd", "prefix", "top", "lines", "ident", "_n", "_table", "_at", "_size", "_records", "_end", "_seen")
+    __slots__ = ("fd", "prefix", "top", "lines", "ident", "body", "_n", "_table", "_at", "_size", "_records", "_end",
+                 "_seen")
 
     def __init__(self, fd: int, prefix: Prefix, region: bytes, buckets: tuple[int, int], records: int, end: int,
-                 ident: tuple[int, int, int]) -> None:
+                 ident: tuple[int, int, int], body: str) -> None:
         cut = region.find(b"\n")
         head = _loads(region[:cut]) if cut >= 0 else None
         if not isinstance(head, dict):
@@ -416,7 +417,7 @@ class _Index:
         self._table = memoryview(region)[cut + 1:]
         if self._n < 1 or len(self._table) != self._n * (12 + _SUM):
             raise ValueError("bad index table")
-        self.fd, self.prefix, self.ident = fd, prefix, ident
+        self.fd, self.prefix, self.ident, self.body = fd, prefix, ident, body
         self._at, self._size = buckets
         self._records, self._end = records, end
         self._seen: dict[int, list[Any]] = {}
@@ -501,8 +502,11 @@ def _open_index(ledger: Ledger) -> _Index | None:
         region = os.pread(fd, checked, body + off)
         if len(region) != checked or blake3.blake3(region).hexdigest() != digest:
             return None
+        body_sum = header.get("body")
+        if type(body_sum) is not str:
+            return None
         out = _Index(fd, prefix, region, (body + off + checked, size - checked), records, st.st_size,
-                     (st.st_dev, st.st_ino, st.st_size))
+                     (st.st_dev, st.st_ino, st.st_size), body_sum)
         keep = True
         return out
     except _SURPRISES + (OSError,):
@@ -516,7 +520,7 @@ _PLAN = object()
 """`_indexed`'s answer when the index cannot say, but the plan may (`_on_paths_plan`)."""
 
 
-def _indexed(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None | object:
+def _indexed(ledger: Ledger, paths: Iterable[str], remember: bool = False) -> list[Memory] | None | object:
     """`on_paths` from the index alone: the header, the index's head and table, one bucket per
     path, the records named there, and where the ledger grew since the snapshot the lines after
     it folded into the records of the memories they touch (`_tail`). `_PLAN` when a path asked
@@ -534,7 +538,7 @@ def _indexed(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None | obje
                 picks[at] = (sum_hex, mid)
         tail: _Tail | None = None
         if not catchup.settled(ledger, ix.prefix):
-            tail = _tail(ledger, ix)
+            tail = _tail(ledger, ix, remember)
             if tail is None:
                 return None
         out: list[tuple[tuple[int, int], Memory]] = []
@@ -576,7 +580,86 @@ class _Tail(FoldState):
         self.starts: dict[str, int] = {}
 
 
-def _tail(ledger: Ledger, ix: _Index) -> _Tail | None:
+TAIL_FILE = "fold.tail"
+"""Beside the snapshot: the ledger's stat and prefix at the moment a reader verified that it
+starts with the snapshot's prefix (`_vouch`), so the next reader need not checksum it again."""
+
+
+def _tail_path(ledger: Ledger) -> Path:
+    return ledger.path.with_name(TAIL_FILE)
+
+
+def _vouch(ledger: Ledger, ix: _Index, prefix: Prefix) -> None:
+    """Record that the ledger, as `prefix` found it (its stat, vouched: nothing moved while it was
+    read, its last line whole), starts with the snapshot's prefix, whose checksum was verified
+    against those very bytes (`catchup.follow`): what a later reader trusts on the ledger's
+    stat alone (`_vouched`), as the snapshot's own prefix is trusted. Written whole (temp,
+    `os.replace`) with `prefix.seen_ns` as its mtime, the moment the racy rule measures from;
+    no fsync (lost, the next reader verifies again). Never fails the read: it only saves one."""
+    from .jsonwrite import dumps
+    from .statefs import replace_state
+
+    if prefix.stat is None or prefix.stat[2] != prefix.offset or prefix.offset < ix.prefix.offset:
+        return
+    try:
+        replace_state(_tail_path(ledger), dumps({"v": 1, "snap": [*ix.ident, ix.body], "prefix": prefix.to_dict()}),
+                      mtime_ns=prefix.seen_ns)
+    except (OSError, AnchorfsError):
+        pass
+
+
+def _vouched(ledger: Ledger, ix: _Index) -> Prefix | None:
+    """The ledger's prefix as the last reader that verified it against this snapshot recorded
+    it (`_vouch`), while the ledger's stat is still the one it saw, and settled (the racy rule
+    from that reader's moment: `catchup.settled`); None otherwise (missing, a link, torn, about
+    another snapshot, the ledger changed since, or too recently)."""
+    from .statefs import read_state
+
+    try:
+        raw = read_state(_tail_path(ledger))
+        if raw is None:
+            return None
+        d = _loads(raw)
+        if not isinstance(d, dict) or d.get("v") != 1 or d.get("snap") != [*ix.ident, ix.body]:
+            return None
+        prefix = Prefix.from_dict(d.get("prefix"), os.lstat(_tail_path(ledger)).st_mtime_ns)
+    except _SURPRISES + (OSError, AnchorfsError):
+        return None
+    if prefix is None or prefix.stat is None or prefix.offset < ix.prefix.offset or prefix.stat[2] != prefix.offset:
+        return None
+    return prefix if catchup.settled(ledger, prefix) else None
+
+
+def _follow_vouched(ledger: Ledger, ix: _Index, prefix: Prefix) -> catchup.Follow | None:
+    """`catchup.follow`'s answer from the snapshot's prefix to the vouched `prefix`: the lines
+    between them, read and parsed as it reads them, through one descriptor whose stat must still
+    be the vouched one after the read (else None: the ledger moved meanwhile)."""
+    fd = open_state(ledger.path, os.O_RDONLY)
+    try:
+        start, end = ix.prefix.offset, prefix.offset
+        chunks, at = [], start
+        while at < end:
+            got = os.pread(fd, end - at, at)
+            if not got:
+                return None
+            chunks.append(got)
+            at += len(got)
+        if catchup._sig(os.fstat(fd)) != prefix.stat:
+            return None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if data and not data.endswith(b"\n"):
+        return None
+    entries: list[Any] = []
+    skipped, cut = 0, 0
+    while (nl := data.find(b"\n", cut)) >= 0:
+        skipped += catchup._parse(data[cut:nl + 1], start + cut, ledger.path, entries)
+        cut = nl + 1
+    return catchup.Follow("grown" if entries or skipped else "same", prefix, entries, skipped)
+
+
+def _tail(ledger: Ledger, ix: _Index, remember: bool = False) -> _Tail | None:
     """The lines appended to the ledger since the snapshot's prefix, folded into the records
     (found by the index, each checked by its hash) of the memories they touch, as
     `planoverlay.overlay` folds them into the plan: the full fold's memories, for those ids.
@@ -585,12 +668,17 @@ def _tail(ledger: Ledger, ix: _Index) -> _Tail | None:
     a line without `seq` or not above the snapshot's `top`; a fork left; too many touched)."""
     import warnings
 
+    vouched = _vouched(ledger, ix)
     with warnings.catch_warnings():  # the full fold, taken on None, says what it finds
         warnings.simplefilter("ignore")
-        follow = catchup.follow(ledger, ix.prefix)
+        follow = catchup.follow(ledger, ix.prefix) if vouched is None else _follow_vouched(ledger, ix, vouched)
+    if follow is None:
+        return None
     prefix = follow.prefix
     if prefix.stat is None or follow.skipped or prefix.stat[2] != prefix.offset:
         return None  # moved while read, a bad line, a torn tail (or an append under way)
+    if remember and vouched is None and follow.kind in ("same", "grown"):
+        _vouch(ledger, ix, prefix)  # the checksum just verified: the next reader trusts the stat
     state = _Tail()
     state.top, state.lines = ix.top, ix.lines
     if follow.kind == "same":
@@ -625,7 +713,7 @@ def _tail(ledger: Ledger, ix: _Index) -> _Tail | None:
     return state
 
 
-def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
+def on_paths(ledger: Ledger, paths: Iterable[str], *, remember: bool = False) -> list[Memory] | None:
     """The active memories anchored to `paths` (a path also covers the files under it, as
     `Workspace.recheck` takes it), from the snapshot alone; None when the snapshot does not
     hold the whole ledger as it stands now (missing, damaged, of another folder, the ledger
@@ -637,19 +725,23 @@ def on_paths(ledger: Ledger, paths: Iterable[str]) -> list[Memory] | None:
     each read alone and checked as `SnapPlan.memory` checks it (its blake3 in the plan, the
     ledger reader's rules, the target the plan names: its id, active, anchored), and refused
     unless it does rest there. A record nobody asked for is neither read nor checked: its
-    damage is the business of the read that needs it. Writes nothing.
+    damage is the business of the read that needs it. Writes nothing, but `fold.tail` when
+    asked to `remember`.
 
     The plan itself (1.5 MB at 10,000 memories, read, hashed and parsed whole) is read only
     where the snapshot's index cannot say: a folder asked, or the ledger grown since. Else
     only the index is: its head and table (checked against the header), the bucket of each
     path asked (against the table) and the records it names (against the bucket): a hook's
-    cost no longer grows with the workspace (`_indexed`)."""
+    cost no longer grows with the workspace (`_indexed`). A ledger grown since the snapshot is
+    checked against its prefix's checksum (all of its bytes) unless a reader that did so left
+    its stat behind (`fold.tail`) and the ledger still has it; `remember`: leave it (a caller
+    that may write the state folder: the hooks), so the next one trusts the stat."""
     paths = list(paths)  # read twice where the index sends it to the plan
     gc_paused = gc.isenabled()
     if gc_paused:
         gc.disable()
     try:
-        got = _indexed(ledger, paths)
+        got = _indexed(ledger, paths, remember)
     finally:
         if gc_paused:
             gc.enable()

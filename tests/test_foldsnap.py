@@ -718,3 +718,90 @@ def test_on_paths_after_growth_never_trusts_what_does_not_hold(led: Ledger, chan
     assert foldsnap.on_paths(led, ["auth/token.py"]) is None
     assert foldsnap.on_paths(led, ["nothing.py"]) is None  # the tail is folded whole, whatever the path asked
     assert _on(state, ["auth/token.py"]) == _on(full_fold(led), ["auth/token.py"]) or change != "touched record"
+
+
+def _tail_file(led: Ledger) -> Path:
+    return led.path.with_name("fold.tail")
+
+
+def test_a_reader_that_verified_the_grown_ledger_leaves_its_stat_for_the_next(
+        led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook (`remember`) that checksummed the ledger's prefix leaves the stat it saw
+    (`fold.tail`); the next reader, the ledger unchanged and settled, trusts it and reads only the
+    lines after the snapshot: the same answer, without `catchup.follow`. A reader not asked to
+    remember writes nothing."""
+    state = _grown_tail(led)
+    settle()  # the ledger's last write past the racy window when it is verified: a stat to trust
+    want = _on(state, ["auth/token.py"])
+    assert foldsnap.on_paths(led, ["auth/token.py"]) == want
+    assert not _tail_file(led).exists()  # not asked to remember: nothing written
+    assert foldsnap.on_paths(led, ["auth/token.py"], remember=True) == want
+    assert _tail_file(led).is_file()
+    follows: list[object] = []
+    real = catchup.follow
+
+    def counting(*a: Any, **k: Any) -> Any:
+        follows.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(catchup, "follow", counting)
+    for paths in (["auth/token.py"], ["README.md"], ["auth/keys/rsa.py"], ["nothing.py"]):
+        assert foldsnap.on_paths(led, paths, remember=True) == _on(state, paths), paths
+    assert follows == []  # the prefix trusted on the stat the last verification saw
+    write(led, state, "record", [Memory(id="later", content="later", anchors=state["late"].anchors)])
+    state = full_fold(led)  # the ledger's stat moved on: verified again
+    assert foldsnap.on_paths(led, ["auth/token.py"], remember=True) == _on(state, ["auth/token.py"])
+    assert len(follows) == 1 and [m.id for m in _on(state, ["auth/token.py"])] == ["a3", "late", "later"]
+
+
+@pytest.mark.parametrize("change", ["rewritten", "another snapshot", "garbage", "link"])
+def test_a_stale_or_foreign_tail_record_is_never_trusted(led: Ledger, tmp_path: Path, change: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fold.tail` vouches only for the ledger with the very stat it names, next to the very
+    snapshot it names: a ledger rewritten since (a byte changed before the snapshot's end, the
+    size kept), a record naming another snapshot, a torn file, a link: the checksum again."""
+    state = _grown_tail(led)
+    settle()
+    assert foldsnap.on_paths(led, ["auth/token.py"], remember=True) == _on(state, ["auth/token.py"])
+    settle()
+    tail = _tail_file(led)
+    assert tail.is_file()
+    follows: list[object] = []
+    real = catchup.follow
+    monkeypatch.setattr(catchup, "follow", lambda *a, **k: follows.append(a) or real(*a, **k))
+    if change == "rewritten":  # the snapshot's prefix no longer holds: None (the full fold), never the old answer
+        data = bytearray(led.path.read_bytes())
+        i = data.index(b"about ('auth/token.py',)")
+        data[i] = ord("A")
+        led.path.write_bytes(bytes(data))
+        settle()
+        assert foldsnap.on_paths(led, ["auth/token.py"], remember=True) is None
+        assert len(follows) == 1
+        return
+    if change == "another snapshot":  # the same stat, but said of another snapshot than this one
+        d = orjson.loads(tail.read_bytes())
+        d["snap"][-1] = "0" * 64
+        mtime = tail.stat().st_mtime_ns
+        tail.write_bytes(orjson.dumps(d))
+        os.utime(tail, ns=(mtime, mtime))
+    elif change == "garbage":
+        tail.write_bytes(b'{"v":1,"snap":')
+    else:
+        outside = tmp_path / "outside.tail"
+        shutil.copyfile(tail, outside)
+        tail.unlink()
+        tail.symlink_to(outside)
+    assert foldsnap.on_paths(led, ["auth/token.py"], remember=True) == _on(full_fold(led), ["auth/token.py"])
+    assert len(follows) == 1  # verified again
+    if change == "link":
+        assert tail.is_symlink()  # never read through, nor written over
+
+
+def test_the_tail_record_is_a_state_file_git_ignores(tmp_path: Path) -> None:
+    """`fold.tail` is derived: never committed, and refused as a link like every state file."""
+    from anchorfs import snapplan
+    from anchorfs.statefs import STATE_FILES
+
+    anchorfs.init(tmp_path)
+    assert snapplan.TAIL_FILE in STATE_FILES
+    assert snapplan.TAIL_FILE in (tmp_path / ".anchorfs" / ".gitignore").read_text().splitlines()
