@@ -68,7 +68,7 @@ else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapPlan", "Snapshot", "covered_by", "current",
-           "decode", "encode", "index_bytes", "ix_bucket", "load", "on_paths", "read_plan", "save", "snap_path"]
+           "decode", "encode", "index_bytes", "ix_bucket", "load", "plan_sum", "on_paths", "read_plan", "save", "snap_path"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
@@ -154,14 +154,14 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
     # the old per-path index (read by no version-7 reader: `ix` is): kept empty for the shape `_split` checks
     head = orjson.dumps({"top": state.top, "lines": state.lines, "index": {}})
     plan_line = plan.dumps(state.top, state.lines)
-    ix = None
+    ix, ix_size = None, 0
     if plan.ix is not None:  # the index ends the plan line's bytes: [where, its checked part, all of it, blake3]
-        size, checked, digest_hex = plan.ix
-        ix = [len(head) + 1 + len(plan_line) - size, checked, size, digest_hex]
+        ix_size, checked, digest_hex = plan.ix
+        ix = [len(head) + 1 + len(plan_line) - ix_size, checked, ix_size, digest_hex]
     body = b"".join([head, b"\n", plan_line, b"\n", *records])
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "prefix": folded.prefix.to_dict(), "folder": list(folder),
                            "size": len(body), "body": blake3.blake3(body).hexdigest(),
-                           "plan": [len(head) + 1, len(plan_line), blake3.blake3(plan_line).hexdigest()], "ix": ix})
+                           "plan": [len(head) + 1, len(plan_line), plan_sum(plan_line, ix_size)], "ix": ix})
     return header + b"\n" + body
 
 
@@ -313,6 +313,12 @@ def index_bytes(keys: dict[str, Any], top: int, lines: int) -> tuple[bytes, int,
     head = orjson.dumps({"b": n_buckets, "top": top, "lines": lines}) + b"\n"
     checked = head + _le(starts) + _le(sizes) + b"".join(blake3.blake3(b).digest(_SUM) for b in blobs)
     return checked + b"".join(blobs), len(checked), blake3.blake3(checked).hexdigest()
+
+
+def plan_sum(plan_line: bytes, ix_size: int) -> str:
+    """The plan's own checksum (the header's `plan`): its bytes but the index that ends them,
+    which has its own (`ix`), so `read_plan` neither reads nor hashes the hooks' index."""
+    return blake3.blake3(memoryview(plan_line)[:len(plan_line) - ix_size]).hexdigest()
 
 
 def ix_bucket(key: str, n_buckets: int) -> int:

@@ -74,7 +74,7 @@ class SnapPlan:
         blobs = memoryview(region)[cut + 1:]
         sizes = (8 * n, 4 * own_n, 4 * (len(paths) + 1), _SUM * n, ids_size, 8 * all_n, _SUM * all_n, all_ids_size,
                  4 * act_n, 8 * act_n, 4 * act_n, 4 * act_n)
-        if sum(sizes) + _int(plan["ix_size"]) != len(blobs):  # the hooks' index ends the plan (`_Index`)
+        if sum(sizes) != len(blobs):  # the hooks' index, which ends the plan, is not read here (`_Index`)
             raise ValueError("bad plan lengths")
         cuts = [0]
         for size in sizes:
@@ -327,8 +327,9 @@ def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
     torn or does not match its own checksum): the full fold decides then.
 
     Only the header and the plan line are read (a few MB at 100,000 memories, where the
-    records are 70): the plan line has its own checksum in the header, and every record read
-    later is checked against the plan's hash of it (`SnapPlan.memory`)."""
+    records are 70), but the hooks' index that ends it: the plan line has its own checksum in
+    the header, and every record read later is checked against the plan's hash of it
+    (`SnapPlan.memory`)."""
     try:
         fd = open_state(snap_path(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
@@ -360,10 +361,13 @@ def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
         off, size, digest = where
         if type(off) is not int or type(size) is not int or off < 1 or size < 1 or cut + 1 + off + size >= st.st_size:
             return None
-        region = os.pread(fd, size + 1, cut + 1 + off)
-        if len(region) != size + 1 or region[-1:] != b"\n" or blake3.blake3(region[:size]).hexdigest() != digest:
+        ix = header.get("ix")  # the hooks' index ends the plan, under its own checksum: neither read nor hashed here
+        own = size - (ix[2] if type(ix) is list and len(ix) == 4 and type(ix[2]) is int and 0 <= ix[2] < size else 0)
+        region = os.pread(fd, own, cut + 1 + off)
+        if len(region) != own or os.pread(fd, 1, cut + 1 + off + size) != b"\n" \
+                or blake3.blake3(region).hexdigest() != digest:
             return None
-        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region[:size], snap_path(ledger))
+        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region, snap_path(ledger))
         keep = True
         if catchup.settled(ledger, prefix):
             return out

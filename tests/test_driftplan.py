@@ -227,7 +227,7 @@ def _put(path: Path, header: dict[str, Any], head: bytes, plan: dict[str, Any], 
     if ix is not None:  # the index ends the plan: where it starts moves with the plan's JSON
         ix = [len(head) + 1 + len(region) - len(blobs["ix"]), *ix[1:]]
     header = {**header, "size": len(body), "body": blake3.blake3(body).hexdigest(),
-              "plan": [len(head) + 1, len(region), blake3.blake3(region).hexdigest()], "ix": ix}
+              "plan": [len(head) + 1, len(region), foldsnap.plan_sum(region, len(blobs["ix"]))], "ix": ix}
     path.write_bytes(orjson.dumps(header) + b"\n" + body)
     os.utime(path, ns=(now := time.time_ns(), now))
 

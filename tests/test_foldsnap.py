@@ -491,7 +491,7 @@ def _index_rewritten(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]
     new, new_checked, digest = foldsnap.index_bytes(edit(keys), ix_head["top"], ix_head["lines"])
     plan = body[p_off:off] + new
     nb = body[:p_off] + plan + body[p_off + p_size:]
-    header.update(plan=[p_off, len(plan), blake3.blake3(plan).hexdigest()], ix=[off, new_checked, len(new), digest],
+    header.update(plan=[p_off, len(plan), foldsnap.plan_sum(plan, len(new))], ix=[off, new_checked, len(new), digest],
                   size=len(nb), body=blake3.blake3(nb).hexdigest())
     path.write_bytes(orjson.dumps(header) + b"\n" + nb)
 
@@ -513,7 +513,7 @@ def _plan_rewritten(path: Path, move: Callable[[int], int]) -> None:
     starts = array("Q", bytes(plan[line + 1:line + 1 + 8 * n]))
     plan[line + 1:line + 1 + 8 * n] = array("Q", [move(at) for at in starts]).tobytes()
     body[off:off + size] = plan
-    header["plan"] = [off, size, blake3.blake3(bytes(plan)).hexdigest()]
+    header["plan"] = [off, size, foldsnap.plan_sum(bytes(plan), header["ix"][2])]
     header["body"] = blake3.blake3(bytes(body)).hexdigest()
     path.write_bytes(orjson.dumps(header) + b"\n" + bytes(body))
 
@@ -594,6 +594,9 @@ def test_on_paths_reads_the_index_not_the_plan(led: Ledger) -> None:
     path.write_bytes(damaged)
     got = {p: foldsnap.on_paths(led, [p]) for p in ("auth/token.py", "README.md", "auth/keys/rsa.py", "other.py")}
     assert all(m is None or m == _on(state, [p]) for p, m in got.items())  # never a wrong answer
+    plan = foldsnap.read_plan(led)  # the plan's checksum leaves the index out: a drift pass neither reads nor hashes it
+    assert plan is not None and plan.n == len([m for m in state.values() if m.status == "active" and m.anchors])
+    plan.close()
     assert any(m is None for m in got.values()) or b'"p:' not in data[i - 200:i + 200]
 
 
@@ -629,7 +632,7 @@ def test_on_paths_never_trusts_a_damaged_plan(led: Ledger, damage: str) -> None:
         swapped = plan.replace(b'"auth/token.py"', b'"X"').replace(b'"README.md"', b'"auth/token.py"')
         swapped = swapped.replace(b'"X"', b'"README.md"')
         nb = body[:off] + swapped + body[off + size:]
-        header.update(plan=[off, len(swapped), blake3.blake3(swapped).hexdigest()], size=len(nb),
+        header.update(plan=[off, len(swapped), foldsnap.plan_sum(swapped, header["ix"][2])], size=len(nb),
                       body=blake3.blake3(nb).hexdigest())
         path.write_bytes(orjson.dumps(header) + b"\n" + nb)
     assert foldsnap.on_paths(led, ["auth"]) is None
