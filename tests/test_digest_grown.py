@@ -81,7 +81,8 @@ def test_a_superseded_stale_memory_leaves_the_updated_digest(tmp_path: Path, sho
     assert out == _full(real)
 
 
-_ACTIONS = ["record", "record", "record_new_file", "note", "supersede", "retract", "revert", "edit", "edit_and_record"]
+_ACTIONS = ["record", "record", "record_new_file", "note", "supersede", "retract", "revert", "edit", "edit_and_record",
+            "reanchor", "many"]
 
 
 @pytest.mark.parametrize("seed,cap", [(11, 900), (12, 3000), (13, 500)])
@@ -124,6 +125,11 @@ def test_a_digest_updated_for_a_grown_ledger_is_the_full_digest(tmp_path: Path, 
                 ws.retract(rng.choice(active), reason="test")
             elif action == "revert" and retired:
                 ws.revert(rng.choice(retired))
+            elif action == "reanchor":  # stale ones among them: re-verified where the code is now
+                anchored = sorted(m.id for m in ws.list(status="active") if m.anchors)
+                ws.reanchor(rng.choice(anchored))
+            elif action == "many":
+                ws.record_many([{"content": f"step {step}: batch {n}", "anchors": [f"{_rel(n)}#f{n}"]} for n in range(3)])
             _settle()
             before = len(updates)
             out = digest._session_start_memoized(real)
@@ -132,3 +138,28 @@ def test_a_digest_updated_for_a_grown_ledger_is_the_full_digest(tmp_path: Path, 
             assert _state(root) == drift_now, (seed, step, action)  # the full pass found nothing to write back
             assert len(updates) == before + 1, (seed, step, action)  # the update was tried
     assert sum(updates) >= 7, updates  # most starts were updates, not full digests
+
+
+def test_another_snapshot_is_the_full_digest(tmp_path: Path, short_window: None) -> None:
+    """A fold snapshot rewritten since the memo (a full fold saved it): what the lines folded
+    into it wrote is not known to the memo, so the update refuses and the full digest answers."""
+    from anchorfs import foldsnap
+    from anchorfs.ledger import Ledger
+
+    root = tmp_path / "ws"
+    _workspace(root, 900)
+    real = os.path.realpath(root)
+    _settle()
+    digest._session_start_memoized(real)
+    with anchorfs.open(root) as ws:
+        ws.record("the newest fact about f1", anchors=[f"{_rel(4)}#f1"])
+    _settle()
+    ledger = Ledger(root / ".anchorfs")
+    assert foldsnap.save(ledger, foldsnap.current(ledger, write=False))  # the snapshot now holds that line too
+    _settle()
+    d = digest._read_memo(real)
+    assert d is not None
+    changed = digest._changed_grounds(d)
+    assert changed and changed[0] == 0
+    assert digest._update(real, d, changed, time.time_ns()) is None
+    assert digest._session_start_memoized(real) == _full(real)
