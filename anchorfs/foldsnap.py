@@ -16,13 +16,14 @@ It is derived and never trusted blindly:
   snapshot that is torn, garbage, a link, of another version or another state folder, or
   whose body does not match its own checksum) is ignored: the fold is rebuilt from the
   ledger and written anew;
-- it is data only (JSON lines: a header, then the body: the fold's counts with an index of
-  anchored path -> byte offsets of its active memories' records, the drift plan, then one
-  record per memory, all under the header's checksum; the drift plan, a JSON line and raw
-  arrays with its own checksum in the header, is what a whole-workspace drift pass and the
-  hooks (`on_paths`: only the records on the paths asked) read instead of the records,
-  `read_plan`, each record read later checked against the plan's blake3 of it): nothing in it is ever
-  executed, and
+- it is data only (JSON lines: a header, then the body: the fold's counts, the drift plan,
+  then one record per memory, all under the header's checksum; the drift plan, a JSON line and
+  raw arrays with its own checksum in the header, is what a whole-workspace drift pass reads
+  instead of the records, `read_plan`, each record read later checked against the plan's
+  blake3 of it; the plan ends with the hooks' index, a hash table of anchored path, folder
+  and memory id -> records' starts and blake3, its head and table under their own checksum in
+  the header and each bucket under the table's, which `on_paths` reads instead of the plan:
+  a hook's cost does not grow with the workspace): nothing in it is ever executed, and
   every memory in it passes the ledger reader's own rules (`model.check_snapshot`) as it is
   loaded. It names the state folder it was written in (device and inode), so a copy
   committed to a clone, or carried over with `cp -r`, is never read.

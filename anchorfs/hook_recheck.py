@@ -6,8 +6,11 @@ the ledger, its lock) is the general path; a hook needs far less, so this one re
 
 - the ledger's bytes, to see whether it names a path at all (`mentioned`: none named, no
   memory rests there, nothing else is read);
-- the fold snapshot's drift plan and the records it names for those paths (`foldsnap.on_paths`,
-  each record checked against its blake3 in the plan), never the snapshot's unrelated records;
+- the fold snapshot's index and the records it names for those paths (`foldsnap.on_paths`:
+  the index's head and table checked against the header, one bucket per path against the
+  table, each record against its blake3 in the bucket), never the plan nor the unrelated
+  records; where the ledger grew since the snapshot, the lines after it, its prefix checked
+  once against its checksum and then trusted on the stat that check saw (`fold.tail`);
 - `drift.json` and the hash cache, then the drift checker on those memories alone.
 
 A memory whose drift changed is judged under the events lock (`watch._events_fd`, the lock

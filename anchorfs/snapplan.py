@@ -1,9 +1,11 @@
-"""The fold snapshot's drift plan, read alone: `SnapPlan`, `read_plan`, `on_paths`.
+"""The fold snapshot's drift plan and index, read alone: `SnapPlan`, `read_plan`, `on_paths`.
 
 Split out of `anchorfs.foldsnap` (which writes the plan, `_PlanBuilder`, and re-exports these
-names): a whole-workspace drift pass (`anchorfs.driftplan`) and the hooks (`on_paths`) read
-the header and the plan line only, then the records the plan names, each checked against the
-plan's blake3 of it. All of it is JSON read by the C scanner the standard `json` parses with
+names): a whole-workspace drift pass (`anchorfs.driftplan`) reads the header and the plan line
+only, then the records the plan names, each checked against the plan's blake3 of it; the hooks
+(`on_paths`) read the header and the index that ends the plan (`_Index`: its head and table,
+then one bucket per path asked), then the records it names, each checked the same way, so
+their cost does not grow with the workspace (issue 20). All of it is JSON read by the C scanner the standard `json` parses with
 (`jsonread.loads`), not orjson, whose import (it pulls `dataclasses`, `uuid` and `json`) is
 2.4x `python -c pass`: an edit's or a commit's hook reads the plan alone.
 """
