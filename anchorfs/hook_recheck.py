@@ -39,11 +39,117 @@ if TYPE_CHECKING:
 __all__ = ["mentioned", "recheck_paths", "known_drift"]
 
 
+SNAP_FORMAT, SNAP_VERSION = "anchorfs-fold", 7
+"""`foldsnap.FORMAT` and `VERSION`, spelt out: importing foldsnap (the ledger, the model, pathlib)
+would cost an unanchored edit's hook more than the scan it saves (a test keeps them in step)."""
+FINE_NS, COARSE_NS = 50_000_000, 2_000_000_000
+"""`catchup.FINE_NS` and `hashing.DEFAULT_GRANULARITY_NS`: the racy windows `catchup.settled`
+applies, spelt out for the same reason (a test keeps them in step)."""
+
+
+def _settled(sig: tuple[int, ...], seen: object, seen_ns: int) -> bool:
+    """`catchup.settled` on the ledger's stat `sig` (dev, ino, size, mtime, ctime) against a
+    prefix's recorded stat `seen`, verified at `seen_ns`."""
+    if type(seen) is not list or len(seen) != 5 or tuple(seen) != sig:
+        return False
+    mtime, ctime = sig[3], sig[4]
+    gran = FINE_NS if mtime % 1_000_000 or ctime % 1_000_000 else COARSE_NS
+    return max(mtime, ctime) + gran < seen_ns
+
+
+def _index_mentions(state: str, rels: list[str]) -> set[str] | None:
+    """The paths of `rels` the fold snapshot's index names (an anchored path, or a folder above
+    one) or the ledger's lines after the snapshot name, where the snapshot holds the ledger by
+    the stat alone (its prefix settled, or grown since as `fold.tail` vouches: the rules of
+    `snapplan.on_paths`); None when it cannot be told so (the ledger is scanned then). At 10,000
+    memories the scan of a path named late in the ledger was 7M instructions of a hook; this
+    reads a page, the index's table and one bucket per key, whatever the size."""
+    import zlib
+
+    import blake3
+
+    from .jsonread import loads
+    from .statefs import open_state
+
+    fd = open_state(os.path.join(state, "fold.snap"), os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        first = os.pread(fd, 4096, 0)
+        cut = first.find(b"\n")
+        header = loads(first[:cut]) if cut > 0 else None
+        if not isinstance(header, dict) or header.get("format") != SNAP_FORMAT or header.get("v") != SNAP_VERSION \
+                or header.get("size") != st.st_size - cut - 1:
+            return None
+        folder = os.lstat(state)
+        if header.get("folder") != [folder.st_dev, folder.st_ino]:
+            return None
+        prefix = header["prefix"]
+        led = os.lstat(os.path.join(state, "ledger.jsonl"))
+        sig = (led.st_dev, led.st_ino, led.st_size, led.st_mtime_ns, led.st_ctime_ns)
+        start = end = prefix["offset"]
+        if not _settled(sig, prefix["stat"], st.st_mtime_ns):
+            tfd = open_state(os.path.join(state, "fold.tail"), os.O_RDONLY)
+            try:
+                vouch = loads(os.read(tfd, 1 << 16))
+                tail_ns = os.fstat(tfd).st_mtime_ns
+            finally:
+                os.close(tfd)
+            grown = vouch["prefix"]
+            if vouch.get("v") != 1 or vouch.get("snap") != [st.st_dev, st.st_ino, st.st_size, header["body"]] \
+                    or grown.get("v") != prefix.get("v") or not _settled(sig, grown["stat"], tail_ns):
+                return None
+            end = grown["offset"]
+            if type(start) is not int or type(end) is not int or not 0 <= start <= end == sig[2]:
+                return None
+        off, checked, _, digest = header["ix"]
+        region = os.pread(fd, checked, cut + 1 + off)
+        if len(region) != checked or blake3.blake3(region).hexdigest() != digest:
+            return None
+        nl = region.index(b"\n")
+        n = loads(region[:nl])["b"]
+        table = region[nl + 1:]
+        if type(n) is not int or n < 1 or len(table) != 28 * n:
+            return None
+        seen: dict[int, list[object]] = {}
+        found: set[str] = set()
+        for rel in rels:
+            for key in ("p:" + rel, "d:" + rel):
+                h = zlib.crc32(key.encode("utf-8", "surrogatepass")) % n  # `foldsnap.ix_bucket`
+                if h not in seen:
+                    at = int.from_bytes(table[8 * h:8 * h + 8], "little")
+                    size = int.from_bytes(table[8 * n + 4 * h:8 * n + 4 * h + 4], "little")
+                    blob = os.pread(fd, size, cut + 1 + off + checked + at)
+                    if len(blob) != size or blake3.blake3(blob).digest(16) != table[12 * n + 16 * h:12 * n + 16 * (h + 1)]:
+                        return None
+                    seen[h] = loads(blob)
+                if any(item[0] == key for item in seen[h]):  # type: ignore[index, union-attr]
+                    found.add(rel)
+    finally:
+        os.close(fd)
+    if end > start:  # the lines since the snapshot, read through one fd whose stat must still be the vouched one
+        lfd = open_state(os.path.join(state, "ledger.jsonl"), os.O_RDONLY)
+        try:
+            data = os.pread(lfd, end - start, start)
+            after = os.fstat(lfd)
+            if len(data) != end - start or (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns,
+                                            after.st_ctime_ns) != sig:
+                return None
+        finally:
+            os.close(lfd)
+        found.update(r for r in rels if data.find(('"' + r + '"').encode("utf-8", "surrogateescape")) >= 0)
+    return found
+
+
 def mentioned(root_real: str, rels: list[str]) -> list[str]:
     """The paths of `rels` the ledger's bytes may name (one read for all): a path left out was
     never anchored, so no memory on it can have changed. Anything unusual (a name JSON would
     escape, an unreadable or odd ledger) is kept, leaving the judgement to the full check.
-    The ledger is opened as every state file is (no link followed, regular files only)."""
+    The ledger is opened as every state file is (no link followed, regular files only).
+
+    Where the fold snapshot holds the ledger (`_index_mentions`), its index says it instead:
+    the paths the active memories rest on, and any path the lines after it name; the ledger
+    is scanned otherwise (a path named only by memories no longer active is kept by the scan,
+    dropped by the index: either way nothing active rests there)."""
     import mmap
     from .errors import WorkspaceError
     from .locate import STATE_DIR
@@ -52,6 +158,12 @@ def mentioned(root_real: str, rels: list[str]) -> list[str]:
     odd = {r for r in rels if any(c in r for c in '"\\') or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in r)}
     if not rels or len(odd) == len(set(rels)):
         return list(rels)
+    try:
+        known = _index_mentions(os.path.join(root_real, STATE_DIR), [r for r in rels if r not in odd])
+    except Exception:  # noqa: BLE001 - no snapshot, a link, torn, odd: the scan below judges
+        known = None
+    if known is not None:
+        return [r for r in rels if r in odd or r in known]
     try:
         fd = open_state(os.path.join(root_real, STATE_DIR, "ledger.jsonl"), os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):

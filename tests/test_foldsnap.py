@@ -808,3 +808,75 @@ def test_the_tail_record_is_a_state_file_git_ignores(tmp_path: Path) -> None:
     anchorfs.init(tmp_path)
     assert snapplan.TAIL_FILE in STATE_FILES
     assert snapplan.TAIL_FILE in (tmp_path / ".anchorfs" / ".gitignore").read_text().splitlines()
+
+
+class _NoScan:
+    """`mmap.mmap` refused: a `mentioned` that scans the ledger says so."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import mmap
+
+        self.scans = 0
+
+        def refused(*a: Any, **k: Any) -> Any:
+            self.scans += 1
+            raise OSError("scanned")
+
+        monkeypatch.setattr(mmap, "mmap", refused)
+
+
+def test_mentioned_reads_the_index_where_the_snapshot_holds(led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hooks' first question (is this path anchored at all?) from the snapshot's index while
+    the snapshot holds, and from the lines after it as `fold.tail` vouches: the ledger is not
+    scanned. A path only retired memories rested on is dropped (nothing active rests there)."""
+    from anchorfs.hook_recheck import mentioned
+
+    root = str(led.path.parent.parent)
+    _anchored(led)
+    _trusted(led)
+    scans = _NoScan(monkeypatch)
+    asked = ["auth/token.py", "README.md", "auth", "other.py", "nothing.py", "auth/keys/rsa.py", "docs/auth/token.py"]
+    assert mentioned(root, asked) == ["auth/token.py", "README.md", "auth", "other.py", "auth/keys/rsa.py",
+                                      "docs/auth/token.py"]
+    assert scans.scans == 0
+    state = full_fold(led)
+    write(led, state, "record", [Memory(id="tail", content="t", anchors=(
+        state["a1"].anchors[0].replace(path="new/file.py"),))])
+    settle()
+    assert foldsnap.on_paths(led, ["new/file.py"], remember=True) is not None  # a hook verified it: fold.tail
+    assert mentioned(root, ["new/file.py", "nothing.py", "README.md"]) == ["new/file.py", "README.md"]
+    assert scans.scans == 0
+
+
+@pytest.mark.parametrize("change", ["rewritten", "no snapshot", "grown unvouched"])
+def test_mentioned_scans_the_ledger_where_the_snapshot_does_not_hold(
+        led: Ledger, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    from anchorfs.hook_recheck import mentioned
+
+    root = str(led.path.parent.parent)
+    state = _anchored(led)
+    _trusted(led)
+    if change == "rewritten":  # a path renamed in place, the size kept: the index says old things
+        data = led.path.read_bytes().replace(b'"auth/keys/rsa.py"', b'"auth/keys/dsa.py"')
+        led.path.write_bytes(data)
+    elif change == "no snapshot":
+        foldsnap.snap_path(led).unlink()
+    else:
+        write(led, state, "record", [Memory(id="tail", content="t", anchors=(
+            state["a1"].anchors[0].replace(path="new/file.py"),))])
+    settle()
+    scans = _NoScan(monkeypatch)
+    got = mentioned(root, ["auth/keys/dsa.py", "new/file.py", "nothing.py"])
+    assert scans.scans == 1 and got == ["auth/keys/dsa.py", "new/file.py", "nothing.py"]  # the scan refused: all kept
+    monkeypatch.undo()
+    monkeypatch.setattr(foldsnap, "MIN_LINES", 0)
+    want = {"rewritten": ["auth/keys/dsa.py"], "no snapshot": [], "grown unvouched": ["new/file.py"]}[change]
+    assert mentioned(root, ["auth/keys/dsa.py", "new/file.py", "nothing.py"]) == want
+
+
+def test_the_hooks_spell_the_snapshots_constants_as_their_owners_do() -> None:
+    from anchorfs import hook_recheck
+    from anchorfs.hashing import DEFAULT_GRANULARITY_NS
+
+    assert (hook_recheck.SNAP_FORMAT, hook_recheck.SNAP_VERSION) == (foldsnap.FORMAT, foldsnap.VERSION)
+    assert (hook_recheck.FINE_NS, hook_recheck.COARSE_NS) == (catchup.FINE_NS, DEFAULT_GRANULARITY_NS)
