@@ -285,8 +285,8 @@ def _session_output(text: str) -> str:
 # memo's own rules (`anchorfs.memo`: the ledger first, the config, the code that ran, every
 # anchored file and folder on its way, each settled past the racy window; nothing a stat cannot
 # vouch for), the hash cache's TTL, and the moment the first envelope's words would change
-# with time (a memory reaching its kind's expiry, or an expired one's day count). JSON only:
-# nothing in it runs. Anything else, or any doubt, is the full digest.
+# with time (a memory reaching its kind's expiry, or an expired one's day count). JSON and
+# bytes only: nothing in it runs. Anything else, or any doubt, is the full digest.
 #
 # When only anchored files and folders changed (the common case: the agent edited code), the
 # memo is updated instead (`_update`): the memories resting on those paths alone are checked
@@ -295,6 +295,11 @@ def _session_output(text: str) -> str:
 # the same records (the ledger did not move), the same files (their stats did not), the same
 # drift in `drift.json` (checked); a change the memo cannot place (a line past the ones it
 # keeps, a moved anchor) is the full digest.
+#
+# When the ledger only grew (memories recorded, superseded, retracted during a session: the
+# next session's start), the memo is updated too (`_update_grown`), when the fold snapshot is
+# the one its digest was composed on: the memories the lines after that snapshot wrote are
+# the only ones that can read otherwise, so they are placed again as re-checked ones are.
 
 DIGEST_MEMO = "digest.memo"
 _DIGEST_FORMAT = 3
