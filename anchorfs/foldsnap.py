@@ -73,15 +73,15 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapP
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 7
+VERSION = 8
 """4: the drift plan (a JSON line and its raw arrays) after the counts (`read_plan`); 5: the plan
 also lists every memory of the fold (id, record start, record hash) with the fold's `top` and
 `lines`, so lines appended since fold into it (`anchorfs.planoverlay`); 6: and each active
 memory's digest key (its time, anchor count, kind: `anchorfs.digest`); 7: and, at the plan's
 end, a hashed index (anchored path, folder above one, memory id -> its records' starts and
 hashes) with its own checksum in the header, which a hook reads instead of the whole plan
-(`snapplan.on_paths`); the counts line's old index is left empty. A file of another version is
-simply not used."""
+(`snapplan.on_paths`); the counts line's old index is left empty; 8: the plan's checksum leaves
+that index out (`plan_sum`; 7's covered it). A file of another version is simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["mentioned", "recheck_paths", "known_drift"]
 
 
-SNAP_FORMAT, SNAP_VERSION = "anchorfs-fold", 7
+SNAP_FORMAT, SNAP_VERSION = "anchorfs-fold", 8
 """`foldsnap.FORMAT` and `VERSION`, spelt out: importing foldsnap (the ledger, the model, pathlib)
 would cost an unanchored edit's hook more than the scan it saves (a test keeps them in step)."""
 FINE_NS, COARSE_NS = 50_000_000, 2_000_000_000
