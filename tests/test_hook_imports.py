@@ -112,3 +112,24 @@ def test_catchup_values_behave_as_frozen_dataclasses() -> None:
         hash(folded)  # its state is a dict, as the dataclass's was
     with pytest.raises(AttributeError):
         folded.saved = 1  # type: ignore[misc]
+
+
+def test_a_workspace_with_a_config_file_runs_its_hooks_without_tomllib(repo: Path) -> None:
+    """`.anchorfs.toml` is parsed once per content and kept (`config.PARSED_FILE`): tomllib's
+    import, with `typing` and `datetime`, is about 32M instructions, most of a `python3 -c pass`
+    again in every hook of a workspace that has a config file (issue 20)."""
+    (repo / ".anchorfs.toml").write_text("[drift]\nstale_factor = 0.6\n")
+    token = repo / "auth" / "token.py"
+    edit = json.dumps({"session_id": "s", "cwd": str(repo), "hook_event_name": "PostToolUse", "tool_name": "Edit",
+                       "tool_input": {"file_path": str(token)}})
+    token.write_text(TOKEN + "# a trailing comment: the symbol is unchanged\n")
+    out, report = hook_probe(repo, edit, "hook", "post-edit")  # the config parsed by tomllib, and kept
+    assert out == "" and "tomllib" in report["all"]
+    out, report = hook_probe(repo, edit, "hook", "post-edit")
+    assert out == "" and "anchorfs.config" in report["mods"] and "tomllib" not in report["all"]
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    out, report = hook_probe(repo, edit, "hook", "post-edit")
+    assert "made 1 memory stale" in out and "tomllib" not in report["all"]
+    (repo / ".anchorfs.toml").write_text("[drift]\nstale_factor = 0.5\n")  # new bytes: parsed again
+    out, report = hook_probe(repo, edit, "hook", "post-edit")
+    assert "tomllib" in report["all"]

@@ -1,4 +1,4 @@
-"""A crafted clone with a link at `.anchorfs/fold.snap`, `digest.memo` or `server.sock`: refused
+"""A crafted clone with a link at `.anchorfs/fold.snap`, `digest.memo`, `server.sock` or `config.parsed`: refused
 as a link at any other state path is (`statefs.STATE_FILES`), in one line naming it, with nothing
 read through it nor written anywhere (not the target outside the clone, not the clone).
 
@@ -21,7 +21,7 @@ from anchorfs.statefs import STATE_FILES, check_state
 from conftest import anchored_clone, run_cli, tree_snapshot
 
 VICTIM = b"root:x:0:0:root:/root:/bin/bash\n"
-NAMES = ("fold.snap", "digest.memo", "server.sock")
+NAMES = ("fold.snap", "digest.memo", "server.sock", "config.parsed")
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return anchored_clone(tmp_path_factory, b"def handler(request):\n    return 'ok'\n")
 
 
-def test_the_three_names_are_state_files() -> None:
+def test_the_names_are_state_files() -> None:
     assert set(NAMES) <= set(STATE_FILES)
 
 
@@ -75,6 +75,6 @@ def test_a_linked_state_file_is_refused_and_nothing_is_written(
 
 def test_state_files_names_every_file_its_owners_keep() -> None:
     """The names are spelled out in `statefs` (no import on the fast paths); they must not drift."""
-    from anchorfs import foldsnap, hook, server
+    from anchorfs import config, foldsnap, hook, server
 
-    assert {foldsnap.SNAP_FILE, hook.DIGEST_MEMO, server.SOCKET_NAME} <= set(STATE_FILES)
+    assert {foldsnap.SNAP_FILE, hook.DIGEST_MEMO, server.SOCKET_NAME, config.PARSED_FILE} <= set(STATE_FILES)
