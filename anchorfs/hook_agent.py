@@ -28,18 +28,20 @@ from .digest import (  # noqa: F401 (the digest's names, re-exported: `anchorfs.
     _CONTENT_CHARS,
     _LABEL,
     DIGEST_KEY,
-    DIGEST_MEMO,
     _digest,
+    _one_line,
+    _session_output,
+    digest,
+    session_start,
+)
+from .digest_memo import (  # noqa: F401 (re-exported as the digest's are)
+    DIGEST_MEMO,
     _digest_memo_path,
     _envelopes_until,
     _json_loads,
-    _one_line,
     _replay_digest,
     _save_digest,
-    _session_output,
     _session_start_memoized,
-    digest,
-    session_start,
 )
 from .hook_recheck import mentioned, recheck_paths
 

@@ -254,7 +254,7 @@ class OverlayPlan:
     def touched(self) -> dict[str, Memory]:
         """Every memory the tail's lines wrote (a supersede's two, a retract's one...), as they
         left it, by id: all that can read otherwise than in the base snapshot, so what a digest
-        kept from a fold on that same base must look at again (`digest._update_grown`)."""
+        kept from a fold on that same base must look at again (`digest_memo._update_grown`)."""
         return dict(self._marked[1])
 
     def active_count(self) -> int:

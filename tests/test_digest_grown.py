@@ -1,5 +1,5 @@
 """The session-start digest updated from its memo when the ledger only grew since it (memories
-recorded, superseded, retracted, reverted during a session; `digest._update`): the same output
+recorded, superseded, retracted, reverted during a session; `digest_memo._update`): the same output
 and `drift.json` as the full digest over the same ledger and tree, byte for byte, whatever the
 writes (a property test over seeded random writes mixed with file edits), and the update path
 taken, not the full digest."""
@@ -16,6 +16,7 @@ import pytest
 
 import anchorfs
 import anchorfs.digest as digest
+import anchorfs.digest_memo as digest_memo
 from anchorfs import catchup
 
 from test_digest_update import _FILES, _FUNCS, _body, _full, _path, _rel, _state, _workspace
@@ -24,14 +25,14 @@ from test_digest_update import _FILES, _FUNCS, _body, _full, _path, _rel, _state
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Every `_update` call's outcome (an update made, or None: the full digest)."""
     updates: list[bool] = []
-    update = digest._update
+    update = digest_memo._update
 
     def counted(*args: object, **kwargs: object) -> str | None:
         got = update(*args, **kwargs)  # type: ignore[arg-type]
         updates.append(got is not None)
         return got
 
-    monkeypatch.setattr(digest, "_update", counted)
+    monkeypatch.setattr(digest_memo, "_update", counted)
     return updates
 
 
@@ -46,16 +47,16 @@ def test_a_recorded_memory_updates_the_digest(tmp_path: Path, short_window: None
     real = os.path.realpath(root)
     updates = _counting(monkeypatch)
     _settle()
-    assert digest._session_start_memoized(real) == _full(real)
+    assert digest_memo._session_start_memoized(real) == _full(real)
     _settle()
     with anchorfs.open(root) as ws:
         new = ws.record("the newest fact about f3", anchors=[f"{_rel(2)}#f3"])
     _settle()
-    out = digest._session_start_memoized(real)
+    out = digest_memo._session_start_memoized(real)
     assert updates == [True]  # the ledger only grew: updated, not the full digest
     assert new.id in out and "fresh or unanchored" in out
     assert out == _full(real)
-    assert digest._replay_digest(real) == out  # the memo rewritten for the grown ledger
+    assert digest_memo._replay_digest(real) == out  # the memo rewritten for the grown ledger
 
 
 def test_a_superseded_stale_memory_leaves_the_updated_digest(tmp_path: Path, short_window: None,
@@ -68,14 +69,14 @@ def test_a_superseded_stale_memory_leaves_the_updated_digest(tmp_path: Path, sho
     _full(real)  # the file hashed, the hash cache saved: both settle before the memo is written
     updates = _counting(monkeypatch)
     _settle()
-    first = digest._session_start_memoized(real)
+    first = digest_memo._session_start_memoized(real)
     assert "2 stale" in first and first == _full(real)
     stale = sorted(_state(root))
     with anchorfs.open(root) as ws:
         ws.supersede(stale[0], "f2 of file 3 now scales x by 9032", anchors=[f"{_rel(3)}#f2"])
         ws.retract(stale[1])
     _settle()
-    out = digest._session_start_memoized(real)
+    out = digest_memo._session_start_memoized(real)
     assert updates == [True]
     assert "0 stale" in out and stale[0] not in out and stale[1] not in out
     assert out == _full(real)
@@ -94,7 +95,7 @@ def test_a_digest_updated_for_a_grown_ledger_is_the_full_digest(tmp_path: Path, 
     real = os.path.realpath(root)
     updates = _counting(monkeypatch)
     _settle()
-    assert digest._session_start_memoized(real) == _full(real)
+    assert digest_memo._session_start_memoized(real) == _full(real)
     rng = random.Random(seed)
     tweaks: list[dict[int, int]] = [{} for _ in range(_FILES)]
     extra = 0
@@ -132,7 +133,7 @@ def test_a_digest_updated_for_a_grown_ledger_is_the_full_digest(tmp_path: Path, 
                 ws.record_many([{"content": f"step {step}: batch {n}", "anchors": [f"{_rel(n)}#f{n}"]} for n in range(3)])
             _settle()
             before = len(updates)
-            out = digest._session_start_memoized(real)
+            out = digest_memo._session_start_memoized(real)
             drift_now = _state(root)
             assert out == _full(real), (seed, step, action)
             assert _state(root) == drift_now, (seed, step, action)  # the full pass found nothing to write back
@@ -150,16 +151,16 @@ def test_another_snapshot_is_the_full_digest(tmp_path: Path, short_window: None)
     _workspace(root, 900)
     real = os.path.realpath(root)
     _settle()
-    digest._session_start_memoized(real)
+    digest_memo._session_start_memoized(real)
     with anchorfs.open(root) as ws:
         ws.record("the newest fact about f1", anchors=[f"{_rel(4)}#f1"])
     _settle()
     ledger = Ledger(root / ".anchorfs")
     assert foldsnap.save(ledger, foldsnap.current(ledger, write=False))  # the snapshot now holds that line too
     _settle()
-    d = digest._read_memo(real)
+    d = digest_memo._read_memo(real)
     assert d is not None
-    changed = digest._changed_grounds(d)
+    changed = digest_memo._changed_grounds(d)
     assert changed and changed[0] == 0
-    assert digest._update(real, d, changed, time.time_ns()) is None
-    assert digest._session_start_memoized(real) == _full(real)
+    assert digest_memo._update(real, d, changed, time.time_ns()) is None
+    assert digest_memo._session_start_memoized(real) == _full(real)

@@ -244,7 +244,8 @@ def test_the_memos_deadline_is_the_first_envelope_to_change(tmp_path: Path, seed
     next whole day), one kind or several, none expired or some."""
     import random
 
-    from anchorfs.digest import _envelopes_until, _Keys
+    from anchorfs.digest import _Keys
+    from anchorfs.digest_memo import _envelopes_until
 
     rng = random.Random(seed)
     root = tmp_path / "ws"

@@ -17,10 +17,10 @@ import pytest
 
 import anchorfs
 import anchorfs.hashing as hashing
-from anchorfs.digest import _json_loads
+from anchorfs.digest_memo import _json_loads
 
 _REPLAY = ("import os, sys\n"
-           "from anchorfs.digest import _replay_digest\n"
+           "from anchorfs.digest_memo import _replay_digest\n"
            "out = _replay_digest(os.path.realpath(sys.argv[1]))\n"
            "sys.stdout.write(out if out is not None else 'none')\n"
            "sys.stderr.write(repr(sorted(m for m in ('json', 're', 'anchorfs.workspace') if m in sys.modules)))\n")

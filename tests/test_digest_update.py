@@ -1,4 +1,4 @@
-"""The session-start digest updated from its memo (`digest._update`) when only anchored files
+"""The session-start digest updated from its memo (`digest_memo._update`) when only anchored files
 changed: the same output, `drift.json` and hash cache as the full digest over the same tree,
 whatever the edits (a property test over seeded random edits, reverts, rewrites of the same
 bytes, deletes and re-creates)."""
@@ -15,6 +15,7 @@ import pytest
 
 import anchorfs
 import anchorfs.digest as digest
+import anchorfs.digest_memo as digest_memo
 from anchorfs import catchup, foldsnap
 from anchorfs.ledger import Ledger
 from anchorfs.workspace import Workspace
@@ -82,16 +83,16 @@ def test_an_updated_digest_is_the_full_digest(tmp_path: Path, short_window: None
     _workspace(root, cap)
     real = os.path.realpath(root)
     updates: list[bool] = []
-    update = digest._update
+    update = digest_memo._update
 
     def counted(*args: object, **kwargs: object) -> str | None:
         got = update(*args, **kwargs)  # type: ignore[arg-type]
         updates.append(got is not None)
         return got
 
-    monkeypatch.setattr(digest, "_update", counted)
+    monkeypatch.setattr(digest_memo, "_update", counted)
     time.sleep(0.05)
-    assert digest._session_start_memoized(real) == _full(real)
+    assert digest_memo._session_start_memoized(real) == _full(real)
     rng = random.Random(seed)
     tweaks: list[dict[int, int]] = [{} for _ in range(_FILES)]
     for step in range(14):
@@ -111,12 +112,12 @@ def test_an_updated_digest_is_the_full_digest(tmp_path: Path, short_window: None
         else:  # deleted, then back on the next start's tree: a path gone is the full digest
             path.unlink()
             time.sleep(0.05)
-            out = digest._session_start_memoized(real)
+            out = digest_memo._session_start_memoized(real)
             assert out == _full(real), (seed, step, action)
             path.write_text(_body(i, tweaks[i]))
         time.sleep(0.05)  # past the racy window: the new stats settle and the memo can be written again
         before = len(updates)
-        out = digest._session_start_memoized(real)
+        out = digest_memo._session_start_memoized(real)
         drift_now = _state(root)
         assert out == _full(real), (seed, step, action)
         assert _state(root) == drift_now, (seed, step, action)  # the full pass found nothing to write back
@@ -129,20 +130,20 @@ def test_an_update_writes_what_the_full_digest_writes(tmp_path: Path, short_wind
     _workspace(root, 700)
     real = os.path.realpath(root)
     time.sleep(0.05)
-    digest._session_start_memoized(real)
+    digest_memo._session_start_memoized(real)
     _path(root, 3).write_text(_body(3, {2: 9}))  # f2 of file 3, the lines 1-2 untouched: two memories stale
     time.sleep(0.05)
-    d = digest._read_memo(real)
+    d = digest_memo._read_memo(real)
     assert d is not None
-    changed = digest._changed_grounds(d)
+    changed = digest_memo._changed_grounds(d)
     assert changed and [d["paths"][i] for i in changed] == [str(_path(root, 3))]
-    out = digest._update(real, d, changed, time.time_ns())
+    out = digest_memo._update(real, d, changed, time.time_ns())
     assert out is not None and "2 stale" in out
     stale = _state(root)
     with anchorfs.open(root) as ws:
         by_text = {m.id: m.content for m in ws.list()}
     assert sorted(by_text[k] for k in stale) == ["all of file 3", "f2 of file 3 scales x by 32"]
-    assert digest._replay_digest(real) == out  # the memo rewritten: the next start replays it
+    assert digest_memo._replay_digest(real) == out  # the memo rewritten: the next start replays it
     assert _full(real) == out
 
 
@@ -151,28 +152,28 @@ def test_what_an_update_cannot_place_is_the_full_digest(tmp_path: Path, short_wi
     _workspace(root, 700)
     real = os.path.realpath(root)
     time.sleep(0.05)
-    digest._session_start_memoized(real)
+    digest_memo._session_start_memoized(real)
     (root / ".anchorfs.toml").write_text("[hook]\ndigest_chars = 900\n")  # the config: not an anchored path
     _path(root, 1).write_text(_body(1, {0: 1}))
     time.sleep(0.05)
-    d = digest._read_memo(real)
+    d = digest_memo._read_memo(real)
     assert d is not None
-    changed = digest._changed_grounds(d)
+    changed = digest_memo._changed_grounds(d)
     assert changed is not None and len(changed) == 2
-    assert digest._update(real, d, changed, time.time_ns()) is None
-    assert digest._session_start_memoized(real) == _full(real)
+    assert digest_memo._update(real, d, changed, time.time_ns()) is None
+    assert digest_memo._session_start_memoized(real) == _full(real)
     with anchorfs.open(root) as ws:  # drift.json moved on for a memory the update would not re-check
         m = next(m for m in ws.list() if m.content == "all of file 4")
-    digest._session_start_memoized(real)
+    digest_memo._session_start_memoized(real)
     time.sleep(0.05)
-    digest._session_start_memoized(real)  # memoized again
+    digest_memo._session_start_memoized(real)  # memoized again
     drift_file = root / ".anchorfs" / "drift.json"
     data = json.loads(drift_file.read_text())
     data["drift"][m.id] = "stale"
     drift_file.write_text(json.dumps(data))
     _path(root, 2).write_text(_body(2, {1: 3}))
     time.sleep(0.05)
-    d = digest._read_memo(real)
+    d = digest_memo._read_memo(real)
     assert d is not None
-    changed = digest._changed_grounds(d)
-    assert changed and digest._update(real, d, changed, time.time_ns()) is None
+    changed = digest_memo._changed_grounds(d)
+    assert changed and digest_memo._update(real, d, changed, time.time_ns()) is None
