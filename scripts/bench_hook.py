@@ -93,6 +93,17 @@ def make_workspace(root: Path, memories: int) -> list[str]:
     return rels
 
 
+def expire(root: Path) -> None:
+    """Every cached hash past the hash cache's TTL from now on (`drift.cache_ttl = 0`), as a
+    session started five minutes or more after the last finds them: the digest hashes every
+    anchored file again. Costs the run reading a config file (its parse kept in `.anchorfs/`)."""
+    (root / ".anchorfs.toml").write_text("[drift]\ncache_ttl = 0.0\n")
+
+
+def unexpire(root: Path) -> None:
+    (root / ".anchorfs.toml").unlink()
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -207,6 +218,13 @@ def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, f
     with anchorfs.open(root) as ws:
         ws.record("the nightly export runs at 2 am", kind="note")
     got["session_recorded"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
+    expire(root)
+    subprocess.run([script, "hook", "session-start"], input=start, cwd=root, env=env, capture_output=True, text=True,
+                   check=True)  # the config file read once (its parse kept)
+    got["session_expired"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
+    unexpire(root)
+    subprocess.run([script, "hook", "session-start"], input=start, cwd=root, env=env, capture_output=True, text=True,
+                   check=True)
     edited, committed = rels[3], rels[1]  # odd files: no whole-file memory
     (root / edited).write_text(body(3) + "# trailing comment\n")
     agent(edited)
@@ -250,7 +268,10 @@ def main_instructions(args: argparse.Namespace) -> None:
     names = [("`hook session-start`, its last digest replayed", "session"),
              ("`hook session-start`, an anchored file changed (the digest updated)", "session_update"),
              ("`hook session-start` with no digest memo (the full digest)", "session_full"),
-             ("`hook session-start` after a memory was recorded (the full digest)", "session_recorded"),
+             ("`hook session-start` after a memory was recorded (the digest updated for the ledger's growth)",
+              "session_recorded"),
+             ("`hook session-start` past the hash cache's TTL (every anchored file hashed again, the full digest)",
+              "session_expired"),
              ("`hook post-edit`, an unanchored file edited", "edit_quiet"),
              ("`hook post-edit`, anchored file edited, memories still fresh", "edit_fresh"),
              ("`hook post-edit`, the edit making 1 memory stale", "edit_made_stale"),
@@ -381,6 +402,12 @@ def main() -> None:
                     ws.record(f"the nightly export runs at {k} am", kind="note")
                 recorded_times.append((yield lambda: agent("session-start", start_json)))
             got["session_recorded"], got["session_recorded~"] = middle(recorded_times)
+            expire(root)
+            agent("session-start", start_json)  # the config file read once (its parse kept)
+            got["session_expired"], got["session_expired~"] = yield from median(
+                lambda: agent("session-start", start_json), args.repeat)
+            unexpire(root)
+            agent("session-start", start_json)
             (root / "CHANGELOG").write_text("edited\n")
             assert agent("post-edit", edit_json("CHANGELOG")) == ""
             got["edit_quiet"], got["edit_quiet~"] = yield from median(lambda: agent("post-edit", edit_json("CHANGELOG")), args.repeat)
@@ -414,6 +441,7 @@ def main() -> None:
         baseline, quiet, touched_fresh, stale = now["baseline"], now["quiet"], now["touched_fresh"], now["stale"]
         made_stale, session, session_full = int(now["made_stale"]), now["session"], now["session_full"]
         session_update, session_recorded = now["session_update"], now["session_recorded"]
+        session_expired = now["session_expired"]
         edit_quiet, edit_fresh, edit_made_stale = now["edit_quiet"], now["edit_fresh"], now["edit_made_stale"]
         edit_stale = int(now["edit_stale"])
 
@@ -483,8 +511,10 @@ Reproduce: `python scripts/bench_hook.py --write{"" if args.memories == 1000 els
          f"{session_update / baseline:.1f}x" + was("session_update")),
         ("`hook session-start` with no digest memo, a first session (the full digest)", session_full,
          f"{session_full / baseline:.1f}x" + was("session_full")),
-        ("`hook session-start` after a memory was recorded (the full digest)", session_recorded,
-         f"{session_recorded / baseline:.1f}x" + was("session_recorded")),
+        ("`hook session-start` after a memory was recorded (the digest updated for the ledger's growth)",
+         session_recorded, f"{session_recorded / baseline:.1f}x" + was("session_recorded")),
+        ("`hook session-start` past the hash cache's TTL (every anchored file hashed again, the full digest)",
+         session_expired, f"{session_expired / baseline:.1f}x" + was("session_expired")),
         ("`hook post-edit`, an unanchored file edited", edit_quiet, f"{edit_quiet / baseline:.1f}x" + was("edit_quiet")),
         ("`hook post-edit`, anchored file edited, memories still fresh", edit_fresh,
          f"{edit_fresh / baseline:.1f}x" + was("edit_fresh")),
@@ -512,12 +542,18 @@ cache and the drift checker only: LanceDB is never imported (a test checks `sys.
 `session-start` replays its last digest (`.anchorfs/digest.memo`) while nothing it rested on
 changed (the drift memo's rules: the ledger, the config, the code, every anchored file and folder,
 the hash cache's TTL, and the day the first envelope's words would change). When only anchored
-files changed, the memo is updated in place (`digest._update`): the memories on the changed paths
+files changed, the memo is updated in place (`digest_memo._update`): the memories on the changed paths
 are re-checked through the fold snapshot's index and placed again among the lines it kept, the
 hash cache decodes those paths' entries alone and saves by splicing them into its manifest's
-bytes (`manifestfile.splice`); anything it cannot place is the full digest, the row after it,
-which re-checks every memory and so grows with the workspace. `post-edit` re-checks only the
-memories anchored to the edited file.
+bytes (`manifestfile.splice`). When the ledger only grew since the memo (memories recorded,
+superseded, retracted), on the same fold snapshot, the memories its new lines touch are re-checked
+and placed the same way (`digest_memo._update_grown`). Anything it cannot place is the full digest,
+which re-checks every memory and so grows with the workspace; so is a session started once the
+hash cache's TTL (`drift.cache_ttl`, 300 s) has run out since the files were last hashed, the
+common case between two working sessions, where every anchored file is hashed again (the
+TTL row: `drift.cache_ttl = 0` in the workspace's config, so every run finds the cache expired;
+the config file's parse is kept in `.anchorfs/config.parsed`, so reading it costs well under 1M
+instructions). `post-edit` re-checks only the memories anchored to the edited file.
 
 An edit or commit of an anchored file is judged without the workspace (`anchorfs.hook_recheck`):
 `foldsnap.on_paths` reads the fold snapshot's index (anchored path -> its records) and builds only
