@@ -96,20 +96,21 @@ def sha256_bytes(data: bytes) -> str:
     return new_sha256(len(data), data).hexdigest()
 
 
-_BUILTIN_BUDGET = [256 * 1024]
-"""Bytes this process may still hash with the interpreter's own SHA-256 (`new_sha256`)."""
+_BUILTIN_BUDGET = [512 * 1024]
+"""Bytes this process may still hash with the interpreter's own SHA-256 (`new_sha256`): about
+where OpenSSL's start-up (11.7M instructions) and its faster hash (28 against 49 instructions a
+byte, by callgrind) break even; by the clock the built-in one wins further still."""
 _BUILTIN: list[Any] = []  # [the interpreter's own sha256 constructor, or None], once looked up
 
 
-def new_sha256(size: int, data: bytes = b"") -> Any:
-    """A SHA-256 hasher (`update`, `hexdigest`) for about `size` bytes, fed `data`.
-
-    The interpreter's built-in SHA-256 while this process has hashed less than
-    `_BUILTIN_BUDGET` bytes with it, else OpenSSL's (`hashlib`): OpenSSL hashes five times as
-    fast, but its start-up (`import hashlib`: the library loaded, every algorithm's constructor
-    built) costs a hook checking a few symbols' spans more than all its hashing (issue 20);
-    the budget bounds what the slower hash can ever cost a process that hashes a lot. Both give
-    the same digest."""
+def _sha256_for(size: int) -> Callable[..., Any]:
+    """A SHA-256 constructor for about `size` bytes (over one call or many): the interpreter's
+    built-in while this process has hashed less than `_BUILTIN_BUDGET` bytes with it, else
+    OpenSSL's (`hashlib`). OpenSSL hashes faster, but its start-up (`import hashlib`: the
+    library loaded, every algorithm's constructor built) costs a hook checking a few symbols'
+    spans, or a session start hashing a few hundred small files again, more than all their
+    hashing (issue 20); the budget bounds what the slower hash can ever cost a process that
+    hashes a lot. Both give the same digest."""
     if not _BUILTIN:
         try:
             from _sha256 import sha256 as builtin  # Python 3.11
@@ -122,10 +123,15 @@ def new_sha256(size: int, data: bytes = b"") -> Any:
     builtin = _BUILTIN[0]
     if builtin is not None and size <= _BUILTIN_BUDGET[0]:
         _BUILTIN_BUDGET[0] -= size
-        return builtin(data)
+        return builtin
     import hashlib  # lazily: OpenSSL's start-up is a tenth of a warm `anchorfs drift`, which hashes nothing
 
-    return hashlib.sha256(data)
+    return hashlib.sha256
+
+
+def new_sha256(size: int, data: bytes = b"") -> Any:
+    """A SHA-256 hasher (`update`, `hexdigest`) for about `size` bytes, fed `data` (`_sha256_for`)."""
+    return _sha256_for(size)(data)
 
 
 def sha256_file(
@@ -372,8 +378,6 @@ class HashCache:
         the caller takes `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others
         are None too.
         """
-        import hashlib
-
         from .guard import GuardError, open_guarded
 
         if not self._loaded:
@@ -383,7 +387,9 @@ class HashCache:
         limit = started - self._gran
         out: list[str | None] = []
         fresh: dict[str, _Entry] = {}
-        sha256 = hashlib.sha256
+        # one choice for the whole batch: a session start hashing its few hundred small files
+        # again (past the TTL) pays no OpenSSL start-up, a cold pass over a large tree takes it
+        sha256 = _sha256_for(sum(st.st_size for st in stats if st.st_size <= _ONE_READ))
         for rel, path, st in zip(rels, paths, stats):
             size = st.st_size
             if size > _ONE_READ or not stat.S_ISREG(st.st_mode):

@@ -89,14 +89,14 @@ def test_small_hashes_spare_openssl_until_a_budget_then_take_it(monkeypatch: pyt
         h.update(b"c")
         out.append(h.hexdigest())
         out.append("hashlib" in sys.modules or "_hashlib" in sys.modules)
-        out.append(sha256_bytes(b"y" * 300_000))  # past the budget
+        out.append(sha256_bytes(b"y" * 500_000))  # past the budget
         out.append("_hashlib" in sys.modules)
         print(repr(out))
     """)
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     abc, big, fed, openssl_before, over, openssl_after = eval(proc.stdout)  # noqa: S307 - our own repr
-    assert abc == fed == sha(b"abc") and big == sha(b"x" * 100_000) and over == sha(b"y" * 300_000)
+    assert abc == fed == sha(b"abc") and big == sha(b"x" * 100_000) and over == sha(b"y" * 500_000)
     assert openssl_before is False and openssl_after is True
     monkeypatch.setattr(hashing, "_BUILTIN_BUDGET", [5])
     first = hashing.new_sha256(4, b"abcd")
@@ -1070,3 +1070,30 @@ def test_two_instances_saving_merge_their_moves(ws: Path) -> None:
     assert merged.move_of("a") == ("a.py", "x/a.py", "a" * 64, True)
     assert merged.move_of("b") == ("b.py", "x/b.py", "b" * 64, False)
     assert merged.moved_from() == frozenset({"a.py"})
+
+
+def test_hash_many_spares_openssl_for_a_small_batch(tmp_path: Path) -> None:
+    """A session start past the TTL hashes every anchored file again: a few hundred small files
+    within the budget are hashed by the interpreter's own SHA-256 (no OpenSSL start-up, issue 20),
+    a larger batch by OpenSSL's; the digests are those of `hashlib`'s either way."""
+    for i in range(40):
+        (tmp_path / f"m{i}.py").write_bytes(b"x = %d\n" % i * 50)
+    (tmp_path / "big.bin").write_bytes(b"y" * 600_000)
+    probe = textwrap.dedent(f"""
+        import os, sys
+        from anchorfs.hashing import HashCache
+        root = {str(tmp_path)!r}
+        def batch(names):
+            paths = [os.path.join(root, n) for n in names]
+            cache = HashCache(os.path.join(root, "manifest.json"))
+            return cache.hash_many(names, paths, [os.lstat(p) for p in paths])
+        small = batch([f"m{{i}}.py" for i in range(40)])
+        before = "_hashlib" in sys.modules
+        big = batch(["big.bin"])
+        print(repr([small, before, big, "_hashlib" in sys.modules]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    small, openssl_before, big, openssl_after = eval(proc.stdout)  # noqa: S307 - our own repr
+    assert small == [sha((b"x = %d\n" % i) * 50) for i in range(40)] and big == [sha(b"y" * 600_000)]
+    assert openssl_before is False and openssl_after is True
