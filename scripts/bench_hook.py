@@ -58,6 +58,27 @@ def body(i: int, tweak: str = "") -> str:
     return "".join(f"def f{j}(x):\n    return x * {i + j}{tweak if j == 0 else ''}\n\n" for j in range(40))
 
 
+def in_code(env: dict[str, str], fn: str, *args: object) -> object:
+    """`fn(*args)` of this script, run by the code `env` names: in this process for this code,
+    in a child with that `PYTHONPATH` for `--base`'s, so a twin workspace is built and written by
+    its own code (a snapshot or ledger written by this code may be a format it cannot read)."""
+    if "PYTHONPATH" not in env:
+        return globals()[fn](*args)
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import json, bench_hook; "
+            f"print(json.dumps(bench_hook.{fn}(*json.loads(sys.argv[1]))))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps([str(a) if isinstance(a, Path) else a for a in args])],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def record_note(root: Path | str, text: str) -> None:
+    """A memory recorded since the last session; the store's background index build (a child of
+    the recording process) waited for, so its CPU time is never counted as a timed hook's."""
+    with anchorfs.open(Path(root)) as ws:
+        ws.record(text, kind="note")
+        ws.store.wait_index()
+
+
 def backdate(root: Path, rels: list[str]) -> None:
     """Out of the hash cache's racy window, as files are in a real repo."""
     old = time.time_ns() - 3600 * 1_000_000_000
@@ -65,7 +86,8 @@ def backdate(root: Path, rels: list[str]) -> None:
         os.utime(root / rel, ns=(old, old))
 
 
-def make_workspace(root: Path, memories: int) -> list[str]:
+def make_workspace(root: Path | str, memories: int) -> list[str]:
+    root = Path(root)
     files = -(-memories // PER_FILE)
     rels = []
     for i in range(files):
@@ -215,9 +237,7 @@ def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, f
     got["session_update"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
     (root / ".anchorfs" / "digest.memo").unlink(missing_ok=True)
     got["session_full"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
-    with anchorfs.open(root) as ws:
-        ws.record("the nightly export runs at 2 am", kind="note")
-        ws.store.wait_index()
+    in_code(env, "record_note", root, "the nightly export runs at 2 am")
     settle()  # past the racy window, as between two sessions
     got["session_recorded"] = instructions([sys.executable, script, "hook", "session-start"], root, env, start)[0]
     expire(root)
@@ -265,7 +285,8 @@ def main_instructions(args: argparse.Namespace) -> None:
         counted = []
         for k, (_, env) in enumerate(codes):
             root = Path(tmp) / f"repo{k}"
-            rels = make_workspace(root, args.memories)
+            rels = in_code(env, "make_workspace", root, args.memories)
+            assert isinstance(rels, list)
             counted.append(count_cases(root, rels, env))
     names = [("`hook session-start`, its last digest replayed", "session"),
              ("`hook session-start`, an anchored file changed (the digest updated)", "session_update"),
@@ -305,6 +326,8 @@ def main() -> None:
     if args.cpu:
         CLOCK = _children_cpu
     measured = "CPU time" if args.cpu else "wall time"
+    reproduce = (("" if args.memories == 1000 else f" --memories {args.memories}") + (" --cpu" if args.cpu else "")
+                 + ("" if args.repeat == 7 else f" --repeat {args.repeat}"))
 
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(anchorfs.__file__).parent)], check=True)
@@ -312,8 +335,10 @@ def main() -> None:
         t = time.perf_counter()
         # one workspace per code timed, built alike: neither pays for what the other's runs left
         roots = [Path(tmp) / "repo"] + ([Path(tmp) / "repo-base"] if args.base else [])
-        made = [make_workspace(root, args.memories) for root in roots]
+        made = [in_code(env, "make_workspace", root, args.memories)
+                for root, env in zip(roots, [ENV] + ([dict(ENV, PYTHONPATH=args.base)] if args.base else []))]
         rels = made[0]
+        assert isinstance(rels, list)
         setup = (time.perf_counter() - t) / len(roots)
 
         def measure(root: Path, env: dict[str, str]) -> Generator[Callable[[], object], tuple[float, float], dict[str, float]]:
@@ -400,11 +425,7 @@ def main() -> None:
             got["session_full"], got["session_full~"] = yield from median(without_memo, args.repeat)
             recorded_times: list[tuple[float, float]] = []
             for k in range(args.repeat):  # a memory recorded since the last session (not timed): the ledger moved on
-                with anchorfs.open(root) as ws:
-                    ws.record(f"the nightly export runs at {k} am", kind="note")
-                    # the store's background index build (a child of this process) ends untimed: reaped
-                    # during the next run, its CPU time would be counted as the hook's
-                    ws.store.wait_index()
+                in_code(env, "record_note", root, f"the nightly export runs at {k} am")
                 time.sleep(2.1)  # past the racy window, as between two sessions
                 recorded_times.append((yield lambda: agent("session-start", start_json)))
             got["session_recorded"], got["session_recorded~"] = middle(recorded_times)
@@ -506,7 +527,7 @@ opened only when the snapshot does not hold the ledger; a commit whose paths the
 names opens nothing. LanceDB is never loaded: a drift change is written to `drift.json` and
 reaches the store's drift column when the store is next opened.
 {goal(rows)}
-Reproduce: `python scripts/bench_hook.py --write{"" if args.memories == 1000 else f" --memories {args.memories}"}`.
+Reproduce: `python scripts/bench_hook.py --write{reproduce}`.
 """
     print(text)
     agent_rows = [
@@ -582,7 +603,7 @@ cost a millisecond each at every hook's start); the hooks' stdin, the ledger men
 digest memo read without orjson or `statefs` (their imports, `pathlib` among them, would double
 an unanchored edit's and a replayed digest's cost).
 {goal(agent_rows)}
-Reproduce: `python scripts/bench_hook.py --write{"" if args.memories == 1000 else f" --memories {args.memories}"}`.
+Reproduce: `python scripts/bench_hook.py --write{reproduce}`.
 """
     print(agent_text)
     if args.write:
