@@ -320,6 +320,31 @@ class PlanMismatch(LedgerError, ValueError):
     report built on demand, the read fails with this one line."""
 
 
+def _header(ledger: Ledger, fd: int) -> tuple[os.stat_result, dict[str, Any], int, Prefix] | None:
+    """(the snapshot's fstat, its header, where the header's line ends, the ledger prefix it
+    holds) when the open snapshot `fd` is one of ours for this state folder (a regular file of a
+    sane size, this format and version, this folder, its body the size the header says); None
+    otherwise. What `read_plan` and the hooks' index (`_open_index`) both ask first."""
+    st = os.fstat(fd)
+    if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+        return None
+    first = os.pread(fd, 4096, 0)  # the header is well under a page
+    cut = first.find(b"\n")
+    if cut < 0:
+        first = os.pread(fd, _HEAD_LIMIT, 0)
+        cut = first.find(b"\n")
+        if cut < 0:
+            return None
+    header = _loads(first[:cut])
+    if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
+        return None
+    folder = _folder(ledger)
+    if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
+        return None
+    prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
+    return None if prefix is None else (st, header, cut, prefix)
+
+
 def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
     """The drift plan of the snapshot beside `ledger`, when that snapshot holds the whole ledger
     as it stands now, judged as `current` judges it on the stat alone (the prefix settled), or
@@ -341,22 +366,10 @@ def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
     if paused:
         gc.disable()
     try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+        head = _header(ledger, fd)
+        if head is None:
             return None
-        first = os.pread(fd, _HEAD_LIMIT, 0)
-        cut = first.find(b"\n")
-        if cut < 0:
-            return None
-        header = _loads(first[:cut])
-        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
-            return None
-        folder = _folder(ledger)
-        if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
-            return None
-        prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
-        if prefix is None:
-            return None
+        st, header, cut, prefix = head
         where = header.get("plan")
         if type(where) is not list or len(where) != 3:
             return None
@@ -479,25 +492,12 @@ def _open_index(ledger: Ledger) -> _Index | None:
         return None
     keep = False
     try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+        head = _header(ledger, fd)
+        if head is None:
             return None
-        first = os.pread(fd, 4096, 0)  # the header is well under a page
-        cut = first.find(b"\n")
-        if cut < 0:
-            first = os.pread(fd, _HEAD_LIMIT, 0)
-            cut = first.find(b"\n")
-            if cut < 0:
-                return None
-        header = _loads(first[:cut])
-        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("v") != VERSION:
-            return None
-        folder = _folder(ledger)
-        if folder is None or header.get("folder") != list(folder) or header.get("size") != st.st_size - cut - 1:
-            return None
-        prefix = Prefix.from_dict(header.get("prefix"), st.st_mtime_ns)
+        st, header, cut, prefix = head
         plan, ix = header.get("plan"), header.get("ix")
-        if prefix is None or type(plan) is not list or len(plan) != 3 or type(ix) is not list or len(ix) != 4:
+        if type(plan) is not list or len(plan) != 3 or type(ix) is not list or len(ix) != 4:
             return None
         p_off, p_size = _int(plan[0]), _int(plan[1])
         off, checked, size, digest = _int(ix[0]), _int(ix[1]), _int(ix[2]), ix[3]
