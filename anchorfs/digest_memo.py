@@ -316,6 +316,29 @@ def _place(kept: "list[_Entry]", sections: dict[str, int], total: int, total_now
     return text, seq, sections, taken
 
 
+def _restat(paths: list[str], changed: list[int], base: str, limit: int,
+            keys: bytearray) -> "dict[str, tuple[int, int, int, int]] | None":
+    """The memo's changed grounds (`changed`, indexes into `paths`; 0 is the ledger) stat-ed
+    again as `memo._grounds` records them, each packed into `keys` in its place; the files'
+    new stats by repo-relative path (what the hash cache is asked to vouch for). None when one
+    has not settled past `limit`: the memo is then not written again."""
+    from struct import pack_into
+
+    from . import memo
+
+    present: dict[str, tuple[int, int, int, int]] = {}
+    for i in changed:
+        got: list[str] = []
+        got_keys: list[tuple[int, int, int, int]] = []
+        folder = i > 0 and stat.S_ISDIR(os.lstat(paths[i]).st_mode)
+        if not memo._record(paths[i], limit, got, got_keys, folder=folder):
+            return None
+        pack_into(memo._PACKED, keys, _KEY_SIZE * i, *got_keys[0])
+        if i > 0 and not folder:
+            present[paths[i][len(base):]] = got_keys[0]
+    return present
+
+
 def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns: int) -> str | None:
     """The session-start output when only anchored files and folders changed since the memo
     (`changed`: their indexes in it), from the memo and a check of the memories resting on them
@@ -339,7 +362,6 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     import time
     from pathlib import Path
     from struct import error as StructError
-    from struct import pack_into
 
     from . import foldsnap, memo
     from .config import load_config
@@ -389,17 +411,9 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     try:
         limit = started_ns - DEFAULT_GRANULARITY_NS
         keys = bytearray(d["keys"])
-        present: dict[str, tuple[int, int, int, int]] = {}
-        for i in changed:
-            got: list[str] = []
-            got_keys: list[tuple[int, int, int, int]] = []
-            st = os.lstat(paths[i])
-            folder = stat.S_ISDIR(st.st_mode)
-            if not memo._record(paths[i], limit, got, got_keys, folder=folder):
-                return out
-            pack_into(memo._PACKED, keys, _KEY_SIZE * i, *got_keys[0])
-            if not folder:
-                present[paths[i][len(base):]] = got_keys[0]
+        present = _restat(paths, changed, base, limit, keys)
+        if present is None:
+            return out
         trusted = cache.trusted_until(present) if present else float("inf")
         known_now = known_drift(read_state(state / "drift.json"))
         if trusted is None or known_now is None:
@@ -426,7 +440,6 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
     import time
     from pathlib import Path
     from struct import error as StructError
-    from struct import pack_into
 
     from . import memo
     from .config import load_config
@@ -525,16 +538,9 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
         try:
             limit = started_ns - DEFAULT_GRANULARITY_NS
             keys = bytearray(d["keys"])
-            present: dict[str, tuple[int, int, int, int]] = {}
-            for i in changed:
-                got: list[str] = []
-                got_keys: list[tuple[int, int, int, int]] = []
-                folder = i > 0 and stat.S_ISDIR(os.lstat(paths[i]).st_mode)
-                if not memo._record(paths[i], limit, got, got_keys, folder=folder):
-                    return out
-                pack_into(memo._PACKED, keys, _KEY_SIZE * i, *got_keys[0])
-                if i > 0 and not folder:
-                    present[paths[i][len(base):]] = got_keys[0]
+            present = _restat(paths, changed, base, limit, keys)
+            if present is None:
+                return out
             if not memo._ends_a_line(paths[0]):
                 return out
             if any(c.verdict is Verdict.UNREADABLE for _, _, checks in served for c in checks):
