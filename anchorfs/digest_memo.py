@@ -379,7 +379,7 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     check_state(state)
     if not os.access(state, os.W_OK):
         return None
-    targets = foldsnap.on_paths(Ledger(state), rels)
+    targets = foldsnap.on_paths(Ledger(state), rels, remember=True)  # a grown ledger's check kept for the next hook
     if targets is None:
         return None
     known = known_drift(read_state(state / "drift.json"))

@@ -177,3 +177,26 @@ def test_what_an_update_cannot_place_is_the_full_digest(tmp_path: Path, short_wi
     assert d is not None
     changed = digest_memo._changed_grounds(d)
     assert changed and digest_memo._update(real, d, changed, time.time_ns()) is None
+
+
+def test_an_update_on_a_grown_ledger_leaves_its_check_for_the_next_hook(tmp_path: Path, short_window: None) -> None:
+    """The memories on the changed file come from the snapshot's index with the lines written
+    since folded in; the ledger prefix checksummed for that is left in `fold.tail`
+    (`on_paths(remember=True)`, as the edit hooks do), so the next hook does not checksum it again."""
+    root = tmp_path / "ws"
+    _workspace(root, 700)
+    real = os.path.realpath(root)
+    with anchorfs.open(root) as ws:
+        ws.record("a note written after the snapshot")  # the ledger grows past the snapshot
+    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
+    digest_memo._session_start_memoized(real)
+    tail = root / ".anchorfs" / "fold.tail"
+    assert not tail.exists()  # the full digest folds through the workspace, which leaves none
+    _path(root, 3).write_text(_body(3, {2: 9}))
+    time.sleep(0.05)
+    d = digest_memo._read_memo(real)
+    assert d is not None
+    changed = digest_memo._changed_grounds(d)
+    out = digest_memo._update(real, d, changed, time.time_ns())
+    assert out is not None and "2 stale" in out and out == _full(real)
+    assert tail.exists()
