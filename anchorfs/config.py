@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from pathlib import Path
 
 from .errors import AnchorfsError, ConfigError
@@ -185,8 +186,12 @@ def _parse(raw: bytes, state: str) -> dict[str, Any]:
 
     digest = sha256_bytes(raw)
     path = os.path.join(state, PARSED_FILE)
+    try:  # a real folder, not a link to one elsewhere (lstat: a link is not a folder here)
+        usable = stat.S_ISDIR(os.lstat(state).st_mode)
+    except OSError:
+        usable = False
     try:
-        kept = loads(read_state(path) or b"null", constants=False)
+        kept = loads((read_state(path) if usable else None) or b"null", constants=False)
         if isinstance(kept, dict) and kept.get("v") == 1 and kept.get("sha256") == digest:
             data = kept.get("data")
             if isinstance(data, dict):
@@ -203,7 +208,7 @@ def _parse(raw: bytes, state: str) -> dict[str, Any]:
         from .jsonwrite import dumps
 
         payload = dumps({"v": 1, "sha256": digest, "data": data})
-        if loads(payload, constants=False)["data"] == data and os.path.isdir(state) and not os.path.islink(state):
+        if usable and loads(payload, constants=False)["data"] == data:
             replace_state(path, payload)
     except (OSError, ValueError, TypeError, RecursionError, AnchorfsError):
         pass

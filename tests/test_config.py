@@ -341,3 +341,26 @@ def test_invalid_toml_is_an_error_with_a_kept_parse_of_other_bytes(tmp_path: Pat
     write(tmp_path, "[drift\nstale_factor = 0.4\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(tmp_path, environ={})
+
+
+def test_a_state_folder_that_is_a_link_is_neither_read_nor_written_for_the_parse(tmp_path: Path) -> None:
+    """A clone whose `.anchorfs` links elsewhere: the kept parse is not read through it (a planted
+    one there is not served) and nothing is written through it."""
+    import orjson
+
+    from anchorfs.config import PARSED_FILE
+    from anchorfs.hashing import sha256_bytes
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / ".anchorfs").symlink_to(elsewhere)
+    raw = (write(root, "[drift]\nstale_factor = 0.4\n") / CONFIG_FILE).read_bytes()
+    planted = {"v": 1, "sha256": sha256_bytes(raw), "data": {"drift": {"stale_factor": 0.3}}}
+    (elsewhere / PARSED_FILE).write_bytes(orjson.dumps(planted))
+    assert load_config(root, environ={})["drift.stale_factor"] == 0.4
+    assert orjson.loads((elsewhere / PARSED_FILE).read_bytes()) == planted
+    (elsewhere / PARSED_FILE).unlink()
+    assert load_config(root, environ={})["drift.stale_factor"] == 0.4
+    assert list(elsewhere.iterdir()) == []
