@@ -241,6 +241,30 @@ class Follow(_Frozen):
     __hash__ = None  # type: ignore[assignment]  # as the dataclass's: its entries are a list
 
 
+MAX_TOUCHED = 1 << 14
+"""More memories touched since a snapshot than this: the full fold (which rewrites it) is as cheap."""
+
+
+def read_whole(follow: Follow) -> bool:
+    """Whether `follow` read the ledger to a whole last line, nothing moving while it read and no
+    line skipped as bad: what a snapshot may fold the lines after its prefix from."""
+    prefix = follow.prefix
+    return prefix.stat is not None and not follow.skipped and prefix.stat[2] == prefix.offset
+
+
+def touched_after(follow: Follow, top: int) -> list[str] | None:
+    """The ids of the memories the lines of a `grown` follow touch, in order of first touch, when a
+    snapshot folded to `seq` `top` can take those lines exactly; None otherwise (not grown, a line
+    without `seq` or not above `top`, too many touched, an id holding a newline). The one rule of
+    `planoverlay.overlay` (over the plan) and of the hooks' index (`snapplan._tail`)."""
+    if follow.kind != "grown" or any(e.seq is None or e.seq <= top for e in follow.entries):
+        return None
+    touched = list(dict.fromkeys(m.id for e in follow.entries for m in e.memories))
+    if len(touched) > MAX_TOUCHED or any("\n" in mid for mid in touched):
+        return None
+    return touched
+
+
 def settled(ledger: Ledger, seen: Prefix | None) -> bool:
     """Whether `seen` is still the whole ledger, judged on one `lstat` (the racy rule applied)."""
     if seen is None or seen.stat is None:

@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OverlayPlan", "overlay", "MAX_TOUCHED"]
 
-MAX_TOUCHED = 1 << 14
-"""More memories touched since the snapshot than this: the full fold (which rewrites it) is as cheap."""
+MAX_TOUCHED = catchup.MAX_TOUCHED  # where the rule lives (`catchup.touched_after`)
 
 
 def _target(m: Memory) -> bool:
@@ -57,19 +56,15 @@ def overlay(ledger: Ledger, base: SnapPlan) -> SnapPlan | OverlayPlan | None:
     except (LedgerError, OSError):
         return None
     prefix = follow.prefix
-    if prefix.stat is None or follow.skipped or prefix.stat[2] != prefix.offset:
+    if not catchup.read_whole(follow):
         return None  # moved while read, a bad line, a torn tail (or an append under way)
     if follow.kind == "same":
         base.prefix = prefix
         return base
-    if follow.kind != "grown":
+    touched = catchup.touched_after(follow, base.top)
+    if touched is None:
         return None
     entries = follow.entries
-    if any(e.seq is None or e.seq <= base.top for e in entries):
-        return None
-    touched = list(dict.fromkeys(m.id for e in entries for m in e.memories))
-    if len(touched) > MAX_TOUCHED or any("\n" in mid for mid in touched):
-        return None
     found = base.find(touched)
     state = FoldState()
     starts: dict[str, int] = {}

@@ -572,11 +572,6 @@ def _indexed(ledger: Ledger, paths: Iterable[str], remember: bool = False) -> li
         os.close(ix.fd)
 
 
-MAX_TOUCHED = 1 << 14
-"""More memories touched since the snapshot than this: the full fold (which rewrites it) is as cheap
-(as `planoverlay.MAX_TOUCHED`)."""
-
-
 class _Tail(FoldState):
     """The memories the lines appended since the snapshot touch, folded (`_tail`), and where the
     record of each one the snapshot held starts (its place in the fold's order)."""
@@ -680,23 +675,18 @@ def _tail(ledger: Ledger, ix: _Index, remember: bool = False) -> _Tail | None:
         follow = catchup.follow(ledger, ix.prefix) if vouched is None else _follow_vouched(ledger, ix, vouched)
     if follow is None:
         return None
-    prefix = follow.prefix
-    if prefix.stat is None or follow.skipped or prefix.stat[2] != prefix.offset:
+    if not catchup.read_whole(follow):
         return None  # moved while read, a bad line, a torn tail (or an append under way)
     if remember and vouched is None and follow.kind in ("same", "grown"):
-        _vouch(ledger, ix, prefix)  # the checksum just verified: the next reader trusts the stat
+        _vouch(ledger, ix, follow.prefix)  # the checksum just verified: the next reader trusts the stat
     state = _Tail()
     state.top, state.lines = ix.top, ix.lines
     if follow.kind == "same":
         return state  # the same bytes under another stat: nothing touched
-    if follow.kind != "grown":
+    touched = catchup.touched_after(follow, ix.top)
+    if touched is None:
         return None
     entries = follow.entries
-    if any(e.seq is None or e.seq <= ix.top for e in entries):
-        return None
-    touched = list(dict.fromkeys(m.id for e in entries for m in e.memories))
-    if len(touched) > MAX_TOUCHED or any("\n" in mid for mid in touched):
-        return None
     found: list[tuple[int, str, tuple[str, dict[str, Head], set[str] | None, Memory]]] = []
     for mid in touched:
         where = ix.get("i:" + mid)
