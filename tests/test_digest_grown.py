@@ -6,7 +6,6 @@ taken, not the full digest."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -15,25 +14,10 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-import anchorfs.digest as digest
 import anchorfs.digest_memo as digest_memo
 from anchorfs import catchup
 
-from test_digest_update import _FILES, _FUNCS, _body, _full, _path, _rel, _state, _workspace
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Every `_update` call's outcome (an update made, or None: the full digest)."""
-    updates: list[bool] = []
-    update = digest_memo._update
-
-    def counted(*args: object, **kwargs: object) -> str | None:
-        got = update(*args, **kwargs)  # type: ignore[arg-type]
-        updates.append(got is not None)
-        return got
-
-    monkeypatch.setattr(digest_memo, "_update", counted)
-    return updates
+from test_digest_update import _FILES, _FUNCS, _body, _counting, _full, _path, _rel, _state, _workspace
 
 
 def _settle() -> None:

@@ -70,6 +70,20 @@ def _state(root: Path) -> dict[str, str]:
     return {k: v for k, v in drift.items() if v != "fresh"}
 
 
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every `_update` call's outcome from now on (an update made, or None: the full digest)."""
+    updates: list[bool] = []
+    update = digest_memo._update
+
+    def counted(*args: object, **kwargs: object) -> str | None:
+        got = update(*args, **kwargs)  # type: ignore[arg-type]
+        updates.append(got is not None)
+        return got
+
+    monkeypatch.setattr(digest_memo, "_update", counted)
+    return updates
+
+
 def _full(real: str) -> str:
     """The digest a full pass gives for the tree as it is (no memo read, none written)."""
     with Workspace(Path(real)) as ws:
@@ -82,15 +96,7 @@ def test_an_updated_digest_is_the_full_digest(tmp_path: Path, short_window: None
     root = tmp_path / "ws"
     _workspace(root, cap)
     real = os.path.realpath(root)
-    updates: list[bool] = []
-    update = digest_memo._update
-
-    def counted(*args: object, **kwargs: object) -> str | None:
-        got = update(*args, **kwargs)  # type: ignore[arg-type]
-        updates.append(got is not None)
-        return got
-
-    monkeypatch.setattr(digest_memo, "_update", counted)
+    updates = _counting(monkeypatch)
     time.sleep(0.05)
     assert digest_memo._session_start_memoized(real) == _full(real)
     rng = random.Random(seed)
