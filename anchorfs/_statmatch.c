@@ -1,20 +1,32 @@
-/* anchorfs._statmatch: the warm drift check's stat loop, in C and off the GIL.
+/* anchorfs._statmatch: the drift check's per-file loops, in C and off the GIL.
  *
- * A warm drift pass is one lstat per anchored file compared with the hash cache's entry.
- * From Python that costs a bare stat loop at best, and threads do not help: every short
- * syscall hands the GIL back and forth. Here the loop runs with the GIL released, split
+ * A warm drift pass is one lstat per anchored file compared with the hash cache's entry
+ * (`match`); a pass past the cache's TTL reads every anchored file again (`reread`). From
+ * Python each costs a bare syscall loop at best, and threads do not help: every short
+ * syscall hands the GIL back and forth. Here the loops run with the GIL released, split
  * over a few threads for large batches, as git's preloaded index does. Optional: without
- * a C compiler the package falls back to the pure-Python loop in hashing.py, which gives
- * the same answers.
+ * a C compiler the package falls back to the pure-Python loops in hashing.py and guard.py,
+ * which give the same answers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#if defined(SYS_openat2)
+#include <linux/openat2.h>
+#define HAVE_OPENAT2 1
+#endif
+#endif
 
 #if defined(__APPLE__)
 #define MTIM st_mtimespec
@@ -192,15 +204,289 @@ done:
     return result;
 }
 
+/* ---- reread: the guarded open, read and re-check of files whose stat is known ------------ */
+
+#if defined(__linux__)
+
+#ifndef O_NOFOLLOW
+#define O_NOFOLLOW 0
+#endif
+#ifndef O_NOCTTY
+#define O_NOCTTY 0
+#endif
+#define READ_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+#define MIN_READS_PER_THREAD 512
+
+typedef struct {
+    const char *root; /* the workspace's realpath, no trailing slash */
+    size_t root_len;
+    int rootfd;       /* an O_PATH fd of root, confirmed at root: openat2's anchor */
+    int mode;         /* 1: openat2 beneath rootfd, no link anywhere; 0: open + /proc place check */
+    const char **rels;
+    const key_t4 *keys;
+    char **bufs;      /* the bytes objects' buffers, each its key's size + the trailing NUL */
+    char *ok;
+    Py_ssize_t lo, hi;
+    int unavailable;  /* openat2 refused as a call (ENOSYS, a seccomp EPERM): the batch goes by mode 0 */
+} read_job_t;
+
+static int same_key(const struct stat *st, const key_t4 *k) {
+    int64_t mtime = (int64_t)st->MTIM.tv_sec * 1000000000LL + st->MTIM.tv_nsec;
+    int64_t ctime = (int64_t)st->CTIM.tv_sec * 1000000000LL + st->CTIM.tv_nsec;
+    return (int64_t)st->st_size == k->size && mtime == k->mtime_ns && ctime == k->ctime_ns &&
+           (uint64_t)st->st_ino == k->ino;
+}
+
+/* Whether `rel` may be opened here at all: relative, no empty, `.` or `..` part, and not in the
+ * state folder. A first part outside ASCII is refused too: only Python's `is_state_name` can
+ * judge its Unicode folding, so such a file goes the Python way. */
+static int plain_rel(const char *rel) {
+    if (rel[0] == '\0' || rel[0] == '/')
+        return 0;
+    const char *part = rel;
+    int first = 1;
+    for (;;) {
+        const char *end = strchr(part, '/');
+        size_t len = end ? (size_t)(end - part) : strlen(part);
+        if (len == 0 || (len == 1 && part[0] == '.') || (len == 2 && part[0] == '.' && part[1] == '.'))
+            return 0;
+        if (first) {
+            for (size_t i = 0; i < len; i++)
+                if ((unsigned char)part[i] >= 0x80)
+                    return 0;
+            if (len == 9 && strncasecmp(part, ".anchorfs", 9) == 0)
+                return 0;
+            first = 0;
+        }
+        if (!end)
+            return 1;
+        part = end + 1;
+    }
+}
+
+static int open_one(read_job_t *job, const char *rel, char *full, size_t full_cap) {
+#if defined(HAVE_OPENAT2)
+    if (job->mode == 1) {
+        struct open_how how;
+        memset(&how, 0, sizeof how);
+        how.flags = READ_FLAGS;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        int fd = (int)syscall(SYS_openat2, job->rootfd, rel, &how, sizeof how);
+        if (fd < 0 && (errno == ENOSYS || errno == EPERM || errno == E2BIG)) {
+            job->unavailable = 1;
+            return -2;
+        }
+        return fd;
+    }
+#endif
+    size_t rel_len = strlen(rel);
+    if (job->root_len + 1 + rel_len + 1 > full_cap)
+        return -1;
+    memcpy(full, job->root, job->root_len);
+    full[job->root_len] = '/';
+    memcpy(full + job->root_len + 1, rel, rel_len + 1);
+    int fd = open(full, READ_FLAGS);
+    if (fd < 0)
+        return -1;
+    /* as guard._confirm_place: the fd's own path must be the path asked for (no /proc: the
+     * fstat checks stand alone) */
+    char proc[64], seen[4096];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, seen, sizeof seen);
+    if (n >= 0 && ((size_t)n != job->root_len + 1 + rel_len || memcmp(seen, full, (size_t)n) != 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *run_read_job(void *arg) {
+    read_job_t *job = (read_job_t *)arg;
+    char full[4096];
+    for (Py_ssize_t i = job->lo; i < job->hi; i++) {
+        job->ok[i] = 0;
+        if (job->bufs[i] == NULL || job->unavailable)
+            continue;
+        const key_t4 *k = &job->keys[i];
+        int fd = open_one(job, job->rels[i], full, sizeof full);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        int good = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && same_key(&st, k);
+        if (good) {
+            /* one read of size + 1 (the NUL every bytes object ends with takes the extra byte):
+             * exactly the size, or the file is not the one its stat described */
+            ssize_t got = read(fd, job->bufs[i], (size_t)k->size + 1);
+            good = got == (ssize_t)k->size && fstat(fd, &st) == 0 && same_key(&st, k);
+            job->bufs[i][k->size] = '\0';
+        }
+        close(fd);
+        job->ok[i] = (char)good;
+    }
+    return NULL;
+}
+
+PyDoc_STRVAR(reread_doc,
+"reread(root, rels, packed, limit, openat2=True) -> list[bytes | None] | None\n\n"
+"Read again each file under `root` (a realpath) whose stat the caller knows (its packed key),\n"
+"through the guarded open's checks: opened with O_NOFOLLOW | O_NONBLOCK, beneath root with no\n"
+"link on the way (openat2's RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or else the fd's place in\n"
+"/proc/self/fd must be the path asked for), a regular file whose fstat is the key before and\n"
+"after one read of exactly its size. Per file its bytes, or None where any check failed, the\n"
+"file is larger than `limit`, or its path is not plain or is in the state folder. None for the\n"
+"whole batch when root cannot be opened as itself or a name is not a plain str: the caller\n"
+"goes one file at a time.");
+
+static PyObject *reread(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kwlist[] = {"root", "rels", "packed", "limit", "openat2", NULL};
+    const char *root;
+    Py_ssize_t root_len;
+    PyObject *rels_arg;
+    Py_buffer packed;
+    long long limit;
+    int use_openat2 = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s#Oy*L|p:reread", kwlist, &root, &root_len, &rels_arg,
+                                     &packed, &limit, &use_openat2))
+        return NULL;
+    PyObject *result = NULL, *rels = NULL;
+    const char **crels = NULL;
+    char **bufs = NULL;
+    char *ok = NULL;
+    PyObject **objs = NULL;
+    int rootfd = -1;
+    Py_ssize_t n = 0;
+    rels = PySequence_Tuple(rels_arg);
+    if (rels == NULL)
+        goto done;
+    n = PyTuple_GET_SIZE(rels);
+    if (packed.len != n * (Py_ssize_t)sizeof(key_t4)) {
+        PyErr_SetString(PyExc_ValueError, "rels and keys differ in length");
+        goto done;
+    }
+    if (root_len < 1 || root[0] != '/' || (size_t)root_len != strlen(root) ||
+        (root_len > 1 && root[root_len - 1] == '/'))
+        goto fallback;
+    crels = PyMem_Calloc((size_t)(n ? n : 1), sizeof(char *));
+    bufs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(char *));
+    objs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+    ok = PyMem_Calloc((size_t)(n ? n : 1), 1);
+    if (crels == NULL || bufs == NULL || objs == NULL || ok == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const key_t4 *keys = (const key_t4 *)packed.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyTuple_GET_ITEM(rels, i);
+        Py_ssize_t len;
+        const char *s = PyUnicode_Check(p) ? PyUnicode_AsUTF8AndSize(p, &len) : NULL;
+        if (s == NULL || (Py_ssize_t)strlen(s) != len) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        crels[i] = s;
+        if (keys[i].size < 0 || keys[i].size > limit || !plain_rel(s))
+            continue; /* None for this one: never opened */
+        objs[i] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)keys[i].size);
+        if (objs[i] == NULL)
+            goto done;
+        bufs[i] = PyBytes_AS_STRING(objs[i]);
+    }
+    /* root itself, as guard's place check holds it: opened without following a link, and its
+     * fd's place the realpath given (a folder on the way swapped for a link moves it) */
+    rootfd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd < 0)
+        goto fallback;
+    {
+        char proc[64], seen[4096];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", rootfd);
+        ssize_t got = readlink(proc, seen, sizeof seen);
+        if (got >= 0 && (got != root_len || memcmp(seen, root, (size_t)got) != 0))
+            goto fallback;
+    }
+    read_job_t jobs[MAX_THREADS];
+    pthread_t threads[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    Py_ssize_t k = n / MIN_READS_PER_THREAD;
+    if (k > MAX_THREADS)
+        k = MAX_THREADS;
+    if (cpus > 0 && k > cpus)
+        k = cpus;
+    if (k < 1)
+        k = 1;
+#if defined(HAVE_OPENAT2)
+    int mode = use_openat2 ? 1 : 0;
+#else
+    int mode = 0;
+    (void)use_openat2;
+#endif
+    Py_BEGIN_ALLOW_THREADS
+    for (int pass = 0; pass < 2; pass++) {
+        int unavailable = 0;
+        for (Py_ssize_t t = 0; t < k; t++) {
+            read_job_t job = {root, (size_t)root_len, rootfd, mode, crels, keys, bufs, ok,
+                              n * t / k, n * (t + 1) / k, 0};
+            jobs[t] = job;
+        }
+        for (Py_ssize_t t = 1; t < k; t++)
+            started[t] = pthread_create(&threads[t], NULL, run_read_job, &jobs[t]) == 0;
+        run_read_job(&jobs[0]);
+        for (Py_ssize_t t = 1; t < k; t++) {
+            if (started[t])
+                pthread_join(threads[t], NULL);
+            else
+                run_read_job(&jobs[t]);
+        }
+        for (Py_ssize_t t = 0; t < k; t++)
+            unavailable |= jobs[t].unavailable;
+        if (!unavailable || mode == 0)
+            break;
+        mode = 0; /* openat2 refused as a call: the whole batch again, by the /proc place check */
+    }
+    Py_END_ALLOW_THREADS
+    result = PyList_New(n);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = ok[i] ? objs[i] : Py_None;
+        Py_INCREF(item);
+        PyList_SET_ITEM(result, i, item);
+    }
+    goto done;
+fallback:
+    PyErr_Clear();
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (rootfd >= 0)
+        close(rootfd);
+    if (objs != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(objs[i]);
+    PyMem_Free(objs);
+    PyMem_Free(bufs);
+    PyMem_Free(crels);
+    PyMem_Free(ok);
+    Py_XDECREF(rels);
+    PyBuffer_Release(&packed);
+    return result;
+}
+
+#endif /* __linux__ */
+
 static PyMethodDef methods[] = {
     {"pack", pack, METH_O, pack_doc},
     {"match", match, METH_VARARGS, match_doc},
+#if defined(__linux__)
+    {"reread", (PyCFunction)(void (*)(void))reread, METH_VARARGS | METH_KEYWORDS, reread_doc},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "anchorfs._statmatch",
-    "The warm drift check's lstat-and-compare loop, off the GIL.", -1, methods,
+    "The drift check's lstat-and-compare and guarded re-read loops, off the GIL.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

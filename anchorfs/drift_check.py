@@ -230,7 +230,7 @@ class DriftChecker(MoveSearch):
                 if i is not None and fulls[i] is not None:
                     fulls[i] = root
         seen = self._lstats
-        hashes = self.cache.vouch(plan.uniq, fulls, seen=seen)
+        hashes = self.cache.vouch(plan.uniq, fulls, seen=seen, root=self.root_real)
         if gone and seen:  # the root's stat, taken in a gone file's place, is no file's stat
             for path in gone.intersection(seen):
                 del seen[path]

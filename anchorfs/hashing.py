@@ -89,6 +89,8 @@ _MEMO_KEPT = 16
 """Batches whose entry keys `vouch` keeps between passes (one per batch of a workspace pass)."""
 _ONE_READ = 1 << 20
 """Files up to this size are hashed from one `os.read` by `hash_many`; larger ones stream."""
+_RENEW_BYTES = 64 << 20
+"""Most bytes `_renew` holds at once: one batch of `_statmatch.reread`'s reads."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -273,10 +275,14 @@ class HashCache:
         return self._refresh(rel, path, st)
 
     def vouch(self, rels: list[str], paths: Sequence[str | None], *,
-              seen: dict[str, os.stat_result] | None = None) -> list[str | None]:
+              seen: dict[str, os.stat_result] | None = None, root: str | None = None) -> list[str | None]:
         """The batch form of `sha256`'s warm path: `lstat` each path (None: skip it) and return,
         per file, the hash this cache vouches for, or None where it cannot (the caller takes
         `sha256` for those; `seen` receives their stats when at hand, sparing a second one).
+
+        With `root` (the workspace's realpath, each path `root/rel`), entries past their TTL are
+        renewed here: their files read again and hashed in one batch (`_renew`), the common
+        session start after a pause, instead of an `lstat` here and a guarded open per file later.
 
         `lstat`, not `stat`: a symlink is seen as itself and never matches its target's entry.
         A whole batch of unchanged files is compared in `_statmatch`'s C loop, off the GIL and
@@ -324,10 +330,14 @@ class HashCache:
             else:  # a poisoned entry's hash is None: not vouched for
                 return list(shas) if False not in ok else [sha if fine else None for sha, fine in zip(shas, ok)]
         ttl = self._ttl
+        renewed = self._renew(rels, paths, entries, root, now) if root is not None and keys is not None else {}
         out: list[str | None] = []
         for rel, e, path in zip(rels, entries, paths):
             if path is None:
                 out.append(None)
+                continue
+            if renewed and rel in renewed:
+                out.append(renewed[rel])
                 continue
             try:
                 st = os.lstat(path)
@@ -341,6 +351,51 @@ class HashCache:
                 out.append(None)
                 if seen is not None:
                     seen[rel] = st
+        return out
+
+    def _renew(self, rels: list[str], paths: Sequence[str | None], entries: list[_Entry | None], root: str,
+               now: float) -> dict[str, str]:
+        """Hashes of the files whose entries hold a hash past its TTL and whose stat is still the
+        entry's, read again in `_statmatch.reread`'s loop (the guarded open's checks, in C: no
+        link followed on the way, the fstat the entry's key before and after one read of exactly
+        its size) and hashed; their entries stamped anew. A file the loop refused is left out:
+        the caller's one-by-one path judges it (a new stat, a link, a file gone). Empty where the
+        loop is not built (not Linux, no C compiler)."""
+        reread = getattr(_statmatch, "reread", None)
+        if reread is None:
+            return {}
+        ttl = self._ttl
+        base = root + "/"
+        todo: list[tuple[str, _Entry]] = []
+        for rel, e, path in zip(rels, entries, paths):
+            if e is not None and e[4] is not None and not e[5] <= now < e[5] + ttl and path == base + rel:
+                todo.append((rel, e))
+        out: dict[str, str] = {}
+        start = 0
+        while start < len(todo):  # batches of at most _RENEW_BYTES held at once
+            end, held = start, 0
+            while end < len(todo) and (end == start or held + todo[end][1][0] <= _RENEW_BYTES):
+                held += todo[end][1][0]
+                end += 1
+            part = todo[start:end]
+            start = end
+            started = time.time_ns()  # before any read, so the racy rule errs towards poisoning
+            got = reread(root, [rel for rel, _ in part], _statmatch.pack([_ENTRY_KEY(e) for _, e in part]), _ONE_READ)
+            if got is None:  # root not itself, a name C cannot pass: one by one
+                return out
+            limit = started - self._gran
+            sha256 = _sha256_for(sum(len(data) for data in got if data is not None))
+            fresh: dict[str, _Entry] = {}
+            for (rel, e), data in zip(part, got):
+                if data is None:
+                    continue
+                self.hashes += 1
+                digest = sha256(data).hexdigest()
+                out[rel] = digest
+                changed = e[1] if e[1] > e[2] else e[2]
+                fresh[rel] = [e[0], e[1], e[2], e[3], None if changed >= limit else digest]
+            if fresh:
+                self._publish(fresh)
         return out
 
     def trusted_until(self, files: dict[str, tuple[int, int, int, int]]) -> float | None:

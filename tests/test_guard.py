@@ -159,3 +159,95 @@ def test_open_guarded_hands_back_an_fd_and_its_stat(ws: Path) -> None:
 def test_not_found_passes_through_as_the_oserror(ws: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_guarded(str(ws / "pkg" / "gone.py"), root=str(ws))
+
+
+# -- the batch re-read in C (`_statmatch.reread`): the same refusals as the guarded open ---------
+
+def _key(path: Path) -> tuple[int, int, int, int]:
+    st = os.lstat(path)
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@pytest.fixture(params=[True, False], ids=["openat2", "proc-place"])
+def reread(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """`_statmatch.reread` by each of its two ways: openat2 beneath the root with no link on the
+    way, and the plain open whose fd's place in /proc must be the path asked for."""
+    from anchorfs import _statmatch
+
+    if not hasattr(_statmatch, "reread"):
+        pytest.fail("anchorfs._statmatch.reread is not built (Linux builds it)")
+
+    def run(root: Path, rels: list[str], keys: list[tuple[int, int, int, int]], limit: int = 1 << 20):
+        return _statmatch.reread(str(root), rels, _statmatch.pack(keys), limit, openat2=request.param)
+
+    return run
+
+
+def test_reread_reads_exactly_what_the_guarded_open_accepts(ws: Path, reread) -> None:  # type: ignore[no-untyped-def]
+    (ws / "empty.py").write_bytes(b"")
+    rels = ["pkg/a.py", "other/a.py", "empty.py"]
+    got = reread(ws, rels, [_key(ws / r) for r in rels])
+    assert got == [DATA, b"other\n", b""]
+    assert got == [read_guarded(str(ws / r), root=str(ws)) for r in rels]
+
+
+def test_reread_refuses_every_file_the_guarded_open_refuses(ws: Path, reread) -> None:  # type: ignore[no-untyped-def]
+    good = _key(ws / "pkg" / "a.py")
+    os.symlink(ws.parent / "outside", ws / "linkdir")  # a folder on the way that leads out
+    os.symlink(ws / "pkg", ws / "inner")  # one that stays inside: still not the path asked for
+    os.symlink(ws / "pkg" / "a.py", ws / "last.py")  # a link at the last name
+    os.mkfifo(ws / "fifo")
+    (ws / ".AnchorFS").mkdir()
+    (ws / ".AnchorFS" / "x").write_bytes(DATA)
+    cases = {
+        "linkdir/a.py": _key(ws.parent / "outside" / "a.py"),
+        "inner/a.py": good,
+        "last.py": good,
+        "fifo": _key(ws / "fifo"),
+        ".anchorfs/ledger.jsonl": _key(ws / ".anchorfs" / "ledger.jsonl"),
+        ".AnchorFS/x": _key(ws / ".AnchorFS" / "x"),
+        "../outside/a.py": _key(ws.parent / "outside" / "a.py"),
+        "pkg/../pkg/a.py": good,
+        "/etc/hostname": good,
+        "gone.py": good,
+        "pkg": _key(ws / "pkg"),
+    }
+    rels = list(cases)
+    assert reread(ws, rels, list(cases.values())) == [None] * len(rels)
+    # a stat that is not the file's now: each field alone refuses it
+    for field in range(4):
+        off = list(good)
+        off[field] += 1
+        assert reread(ws, ["pkg/a.py"], [tuple(off)]) == [None]
+    assert reread(ws, ["pkg/a.py"], [good], limit=len(DATA) - 1) == [None]  # over the bound: never opened
+    assert reread(ws, ["pkg/a.py"], [good], limit=len(DATA)) == [DATA]
+
+
+def test_reread_gives_up_the_batch_where_it_cannot_judge(ws: Path, tmp_path: Path, reread) -> None:  # type: ignore[no-untyped-def]
+    good = _key(ws / "pkg" / "a.py")
+    os.symlink(ws, tmp_path / "wslink")
+    assert reread(tmp_path / "wslink", ["pkg/a.py"], [good]) is None  # a root that is not its realpath
+    assert reread(ws, ["pkg/a.py", "pkg/a\0.py"], [good, good]) is None  # a name C cannot pass
+    assert reread(ws, ["pkg/a.py", "\udcff/a.py"], [good, good]) is None
+    assert reread(ws, [], []) == []
+    with pytest.raises(ValueError):
+        reread(ws, ["pkg/a.py", "other/a.py"], [good])
+    (ws / "é").mkdir()
+    (ws / "é" / "a.py").write_bytes(DATA)  # a first part only Python can fold: left to it
+    assert reread(ws, ["é/a.py"], [_key(ws / "é" / "a.py")]) == [None]
+
+
+def test_reread_threads_split_a_large_batch_and_agree(ws: Path, reread) -> None:  # type: ignore[no-untyped-def]
+    rels = []
+    for i in range(1300):  # three shares of 512 and more
+        rel = f"many/f{i}.txt"
+        (ws / "many").mkdir(exist_ok=True)
+        (ws / rel).write_bytes(b"%d\n" % i)
+        rels.append(rel)
+    keys = [_key(ws / r) for r in rels]
+    wrong = {0, 511, 512, 1023, 1299}
+    for i in wrong:
+        keys[i] = (keys[i][0], keys[i][1] + 1, *keys[i][2:])
+    got = reread(ws, rels, keys)
+    assert [i for i, data in enumerate(got) if data is None] == sorted(wrong)
+    assert all(data == b"%d\n" % i for i, data in enumerate(got) if data is not None)

@@ -1097,3 +1097,40 @@ def test_hash_many_spares_openssl_for_a_small_batch(tmp_path: Path) -> None:
     small, openssl_before, big, openssl_after = eval(proc.stdout)  # noqa: S307 - our own repr
     assert small == [sha((b"x = %d\n" % i) * 50) for i in range(40)] and big == [sha(b"y" * 600_000)]
     assert openssl_before is False and openssl_after is True
+
+
+def test_vouch_with_the_root_renews_expired_entries_in_one_batch(tmp_path: Path, loop: str) -> None:
+    """Past the TTL, a pass that names its root has the files whose stat still holds read again
+    in `_statmatch.reread` and hashed there: the true bytes decide (a hash cached under a stat
+    that lied is replaced), the entries are stamped anew, and a file with a new stat, or one not
+    at `root/rel`, is left to the caller with its stat. Without the C loop, all go one by one."""
+    root = Path(os.path.realpath(tmp_path)) / "ws"
+    clock = [1_000_000.0]
+    cache = HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0])
+    rels = ["d/a.txt", "d/e/b.txt", "c.txt", "moved.txt"]
+    for rel in rels:
+        write(root / rel, f"{rel}\n".encode())
+    paths = [str(root / rel) for rel in rels]
+    want = [sha(f"{rel}\n".encode()) for rel in rels]
+    assert [cache.sha256(r, p) for r, p in zip(rels, paths)] == want
+    cache._entries["c.txt"][4] = "0" * 64  # cached under a stat that lied about a change
+    write(root / "moved.txt", b"moved on\n")  # a new stat: never renewed here
+    clock[0] += 61
+    seen: dict[str, os.stat_result] = {}
+    got = cache.vouch(rels, [*paths[:3], paths[3]], seen=seen, root=str(root))
+    if loop == "c":
+        assert got == [*want[:3], None]
+        assert set(seen) == {"moved.txt"} and cache.hashes == 4 + 3
+        assert all(cache._entries[r][5] == clock[0] for r in rels[:3])  # stamped anew
+        assert cache.vouch(rels[:3], paths[:3], root=str(root)) == want[:3] and cache.hashes == 7
+    else:
+        assert got == [None] * 4 and set(seen) == set(rels) and cache.hashes == 4
+    clock[0] += 61
+    elsewhere = tmp_path / "copy.txt"
+    elsewhere.write_bytes(b"d/a.txt\n")
+    os.utime(elsewhere, ns=(os.stat(paths[0]).st_atime_ns, os.stat(paths[0]).st_mtime_ns))
+    # a path that is not root/rel is never renewed, whatever its stat
+    assert cache.vouch(["d/a.txt"], [str(elsewhere)], root=str(root)) == [None]
+    assert cache.save() is True
+    assert HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0] - 61).vouch(rels[:1], paths[:1]) == (
+        want[:1] if loop == "c" else [None])
