@@ -573,6 +573,14 @@ class HashCache:
         e = self._entries.get(rel)
         return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
 
+    def keys_of(self, rels: Sequence[str]) -> list[tuple[int, int, int, int] | None]:
+        """`stat_of` for many paths at once (the drift memo records thousands)."""
+        if not self._loaded:
+            self._load()
+        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
+            self._whole()
+        return [None if e is None else _ENTRY_KEY(e) for e in map(self._entries.get, rels)]
+
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
         self._need(rel)

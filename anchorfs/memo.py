@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .drift import DriftReport
+    from .hashing import HashCache
     from .workspace import Workspace
 
 __all__ = ["MEMO_FILE", "Witness", "fine_limit", "replay", "save"]
@@ -305,6 +306,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
             return None  # EIO, EMFILE, a stale NFS handle: a read error can pass while the stat stays
         walked: set[str] = set()  # folders recorded, and paths found absent
         present: dict[str, _Key] = {}
+        files: list[str] = []  # the anchored files, recorded after their folders
         base = root if root.endswith("/") else root + "/"
         start = len(base)
         # the distinct files (100,000 memories rest on a few thousand), read off the report's plan
@@ -332,16 +334,43 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
                 if full in walked:
                     continue  # a file where a folder was: what it is was recorded
                 walked.add(full)
-                if _record(full, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
-                    present[rel] = keys[-1]
-                else:
-                    absent[full] = None
+                files.append(rel)
+        _record_files(ws.cache, base, files, limit_ns, fine_limit_ns, paths, keys, present, absent)
     except _Unvouched:
         return None
     until = ws.cache.trusted_until(present)
     if until is None:
         return None  # a file the cache holds no hash for, as it stands now: no TTL to bound the memo by
     return paths, keys, list(absent), until
+
+
+def _record_files(cache: "HashCache", base: str, rels: list[str], limit_ns: int, fine_limit_ns: int | None,
+                  paths: list[str], keys: list[_Key], present: dict[str, _Key], absent: dict[str, None]) -> None:
+    """`_record` for the anchored files (`base + rel`, their folders recorded): each `lstat`-ed
+    in one C loop and compared with the stat the hash cache holds for it, what the pass judged
+    it by; a match is recorded from that key (a session start past the TTL records thousands),
+    anything else (no entry, a new stat, a file gone, no C loop) by `_record`, one by one."""
+    fulls = [base + rel for rel in rels]
+    known = cache.keys_of(rels)
+    matched: dict[int, _Key] = {}
+    if _statmatch is not None:
+        at = [i for i, key in enumerate(known) if key is not None]
+        packed = _statmatch.pack([known[i] for i in at]) if at else None
+        got = _statmatch.match([fulls[i] for i in at], packed) if packed is not None else None
+        if got is not None:  # None: a file gone, a name C cannot pass
+            matched = {i: known[i] for i, ok in zip(at, got) if ok}  # type: ignore[misc]
+    for i, (rel, full) in enumerate(zip(rels, fulls)):
+        key = matched.get(i)
+        if key is not None:  # the stat the hash was taken under: a regular file's
+            if not _settled(key[1], key[2], limit_ns, fine_limit_ns):
+                raise _Unvouched(full)
+            paths.append(full)
+            keys.append(key)
+            present[rel] = key
+        elif _record(full, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
+            present[rel] = keys[-1]
+        else:
+            absent[full] = None
 
 
 def _ends_a_line(path: str) -> bool:

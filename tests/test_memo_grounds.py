@@ -1,5 +1,5 @@
 """What a memo rests on (`memo._grounds`): every anchored file and each folder on its way,
-stat'ed once, in order; a folder or file that is gone recorded as absent and nothing under it
+stat'ed once (the folders in walk order, then the files, matched in C against the hash cache); a folder or file that is gone recorded as absent and nothing under it
 walked. Checked value for value against the walk it replaced (one `os.path.join` per part),
 on nested, shared, deleted and file-versus-folder paths."""
 
@@ -106,9 +106,57 @@ def test_the_grounds_are_the_part_by_part_walks(tmp_path: Path, order: str, monk
         n = len(head[0])  # the ledger, the config, the code, the root: before the anchored paths
         assert paths[:n] == head[0] and keys[:n] == head[1]
         want_paths, want_keys, want_absent, present = _walk(ws.root_real, list(dict.fromkeys(rels)), limit)
-        assert paths[n:] == want_paths
-        assert keys[n:] == want_keys
-        assert absent[len(head[2]):] == want_absent
+        # the same stats and absences; the order is free (a replay compares path by path as
+        # recorded): the folders come first, then the files, matched against the hash cache
+        assert dict(zip(paths[n:], keys[n:])) == dict(zip(want_paths, want_keys))
+        assert len(paths) == len(set(paths)) and len(paths[n:]) == len(want_paths)
+        assert sorted(absent[len(head[2]):]) == sorted(want_absent)
         assert until == 1e18 and seen[0] == present
     assert str(root / "gone_dir") in absent and str(root / "gone_dir" / "z.py") not in absent
     assert str(root / "lib" / "x" / "y.py") in absent and str(root / "missing.py") in absent
+
+
+@pytest.mark.parametrize("loop", ["c", "python"])
+def test_anchored_files_are_recorded_from_the_hash_cache_while_their_stat_holds(
+        tmp_path: Path, loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose `lstat` (taken in the C loop) is the stat its cached hash was taken under is
+    recorded from that key, never `lstat`-ed again in Python: the same grounds as the walk. A
+    file rewritten since takes `_record`, which judges its new stat (here: too recent, no memo)."""
+    if loop == "python":
+        monkeypatch.setattr(memo, "_statmatch", None)
+    root = tmp_path / "ws"
+    rels = ["a.py", "src/b.py", "src/c.py", "src/deep/d.py"]
+    for rel in rels:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    anchorfs.init(root)
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    with Workspace(root) as ws:
+        ws.record("anchored everywhere", anchors=rels)
+        ws.drift()
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    real_record = memo._record
+    asked: list[str] = []
+
+    def record(path: str, *args: Any, **kwargs: Any) -> bool:
+        asked.append(path)
+        return real_record(path, *args, **kwargs)
+
+    limit = time.time_ns() - GRAN_NS
+    with Workspace(root) as ws:
+        assert all(key is not None for key in ws.cache.keys_of(rels))
+        head = memo._grounds(ws, _Report([]), limit)
+        monkeypatch.setattr(memo, "_record", record)
+        got = memo._grounds(ws, _Report(rels), limit)
+        monkeypatch.setattr(memo, "_record", real_record)
+        assert got is not None and head is not None
+        n = len(head[0])
+        want_paths, want_keys, _, present = _walk(ws.root_real, rels, limit)
+        assert dict(zip(got[0][n:], got[1][n:])) == dict(zip(want_paths, want_keys))
+        files = {str(Path(ws.root_real) / rel) for rel in rels}
+        assert files.isdisjoint(asked) if loop == "c" else files <= set(asked)
+        (root / "src" / "b.py").write_text("# rewritten\n")
+        asked.clear()
+        monkeypatch.setattr(memo, "_record", record)
+        assert memo._grounds(ws, _Report(rels), limit) is None  # its new stat is not settled
+        assert str(Path(ws.root_real) / "src" / "b.py") in asked
