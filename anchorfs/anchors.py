@@ -9,7 +9,6 @@ whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `
 from __future__ import annotations
 
 import os
-import re
 import unicodedata
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
@@ -38,10 +37,13 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 """Files above this are refused at write time. At check time a whole-file anchor is still judged
 by its (streamed) hash; a narrowed one on a file grown past it is `unreadable`."""
 
-_LINES_RE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-_SYMBOL_RE = re.compile(r"^[^\s#]+$")
-_MARKER_RE = re.compile(r"@anchor\s*\(")  # `@anchor (file=x)` is a marker too, never dropped
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# Patterns as text, compiled where a spec or a marker is parsed (`re`'s own cache keeps each):
+# `re` and the `enum` it builds cost a workspace's open half a `python3 -c pass` (issue 20),
+# and checking drift parses no spec.
+_LINES_RE = r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$"
+_SYMBOL_RE = r"^[^\s#]+$"
+_MARKER_RE = r"@anchor\s*\("  # `@anchor (file=x)` is a marker too, never dropped
+_HEX64 = frozenset("0123456789abcdef")
 
 
 def text_hash(text: bytes) -> str:
@@ -49,6 +51,8 @@ def text_hash(text: bytes) -> str:
 
 
 def _parse_lines(text: str, where: str) -> tuple[int, int]:
+    import re
+
     m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
     if not m:
         raise AnchorError(f"bad lines {text!r} in {where}: expected START-END or LINE")
@@ -67,16 +71,18 @@ def parse_spec(spec: str) -> AnchorRef:
     """`PATH` | `PATH#SYMBOL` | `PATH:START-END` | `PATH:LINE` -> an untaken AnchorRef."""
     if not isinstance(spec, str):
         raise AnchorError(f"an anchor must be a spec string or an AnchorRef, not {type(spec).__name__}")
+    import re
+
     text = spec.strip()
     if not text:
         raise AnchorError("empty anchor spec")
     if "#" in text:
         path, _, symbol = text.partition("#")
         symbol = symbol.strip()
-        if not path.strip() or not symbol or not _SYMBOL_RE.match(symbol):
+        if not path.strip() or not symbol or not re.match(_SYMBOL_RE, symbol):
             raise AnchorError(f"bad anchor spec {spec!r}: expected PATH#SYMBOL")
         return AnchorRef(path=path.strip(), symbol=symbol)
-    m = _LINES_RE.match(text)
+    m = re.match(_LINES_RE, text)
     if m:
         lines = _parse_lines(m.group("start") + ("-" + m.group("end") if m.group("end") else ""), repr(spec))
         return AnchorRef(path=m.group("path"), lines=lines)
@@ -106,7 +112,9 @@ def _split_marker_args(body: str, marker: str) -> dict[str, str]:
 def parse_markers(text: str) -> list[AnchorRef]:
     """Every `@anchor(...)` marker in a memory's text; a malformed one is an error, never dropped."""
     refs: list[AnchorRef] = []
-    for m in _MARKER_RE.finditer(text):
+    import re
+
+    for m in re.finditer(_MARKER_RE, text):
         close = text.find(")", m.end())
         if close < 0:
             raise AnchorError(f"malformed marker {text[m.start():m.start() + 40]!r}: no closing ')'")
@@ -118,7 +126,7 @@ def parse_markers(text: str) -> list[AnchorRef]:
             raise AnchorError(f"malformed marker {marker}: give symbol= or lines=, not both")
         lines = _parse_lines(args["lines"], marker) if "lines" in args else None
         symbol = args.get("symbol")
-        if symbol is not None and not _SYMBOL_RE.match(symbol):
+        if symbol is not None and not re.match(_SYMBOL_RE, symbol):
             raise AnchorError(f"malformed marker {marker}: bad symbol {symbol!r}")
         refs.append(AnchorRef(path=args["file"], symbol=symbol, lines=lines))
     return refs
@@ -331,7 +339,7 @@ def _find_block(
     from itertools import accumulate
 
     m = len(lines) - n + 1  # windows start at 0 .. m-1 (0-based)
-    if n < 1 or m < 1 or not _HEX64.match(want):
+    if n < 1 or m < 1 or len(want) != 64 or not _HEX64.issuperset(want):
         return None, True
     target = bytes.fromhex(want)
     center = near - 1

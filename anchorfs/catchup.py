@@ -28,7 +28,6 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from pathlib import Path
 
 import blake3
 
@@ -270,7 +269,7 @@ def settled(ledger: Ledger, seen: Prefix | None) -> bool:
     if seen is None or seen.stat is None:
         return False
     try:
-        st = os.lstat(ledger.path)
+        st = os.lstat(ledger.file)
     except FileNotFoundError:
         return seen.stat == _MISSING
     except OSError:
@@ -297,7 +296,7 @@ def _tail(fd: int, offset: int) -> bytes:
     return blake3.blake3(os.pread(fd, n, offset - n) if n else b"").digest()
 
 
-def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> int:
+def _parse(raw: bytes, at: int, path: str | os.PathLike[str], out: list[Entry]) -> int:
     """One line, as `Ledger.read` takes it: a bad line is skipped with its warning (returns 1)."""
     from .jsonread import loads_as_orjson  # orjson's values without its import (issue 20)
 
@@ -315,7 +314,7 @@ def _parse(raw: bytes, at: int, path: Path, out: list[Entry]) -> int:
     return 0
 
 
-def _scan(fd: int, chain: _Chain, end: int, path: Path, entries: list[Entry] | None) -> int:
+def _scan(fd: int, chain: _Chain, end: int, path: str | os.PathLike[str], entries: list[Entry] | None) -> int:
     """Hash from `chain.pos` to `end` (and parse the lines there into `entries`); returns the
     number of lines skipped as bad."""
     pos, carry, line_at, skipped = chain.pos, b"", chain.pos, 0
@@ -351,7 +350,7 @@ def _prefix(fd: int, ledger: Ledger, chain: _Chain, end: int, before: os.stat_re
     vouch: Stat | None = _sig(after)
     try:
         if (vouch != _sig(before) or Ledger._records_end(fd) != end
-                or _sig(os.lstat(ledger.path)) != vouch):  # renamed over meanwhile: not the file read
+                or _sig(os.lstat(ledger.file)) != vouch):  # renamed over meanwhile: not the file read
             vouch = None
     except OSError:
         vouch = None
@@ -373,13 +372,13 @@ def follow(ledger: Ledger, seen: Prefix | None) -> Follow:
                 continue
         return _follow(ledger, None)
     except OSError as exc:  # a folder where the ledger belongs, an I/O error: one line, as `Ledger.read`
-        raise LedgerError(f"cannot read the ledger {ledger.path}: {exc.strerror}") from None
+        raise LedgerError(f"cannot read the ledger {ledger.file}: {exc.strerror}") from None
 
 
 def _follow(ledger: Ledger, seen: Prefix | None) -> Follow:
     started = time.time_ns()
     try:
-        fd = open_state(ledger.path, os.O_RDONLY)
+        fd = open_state(ledger.file, os.O_RDONLY)
     except FileNotFoundError:
         return Follow("same" if seen is not None and seen.offset == 0 else "rewritten", _empty(started), [])
     try:
@@ -388,7 +387,7 @@ def _follow(ledger: Ledger, seen: Prefix | None) -> Follow:
         kind: Kind = "rewritten"
         chain = _Chain()
         if seen is not None and seen.offset <= end and _tail(fd, seen.offset) == seen.tail:
-            _scan(fd, chain, seen.offset, ledger.path, None)
+            _scan(fd, chain, seen.offset, ledger.file, None)
             if chain.digest() == seen.digest:
                 kind = "same" if end == seen.offset else "grown"
             else:
@@ -396,9 +395,9 @@ def _follow(ledger: Ledger, seen: Prefix | None) -> Follow:
         entries: list[Entry] = []
         skipped = 0
         if kind != "same":
-            skipped = _scan(fd, chain, end, ledger.path, entries)
+            skipped = _scan(fd, chain, end, ledger.file, entries)
         if kind == "rewritten" and before.st_size > end and not ledger._in_flight(end):
-            warnings.warn(f"{ledger.path}: skipping a torn last line at byte {end}", stacklevel=3)
+            warnings.warn(f"{ledger.file}: skipping a torn last line at byte {end}", stacklevel=3)
         return Follow(kind, _prefix(fd, ledger, chain, end, before, started), entries, skipped)
     finally:
         os.close(fd)
@@ -409,20 +408,20 @@ def extend(ledger: Ledger, seen: Prefix | None, end: int) -> Prefix:
     `seen`'s last block boundary, after checking that part still matches; else all of it."""
     started = time.time_ns()
     try:
-        fd = open_state(ledger.path, os.O_RDONLY)
+        fd = open_state(ledger.file, os.O_RDONLY)
     except OSError as exc:
-        raise LedgerError(f"cannot read the ledger {ledger.path}: {exc.strerror}") from None
+        raise LedgerError(f"cannot read the ledger {ledger.file}: {exc.strerror}") from None
     try:
         before = os.fstat(fd)
         chain: _Chain | None = None
         if seen is not None and seen.offset <= end:
             chain = _Chain(seen.base, seen.offset - seen.offset % BLOCK)
-            _scan(fd, chain, seen.offset, ledger.path, None)
+            _scan(fd, chain, seen.offset, ledger.file, None)
             if chain.digest() != seen.digest:
                 chain = None
         if chain is None:
             chain = _Chain()
-        _scan(fd, chain, end, ledger.path, None)
+        _scan(fd, chain, end, ledger.file, None)
         return _prefix(fd, ledger, chain, end, before, started)
     except (_Moved, OSError):  # cut back meanwhile, or unreadable: a prefix nobody vouches for, verified next time
         return Prefix(end, _ZERO, _ZERO, _ZERO, None, started)
@@ -511,7 +510,7 @@ class Folded(_Frozen):
     __hash__ = None  # type: ignore[assignment]  # as the dataclass's: its state is a dict
 
 
-def load(path: Path) -> Prefix | None:
+def load(path: str | os.PathLike[str]) -> Prefix | None:
     """The checkpoint at `path` (`.anchorfs/applied`); None when missing or unreadable. A link
     there is refused (`statefs`), never read through. Its `seen_ns` is the file's mtime."""
     try:
@@ -523,7 +522,7 @@ def load(path: Path) -> Prefix | None:
         return None
 
 
-def stamp(path: Path, prefix: Prefix) -> None:
+def stamp(path: str | os.PathLike[str], prefix: Prefix) -> None:
     """Give the checkpoint file the time its prefix was verified (`prefix.seen_ns`), the moment
     the racy rule measures from; a coarse filesystem rounds it down, which only errs safe."""
     os.utime(path, ns=(prefix.seen_ns, prefix.seen_ns), follow_symlinks=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 import stat
-from pathlib import Path
 
 from .errors import AnchorfsError, ConfigError
 from .model import KINDS, Value
@@ -215,11 +214,11 @@ def _parse(raw: bytes, state: str) -> dict[str, Any]:
     return data
 
 
-def load_config(root: Path | None, environ: dict[str, str] | None = None) -> Config:
+def load_config(root: str | os.PathLike[str] | None, environ: dict[str, str] | None = None) -> Config:
     """Defaults < `.anchorfs.toml` < environment. Unknown keys are errors, not silent typos."""
     values = {k: d for k, (_, d) in KEYS.items()}
     if root is not None:
-        path = root / CONFIG_FILE
+        path = os.path.join(root, CONFIG_FILE)
         from .guard import GuardError, read_guarded
 
         try:  # guarded: a FIFO here hung every command; a link out would be read

@@ -236,7 +236,7 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
             now = time.time()
             until = min(until, _envelopes_until(ws, active, now))
             if until > now:
-                known = known_drift(read_state(ws.state / "drift.json")) if shown is not None else None
+                known = known_drift(read_state(os.path.join(ws.state_dir, "drift.json"))) if shown is not None else None
                 update = _update_part(shown, report, known, paths, ws.root_real)
                 _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update)
                 return
@@ -360,7 +360,6 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     if not changed or min(changed) < first or not all(paths[i].startswith(base) for i in changed):
         return None  # the config, the code or the root folder: the full digest
     import time
-    from pathlib import Path
     from struct import error as StructError
 
     from . import foldsnap, memo
@@ -375,23 +374,23 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
     from .writeback import write_back
 
     rels = [paths[i][len(base):] for i in changed]
-    state = Path(root_real) / STATE_DIR
+    state = os.path.join(root_real, STATE_DIR)
     check_state(state)
     if not os.access(state, os.W_OK):
         return None
     targets = foldsnap.on_paths(Ledger(state), rels, remember=True)  # a grown ledger's check kept for the next hook
     if targets is None:
         return None
-    known = known_drift(read_state(state / "drift.json"))
+    known = known_drift(read_state(os.path.join(state, "drift.json")))
     if known is None:
         return None
     mine = {m.id for m in targets}
     if any(known.get(k, "fresh") != then.get(k, "fresh") for k in known.keys() | then.keys() if k not in mine):
         return None  # drift.json moved on for a memory not re-checked here: the full pass judges it
-    config = load_config(Path(root_real))
+    config = load_config(root_real)
     if int(config[DIGEST_KEY]) != cap:
         return None
-    cache = HashCache(state / "manifest.json", ttl=float(config["drift.cache_ttl"]),
+    cache = HashCache(os.path.join(state, "manifest.json"), ttl=float(config["drift.cache_ttl"]),
                       only={a.path for m in targets for a in m.anchors})
     checker = DriftChecker(root_real, cache, whitespace=str(config["drift.whitespace"]))
     results = checker.check_all(targets).memories
@@ -415,7 +414,7 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         if present is None:
             return out
         trusted = cache.trusted_until(present) if present else float("inf")
-        known_now = known_drift(read_state(state / "drift.json"))
+        known_now = known_drift(read_state(os.path.join(state, "drift.json")))
         if trusted is None or known_now is None:
             return out
         until = min(float(d["until"]), trusted)
@@ -438,7 +437,6 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
     again and placed among the kept lines (`_place`), the active count taken from the plan. A
     line it must show and does not have, another snapshot, or any doubt: None, the full digest."""
     import time
-    from pathlib import Path
     from struct import error as StructError
 
     from . import memo
@@ -465,7 +463,7 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
     files = changed[1:]
     if (files and files[0] < first) or not all(paths[i].startswith(base) for i in files):
         return None  # the config, the code or the root folder: the full digest
-    state = Path(root_real) / STATE_DIR
+    state = os.path.join(root_real, STATE_DIR)
     check_state(state)
     if not os.access(state, os.W_OK):
         return None
@@ -485,10 +483,10 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
         else:
             touched = touched_by()
             total_now = plan.active_count()
-        known = known_drift(read_state(state / "drift.json"))
+        known = known_drift(read_state(os.path.join(state, "drift.json")))
         if known is None:
             return None
-        config = load_config(Path(root_real))
+        config = load_config(root_real)
         if int(config[DIGEST_KEY]) != cap:
             return None
         again = {mid: m for mid, m in sorted(touched.items()) if m.status == "active"}  # judged again
@@ -513,7 +511,7 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
             from .drift_check import DriftChecker
             from .hashing import HashCache
 
-            cache = HashCache(state / "manifest.json", ttl=float(config["drift.cache_ttl"]),
+            cache = HashCache(os.path.join(state, "manifest.json"), ttl=float(config["drift.cache_ttl"]),
                               only={a.path for m in targets for a in m.anchors})
             results = DriftChecker(root_real, cache, whitespace=str(config["drift.whitespace"])).check_all(targets).memories
             if any(c.path_now is not None for r in results for c in r.checks):
@@ -571,7 +569,7 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
             trusted = cache.trusted_until(present) if present and cache is not None else float("inf")
             if present and cache is None:
                 return out
-            known_now = known_drift(read_state(state / "drift.json")) if cache is not None else known
+            known_now = known_drift(read_state(os.path.join(state, "drift.json"))) if cache is not None else known
             if trusted is None or known_now is None:
                 return out
             now_s = time.time()
@@ -618,13 +616,11 @@ def _session_start_memoized(root_real: str) -> str:
             except Exception:  # noqa: BLE001 - a doubt here is the full digest, which says what went wrong
                 pass
             started = time.time_ns()
-        from pathlib import Path
-
         from .workspace import Workspace
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with Workspace(Path(root_real)) as ws:
+            with Workspace(root_real) as ws:
                 text, report, active, shown = _digest(ws)
                 out = _session_output(text)
                 if not any(issubclass(w.category, UserWarning) for w in caught):

@@ -132,13 +132,11 @@ class FileProbe:
     def strict(self) -> bool:
         """`drift.whitespace = "strict"`: every byte counts, a reformat is a change."""
         if self._whitespace is None:
-            from pathlib import Path
-
             from .config import load_config
             from .errors import AnchorfsError
 
             try:
-                self._whitespace = str(load_config(Path(self.root_real))["drift.whitespace"])
+                self._whitespace = str(load_config(self.root_real)["drift.whitespace"])
             except (AnchorfsError, OSError):
                 self._whitespace = "tokens"
         return self._whitespace == "strict"

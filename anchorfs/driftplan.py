@@ -172,7 +172,7 @@ def _changed(ws: Workspace, report: DriftReport, planned: _Planned) -> list[Memo
     """The results `writeback.write_back` would take out of the whole report: the flagged ones,
     and a fresh one for each memory drift.json last found not fresh (only those are built)."""
     out = report.flagged
-    known = writeback.read(ws.state)[0]
+    known = writeback.read(ws.state_dir)[0]
     was = [mid for mid, drift in known.items() if drift != "fresh"]
     if was:
         now = {r.memory.id for r in out}

@@ -43,7 +43,6 @@ import sys
 from array import array
 from collections.abc import Iterator
 from itertools import chain
-from pathlib import Path
 
 import blake3
 
@@ -56,6 +55,7 @@ from .statefs import open_state, replace_state
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import Any
     from .snapplan import PlanMismatch, SnapPlan, covered_by, on_paths, read_plan
 else:
@@ -69,7 +69,7 @@ else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "PlanMismatch", "SnapPlan", "Snapshot", "covered_by", "current",
-           "decode", "encode", "index_bytes", "ix_bucket", "load", "plan_sum", "on_paths", "read_plan", "save", "snap_path"]
+           "decode", "encode", "index_bytes", "ix_bucket", "load", "plan_sum", "on_paths", "read_plan", "save", "snap_file", "snap_path"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
@@ -91,8 +91,15 @@ _HEAD_LIMIT = 1 << 16
 _Folder = tuple[int, int]
 
 
+def snap_file(ledger: Ledger) -> str:
+    """The fold snapshot's path, beside the ledger (a str: see `Ledger.file`)."""
+    return os.path.join(ledger.dir, SNAP_FILE)
+
+
 def snap_path(ledger: Ledger) -> Path:
-    return ledger.path.with_name(SNAP_FILE)
+    from pathlib import Path
+
+    return Path(snap_file(ledger))
 
 
 class Snapshot:
@@ -108,7 +115,7 @@ class Snapshot:
 
 def _folder(ledger: Ledger) -> _Folder | None:
     try:
-        st = os.lstat(ledger.path.parent)
+        st = os.lstat(ledger.dir)
     except OSError:
         return None
     return (st.st_dev, st.st_ino) if stat_mod.S_ISDIR(st.st_mode) else None
@@ -503,12 +510,12 @@ def _read(ledger: Ledger) -> tuple[bytes, os.stat_result] | None:
     """The snapshot file's bytes and its `fstat`; None when missing, a link (never followed,
     only ignored), unreadable, or larger than any fold of that ledger."""
     try:
-        fd = open_state(snap_path(ledger), os.O_RDONLY)
+        fd = open_state(snap_file(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
         return None
     try:
         st = os.fstat(fd)
-        ledger_size = os.lstat(ledger.path).st_size
+        ledger_size = os.lstat(ledger.file).st_size
         if st.st_size > 2 * ledger_size + (1 << 20):
             return None  # no fold of that ledger is this large: not ours
         chunks = []
@@ -539,7 +546,7 @@ def save(ledger: Ledger, folded: Folded) -> bool:
     moment its prefix was verified, fsync, `os.replace`); False when it cannot be (a link there,
     an I/O error): the snapshot is only ever a saving, so a failed write is no error."""
     folder = _folder(ledger)
-    path = snap_path(ledger)
+    path = snap_file(ledger)
     if folder is None or not isinstance(folded.state, FoldState):
         return False
     try:
@@ -563,14 +570,14 @@ def save(ledger: Ledger, folded: Folded) -> bool:
 def _upgrade_gitignore(ledger: Ledger) -> None:
     from .statedir import upgrade_gitignore
 
-    upgrade_gitignore(ledger.path.parent)
+    upgrade_gitignore(ledger.dir)
 
 
 def _restamp(ledger: Ledger, snap: Snapshot, prefix: Prefix) -> None:
     """Give the snapshot just verified whole the time of that verification, so later readers
     trust it on the stat alone; only if it is still the very file read (fd, identity checked)."""
     try:
-        fd = open_state(snap_path(ledger), os.O_RDONLY)
+        fd = open_state(snap_file(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
         return
     try:
@@ -596,13 +603,13 @@ def _worth_saving(ledger: Ledger, follow: catchup.Follow, state: FoldState, save
 
 def _warn_torn(ledger: Ledger, end: int) -> None:
     try:
-        torn = os.lstat(ledger.path).st_size > end and not ledger._in_flight(end)
+        torn = os.lstat(ledger.file).st_size > end and not ledger._in_flight(end)
     except OSError:
         return
     if torn:
         import warnings
 
-        warnings.warn(f"{ledger.path}: skipping a torn last line at byte {end}", stacklevel=4)
+        warnings.warn(f"{ledger.file}: skipping a torn last line at byte {end}", stacklevel=4)
 
 
 def current(ledger: Ledger, cached: Folded | None = None, *, write: bool = True) -> Folded:

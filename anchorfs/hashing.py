@@ -41,11 +41,9 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
-from pathlib import Path
 from types import TracebackType
 
 from .manifestfile import MANIFEST_VERSION, assemble
-from .manifestfile import moves_of as _moves_of
 from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
 
@@ -200,7 +198,7 @@ class HashCache:
 
     def __init__(
         self,
-        manifest_path: Path,
+        manifest_path: str | os.PathLike[str],
         *,
         ttl: float = 300.0,
         granularity_ns: int = DEFAULT_GRANULARITY_NS,
@@ -211,7 +209,7 @@ class HashCache:
             raise ValueError(f"ttl must be >= 0, got {ttl}")
         if granularity_ns < 0:
             raise ValueError(f"granularity_ns must be >= 0, got {granularity_ns}")
-        self.manifest_path = Path(manifest_path)
+        self.manifest_path = os.fspath(manifest_path)  # a str: no `pathlib` on a hook's path
         self.hashes = 0
         self._ttl = float(ttl)
         self._gran = int(granularity_ns)
@@ -770,7 +768,7 @@ class HashCache:
             spliced = splice(data, mtime, self._gran, {rel: self._entries.get(rel) for rel in self._touched})
             if spliced is not None:
                 st = replace_state(self.manifest_path, spliced, fsync=True, fault_point="manifest-write")
-                fsync_dir(self.manifest_path.parent)
+                fsync_dir(os.path.dirname(self.manifest_path))
                 self._rest = (spliced, st.st_mtime_ns)
                 self._done(_sig(st))
                 return
@@ -797,7 +795,7 @@ class HashCache:
             part = b',"moves":' + listed + b',"moves_crc32":' + dumps(zlib.crc32(listed))
         payload = assemble(dumps(entries), newest_hashed(entries.values()), part)
         new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
-        fsync_dir(self.manifest_path.parent)
+        fsync_dir(os.path.dirname(self.manifest_path))
         self._entries = entries
         self._moves = moves
         self._gone = None

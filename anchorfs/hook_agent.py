@@ -212,9 +212,7 @@ def _post_edit_fast(root_real: str, event: dict[str, "Any"]) -> str:
     events = recheck_paths(root_real, [rel], source="post-edit", exact=rel)
     if events is not None:
         return _post_edit_output(rel, events)
-    from pathlib import Path
-
     from .workspace import Workspace
 
-    with Workspace(Path(root_real)) as ws:
+    with Workspace(root_real) as ws:
         return post_edit(ws, event)

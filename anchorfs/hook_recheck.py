@@ -29,8 +29,6 @@ import os
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from .drift import DriftChecker, MemoryDrift
     from .hashing import HashCache
     from .model import Memory
@@ -223,8 +221,6 @@ def recheck_paths(root_real: str, paths: list[str], *, source: str,
     `exact`: say nothing (and write nothing) unless some memory rests on that very path, as
     the post-edit hook does (`anchored_paths` names files, not the folders above them)."""
     try:
-        from pathlib import Path
-
         from . import foldsnap
         from .config import load_config
         from .drift import DriftChecker
@@ -233,7 +229,7 @@ def recheck_paths(root_real: str, paths: list[str], *, source: str,
         from .locate import STATE_DIR
         from .statefs import check_state, read_state
 
-        state = Path(root_real) / STATE_DIR
+        state = os.path.join(root_real, STATE_DIR)
         check_state(state)  # a link at any state path: the full path refuses it, as always
         if not os.access(state, os.W_OK):
             return None
@@ -244,11 +240,11 @@ def recheck_paths(root_real: str, paths: list[str], *, source: str,
             return []  # nothing rests on that file itself (an empty list included): nothing to say
         if not targets:
             return []
-        known = known_drift(read_state(state / "drift.json"))
+        known = known_drift(read_state(os.path.join(state, "drift.json")))
         if known is None:
             return None
         # only these memories' files decoded from the manifest (the rest if a check asks for more)
-        cache = HashCache(state / "manifest.json", ttl=float(load_config(Path(root_real))["drift.cache_ttl"]),
+        cache = HashCache(os.path.join(state, "manifest.json"), ttl=float(load_config(root_real)["drift.cache_ttl"]),
                           only={a.path for m in targets for a in m.anchors})
         checker = DriftChecker(root_real, cache)
         if not _changed(known, checker.check_all(targets).memories):
@@ -259,7 +255,7 @@ def recheck_paths(root_real: str, paths: list[str], *, source: str,
     return _log_transitions(state, targets, checker, cache, source)
 
 
-def _log_transitions(state: "Path", targets: "list[Memory]", checker: "DriftChecker", cache: "HashCache",
+def _log_transitions(state: str, targets: "list[Memory]", checker: "DriftChecker", cache: "HashCache",
                      source: str) -> "list[DriftEvent] | None":
     """A drift changed: judge it again under the events lock (the files may have moved on, and
     another process may have logged it meanwhile), write `drift.json` and append the events.
@@ -269,7 +265,7 @@ def _log_transitions(state: "Path", targets: "list[Memory]", checker: "DriftChec
     from .writeback import write_back
 
     with _events_fd(state) as fd:
-        known = known_drift(read_state(state / "drift.json"))
+        known = known_drift(read_state(os.path.join(state, "drift.json")))
         if known is None:
             return None
         changed = _changed(known, checker.check_all(targets).memories)

@@ -29,7 +29,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 
 from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
@@ -37,6 +36,7 @@ from .statefs import open_state, refuse_link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import NamedTuple
 else:
     from .tuples import NamedTuple  # typing's, without importing typing
@@ -205,17 +205,32 @@ class Entry(Value):
 class Ledger:
     """Append-only JSON lines; writers serialize on `lock` (which also guards the store)."""
 
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / "ledger.jsonl"
-        self.lock_path = state_dir / "lock"
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        # str paths inside (a session start's digest imports no `pathlib`); `path` and
+        # `lock_path` are the same as `Path`s, for callers that want one
+        self.dir = os.fspath(state_dir)
+        self.file = os.path.join(self.dir, "ledger.jsonl")
+        self.lock_file = os.path.join(self.dir, "lock")
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.file)
+
+    @property
+    def lock_path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.lock_file)
 
     @contextmanager
     def lock(self) -> Iterator[None]:
         """The workspace's writer lock: ledger append + store write + checkpoint, as one."""
         try:
-            fd = open_state(self.lock_path, os.O_RDWR | os.O_CREAT)
+            fd = open_state(self.lock_file, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
-            raise LedgerError(f"cannot take the write lock {self.lock_path}: {exc.strerror}") from None
+            raise LedgerError(f"cannot take the write lock {self.lock_file}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -226,13 +241,13 @@ class Ledger:
     def size(self) -> int:
         """The ledger's size in bytes (`lstat`: a link is refused, never measured through)."""
         try:
-            st = os.lstat(self.path)
+            st = os.lstat(self.file)
         except FileNotFoundError:
             return 0
         except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
         if stat.S_ISLNK(st.st_mode):
-            refuse_link(self.path)
+            refuse_link(self.file)
         return st.st_size
 
     def append(self, entries: list[Entry]) -> int:
@@ -249,14 +264,14 @@ class Ledger:
             raise InputError("a memory's text, tags, author or reason is not valid UTF-8; nothing was written") from None
         try:
             fault("ledger-append")
-            fd = open_state(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            fd = open_state(self.file, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         except OSError as exc:
-            raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; nothing was written") from None
+            raise LedgerError(f"cannot append to the ledger {self.file}: {exc.strerror}; nothing was written") from None
         try:
             try:
                 self._cut_torn_tail(fd)
             except OSError as exc:  # EPERM on an append-only file: gluing onto the torn line would corrupt a record
-                raise LedgerError(f"cannot append to the ledger {self.path}: its last line is torn and cannot be cut "
+                raise LedgerError(f"cannot append to the ledger {self.file}: its last line is torn and cannot be cut "
                                   f"({exc.strerror}; an append-only file?); nothing was written") from None
             start = os.lseek(fd, 0, os.SEEK_END)
             try:
@@ -272,9 +287,9 @@ class Ledger:
                 try:
                     os.ftruncate(fd, start)  # never leave half a record behind
                 except OSError:  # append-only: what landed stays a torn line, skipped by every read
-                    raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; a partial line "
+                    raise LedgerError(f"cannot append to the ledger {self.file}: {exc.strerror}; a partial line "
                                       "was left at its end (skipped when read); nothing was recorded") from None
-                raise LedgerError(f"cannot append to the ledger {self.path}: {exc.strerror}; nothing was written") from None
+                raise LedgerError(f"cannot append to the ledger {self.file}: {exc.strerror}; nothing was written") from None
             return start + len(payload)
         finally:
             os.close(fd)
@@ -283,15 +298,15 @@ class Ledger:
         """Bytes up to the end of the last whole line: a checkpoint must never point into a torn
         tail, or the next append (which cuts it off) would leave it pointing mid-record."""
         try:
-            fd = open_state(self.path, os.O_RDONLY)
+            fd = open_state(self.file, os.O_RDONLY)
         except FileNotFoundError:
             return 0
         except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
         try:
             return self._records_end(fd)
         except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
         finally:
             os.close(fd)
 
@@ -322,11 +337,11 @@ class Ledger:
         has finished since, or a writer holds the lock), not a torn line to warn about. Readers
         take no lock, so they can see an append half-copied into the file."""
         try:
-            with os.fdopen(open_state(self.path, os.O_RDONLY), "rb") as fh:
+            with os.fdopen(open_state(self.file, os.O_RDONLY), "rb") as fh:
                 fh.seek(at)
                 if b"\n" in fh.read():
                     return True
-            fd = open_state(self.lock_path, os.O_RDONLY)
+            fd = open_state(self.lock_file, os.O_RDONLY)
         except OSError:
             return False
         try:
@@ -346,11 +361,11 @@ class Ledger:
         if not wanted or end <= 0:
             return []
         try:
-            fd = open_state(self.path, os.O_RDONLY)
+            fd = open_state(self.file, os.O_RDONLY)
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
         try:
             data = os.pread(fd, end, 0)
         finally:
@@ -377,11 +392,11 @@ class Ledger:
     def read(self, start: int = 0, *, until: datetime | None = None, end: int | None = None) -> Iterator[Entry]:
         """Entries from byte offset `start` (to `end`); a bad line is skipped with a warning, never a crash."""
         try:
-            fh = os.fdopen(open_state(self.path, os.O_RDONLY), "rb")
+            fh = os.fdopen(open_state(self.file, os.O_RDONLY), "rb")
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.path}: {exc.strerror}") from None
+            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
         import orjson
 
         with fh:
@@ -393,12 +408,12 @@ class Ledger:
                 offset += len(raw)
                 if not raw.endswith(b"\n"):
                     if not self._in_flight(offset - len(raw)):
-                        warnings.warn(f"{self.path}: skipping a torn last line at byte {offset - len(raw)}", stacklevel=2)
+                        warnings.warn(f"{self.file}: skipping a torn last line at byte {offset - len(raw)}", stacklevel=2)
                     break
                 try:
                     entry = Entry.from_dict(orjson.loads(raw))
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError included
-                    warnings.warn(f"{self.path}: skipping a bad line at byte {offset - len(raw)}: {exc}", stacklevel=2)
+                    warnings.warn(f"{self.file}: skipping a bad line at byte {offset - len(raw)}: {exc}", stacklevel=2)
                     continue
                 if until is not None and entry.at > until:
                     continue  # not `break`: writers stamp `at` before the lock, so times interleave

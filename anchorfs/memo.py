@@ -253,7 +253,6 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
     rested on cannot be vouched for by its stat; the last memo is then removed (it could not
     hold either). Never fails the command.
     """
-    from pathlib import Path
 
     from .hashing import DEFAULT_GRANULARITY_NS
     from .workspace import _replace_atomic, upgrade_gitignore
@@ -265,8 +264,8 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
             paths, keys, absent, until = grounds
             memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, "\0".join(paths), _pack(keys), absent,
                     {"json": outputs["json"], "text": outputs["text"]}, code)
-            upgrade_gitignore(ws.state)  # a workspace made before the memo must not offer it for commit
-            _replace_atomic(Path(_memo_path(ws.root_real)), marshal.dumps(memo), "memo-write")
+            upgrade_gitignore(ws.state_dir)  # a workspace made before the memo must not offer it for commit
+            _replace_atomic(_memo_path(ws.root_real), marshal.dumps(memo), "memo-write")
             return True
     except OSError:
         pass
@@ -290,7 +289,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
     keys: list[_Key] = []
     absent: dict[str, None] = {}  # ordered, and a set: thousands of deleted anchors stay linear
     try:
-        ledger = os.path.join(root, STATE_DIR, ws.ledger.path.name)  # first: `replay` insists on it
+        ledger = os.path.join(root, STATE_DIR, os.path.basename(ws.ledger.file))  # first: `replay` insists on it
         if not _record(ledger, limit_ns, paths, keys, folder=False, fine_limit_ns=fine_limit_ns):
             return None  # no ledger yet: nothing worth replaying
         if keys[-1][0] and not _ends_a_line(ledger):
@@ -354,11 +353,11 @@ def _record_files(cache: "HashCache", base: str, rels: list[str], limit_ns: int,
     known = cache.keys_of(rels)
     matched: dict[int, _Key] = {}
     if _statmatch is not None:
-        at = [i for i, key in enumerate(known) if key is not None]
-        packed = _statmatch.pack([known[i] for i in at]) if at else None
-        got = _statmatch.match([fulls[i] for i in at], packed) if packed is not None else None
+        held = [(i, key) for i, key in enumerate(known) if key is not None]
+        packed = _statmatch.pack([key for _, key in held]) if held else None
+        got = _statmatch.match([fulls[i] for i, _ in held], packed) if packed is not None else None
         if got is not None:  # None: a file gone, a name C cannot pass
-            matched = {i: known[i] for i, ok in zip(at, got) if ok}  # type: ignore[misc]
+            matched = {i: key for (i, key), ok in zip(held, got) if ok}
     for i, (rel, full) in enumerate(zip(rels, fulls)):
         key = matched.get(i)
         if key is not None:  # the stat the hash was taken under: a regular file's

@@ -79,12 +79,12 @@ def _read(ledger: Ledger) -> tuple[bytearray, int] | None:
     """The snapshot file's bytes, read into one buffer (a read in chunks joined after costs ten
     times as much at 9 MB: every page touched twice), and its mtime; None as `foldsnap._read`."""
     try:
-        fd = open_state(foldsnap.snap_path(ledger), os.O_RDONLY)
+        fd = open_state(foldsnap.snap_file(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
         return None
     try:
         st = os.fstat(fd)
-        if st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+        if st.st_size > 2 * os.lstat(ledger.file).st_size + (1 << 20):
             return None  # no fold of that ledger is this large: not ours
         buf = bytearray(st.st_size)
         view = memoryview(buf)

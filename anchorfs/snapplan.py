@@ -17,7 +17,6 @@ import os
 import stat as stat_mod
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 import blake3
 
@@ -25,7 +24,7 @@ from . import catchup
 from .catchup import Prefix
 from .jsonread import loads as _loads  # not orjson: its import is 2.4x `python -c pass`
 from .errors import AnchorfsError, LedgerError
-from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, ix_bucket, snap_path
+from .foldsnap import _HEAD_LIMIT, _SUM, _SURPRISES, FORMAT, VERSION, _array, _folder, _int, _record, ix_bucket, snap_file
 from .ledger import FoldState, Head, Ledger
 from .model import Memory
 from .statefs import open_state
@@ -53,7 +52,7 @@ class SnapPlan:
                  "_own", "_own_at", "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident",
                  "_all_at", "_all_sums", "_all_ids", "_act", "kinds", "__weakref__")
 
-    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: Path | None = None) -> None:
+    def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: str | None = None) -> None:
         cut = region.find(b"\n")
         if cut < 0:
             raise ValueError("no plan")
@@ -326,7 +325,7 @@ def _header(ledger: Ledger, fd: int) -> tuple[os.stat_result, dict[str, Any], in
     sane size, this format and version, this folder, its body the size the header says); None
     otherwise. What `read_plan` and the hooks' index (`_open_index`) both ask first."""
     st = os.fstat(fd)
-    if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.path).st_size + (1 << 20):
+    if not stat_mod.S_ISREG(st.st_mode) or st.st_size > 2 * os.lstat(ledger.file).st_size + (1 << 20):
         return None
     first = os.pread(fd, 4096, 0)  # the header is well under a page
     cut = first.find(b"\n")
@@ -358,7 +357,7 @@ def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
     the header, and every record read later is checked against the plan's hash of it
     (`SnapPlan.memory`)."""
     try:
-        fd = open_state(snap_path(ledger), os.O_RDONLY)
+        fd = open_state(snap_file(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
         return None
     keep = False
@@ -382,7 +381,7 @@ def read_plan(ledger: Ledger) -> SnapPlan | OverlayPlan | None:
         if len(region) != own or os.pread(fd, 1, cut + 1 + off + size) != b"\n" \
                 or blake3.blake3(region).hexdigest() != digest:
             return None
-        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region, snap_path(ledger))
+        out = SnapPlan(fd, cut + 1 + off + size + 1, st.st_size, prefix, region, snap_file(ledger))
         keep = True
         if catchup.settled(ledger, prefix):
             return out
@@ -487,7 +486,7 @@ def _open_index(ledger: Ledger) -> _Index | None:
     (as `read_plan` judges it: format, version, folder, size) and its head and table hash as
     the header says; None otherwise. Whether its prefix still holds is the caller's to ask."""
     try:
-        fd = open_state(snap_path(ledger), os.O_RDONLY)
+        fd = open_state(snap_file(ledger), os.O_RDONLY)
     except (OSError, AnchorfsError):
         return None
     keep = False
@@ -586,8 +585,8 @@ TAIL_FILE = "fold.tail"
 starts with the snapshot's prefix (`_vouch`), so the next reader need not checksum it again."""
 
 
-def _tail_path(ledger: Ledger) -> Path:
-    return ledger.path.with_name(TAIL_FILE)
+def _tail_path(ledger: Ledger) -> str:
+    return os.path.join(ledger.dir, TAIL_FILE)
 
 
 def _vouch(ledger: Ledger, ix: _Index, prefix: Prefix) -> None:
@@ -635,7 +634,7 @@ def _follow_vouched(ledger: Ledger, ix: _Index, prefix: Prefix) -> catchup.Follo
     """`catchup.follow`'s answer from the snapshot's prefix to the vouched `prefix`: the lines
     between them, read and parsed as it reads them, through one descriptor whose stat must still
     be the vouched one after the read (else None: the ledger moved meanwhile)."""
-    fd = open_state(ledger.path, os.O_RDONLY)
+    fd = open_state(ledger.file, os.O_RDONLY)
     try:
         start, end = ix.prefix.offset, prefix.offset
         chunks, at = [], start
@@ -655,7 +654,7 @@ def _follow_vouched(ledger: Ledger, ix: _Index, prefix: Prefix) -> catchup.Follo
     entries: list[Any] = []
     skipped, cut = 0, 0
     while (nl := data.find(b"\n", cut)) >= 0:
-        skipped += catchup._parse(data[cut:nl + 1], start + cut, ledger.path, entries)
+        skipped += catchup._parse(data[cut:nl + 1], start + cut, ledger.file, entries)
         cut = nl + 1
     return catchup.Follow("grown" if entries or skipped else "same", prefix, entries, skipped)
 

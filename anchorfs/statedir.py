@@ -8,12 +8,15 @@ workspace. Every path is opened through `anchorfs.statefs`: a link is refused, n
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from .anchors import STATE_DIR
 from .errors import InputError, WorkspaceError
 from .locate import ROOT_ENV
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path  # annotations only: see anchorfs/workspace.py
 
 __all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR"]
 
@@ -29,7 +32,7 @@ _GITIGNORE_BEFORE = (
 """Earlier anchorfs's `.gitignore`, upgraded in place when found untouched (`upgrade_gitignore`)."""
 
 
-def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
+def _replace_atomic(path: str | os.PathLike[str], payload: bytes, point: str) -> None:
     """Write `path` whole or not at all: temp file + `os.replace`, the temp removed on any failure.
 
     Not fsynced: these files (checkpoint, drift cache) are rebuilt when torn or missing, so a
@@ -39,11 +42,11 @@ def _replace_atomic(path: Path, payload: bytes, point: str) -> None:
     replace_state(path, payload, fault_point=point)
 
 
-def upgrade_gitignore(state: Path) -> None:
+def upgrade_gitignore(state: str | os.PathLike[str]) -> None:
     """Give an untouched `.gitignore` from an earlier anchorfs the state files added since, so a
     new derived file never shows up for commit; one a person edited is left alone. A link
     there is refused (`WorkspaceError`), never read through."""
-    ignore = state / ".gitignore"
+    ignore = os.path.join(state, ".gitignore")
     try:
         text = read_state(ignore)
         if text is not None and text.decode("utf-8") in _GITIGNORE_BEFORE:
@@ -55,6 +58,8 @@ def upgrade_gitignore(state: Path) -> None:
 def _checked(root: str | os.PathLike[str] | None, nested: bool) -> Path:
     """The folder `init` would make a workspace of, as given, after every check that can refuse
     it; nothing is written."""
+    from pathlib import Path
+
     path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
     if not path.is_dir():
         raise WorkspaceError(f"{path} is not a folder")
@@ -95,7 +100,7 @@ def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) ->
             os.mkdir(state)  # never through a link: mkdir does not follow one at its last component
         except FileExistsError:
             check_state_dir(state)  # raced with another init, or a link planted meanwhile
-        ignore = state / ".gitignore"
+        ignore = os.path.join(state, ".gitignore")
         try:
             fd = open_state(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:

@@ -18,10 +18,6 @@ import stat
 
 from .errors import WorkspaceError
 
-TYPE_CHECKING = False  # as in anchorfs/__init__.py: importing typing costs the hooks' start
-if TYPE_CHECKING:  # annotations only: pathlib (urllib.parse, ipaddress) cost a hook a third of its start
-    from pathlib import Path
-
 __all__ = [
     "STATE_FILES",
     "STORE_DIR",
@@ -52,11 +48,11 @@ _STORE_WALK_LIMIT = 100_000
 """Entries `check_store_dir` looks at before giving up on a store too odd to be ours."""
 
 
-def _refusal(path: Path | str, what: str) -> WorkspaceError:
+def _refusal(path: str | os.PathLike[str], what: str) -> WorkspaceError:
     return WorkspaceError(f"refusing {path}: the {what} is a symbolic link (anchorfs never follows links in its state)")
 
 
-def refuse_link(path: Path | str, what: str = "state file") -> None:
+def refuse_link(path: str | os.PathLike[str], what: str = "state file") -> None:
     """Raise `WorkspaceError` if `path` is a symbolic link; a missing path is fine."""
     try:
         st = os.lstat(path)
@@ -68,7 +64,7 @@ def refuse_link(path: Path | str, what: str = "state file") -> None:
         raise _refusal(path, what)
 
 
-def check_state_dir(state: Path | str) -> None:
+def check_state_dir(state: str | os.PathLike[str]) -> None:
     """The state folder must be a real folder, not a link to one elsewhere (missing is fine)."""
     try:
         st = os.lstat(state)
@@ -82,7 +78,7 @@ def check_state_dir(state: Path | str) -> None:
         raise WorkspaceError(f"refusing {state}: the state folder is not a folder")
 
 
-def check_state(state: Path | str) -> None:
+def check_state(state: str | os.PathLike[str]) -> None:
     """The whole state folder, as a workspace is opened or made: the folder and every state
     name in it (`STATE_FILES`) are checked with `lstat`, so a cloned repository holding a link
     anywhere there fails every command at once, before any file is read or written."""
@@ -92,7 +88,7 @@ def check_state(state: Path | str) -> None:
         refuse_link(os.path.join(state, name), what)
 
 
-def check_store_dir(path: Path | str) -> None:
+def check_store_dir(path: str | os.PathLike[str]) -> None:
     """The LanceDB folder and everything under it must be real files and folders, checked
     before LanceDB (which follows links) opens any of it. Missing is fine."""
     refuse_link(path, "store folder")
@@ -116,7 +112,7 @@ def check_store_dir(path: Path | str) -> None:
             raise WorkspaceError(f"refusing {path}: more than {_STORE_WALK_LIMIT} entries; run `anchorfs reindex`")
 
 
-def open_state(path: Path | str, flags: int, mode: int = 0o644) -> int:
+def open_state(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
     """`os.open` for a state file: never follows a link, never blocks on a FIFO, and refuses
     anything but a regular file. A link raises `WorkspaceError`; anything else that is not a
     regular file (a folder, a FIFO) `OSError`, as a failed open would, so callers that treat a
@@ -140,7 +136,7 @@ def open_state(path: Path | str, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
-def read_state(path: Path | str) -> bytes | None:
+def read_state(path: str | os.PathLike[str]) -> bytes | None:
     """A state file's bytes, or None when it does not exist. A link raises `WorkspaceError`."""
     try:
         fd = open_state(path, os.O_RDONLY)
@@ -155,7 +151,7 @@ def read_state(path: Path | str) -> bytes | None:
         os.close(fd)
 
 
-def create_temp(path: Path | str, mode: int = 0o644) -> tuple[int, str]:
+def create_temp(path: str | os.PathLike[str], mode: int = 0o644) -> tuple[int, str]:
     """(fd, name) of a new temp file beside `path`, for a write that ends in `os.replace`.
 
     The name is random and the create exclusive and no-follow, so neither a stale temp nor a
@@ -174,7 +170,7 @@ def create_temp(path: Path | str, mode: int = 0o644) -> tuple[int, str]:
 
 
 def replace_state(
-    path: Path | str,
+    path: str | os.PathLike[str],
     payload: bytes,
     *,
     fsync: bool = False,
@@ -227,7 +223,7 @@ def replace_state(
     return st
 
 
-def fsync_dir(folder: Path | str) -> None:
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
     """Make a rename in `folder` durable; some platforms cannot fsync a folder, so best effort.
     A link at `folder` is not followed (nothing to make durable through it: skipped)."""
     try:

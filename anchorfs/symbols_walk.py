@@ -5,7 +5,6 @@ finds at a node (`_Def`), the per-parse state it is handed (`_Ctx`), a language'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
@@ -112,10 +111,13 @@ def _name(ctx: _Ctx, node: Node, field: str = "name") -> str:
 
 
 _TEMPLATE_ARGS = r"<[^<>]*>"
-"""Compiled at its first use (re's cache), not at import: a hook checking Python pays none."""
+"""Compiled at its first use (re's cache), not at import: a hook checking Python pays none,
+not even `re`'s import (with the `enum` it builds, half a `python3 -c pass`)."""
 
 
 def _strip_generics(text: str) -> str:
+    import re
+
     text = "".join(text.split())
     prev = None
     while prev != text:

@@ -23,7 +23,6 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
 
 
@@ -94,13 +93,13 @@ def _detail(md: "MemoryDrift") -> str:
 
 
 @contextmanager
-def _events_fd(state: Path) -> Iterator[int]:
+def _events_fd(state: str | os.PathLike[str]) -> Iterator[int]:
     """The events file, opened for appending and locked: transitions are judged under it.
     A link there is refused (`WorkspaceError`), never appended through."""
     try:
-        fd = open_state(state / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fd = open_state(os.path.join(state, EVENTS_FILE), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     except OSError as exc:
-        raise WorkspaceError(f"cannot open {state / EVENTS_FILE}: {exc.strerror}") from None
+        raise WorkspaceError(f"cannot open {os.path.join(state, EVENTS_FILE)}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd
@@ -110,7 +109,7 @@ def _events_fd(state: Path) -> Iterator[int]:
 
 def record_transitions(ws: "Workspace", paths: Iterable[str] | None = None, *, source: str) -> list[DriftEvent]:
     """Re-check the memories anchored to `paths` (all when None); log and return each transition."""
-    with _events_fd(ws.state) as fd:
+    with _events_fd(ws.state_dir) as fd:
         return log_transitions(fd, ws.recheck(paths), source=source)
 
 
@@ -130,7 +129,7 @@ def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, sour
 
 def read_events(ws: "Workspace", *, limit: int | None = None) -> list[dict[str, Any]]:
     """Logged transitions, oldest first (the last `limit`); a torn or bad line is skipped."""
-    raw = read_state(ws.state / EVENTS_FILE)  # a link is refused, never read through
+    raw = read_state(os.path.join(ws.state_dir, EVENTS_FILE))  # a link is refused, never read through
     if raw is None:
         return []
     import orjson

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from pathlib import Path
 TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
 
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
@@ -55,6 +54,7 @@ from .model import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import Any
 
     from .hits import Hit  # a digest ranks no hit: `anchorfs.hits` builds a dataclass
@@ -74,6 +74,8 @@ STATE_DIR = anchors_mod.STATE_DIR
 
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
     """`root`, else $ANCHORFS_ROOT, else the nearest parent of the cwd holding `.anchorfs/`."""
+    from pathlib import Path
+
     return Path(locate(root))
 
 
@@ -119,19 +121,22 @@ class _ReadOnlyCache(HashCache):
 
 
 class Workspace:
-    def __init__(self, root: Path, *, embedder: str | None = None, read_only: bool = False) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, embedder: str | None = None, read_only: bool = False) -> None:
         # read_only: nothing in .anchorfs/ is written (no manifest, no drift write-back, no
         # ledger); a write raises. The MCP server's --read-only opens it so.
         self.read_only = read_only
-        self.root = root
-        self.root_real = os.path.realpath(root)
-        self.state = root / STATE_DIR
-        check_state(self.state)  # a link at any state path: refused before anything is read
-        self.config: Config = load_config(root)
+        # Kept as str: `root` and `state` build their `Path` on first use, so opening a workspace
+        # (a session start's digest) never imports `pathlib`, whose `re`, `enum` and
+        # `urllib.parse` cost 0.8x `python3 -c pass` (issue 20).
+        self.root_dir = os.fspath(root)
+        self.root_real = os.path.realpath(self.root_dir)
+        self.state_dir = os.path.join(self.root_dir, STATE_DIR)
+        check_state(self.state_dir)  # a link at any state path: refused before anything is read
+        self.config: Config = load_config(self.root_dir)
         self._embedder_name = embedder or self.config.embedder
-        self.ledger = Ledger(self.state)
+        self.ledger = Ledger(self.state_dir)
         self.cache = (_ReadOnlyCache if read_only else HashCache)(
-            self.state / "manifest.json", ttl=float(self.config["drift.cache_ttl"]))
+            os.path.join(self.state_dir, "manifest.json"), ttl=float(self.config["drift.cache_ttl"]))
         self._embedder: Embedder | None = None
         self._store: Store | None = None
         self._store_opened = False  # once opened here, writes go through it (see `writes.commit`)
@@ -140,6 +145,26 @@ class Workspace:
         self._in_git: bool | None = None
         self._git_top: tuple[Path, str] | None = None
         self._history_memo: dict[tuple[Any, ...], str | None] = {}
+
+    @property
+    def root(self) -> Path:
+        """The workspace's folder, as it was given."""
+        got = self.__dict__.get("_root_path")
+        if got is None:
+            from pathlib import Path
+
+            got = self.__dict__["_root_path"] = Path(self.root_dir)
+        return got
+
+    @property
+    def state(self) -> Path:
+        """Its state folder, `.anchorfs/`."""
+        got = self.__dict__.get("_state_path")
+        if got is None:
+            from pathlib import Path
+
+            got = self.__dict__["_state_path"] = Path(self.state_dir)
+        return got
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -233,6 +258,8 @@ class Workspace:
                 top = None
             self._in_git = top is not None
             if top is not None:
+                from pathlib import Path
+
                 self._git_top = (Path(os.path.realpath(top)), prefix_of(self.root, top))
         return self._git_top
 
@@ -438,12 +465,12 @@ class Workspace:
     def _drift_state(self) -> tuple[dict[str, str], dict[str, str]]:
         """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`
         (`anchorfs.writeback`); a damaged file reads as a cold cache."""
-        return writeback.read(self.state)[:2]
+        return writeback.read(self.state_dir)[:2]
 
     def last_drift(self) -> dict[str, str]:
         """Drift as of the last check, without re-checking (`.anchorfs/drift.json`); it records
         only memories found not fresh (`last_drift_of` reads it per memory)."""
-        return writeback.read(self.state)[0]
+        return writeback.read(self.state_dir)[0]
 
     @staticmethod
     def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
@@ -454,7 +481,7 @@ class Workspace:
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
         """Persist drift that changed since the last check (`anchorfs.writeback`): the store's
         column at once when the store is open here, else when it is next opened."""
-        return writeback.write_back(self.state, results, store=self._store, read_only=self.read_only)
+        return writeback.write_back(self.state_dir, results, store=self._store, read_only=self.read_only)
 
     def drift(self, *, progress: Callable[[int, int], None] | None = None) -> DriftReport:
         """Check every active anchored memory now; a memory whose text `verify --mark` found

@@ -8,8 +8,8 @@ never pays for importing LanceDB. Both files are caches: a failure here never fa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from pathlib import Path
 TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
 
 
@@ -28,7 +28,7 @@ UNANCHORED = "unanchored"
 """The drift `list` shows for a memory with no anchors (DESIGN.md): nothing to check."""
 
 
-def read(state: Path) -> tuple[dict[str, str], dict[str, str], bool]:
+def read(state: str | os.PathLike[str]) -> tuple[dict[str, str], dict[str, str], bool]:
     """(last known drift, drift not yet mirrored into the store, damaged) from `state/drift.json`.
 
     A damaged, foreign or future-version file reads as a cold cache (damaged: true, so the
@@ -37,7 +37,7 @@ def read(state: Path) -> tuple[dict[str, str], dict[str, str], bool]:
     from .jsonread import loads  # not orjson: its import is most of a hook's full digest
 
     try:
-        raw = read_state(state / "drift.json")
+        raw = read_state(os.path.join(state, "drift.json"))
         if raw is None:
             return {}, {}, False
         data = loads(raw)
@@ -67,7 +67,7 @@ def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
     return known.get(memory.id, Drift.FRESH.value)
 
 
-def write_back(state: Path, results: Iterable[MemoryDrift] | DriftReport, *, store: "Store | None",
+def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | DriftReport, *, store: "Store | None",
                read_only: bool) -> int:
     """Persist drift that changed since the last check; a read that changed nothing writes nothing.
 
@@ -105,14 +105,14 @@ def write_back(state: Path, results: Iterable[MemoryDrift] | DriftReport, *, sto
         from .jsonwrite import dumps  # orjson's bytes without its import (issue 20)
         from .statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
 
-        _replace_atomic(state / "drift.json", dumps({"v": 1, "drift": merged, "pending": pending}),
+        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": 1, "drift": merged, "pending": pending}),
                         "drift-write")
     except OSError:
         return 0
     return len(changes)
 
 
-def flush_pending(state: Path, store: "Store", *, read_only: bool) -> None:
+def flush_pending(state: str | os.PathLike[str], store: "Store", *, read_only: bool) -> None:
     """Mirror drift found by store-less checks (hooks, cron) into the store's column."""
     if read_only:
         return
@@ -124,7 +124,7 @@ def flush_pending(state: Path, store: "Store", *, read_only: bool) -> None:
 
     try:
         store.set_drift(pending)
-        _replace_atomic(state / "drift.json", dumps({"v": 1, "drift": known, "pending": {}}),
+        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": 1, "drift": known, "pending": {}}),
                         "drift-write")
     except (AnchorfsError, OSError):
         pass

@@ -67,6 +67,7 @@ def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Pa
     out, report = hook_probe(repo, edit, "hook", "post-edit")
     assert out == "" and "anchorfs.workspace" not in report["mods"] and "anchorfs.symbols" in report["mods"]
     assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
+    assert "pathlib" not in report["all"]  # paths as str: its import (urllib.parse, fnmatch) not paid
     assert "anchorfs.hook_git" not in report["mods"] and "anchorfs.hook" not in report["mods"]  # the agent half alone
     token.write_text(TOKEN.replace("hours=24", "hours=12") + "# a trailing comment: the symbol is unchanged\n")
     out, report = hook_probe(repo, edit, "hook", "post-edit")
