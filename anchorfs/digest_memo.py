@@ -77,9 +77,10 @@ def _plain(value: "Any") -> "Any":
     return value
 
 
-def _read_memo(root_real: str) -> "dict[str, Any] | None":
+def _read_memo(root_real: str, *, lapsed: bool = False) -> "dict[str, Any] | None":
     """The digest memo, checked for shape and for this workspace, Python and code, within its
-    time; its stats as tuples under `keys`. None for anything else. Never raises."""
+    time (with `lapsed`, past it too, `d["lapsed"]` then True: `_renew` may serve it again); its
+    stats as tuples under `keys`. None for anything else. Never raises."""
     import time
 
     from . import memo
@@ -100,7 +101,11 @@ def _read_memo(root_real: str) -> "dict[str, Any] | None":
         if d.get("environment") != _plain(memo._environment()):
             return None
         written, until, n, size, absent, out = (d[k] for k in ("written", "until", "n", "size", "absent", "out"))
-        if not (type(written) in (int, float) and type(until) in (int, float) and written <= time.time() < until):
+        now = time.time()
+        if not (type(written) in (int, float) and type(until) in (int, float) and written <= now):
+            return None
+        d["lapsed"] = not now < until
+        if d["lapsed"] and not lapsed:
             return None
         if not (type(n) is int and type(size) is int and type(absent) is list and type(out) is str):
             return None
@@ -191,11 +196,13 @@ def _update_part(shown: "_Shown | None", report: "DriftReport", known: "dict[str
 
 
 def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[str], until: float,
-                out: str, update: "dict[str, Any] | None") -> None:
+                out: str, update: "dict[str, Any] | None", words: float | None) -> None:
     """The memo's file: a line of JSON (what the digest said, how to update it, and how many
     paths follow, in how many bytes), then the paths NUL-joined in UTF-8 and their stats packed
     (`memo._PACKED`): a memo of 10,000 files reads as one split of its bytes, neither scanned
-    nor escaped as JSON strings (their 300 KB were a tenth of a replay's own work)."""
+    nor escaped as JSON strings (their 300 KB were a tenth of a replay's own work). `words` is
+    when the first envelope's words change with time alone (None: never), the one bound of
+    `until` that `_renew` cannot lift."""
     import time
 
     from . import memo
@@ -209,7 +216,8 @@ def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[st
         raise ValueError("paths and stats differ in length")
     payload = {"format": _DIGEST_FORMAT, "root": root_real, "environment": _plain(memo._environment()),
                "written": time.time(), "until": until, "n": len(paths), "size": len(blob),
-               "absent": absent, "out": out, "update": update}
+               "absent": absent, "out": out, "update": update,
+               "words": None if words is None or words == float("inf") else words}
     head = json_dumps(payload).encode()
     if b"\n" in head:
         raise ValueError("a memo head of more than one line")
@@ -234,11 +242,12 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
         if grounds is not None:
             paths, keys, absent, until = grounds
             now = time.time()
-            until = min(until, _envelopes_until(ws, active, now))
+            words = _envelopes_until(ws, active, now)
+            until = min(until, words)
             if until > now:
                 known = known_drift(read_state(os.path.join(ws.state_dir, "drift.json"))) if shown is not None else None
                 update = _update_part(shown, report, known, paths, ws.root_real)
-                _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update)
+                _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update, words)
                 return
     except (OSError, ValueError, AnchorfsError):
         pass
@@ -420,7 +429,7 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         until = min(float(d["until"]), trusted)
         if until > time.time():
             update = dict(up, known=known_now, sections=sections, entries=[list(e) for e in seq[:len(taken) + _SLACK]])
-            _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update)
+            _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update, _words(d))
     except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
         pass
     return out
@@ -573,18 +582,79 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
             if trusted is None or known_now is None:
                 return out
             now_s = time.time()
-            until = min(float(d["until"]), trusted, _until_of(config, _Keys.of(list(again.values())), now_s))
+            words = min(_words(d), _until_of(config, _Keys.of(list(again.values())), now_s))
+            until = min(float(d["until"]), trusted, words)
             if until > now_s:
                 update = dict(up, known=known_now, sections=sections, total=total_now,
                               base=[plan.prefix.offset, *mark[1:]],
                               entries=[list(e) for e in seq[:len(taken) + _SLACK]])
                 _write_memo(root_real, paths + more, bytes(keys) + _packed(more_keys), d["absent"], until, out,
-                            update)
+                            update, words)
         except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
             pass
         return out
     finally:
         plan.close()
+
+
+def _words(d: "dict[str, Any]") -> float:
+    """The memo's envelope bound (`_write_memo`'s `words`): infinity for none; a memo from before
+    the bound was kept, 0 (due: never renewed)."""
+    if "words" not in d:
+        return 0.0
+    words = d["words"]
+    if words is None:
+        return float("inf")
+    return float(words) if type(words) in (int, float) else 0.0
+
+
+def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
+    """The lapsed memo's output, when only the hash cache's TTL lapsed it (its envelopes' words
+    still stand, and `_changed_grounds` found every stat it rests on as it was): every anchored
+    file it rests on is read again and hashed (the TTL's promise; `HashCache.renew`, in one C
+    loop), and when each hashes as the cache held it when the memo was written, the digest is what
+    the full pass would say again, and the memo is kept until the new TTL. None when the words
+    are due, a file could not be read again or hashes otherwise (its new hash kept), or the
+    cache was re-hashed since by another pass: the full digest. A session start after a pause
+    (five minutes by default) is this, not the full digest."""
+    import time
+
+    from .config import load_config
+    from .hashing import HashCache
+    from .locate import STATE_DIR
+    from .statefs import check_state
+
+    words = _words(d)
+    if not time.time() < words:
+        return None
+    state = os.path.join(root_real, STATE_DIR)
+    check_state(state)
+    if not os.access(state, os.W_OK):
+        return None
+    base = root_real if root_real.endswith("/") else root_real + "/"
+    paths: list[str] = d["paths"]
+    if root_real not in paths:
+        return None
+    # the anchored files and their folders: the grounds after the root's own (`memo._grounds`)
+    rels = [p[len(base):] for p in paths[paths.index(root_real) + 1:] if p.startswith(base)]
+    cache = HashCache(os.path.join(state, "manifest.json"), ttl=float(load_config(root_real)["drift.cache_ttl"]),
+                      only=rels)
+    held: list[tuple[str, tuple[int, int, int, int]]] = []
+    for rel, key in zip(rels, cache.keys_of(rels)):
+        if key is not None:
+            held.append((rel, key))
+        elif not stat.S_ISDIR(os.lstat(base + rel).st_mode):
+            return None  # a file the cache holds no hash for (a cold manifest): nothing to compare with
+    renewed = cache.renew([rel for rel, _ in held], [base + rel for rel, _ in held], root_real,
+                          checked_by=float(d["written"]))
+    cache.save(strict=True)  # what was read again is kept, whichever way it came out (or no memo)
+    if not renewed:
+        return None
+    out: str = d["out"]
+    until = cache.trusted_until(dict(held)) if held else float("inf")
+    if until is not None and min(until, words) > time.time():
+        _write_memo(root_real, paths, d["keys"], d["absent"], min(until, words), out, d.get("update"), words)
+    return out
 
 
 def _session_start_memoized(root_real: str) -> str:
@@ -601,11 +671,21 @@ def _session_start_memoized(root_real: str) -> str:
     if paused:
         gc.disable()
     try:
-        d = _read_memo(root_real)
+        d = _read_memo(root_real, lapsed=True)
         changed = _changed_grounds(d) if d is not None else None
         if d is not None and changed == []:
-            out: str = d["out"]
-            return out
+            if not d["lapsed"]:
+                out: str = d["out"]
+                return out
+            try:
+                renewed = _renew(root_real, d)
+            except Exception:  # noqa: BLE001 - a doubt here is the full digest, which says what went wrong
+                renewed = None
+            if renewed is not None:
+                return renewed
+            started = time.time_ns()
+        elif d is not None and d["lapsed"]:
+            d = None  # lapsed and changed: the full digest
         if d is not None and changed:
             try:
                 with warnings.catch_warnings(record=True) as caught:

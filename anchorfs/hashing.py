@@ -351,14 +351,32 @@ class HashCache:
                     seen[rel] = st
         return out
 
+    def renew(self, rels: list[str], paths: list[str], root: str, *, checked_by: float) -> bool:
+        """Whether every one of these files (each `root/rel`) hashes now as this cache holds it,
+        each read again whatever its entry's age (`_renew`'s C loop): what lets a result resting
+        on their cached hashes be served past the TTL (the digest memo, `digest_memo._renew`).
+        False when one has no hash cached, was hashed after `checked_by` (by a later pass: not
+        the hash the result rested on), could not be read again here (a new stat, a link, no C
+        loop), or hashes otherwise now; whatever was read again is kept."""
+        if not self._loaded:
+            self._load()
+        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
+            self._whole()
+        entries = list(map(self._entries.get, rels))
+        if any(e is None or e[4] is None or e[5] > checked_by for e in entries):
+            return False
+        got = self._renew(rels, paths, entries, root, self._clock(), every=True)
+        return len(got) == len(rels) and all(got.get(rel) == e[4] for rel, e in zip(rels, entries))  # type: ignore[index]
+
     def _renew(self, rels: list[str], paths: Sequence[str | None], entries: list[_Entry | None], root: str,
-               now: float) -> dict[str, str]:
+               now: float, *, every: bool = False) -> dict[str, str]:
         """Hashes of the files whose entries hold a hash past its TTL and whose stat is still the
         entry's, read again in `_statmatch.reread`'s loop (the guarded open's checks, in C: no
         link followed on the way, the fstat the entry's key before and after one read of exactly
         its size) and hashed; their entries stamped anew. A file the loop refused is left out:
         the caller's one-by-one path judges it (a new stat, a link, a file gone). Empty where the
-        loop is not built (not Linux, no C compiler)."""
+        loop is not built (not Linux, no C compiler). `every`: each entry holding a hash, expired
+        or not."""
         reread = getattr(_statmatch, "reread", None)
         if reread is None:
             return {}
@@ -366,7 +384,7 @@ class HashCache:
         base = root + "/"
         todo: list[tuple[str, _Entry]] = []
         for rel, e, path in zip(rels, entries, paths):
-            if e is not None and e[4] is not None and not e[5] <= now < e[5] + ttl and path == base + rel:
+            if e is not None and e[4] is not None and (every or not e[5] <= now < e[5] + ttl) and path == base + rel:
                 todo.append((rel, e))
         out: dict[str, str] = {}
         start = 0
