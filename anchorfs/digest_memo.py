@@ -196,13 +196,14 @@ def _update_part(shown: "_Shown | None", report: "DriftReport", known: "dict[str
 
 
 def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[str], until: float,
-                out: str, update: "dict[str, Any] | None", words: float | None) -> None:
+                out: str, update: "dict[str, Any] | None", words: float | None, ttl: float) -> None:
     """The memo's file: a line of JSON (what the digest said, how to update it, and how many
     paths follow, in how many bytes), then the paths NUL-joined in UTF-8 and their stats packed
     (`memo._PACKED`): a memo of 10,000 files reads as one split of its bytes, neither scanned
     nor escaped as JSON strings (their 300 KB were a tenth of a replay's own work). `words` is
     when the first envelope's words change with time alone (None: never), the one bound of
-    `until` that `_renew` cannot lift."""
+    `until` that `_renew` cannot lift; `ttl` the hash cache's (`drift.cache_ttl`), which the
+    config file among the grounds and the environment fix while the memo holds."""
     import time
 
     from . import memo
@@ -217,7 +218,7 @@ def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[st
     payload = {"format": _DIGEST_FORMAT, "root": root_real, "environment": _plain(memo._environment()),
                "written": time.time(), "until": until, "n": len(paths), "size": len(blob),
                "absent": absent, "out": out, "update": update,
-               "words": None if words is None or words == float("inf") else words}
+               "words": None if words is None or words == float("inf") else words, "ttl": ttl}
     head = json_dumps(payload).encode()
     if b"\n" in head:
         raise ValueError("a memo head of more than one line")
@@ -247,7 +248,8 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
             if until > now:
                 known = known_drift(read_state(os.path.join(ws.state_dir, "drift.json"))) if shown is not None else None
                 update = _update_part(shown, report, known, paths, ws.root_real)
-                _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update, words)
+                _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update, words,
+                            float(ws.config["drift.cache_ttl"]))
                 return
     except (OSError, ValueError, AnchorfsError):
         pass
@@ -429,7 +431,8 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         until = min(float(d["until"]), trusted)
         if until > time.time():
             update = dict(up, known=known_now, sections=sections, entries=[list(e) for e in seq[:len(taken) + _SLACK]])
-            _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update, _words(d))
+            _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update, _words(d),
+                        float(config["drift.cache_ttl"]))
     except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
         pass
     return out
@@ -589,7 +592,7 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                               base=[plan.prefix.offset, *mark[1:]],
                               entries=[list(e) for e in seq[:len(taken) + _SLACK]])
                 _write_memo(root_real, paths + more, bytes(keys) + _packed(more_keys), d["absent"], until, out,
-                            update, words)
+                            update, words, float(config["drift.cache_ttl"]))
         except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
             pass
         return out
@@ -619,14 +622,14 @@ def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
     (five minutes by default) is this, not the full digest."""
     import time
 
-    from .config import load_config
     from .hashing import HashCache
     from .locate import STATE_DIR
     from .statefs import check_state
 
-    words = _words(d)
-    if not time.time() < words:
-        return None
+    words, kept = _words(d), d.get("ttl")
+    if not time.time() < words or not isinstance(kept, (int, float)) or not kept >= 0:
+        return None  # due, or a memo written before it kept the TTL
+    ttl = float(kept)
     state = os.path.join(root_real, STATE_DIR)
     check_state(state)
     if not os.access(state, os.W_OK):
@@ -637,8 +640,7 @@ def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
         return None
     # the anchored files and their folders: the grounds after the root's own (`memo._grounds`)
     rels = [p[len(base):] for p in paths[paths.index(root_real) + 1:] if p.startswith(base)]
-    cache = HashCache(os.path.join(state, "manifest.json"), ttl=float(load_config(root_real)["drift.cache_ttl"]),
-                      only=rels)
+    cache = HashCache(os.path.join(state, "manifest.json"), ttl=ttl)  # every entry wanted: one whole parse
     held: list[tuple[str, tuple[int, int, int, int]]] = []
     for rel, key in zip(rels, cache.keys_of(rels)):
         if key is not None:
@@ -653,7 +655,7 @@ def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
     out: str = d["out"]
     until = cache.trusted_until(dict(held)) if held else float("inf")
     if until is not None and min(until, words) > time.time():
-        _write_memo(root_real, paths, d["keys"], d["absent"], min(until, words), out, d.get("update"), words)
+        _write_memo(root_real, paths, d["keys"], d["absent"], min(until, words), out, d.get("update"), words, ttl)
     return out
 
 

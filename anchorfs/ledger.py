@@ -32,7 +32,7 @@ from datetime import datetime
 
 from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
-from .statefs import open_state, refuse_link
+from .statefs import FAULT_ENV, open_state, refuse_link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,8 +58,6 @@ __all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "curren
 
 LEDGER_VERSION = 1
 OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark", "accept", "reject")
-FAULT_ENV = "ANCHORFS_TEST_FAULT"
-"""Test-only fault injection: a comma-separated list of points (see `fault`)."""
 
 
 def armed(point: str) -> bool:

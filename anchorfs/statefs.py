@@ -32,6 +32,9 @@ __all__ = [
     "replace_state",
 ]
 
+FAULT_ENV = "ANCHORFS_TEST_FAULT"
+"""Test-only fault injection: a comma-separated list of points (see `anchorfs.ledger.fault`)."""
+
 STORE_DIR = "memories.lance"
 STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "drift.memo", "applied", "events.jsonl",
                ".gitignore", "fold.snap", "fold.tail", "digest.memo", "config.parsed", "server.sock", STORE_DIR)
@@ -196,7 +199,7 @@ def replace_state(
     try:
         try:
             view = memoryview(payload)
-            if fault_point is not None:
+            if fault_point is not None and FAULT_ENV in os.environ:  # the switch's module (the ledger's) only then
                 from .ledger import armed, fault
 
                 if armed(fault_point):
