@@ -138,6 +138,19 @@ def test_a_partial_load_answers_as_the_whole_one_without_decoding_the_rest(ws: P
         assert part.paths_for(sha(b"body of a.py\n")) == ["a.py"]
 
 
+def test_a_partial_load_of_many_paths_is_one_whole_parse(ws: Path) -> None:
+    """Each path of a partial load is looked up in the manifest's bytes: past `_ONLY_MAX` paths
+    (a renewal asks for thousands) the manifest is parsed whole once, with the same answers."""
+    files = _warm_manifest(ws)
+    many = [*_ODD_NAMES, *(f"absent{i}.py" for i in range(hashing._ONLY_MAX))]
+    part = HashCache(manifest(ws), only=many)
+    assert part.vouch(list(files), [str(p) for p in files.values()]) == [sha(f"body of {r}\n".encode()) for r in files]
+    assert part._rest is None and set(part._entries) == set(_ODD_NAMES) and part.hashes == 0
+    few = HashCache(manifest(ws), only=many[:hashing._ONLY_MAX])
+    few.vouch(["a.py"], [str(files["a.py"])])
+    assert few._rest is not None  # within the bound: a partial load
+
+
 def test_a_partial_load_saves_what_a_whole_one_would(ws: Path) -> None:
     files = _warm_manifest(ws)
     before = manifest(ws).read_bytes()
