@@ -52,6 +52,34 @@ typedef struct {
 #define MIN_PER_THREAD 2048
 #define MAX_THREADS 4
 
+/* How many threads share a batch of n: one per `per_thread` items, at most MAX_THREADS and the
+ * CPUs online, at least one. */
+static Py_ssize_t shares(Py_ssize_t n, Py_ssize_t per_thread) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    Py_ssize_t k = n / per_thread;
+    if (k > MAX_THREADS)
+        k = MAX_THREADS;
+    if (cpus > 0 && k > cpus)
+        k = cpus;
+    return k < 1 ? 1 : k;
+}
+
+/* Run `fn` on each of the k jobs (`size` bytes apart from `jobs`): the first here, the others on
+ * threads; a thread that cannot start leaves its share to this one. Called without the GIL. */
+static void run_shares(void *(*fn)(void *), void *jobs, size_t size, Py_ssize_t k) {
+    pthread_t threads[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (Py_ssize_t t = 1; t < k; t++)
+        started[t] = pthread_create(&threads[t], NULL, fn, (char *)jobs + (size_t)t * size) == 0;
+    fn(jobs);
+    for (Py_ssize_t t = 1; t < k; t++) {
+        if (started[t])
+            pthread_join(threads[t], NULL);
+        else
+            fn((char *)jobs + (size_t)t * size);
+    }
+}
+
 static void *run_job(void *arg) {
     job_t *job = (job_t *)arg;
     struct stat st;
@@ -158,16 +186,7 @@ static PyObject *match(PyObject *self, PyObject *args) {
         goto done;
     }
     job_t jobs[MAX_THREADS];
-    pthread_t threads[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    Py_ssize_t k = n / MIN_PER_THREAD;
-    if (k > MAX_THREADS)
-        k = MAX_THREADS;
-    if (cpus > 0 && k > cpus)
-        k = cpus;
-    if (k < 1)
-        k = 1;
+    Py_ssize_t k = shares(n, MIN_PER_THREAD);
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < k; t++) {
@@ -178,15 +197,7 @@ static PyObject *match(PyObject *self, PyObject *args) {
         jobs[t].hi = n * (t + 1) / k;
         jobs[t].failed = 0;
     }
-    for (Py_ssize_t t = 1; t < k; t++) /* a thread that cannot start leaves its share to this one */
-        started[t] = pthread_create(&threads[t], NULL, run_job, &jobs[t]) == 0;
-    run_job(&jobs[0]);
-    for (Py_ssize_t t = 1; t < k; t++) {
-        if (started[t])
-            pthread_join(threads[t], NULL);
-        else
-            run_job(&jobs[t]);
-    }
+    run_shares(run_job, jobs, sizeof jobs[0], k);
     for (Py_ssize_t t = 0; t < k; t++)
         failed |= jobs[t].failed;
     Py_END_ALLOW_THREADS
@@ -405,16 +416,7 @@ static PyObject *reread(PyObject *self, PyObject *args, PyObject *kwargs) {
             goto fallback;
     }
     read_job_t jobs[MAX_THREADS];
-    pthread_t threads[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    Py_ssize_t k = n / MIN_READS_PER_THREAD;
-    if (k > MAX_THREADS)
-        k = MAX_THREADS;
-    if (cpus > 0 && k > cpus)
-        k = cpus;
-    if (k < 1)
-        k = 1;
+    Py_ssize_t k = shares(n, MIN_READS_PER_THREAD);
 #if defined(HAVE_OPENAT2)
     int mode = use_openat2 ? 1 : 0;
 #else
@@ -429,15 +431,7 @@ static PyObject *reread(PyObject *self, PyObject *args, PyObject *kwargs) {
                               n * t / k, n * (t + 1) / k, 0};
             jobs[t] = job;
         }
-        for (Py_ssize_t t = 1; t < k; t++)
-            started[t] = pthread_create(&threads[t], NULL, run_read_job, &jobs[t]) == 0;
-        run_read_job(&jobs[0]);
-        for (Py_ssize_t t = 1; t < k; t++) {
-            if (started[t])
-                pthread_join(threads[t], NULL);
-            else
-                run_read_job(&jobs[t]);
-        }
+        run_shares(run_read_job, jobs, sizeof jobs[0], k);
         for (Py_ssize_t t = 0; t < k; t++)
             unavailable |= jobs[t].unavailable;
         if (!unavailable || mode == 0)

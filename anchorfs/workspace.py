@@ -149,21 +149,19 @@ class Workspace:
     @property
     def root(self) -> Path:
         """The workspace's folder, as it was given."""
-        got = self.__dict__.get("_root_path")
-        if got is None:
-            from pathlib import Path
-
-            got = self.__dict__["_root_path"] = Path(self.root_dir)
-        return got
+        return self._as_path("_root_path", self.root_dir)
 
     @property
     def state(self) -> Path:
         """Its state folder, `.anchorfs/`."""
-        got = self.__dict__.get("_state_path")
+        return self._as_path("_state_path", self.state_dir)
+
+    def _as_path(self, slot: str, text: str) -> Path:
+        got = self.__dict__.get(slot)
         if got is None:
             from pathlib import Path
 
-            got = self.__dict__["_state_path"] = Path(self.state_dir)
+            got = self.__dict__[slot] = Path(text)
         return got
 
     # -- lifecycle -------------------------------------------------------------------------
