@@ -135,8 +135,6 @@ class DriftChecker(MoveSearch):
 
         if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
             return False
-        from pathlib import Path
-
         from .errors import HistoryError
         from .git import run_git
         from .hashing import sha256_bytes
@@ -146,7 +144,7 @@ class DriftChecker(MoveSearch):
             old = _THEN_TOKENS[key]
         else:
             try:
-                then = run_git(Path(self.root_real), "cat-file", "blob", f"{ref.commit}:./{ref.path}", check=False)
+                then = run_git(self.root_real, "cat-file", "blob", f"{ref.commit}:./{ref.path}", check=False)
             except (HistoryError, OSError):
                 return False
             old = narrowed_tokens(ref, then) if then and sha256_bytes(then) == ref.sha256 else None

@@ -10,13 +10,13 @@ import os
 import stat
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from .errors import HistoryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path  # annotations only: its import is 0.8x `python3 -c pass` of a commit hook
 
 __all__ = [
     "run_git", "read_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
@@ -58,7 +58,7 @@ def _command(args: tuple[str, ...]) -> str:
     return args[i] if i < len(args) else (args[0] if args else "")
 
 
-def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> bytes:
+def run_git(cwd: str | os.PathLike[str], *args: str, check: bool = True, input: bytes | None = None) -> bytes:
     """Run git with a stable, non-interactive environment; stdout as bytes."""
     import subprocess
 
@@ -75,14 +75,14 @@ def run_git(cwd: Path, *args: str, check: bool = True, input: bytes | None = Non
     return proc.stdout
 
 
-def read_git(cwd: Path | str, *args: str) -> bytes:
+def read_git(cwd: str | os.PathLike[str], *args: str) -> bytes:
     """git's stdout for a command whose failure reads as no output (its stderr discarded, no
     stdin), spawned without `subprocess`: that import (`selectors`, `signal`, ...) is about
     13M instructions, a twentieth of the post-commit hook that runs one `git diff-tree`
     (issue 20). `run_git(cwd, *args, check=False)` where `posix_spawnp` is missing."""
     spawn = getattr(os, "posix_spawnp", None)
     if spawn is None:
-        return run_git(Path(cwd), *args, check=False)
+        return run_git(cwd, *args, check=False)
     out_r, out_w = os.pipe()  # both close-on-exec: the child keeps only its dup as stdout
     try:
         # `-C`: as if started there (posix_spawnp has no cwd before Python 3.13)
@@ -116,6 +116,8 @@ def toplevel(root: Path) -> Path | None:
             return None
         probe = probe.parent
     out = run_git(root, "rev-parse", "--show-toplevel", check=False).strip()
+    from pathlib import Path
+
     return Path(os.fsdecode(out)) if out else None
 
 
@@ -162,7 +164,7 @@ def _head_key(top: str) -> tuple[object, ...] | None:
     file changed within the last two seconds (racy: a second change could keep its stat)."""
     if top not in _git_dirs:
         try:
-            out = run_git(Path(top), "rev-parse", "--absolute-git-dir", "--git-common-dir", check=False)
+            out = run_git(top, "rev-parse", "--absolute-git-dir", "--git-common-dir", check=False)
             lines = os.fsdecode(out).splitlines()
             _git_dirs[top] = (lines[0], os.path.join(top, lines[1])) if len(lines) == 2 else None
         except HistoryError:

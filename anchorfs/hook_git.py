@@ -276,7 +276,7 @@ def _remove(path: Path, root: Path) -> bool:
     return True
 
 
-def committed_paths(root: Path, rev: str = "HEAD") -> list[str]:
+def committed_paths(root: str | os.PathLike[str], rev: str = "HEAD") -> list[str]:
     """Workspace-relative paths the commit touched (against its first parent; all for a root commit)."""
     from .git import read_git
 
@@ -358,9 +358,7 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
         from .locate import locate
 
         found = locate(root)
-        from pathlib import Path
-
-        named = mentioned(found, committed_paths(Path(found), rev))  # else no memory rests on them
+        named = mentioned(found, committed_paths(found, rev))  # else no memory rests on them
         got = recheck_paths(found, named, source="hook") if named else []
         if got is None:  # not to be judged from the snapshot (or a doubt): the workspace's path
             from .watch import record_transitions

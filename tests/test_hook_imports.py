@@ -50,6 +50,7 @@ def test_a_hook_builds_no_dataclass_it_does_not_use(repo: Path) -> None:
         unused = {"Prefix", "Follow", "Folded", "Side", "Fork", "Hit"} & set(report["made"])
         assert unused == set(), (argv, report["made"])  # plain classes, or built only when asked for
         assert "anchorfs.forks" not in report["mods"] and "anchorfs.hits" not in report["mods"]
+        assert "pathlib" not in report["all"], argv  # paths as str, git's included
 
 
 def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Path) -> None:
