@@ -399,8 +399,9 @@ class HashCache:
             part = todo[start:end]
             start = end
             started = time.time_ns()  # before any read, so the racy rule errs towards poisoning
-            got = reread(root, [rel for rel, _ in part], _statmatch.pack([_ENTRY_KEY(e) for _, e in part]), _ONE_READ)
-            if got is None:  # root not itself, a name C cannot pass: one by one
+            packed = _statmatch.pack([_ENTRY_KEY(e) for _, e in part])
+            got = reread(root, [rel for rel, _ in part], packed, _ONE_READ) if packed is not None else None
+            if got is None:  # root not itself, a name or a key C cannot pass: one by one
                 return out
             limit = started - self._gran
             sha256 = _sha256_for(sum(len(data) for data in got if data is not None))

@@ -1147,3 +1147,7 @@ def test_vouch_with_the_root_renews_expired_entries_in_one_batch(tmp_path: Path,
     assert cache.save() is True
     assert HashCache(tmp_path / "manifest.json", ttl=60, clock=lambda: clock[0] - 61).vouch(rels[:1], paths[:1]) == (
         want[:1] if loop == "c" else [None])
+    cache._entries["c.txt"][3] = -1  # a key C cannot pack (an inode below zero): left to the one-by-one path
+    clock[0] += 61
+    seen = {}
+    assert cache.vouch(["c.txt"], [paths[2]], seen=seen, root=str(root)) == [None] and set(seen) == {"c.txt"}
