@@ -38,7 +38,7 @@ __all__ = ["mentioned", "recheck_paths", "known_drift"]
 
 
 SNAP_FORMAT, SNAP_VERSION = "anchorfs-fold", 8
-"""`foldsnap.FORMAT` and `VERSION`, spelt out: importing foldsnap (the ledger, the model, pathlib)
+"""`foldsnap.FORMAT` and `VERSION`, spelt out: importing foldsnap (the ledger, the model, blake3)
 would cost an unanchored edit's hook more than the scan it saves (a test keeps them in step)."""
 FINE_NS, COARSE_NS = 50_000_000, 2_000_000_000
 """`catchup.FINE_NS` and `hashing.DEFAULT_GRANULARITY_NS`: the racy windows `catchup.settled`

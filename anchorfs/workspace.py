@@ -126,7 +126,7 @@ class Workspace:
         # ledger); a write raises. The MCP server's --read-only opens it so.
         self.read_only = read_only
         # Kept as str: `root` and `state` build their `Path` on first use, so opening a workspace
-        # (a session start's digest) never imports `pathlib`, whose `re`, `enum` and
+        # (a session start's digest) never imports `pathlib`, whose `re`, `fnmatch` and
         # `urllib.parse` cost 0.8x `python3 -c pass` (issue 20).
         self.root_dir = os.fspath(root)
         self.root_real = os.path.realpath(self.root_dir)
