@@ -42,10 +42,10 @@ def token(git_repo: Path) -> Path:
     return token
 
 
-def _session_start(root: Path) -> tuple[str, list[str]]:
+def _session_start(root: Path, *, probe: str = _PROBE) -> tuple[str, list[str]]:
     """`anchorfs hook session-start` in a process of its own: (its answer, the modules it loaded)."""
     start = json.dumps({"session_id": "s", "cwd": str(root), "hook_event_name": "SessionStart", "source": "startup"})
-    proc = subprocess.run([sys.executable, "-c", _PROBE, start, "hook", "session-start"], cwd=root,
+    proc = subprocess.run([sys.executable, "-c", probe, start, "hook", "session-start"], cwd=root,
                           capture_output=True, text=True, timeout=60, check=True)
     return proc.stdout, json.loads(proc.stderr)
 
@@ -82,6 +82,26 @@ def test_a_full_digest_imports_no_pathlib_nor_re(token: Path) -> None:
     assert "anchorfs.hashing" in mods and "anchorfs.symbols" not in mods
     assert {"pathlib", "re", "fnmatch", "urllib.parse"}.isdisjoint(mods), sorted(
         {"pathlib", "re", "fnmatch", "urllib.parse"} & set(mods))
+
+
+def test_a_start_past_the_ttl_renews_the_memo_without_the_workspace(token: Path) -> None:
+    """Past the hash cache's TTL, with nothing changed, the memo is renewed (`digest_memo._renew`):
+    every anchored file read and hashed again, the workspace never opened, and none of `pathlib`,
+    `re`, the config's parser or the model's `datetime` and `enum` loaded."""
+    import time
+
+    root = token.parent.parent
+    (root / ".anchorfs.toml").write_text("[drift]\ncache_ttl = 1.0\n")
+    time.sleep(2.1)  # the files past the hash cache's racy window (two seconds): their hashes kept
+    first, _ = _session_start(root)  # the full digest, its memo written under the new TTL
+    assert (root / ".anchorfs" / "digest.memo").is_file()
+    time.sleep(1.1)  # past the TTL
+    plain = _PROBE.replace("import anchorfs.foldsnap as foldsnap\n", "").replace("foldsnap.MIN_LINES = 0", "pass")
+    out, mods = _session_start(root, probe=plain)  # foldsnap (the ledger, the model) not imported by the probe
+    assert out == first
+    heavy = {"anchorfs.workspace", "anchorfs.config", "anchorfs.model", "pathlib", "re", "enum", "datetime"}
+    assert heavy.isdisjoint(mods), sorted(heavy & set(mods))
+    assert "anchorfs.hashing" in mods  # the files read again: no replay
 
 
 def test_a_digest_after_a_memory_was_recorded_imports_no_typing(token: Path) -> None:
