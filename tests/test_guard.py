@@ -7,9 +7,12 @@ import errno
 import hashlib
 import os
 import socket
+import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from anchorfs.guard import (
     EscapedError,
@@ -251,3 +254,72 @@ def test_reread_threads_split_a_large_batch_and_agree(ws: Path, reread) -> None:
     got = reread(ws, rels, keys)
     assert [i for i, data in enumerate(got) if data is None] == sorted(wrong)
     assert all(data == b"%d\n" % i for i, data in enumerate(got) if data is not None)
+
+
+_NAMES = ["a.py", "b", "c.txt", ".anchorfs", ".AnchorFS", "..", ".", "é", "d"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["file", "dir", "link_in", "link_out", "link_up", "fifo"]),
+                          st.lists(st.sampled_from(_NAMES), min_size=1, max_size=3)), min_size=1, max_size=12),
+       st.lists(st.lists(st.sampled_from([*_NAMES, ""]), min_size=1, max_size=4), min_size=1, max_size=12),
+       st.booleans())
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_reread_reads_a_file_exactly_when_it_is_plainly_there(tmp_path_factory: pytest.TempPathFactory,
+                                                             made: list[tuple[str, list[str]]],
+                                                             asked: list[list[str]], openat2: bool) -> None:
+    """Over random trees of files, folders, links (inside, out, up) and FIFOs: `reread` returns a
+    file's bytes exactly when its path is plain, outside the state folder, reached without any
+    link, a regular file, and its stat is the key given; else None. Never anything else."""
+    from anchorfs import _statmatch
+    from anchorfs.guard import is_state_name
+
+    top = tmp_path_factory.mktemp("tree")
+    root = top / "ws"
+    root.mkdir()
+    (top / "outside").mkdir()
+    (top / "outside" / "a.py").write_bytes(b"out\n")
+    for kind, parts in made:
+        path = root.joinpath(*parts)
+        if not os.path.realpath(path).startswith(os.path.realpath(root) + "/") or os.path.lexists(path):
+            continue  # outside, or made already
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "file":
+                path.write_bytes(("/".join(parts) + "\n").encode())
+            elif kind == "dir":
+                path.mkdir()
+            elif kind == "link_in":
+                path.symlink_to(root / "b")
+            elif kind == "link_out":
+                path.symlink_to(top / "outside")
+            elif kind == "link_up":
+                path.symlink_to("..")
+            else:
+                os.mkfifo(path)
+        except OSError:
+            continue
+    real_root = os.path.realpath(root)
+    # what was made, a child of each (through a folder or a link), and the random paths
+    rels = [q for _, parts in made for q in ("/".join(parts), "/".join(parts) + "/a.py")]
+    rels += ["/".join(parts) for parts in asked]
+    keys = []
+    want: list[bytes | None] = []
+    for rel in rels:
+        full = os.path.join(real_root, rel)
+        try:
+            st_ = os.lstat(full)
+            keys.append((st_.st_size, st_.st_mtime_ns, st_.st_ctime_ns, st_.st_ino))
+        except OSError:
+            keys.append((0, 0, 0, 0))
+            want.append(None)
+            continue
+        parts = rel.split("/")
+        plain = rel != "" and not rel.startswith("/") and "" not in parts and "." not in parts and ".." not in parts
+        ascii_first = parts[0].isascii()
+        linked = os.path.realpath(full) != full
+        regular = stat.S_ISREG(st_.st_mode)
+        ok = plain and ascii_first and not is_state_name(parts[0]) and not linked and regular
+        want.append(Path(full).read_bytes() if ok else None)
+    got = _statmatch.reread(real_root, rels, _statmatch.pack(keys), 1 << 20, openat2=openat2)
+    assert got == want, list(zip(rels, got, want))
