@@ -217,28 +217,19 @@ done:
 
 /* ---- reread: the guarded open, read and re-check of files whose stat is known ------------ */
 
-#if defined(__linux__)
+#if defined(HAVE_OPENAT2)
 
-#ifndef O_NOFOLLOW
-#define O_NOFOLLOW 0
-#endif
-#ifndef O_NOCTTY
-#define O_NOCTTY 0
-#endif
 #define READ_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
 #define MIN_READS_PER_THREAD 512
 
 typedef struct {
-    const char *root; /* the workspace's realpath, no trailing slash */
-    size_t root_len;
-    int rootfd;       /* an O_PATH fd of root, confirmed at root: openat2's anchor */
-    int mode;         /* 1: openat2 beneath rootfd, no link anywhere; 0: open + /proc place check */
+    int rootfd;       /* an O_PATH fd of the root, confirmed at its realpath: openat2's anchor */
     const char **rels;
     const key_t4 *keys;
     char **bufs;      /* the bytes objects' buffers, each its key's size + the trailing NUL */
     char *ok;
     Py_ssize_t lo, hi;
-    int unavailable;  /* openat2 refused as a call (ENOSYS, a seccomp EPERM): the batch goes by mode 0 */
+    int unavailable;  /* openat2 refused as a call (ENOSYS, a seccomp EPERM): the batch is Python's */
 } read_job_t;
 
 static int same_key(const struct stat *st, const key_t4 *k) {
@@ -275,53 +266,23 @@ static int plain_rel(const char *rel) {
     }
 }
 
-static int open_one(read_job_t *job, const char *rel, char *full, size_t full_cap) {
-#if defined(HAVE_OPENAT2)
-    if (job->mode == 1) {
-        struct open_how how;
-        memset(&how, 0, sizeof how);
-        how.flags = READ_FLAGS;
-        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-        int fd = (int)syscall(SYS_openat2, job->rootfd, rel, &how, sizeof how);
-        if (fd < 0 && (errno == ENOSYS || errno == EPERM || errno == E2BIG)) {
-            job->unavailable = 1;
-            return -2;
-        }
-        return fd;
-    }
-#endif
-    size_t rel_len = strlen(rel);
-    if (job->root_len + 1 + rel_len + 1 > full_cap)
-        return -1;
-    memcpy(full, job->root, job->root_len);
-    full[job->root_len] = '/';
-    memcpy(full + job->root_len + 1, rel, rel_len + 1);
-    int fd = open(full, READ_FLAGS);
-    if (fd < 0)
-        return -1;
-    /* as guard._confirm_place: the fd's own path must be the path asked for (no /proc: the
-     * fstat checks stand alone) */
-    char proc[64], seen[4096];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(proc, seen, sizeof seen);
-    if (n >= 0 && ((size_t)n != job->root_len + 1 + rel_len || memcmp(seen, full, (size_t)n) != 0)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static void *run_read_job(void *arg) {
     read_job_t *job = (read_job_t *)arg;
-    char full[4096];
-    for (Py_ssize_t i = job->lo; i < job->hi; i++) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = READ_FLAGS;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    for (Py_ssize_t i = job->lo; i < job->hi && !job->unavailable; i++) {
         job->ok[i] = 0;
-        if (job->bufs[i] == NULL || job->unavailable)
+        if (job->bufs[i] == NULL)
             continue;
         const key_t4 *k = &job->keys[i];
-        int fd = open_one(job, job->rels[i], full, sizeof full);
-        if (fd < 0)
+        int fd = (int)syscall(SYS_openat2, job->rootfd, job->rels[i], &how, sizeof how);
+        if (fd < 0) {
+            if (errno == ENOSYS || errno == EPERM || errno == E2BIG)
+                job->unavailable = 1;
             continue;
+        }
         struct stat st;
         int good = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && same_key(&st, k);
         if (good) {
@@ -338,27 +299,24 @@ static void *run_read_job(void *arg) {
 }
 
 PyDoc_STRVAR(reread_doc,
-"reread(root, rels, packed, limit, openat2=True) -> list[bytes | None] | None\n\n"
+"reread(root, rels, packed, limit) -> list[bytes | None] | None\n\n"
 "Read again each file under `root` (a realpath) whose stat the caller knows (its packed key),\n"
-"through the guarded open's checks: opened with O_NOFOLLOW | O_NONBLOCK, beneath root with no\n"
-"link on the way (openat2's RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or else the fd's place in\n"
-"/proc/self/fd must be the path asked for), a regular file whose fstat is the key before and\n"
-"after one read of exactly its size. Per file its bytes, or None where any check failed, the\n"
-"file is larger than `limit`, or its path is not plain or is in the state folder. None for the\n"
-"whole batch when root cannot be opened as itself or a name is not a plain str: the caller\n"
-"goes one file at a time.");
+"with the guarded open's checks made by the kernel: openat2 beneath root with no link anywhere\n"
+"on the way (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), O_NOFOLLOW | O_NONBLOCK, a regular file\n"
+"whose fstat is the key before and after one read of exactly its size. Per file its bytes, or\n"
+"None where any check failed, the file is larger than `limit`, or its path is not plain or is\n"
+"in the state folder. None for the whole batch when root cannot be opened as itself, a name is\n"
+"not a plain str, or the kernel refuses openat2: the caller goes one file at a time through\n"
+"the guarded open.");
 
-static PyObject *reread(PyObject *self, PyObject *args, PyObject *kwargs) {
+static PyObject *reread(PyObject *self, PyObject *args) {
     (void)self;
-    static char *kwlist[] = {"root", "rels", "packed", "limit", "openat2", NULL};
     const char *root;
     Py_ssize_t root_len;
     PyObject *rels_arg;
     Py_buffer packed;
     long long limit;
-    int use_openat2 = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s#Oy*L|p:reread", kwlist, &root, &root_len, &rels_arg,
-                                     &packed, &limit, &use_openat2))
+    if (!PyArg_ParseTuple(args, "s#Oy*L:reread", &root, &root_len, &rels_arg, &packed, &limit))
         return NULL;
     PyObject *result = NULL, *rels = NULL;
     const char **crels = NULL;
@@ -403,8 +361,8 @@ static PyObject *reread(PyObject *self, PyObject *args, PyObject *kwargs) {
             goto done;
         bufs[i] = PyBytes_AS_STRING(objs[i]);
     }
-    /* root itself, as guard's place check holds it: opened without following a link, and its
-     * fd's place the realpath given (a folder on the way swapped for a link moves it) */
+    /* the root itself, as the guard's place check holds it: opened without following a link,
+     * and its fd's place the realpath given (a folder above it swapped for a link moves it) */
     rootfd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (rootfd < 0)
         goto fallback;
@@ -417,28 +375,18 @@ static PyObject *reread(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
     read_job_t jobs[MAX_THREADS];
     Py_ssize_t k = shares(n, MIN_READS_PER_THREAD);
-#if defined(HAVE_OPENAT2)
-    int mode = use_openat2 ? 1 : 0;
-#else
-    int mode = 0;
-    (void)use_openat2;
-#endif
+    int unavailable = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (int pass = 0; pass < 2; pass++) {
-        int unavailable = 0;
-        for (Py_ssize_t t = 0; t < k; t++) {
-            read_job_t job = {root, (size_t)root_len, rootfd, mode, crels, keys, bufs, ok,
-                              n * t / k, n * (t + 1) / k, 0};
-            jobs[t] = job;
-        }
-        run_shares(run_read_job, jobs, sizeof jobs[0], k);
-        for (Py_ssize_t t = 0; t < k; t++)
-            unavailable |= jobs[t].unavailable;
-        if (!unavailable || mode == 0)
-            break;
-        mode = 0; /* openat2 refused as a call: the whole batch again, by the /proc place check */
+    for (Py_ssize_t t = 0; t < k; t++) {
+        read_job_t job = {rootfd, crels, keys, bufs, ok, n * t / k, n * (t + 1) / k, 0};
+        jobs[t] = job;
     }
+    run_shares(run_read_job, jobs, sizeof jobs[0], k);
+    for (Py_ssize_t t = 0; t < k; t++)
+        unavailable |= jobs[t].unavailable;
     Py_END_ALLOW_THREADS
+    if (unavailable)
+        goto fallback;
     result = PyList_New(n);
     if (result == NULL)
         goto done;
@@ -467,13 +415,13 @@ done:
     return result;
 }
 
-#endif /* __linux__ */
+#endif /* HAVE_OPENAT2 */
 
 static PyMethodDef methods[] = {
     {"pack", pack, METH_O, pack_doc},
     {"match", match, METH_VARARGS, match_doc},
-#if defined(__linux__)
-    {"reread", (PyCFunction)(void (*)(void))reread, METH_VARARGS | METH_KEYWORDS, reread_doc},
+#if defined(HAVE_OPENAT2)
+    {"reread", reread, METH_VARARGS, reread_doc},
 #endif
     {NULL, NULL, 0, NULL},
 };

@@ -12,14 +12,14 @@ open itself is guarded, and the checks are made on the open fd, which cannot cha
 - on Linux, the fd's real path (`/proc/self/fd/N`) must be the path asked for, inside the root's
   realpath and not in `.anchorfs/`: that catches a folder swapped for a link on the way.
 
-One batch form makes the same checks in C: `_statmatch.reread`, which `HashCache.vouch` uses to
-read again every file whose cached hash passed its TTL while its stat held (a session start
-after a pause). It opens beneath the root with no link anywhere on the way (openat2's
-`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`; where the kernel refuses that call, the same open as
-here and the same `/proc/self/fd` place check), refuses the state folder and any path part
-that is empty, `.` or `..`, and requires a regular file whose `fstat` is the cached stat before
-and after one read of exactly its size. Whatever it refuses takes the one-by-one path through
-`open_guarded`, which judges it (`tests/test_guard.py` holds both to the same cases).
+One batch form makes the same checks in C, by the kernel: `_statmatch.reread`, which
+`HashCache.vouch` uses to read again every file whose cached hash passed its TTL while its stat
+held (a session start after a pause). It opens with openat2 beneath the root's fd with no link
+anywhere on the way (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), refuses the state folder and any
+path part that is empty, `.` or `..`, and requires a regular file whose `fstat` is the cached
+stat before and after one read of exactly its size. Where the kernel has no openat2 (or a
+sandbox refuses it) it is not used at all: the batch comes here, one file at a time. Whatever it
+refuses is judged here too (`tests/test_guard.py` holds it to the same cases).
 
 A violation raises a `GuardError` (an `AnchorError`), which callers map to a verdict: `unsafe`
 for `EscapedError`, `unreadable` for `NotRegularError` / `TooLargeError`, a re-check for

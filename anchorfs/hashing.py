@@ -291,10 +291,7 @@ class HashCache:
         built, in C-level maps that keep no stat alive (about a bare stat loop); a batch with a
         file this cache has no entry for goes one file at a time.
         """
-        if not self._loaded:
-            self._load()
-        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
-            self._whole()
+        self._need_all(rels)
         now = self._clock()
         window = self._lo <= now < self._hi
         if not window and self._window_version != self._version:
@@ -361,10 +358,7 @@ class HashCache:
         False when one has no hash cached, was hashed after `checked_by` (by a later pass: not
         the hash the result rested on), could not be read again here (a new stat, a link, no C
         loop), or hashes otherwise now; whatever was read again is kept."""
-        if not self._loaded:
-            self._load()
-        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
-            self._whole()
+        self._need_all(rels)
         entries = list(map(self._entries.get, rels))
         if any(e is None or e[4] is None or e[5] > checked_by for e in entries):
             return False
@@ -426,10 +420,7 @@ class HashCache:
         What a result resting on these hashes may be reused until (`anchorfs.memo`): a later
         check would re-hash them from then on.
         """
-        if not self._loaded:
-            self._load()
-        if self._rest is not None and not self._only.issuperset(files):  # type: ignore[union-attr]
-            self._whole()
+        self._need_all(files)
         first = self._clock()
         with self._lock:
             for rel, key in files.items():
@@ -595,10 +586,7 @@ class HashCache:
 
     def keys_of(self, rels: Sequence[str]) -> list[tuple[int, int, int, int] | None]:
         """`stat_of` for many paths at once (the drift memo records thousands)."""
-        if not self._loaded:
-            self._load()
-        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
-            self._whole()
+        self._need_all(rels)
         return [None if e is None else _ENTRY_KEY(e) for e in map(self._entries.get, rels)]
 
     def forget(self, rel: str) -> None:
@@ -700,6 +688,13 @@ class HashCache:
         if not self._loaded:
             self._load()
         if self._rest is not None and rel not in self._only:  # type: ignore[operator]
+            self._whole()
+
+    def _need_all(self, rels: Iterable[str]) -> None:
+        """`_need` for many paths: loaded, and the rest decoded unless a partial load holds them all."""
+        if not self._loaded:
+            self._load()
+        if self._rest is not None and not self._only.issuperset(rels):  # type: ignore[union-attr]
             self._whole()
 
     def _whole(self) -> None:

@@ -171,17 +171,16 @@ def _key(path: Path) -> tuple[int, int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-@pytest.fixture(params=[True, False], ids=["openat2", "proc-place"])
-def reread(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    """`_statmatch.reread` by each of its two ways: openat2 beneath the root with no link on the
-    way, and the plain open whose fd's place in /proc must be the path asked for."""
+@pytest.fixture
+def reread():  # type: ignore[no-untyped-def]
+    """`_statmatch.reread`: openat2 beneath the root with no link on the way (Linux 5.6+)."""
     from anchorfs import _statmatch
 
     if not hasattr(_statmatch, "reread"):
         pytest.fail("anchorfs._statmatch.reread is not built (Linux builds it)")
 
     def run(root: Path, rels: list[str], keys: list[tuple[int, int, int, int]], limit: int = 1 << 20):
-        return _statmatch.reread(str(root), rels, _statmatch.pack(keys), limit, openat2=request.param)
+        return _statmatch.reread(str(root), rels, _statmatch.pack(keys), limit)
 
     return run
 
@@ -261,13 +260,12 @@ _NAMES = ["a.py", "b", "c.txt", ".anchorfs", ".AnchorFS", "..", ".", "é", "d"]
 
 @given(st.lists(st.tuples(st.sampled_from(["file", "dir", "link_in", "link_out", "link_up", "fifo"]),
                           st.lists(st.sampled_from(_NAMES), min_size=1, max_size=3)), min_size=1, max_size=12),
-       st.lists(st.lists(st.sampled_from([*_NAMES, ""]), min_size=1, max_size=4), min_size=1, max_size=12),
-       st.booleans())
+       st.lists(st.lists(st.sampled_from([*_NAMES, ""]), min_size=1, max_size=4), min_size=1, max_size=12))
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_reread_reads_a_file_exactly_when_it_is_plainly_there(tmp_path_factory: pytest.TempPathFactory,
                                                              made: list[tuple[str, list[str]]],
-                                                             asked: list[list[str]], openat2: bool) -> None:
+                                                             asked: list[list[str]]) -> None:
     """Over random trees of files, folders, links (inside, out, up) and FIFOs: `reread` returns a
     file's bytes exactly when its path is plain, outside the state folder, reached without any
     link, a regular file, and its stat is the key given; else None. Never anything else."""
@@ -321,5 +319,5 @@ def test_reread_reads_a_file_exactly_when_it_is_plainly_there(tmp_path_factory: 
         regular = stat.S_ISREG(st_.st_mode)
         ok = plain and ascii_first and not is_state_name(parts[0]) and not linked and regular
         want.append(Path(full).read_bytes() if ok else None)
-    got = _statmatch.reread(real_root, rels, _statmatch.pack(keys), 1 << 20, openat2=openat2)
+    got = _statmatch.reread(real_root, rels, _statmatch.pack(keys), 1 << 20)
     assert got == want, list(zip(rels, got, want))
