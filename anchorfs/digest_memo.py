@@ -239,7 +239,7 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
     path = _digest_memo_path(ws.root_real)
     try:
         report = report if report is not None else DriftReport([])
-        grounds = memo._grounds(ws, report, started_ns - DEFAULT_GRANULARITY_NS)
+        grounds = memo._grounds(ws, report, started_ns - DEFAULT_GRANULARITY_NS, started_ns=started_ns)
         if grounds is not None:
             paths, keys, absent, until = grounds
             now = time.time()

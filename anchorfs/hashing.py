@@ -223,6 +223,8 @@ class HashCache:
         self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None],
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
+        # `vouch`'s C comparisons, as made: (when, rels, paths, keys, per path 1 when equal); see `seen_since`
+        self._seen: list[tuple[int, list[str], Sequence[str | None], list[tuple[int, ...]], list[int]]] = []
         self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
         self._moves: dict[str, _Move] = {}  # key -> found move: see `move_of`
         self._moves_touched: set[str] = set()  # moves noted or dropped here since the last save
@@ -317,8 +319,12 @@ class HashCache:
                     self._memo.clear()
                 self._memo[id(rels)] = (rels, version, entries, keys, shas, packed)  # holds `rels`: no id reuse
         if window and keys is not None and packed is not None and _statmatch is not None:
+            when = time.time_ns()  # before the stats: what they saw is this late at least
             got = _statmatch.match(paths, packed)  # None: no path, a file gone, a name C cannot pass: one by one
             if got is not None:
+                if len(self._seen) >= _MEMO_KEPT:
+                    del self._seen[0]
+                self._seen.append((when, rels, paths, keys, got))
                 return list(shas) if 0 not in got else [sha if fine else None for sha, fine in zip(shas, got)]
         elif window and keys is not None:
             try:
@@ -588,6 +594,21 @@ class HashCache:
         """`stat_of` for many paths at once (the drift memo records thousands)."""
         self._need_all(rels)
         return [None if e is None else _ENTRY_KEY(e) for e in map(self._entries.get, rels)]
+
+    def seen_since(self, started_ns: int) -> dict[str, tuple[str | None, tuple[int, ...]]]:
+        """rel -> (the path `lstat`-ed, the key its stat equalled) for the files `vouch` found
+        unchanged in its C loop at `started_ns` or later: the stat a pass judged each file by,
+        which a result of that pass rests on (`memo._record_files` records it instead of taking
+        a second stat of thousands of files). The latest comparison of a file wins."""
+        out: dict[str, tuple[str | None, tuple[int, ...]]] = {}
+        for when, rels, paths, keys, got in self._seen:
+            if when >= started_ns:
+                for rel, path, key, ok in zip(rels, paths, keys, got):
+                    if ok:
+                        out[rel] = (path, key)
+                    else:
+                        out.pop(rel, None)
+        return out
 
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""

@@ -259,7 +259,7 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
 
     limit = started_ns - DEFAULT_GRANULARITY_NS  # read at call time: tests shorten it
     try:
-        grounds = _grounds(ws, report, limit, fine_limit(started_ns))
+        grounds = _grounds(ws, report, limit, fine_limit(started_ns), started_ns)
         if grounds is not None:
             paths, keys, absent, until = grounds
             memo = (_FORMAT, _environment(), ws.root_real, time.time(), until, "\0".join(paths), _pack(keys), absent,
@@ -273,12 +273,13 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
     return False
 
 
-def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
-             fine_limit_ns: int | None = None) -> tuple[list[str], list[_Key], list[str], float] | None:
+def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int, fine_limit_ns: int | None = None,
+             started_ns: int | None = None) -> tuple[list[str], list[_Key], list[str], float] | None:
     """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
     on, or None when a stat cannot vouch for one of them. A stat must be older than `limit_ns`,
     or than `fine_limit_ns` (`fine_limit`) where its timestamps are fine; without it, `limit_ns`
-    judges every stat."""
+    judges every stat. `started_ns`: when the pass began; the anchored files' stats its hash
+    cache compared since then are recorded as compared (`_record_files`)."""
     from itertools import chain
 
     from .config import CONFIG_FILE
@@ -334,7 +335,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
                     continue  # a file where a folder was: what it is was recorded
                 walked.add(full)
                 files.append(rel)
-        _record_files(ws.cache, base, files, limit_ns, fine_limit_ns, paths, keys, present, absent)
+        _record_files(ws.cache, base, files, limit_ns, fine_limit_ns, paths, keys, present, absent, started_ns)
     except _Unvouched:
         return None
     until = ws.cache.trusted_until(present)
@@ -344,20 +345,30 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int,
 
 
 def _record_files(cache: "HashCache", base: str, rels: list[str], limit_ns: int, fine_limit_ns: int | None,
-                  paths: list[str], keys: list[_Key], present: dict[str, _Key], absent: dict[str, None]) -> None:
-    """`_record` for the anchored files (`base + rel`, their folders recorded): each `lstat`-ed
-    in one C loop and compared with the stat the hash cache holds for it, what the pass judged
-    it by; a match is recorded from that key (a session start past the TTL records thousands),
-    anything else (no entry, a new stat, a file gone, no C loop) by `_record`, one by one."""
+                  paths: list[str], keys: list[_Key], present: dict[str, _Key], absent: dict[str, None],
+                  started_ns: int | None = None) -> None:
+    """`_record` for the anchored files (`base + rel`, their folders recorded). A file the
+    pass's hash cache found unchanged since `started_ns` (`HashCache.seen_since`) is recorded
+    by the stat it was judged by, with no second `lstat`: a full digest records thousands.
+    The others are `lstat`-ed in one C loop and compared with the stat the hash cache holds
+    for them, a match recorded from that key; anything else (no entry, a new stat, a file
+    gone, no C loop) by `_record`, one by one."""
     fulls = [base + rel for rel in rels]
-    known = cache.keys_of(rels)
     matched: dict[int, _Key] = {}
-    if _statmatch is not None:
-        held = [(i, key) for i, key in enumerate(known) if key is not None]
+    if started_ns is not None:
+        seen = cache.seen_since(started_ns)
+        if seen:
+            for i, rel in enumerate(rels):
+                got = seen.get(rel)
+                if got is not None and got[0] == fulls[i]:
+                    matched[i] = got[1]  # type: ignore[assignment]  # (size, mtime_ns, ctime_ns, inode)
+    known = cache.keys_of(rels) if len(matched) < len(rels) else []
+    if _statmatch is not None and known:
+        held = [(i, key) for i, key in enumerate(known) if key is not None and i not in matched]
         packed = _statmatch.pack([key for _, key in held]) if held else None
         got = _statmatch.match([fulls[i] for i, _ in held], packed) if packed is not None else None
         if got is not None:  # None: a file gone, a name C cannot pass
-            matched = {i: key for (i, key), ok in zip(held, got) if ok}
+            matched.update((i, key) for (i, key), ok in zip(held, got) if ok)
     for i, (rel, full) in enumerate(zip(rels, fulls)):
         key = matched.get(i)
         if key is not None:  # the stat the hash was taken under: a regular file's

@@ -160,3 +160,50 @@ def test_anchored_files_are_recorded_from_the_hash_cache_while_their_stat_holds(
         monkeypatch.setattr(memo, "_record", record)
         assert memo._grounds(ws, _Report(rels), limit) is None  # its new stat is not settled
         assert str(Path(ws.root_real) / "src" / "b.py") in asked
+
+
+def test_files_the_pass_compared_are_recorded_by_that_stat_not_stat_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The anchored files the pass's hash cache compared in C since the pass began are recorded
+    by the stat it judged them by (`HashCache.seen_since`), with no second stat of thousands of
+    files; a file compared before the pass began, or whose comparison failed, is stat'ed again."""
+    if memo._statmatch is None:
+        pytest.skip("the C loop is not built here")  # pragma: no cover - built on every CI machine
+    root = tmp_path / "ws"
+    rels = ["a.py", "src/b.py", "src/c.py"]
+    for rel in rels:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    anchorfs.init(root)
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    with Workspace(root) as ws:
+        ws.record("anchored everywhere", anchors=rels)
+        ws.drift()
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    real_match = memo._statmatch.match
+    matched: list[list[str]] = []
+
+    def match(paths: list[str], packed: bytes) -> Any:
+        matched.append(list(paths))
+        return real_match(paths, packed)
+
+    files = [str(Path(os.path.realpath(root)) / rel) for rel in rels]
+    with Workspace(root) as ws:
+        before = time.time_ns()
+        report = ws.drift()
+        limit = time.time_ns() - GRAN_NS
+        assert set(ws.cache.seen_since(before)) == set(rels)
+        assert {path for path, _ in ws.cache.seen_since(before).values()} == set(files)
+        monkeypatch.setattr(memo._statmatch, "match", match)
+        got = memo._grounds(ws, report, limit, started_ns=before)
+        assert got is not None
+        assert matched == []  # every file recorded by the pass's own comparison
+        assert dict(zip(got[0], got[1])).items() >= {f: ws.cache.keys_of([r])[0] for f, r in zip(files, rels)}.items()
+        again = memo._grounds(ws, report, limit, started_ns=time.time_ns())  # compared before it began
+        assert again is not None and again[:3] == got[:3]
+        assert [sorted(m) for m in matched] == [sorted(files)]
+        matched.clear()
+        (root / "src" / "b.py").write_text("# rewritten\n")
+        later = time.time_ns()
+        ws.drift()
+        assert set(ws.cache.seen_since(later)) == {"a.py", "src/c.py"}  # b.py's comparison failed: stat it again
