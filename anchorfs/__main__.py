@@ -77,6 +77,21 @@ def usable_stdout() -> None:
         sys.stdout.reconfigure(errors="anchorfs.json-escape")
 
 
+def _exit_now(code: int) -> None:
+    """End a hook's process without the interpreter's teardown, which frees every object the
+    pass built one by one (about 5% of a first session's digest at 10,000 memories, more the
+    larger the store): its output flushed first. Every state file a hook writes went through
+    os-level calls, closed (and fsync'd) before its function returned, and no thread of its
+    outlives the call; nothing else of the teardown is ours."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe: what was not read is not wanted
+            pass
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Replay a plain `drift` if its memo holds, else run the full CLI; exits with its code."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -90,14 +105,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         if hooked is not None:
             if argv is None:  # this process is the hook's: it builds its fold and manifest, then exits
                 gc.disable()  # no collection pays for itself (about 9M instructions of a stale edit's hook)
-            sys.exit(agent_main(hooked[0], hooked[1]))
+            code = agent_main(hooked[0], hooked[1])
+            if argv is None:
+                _exit_now(code)
+            sys.exit(code)
         from .hook_git import commit_args, commit_main
 
         commit = commit_args(args)  # the installed post-commit line: `-m anchorfs hook run --root R`
         if commit is not None:
             if argv is None:
                 gc.disable()
-            sys.exit(commit_main(*commit))
+            code = commit_main(*commit)
+            if argv is None:
+                _exit_now(code)
+            sys.exit(code)
     parsed = drift_args(args)
     if parsed is not None:
         from .memo import replay

@@ -316,6 +316,37 @@ def test_agent_hooks_never_import_lancedb(repo: Path) -> None:
         assert json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
+def test_a_hook_process_ends_without_the_teardown_its_output_whole(repo: Path) -> None:
+    """The hook's own process (`main()` with no argv) ends with its output flushed and its exit
+    code, skipping the interpreter's teardown (an `atexit` handler never runs): at 10,000
+    memories freeing what the pass built was a tenth of a first session's digest."""
+    with anchorfs.open(repo) as ws:
+        for n in range(40):
+            ws.record(f"fact {n}: the token issuer signs for 24 hours " + "x" * 60,
+                      anchors=["auth/token.py#TokenIssuer.issue"])
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
+             "sys.argv = ['anchorfs', 'hook', sys.argv[1]]\n"
+             "from anchorfs.__main__ import main\n"
+             "main()\n"
+             "sys.stderr.write('main returned\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", probe, "session-start"], input=json.dumps(session_start_json(repo)),
+                          cwd=repo, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]  # whole: the buffer was flushed
+    assert "fact 39" in context or "more" in context
+    proc = subprocess.run([sys.executable, "-c", probe, "post-edit"], input="not json", cwd=repo,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert proc.stderr.startswith("anchorfs: hook post-edit:") and proc.stderr.count("\n") == 1, proc.stderr
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    proc = subprocess.run([sys.executable, "-c", probe, "post-edit"],
+                          input=json.dumps(post_edit_json(repo, repo / "auth" / "token.py")), cwd=repo,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "made 40 memories stale" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
 def test_agent_args_and_the_cli_path_agree(repo: Path) -> None:
     assert agent_args(["hook", "post-edit"]) == ("post-edit", None, False)
     assert agent_args(["--root", "R", "hook", "session-start", "--json"]) == ("session-start", "R", True)
