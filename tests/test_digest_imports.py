@@ -117,8 +117,13 @@ def test_a_digest_after_a_memory_was_recorded_imports_no_typing(token: Path) -> 
     assert "typing" not in mods
 
 
-_EXIT_GC = ("import atexit, gc, io, sys\n"
-            "atexit.register(lambda: sys.stderr.write('collector on' if gc.isenabled() else 'collector off'))\n"
+_EXIT_GC = ("import atexit, gc, io, os, sys\n"
+            "def said():\n"
+            "    sys.stderr.write('collector on' if gc.isenabled() else 'collector off')\n"
+            "    sys.stderr.flush()\n"
+            "atexit.register(said)\n"
+            "_exit = os._exit\n"
+            "os._exit = lambda code: (said(), _exit(code))  # a hook's process skips the teardown\n"
             "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
             "sys.argv = ['anchorfs', *sys.argv[2:]]\n"
             "from anchorfs.__main__ import main\n"
