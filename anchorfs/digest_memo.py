@@ -54,14 +54,48 @@ _MEMO_LIMIT = 4 << 20  # a digest memo is small; a runaway file is not read to t
 # the only ones that can read otherwise, so they are placed again as re-checked ones are.
 
 DIGEST_MEMO = "digest.memo"
-_DIGEST_FORMAT = 3
+_DIGEST_FORMAT = 4
 _KEY_SIZE = 32  # `memo._PACKED` ("=qqqQ"): one stat as the C loop takes it
+_SHA_SIZE = 32  # a SHA-256, raw
+_AT_SIZE = 4  # an index into the memo's paths ("=I")
 
 
 def _packed(keys: "Sequence[Sequence[int]]") -> bytes:
     from struct import pack
 
     return b"".join(pack("=qqqQ", *k) for k in keys)
+
+
+def _pack_hashed(hashed: "dict[int, bytes]") -> bytes:
+    """The hashed files' part of a memo: their indexes ("=I" each), then their SHA-256s, raw."""
+    from struct import pack
+
+    at = sorted(hashed)
+    return pack(f"={len(at)}I", *at) + b"".join(hashed[i] for i in at)
+
+
+def _hashed(d: "dict[str, Any]") -> "dict[int, bytes]":
+    """Index into the memo's paths -> the SHA-256 (raw) of that anchored file its digest rested on."""
+    from struct import unpack_from
+
+    m = d["hashed"]
+    raw: bytes = d["shas"]
+    at = unpack_from(f"={m}I", raw)
+    start = _AT_SIZE * m
+    return {i: raw[start + _SHA_SIZE * j:start + _SHA_SIZE * (j + 1)] for j, i in enumerate(at)}
+
+
+def _file_hashes(paths: list[str], base: str, shas: "dict[str, str]", into: "dict[int, bytes]",
+                 start: int = 0) -> None:
+    """`into[i]` = the raw SHA-256 `shas` holds for `paths[i]` (relative to `base`), from `start`;
+    an index whose path `shas` does not name is dropped (a folder, a file gone)."""
+    for i in range(start, len(paths)):
+        p = paths[i]
+        sha = shas.get(p[len(base):]) if p.startswith(base) else None
+        if sha is None:
+            into.pop(i, None)
+        else:
+            into[i] = bytes.fromhex(sha)
 
 
 def _digest_memo_path(root_real: str) -> str:
@@ -109,29 +143,38 @@ def _read_memo(root_real: str, *, lapsed: bool = False) -> "dict[str, Any] | Non
             return None
         if not (type(n) is int and type(size) is int and type(absent) is list and type(out) is str):
             return None
-        if n < 1 or size < 0 or len(data) != cut + 1 + size + _KEY_SIZE * n:
+        m = d.get("hashed")
+        if not (type(m) is int and 0 <= m < n):
+            return None
+        body = cut + 1 + size + _KEY_SIZE * n
+        if n < 1 or size < 0 or len(data) != body + (_AT_SIZE + _SHA_SIZE) * m:
             return None  # torn, or cut at the read limit
         paths = data[cut + 1:cut + 1 + size].decode("utf-8").split("\0")  # no path holds a NUL
         if len(paths) != n or paths[0] != os.path.join(root_real, STATE_DIR, "ledger.jsonl"):
             return None
         if not all(type(p) is str for p in absent):
             return None
-        d["paths"], d["keys"] = paths, data[cut + 1 + size:]
+        d["paths"], d["keys"], d["shas"] = paths, data[cut + 1 + size:body], data[body:]
         return d
     except (OSError, WorkspaceError, ValueError, TypeError, KeyError, RecursionError):
         return None
 
 
-def _changed_grounds(d: "dict[str, Any]") -> "list[int] | None":
-    """The indexes of the memo's paths whose stat is not the one it holds ([] when none); None
-    when one is gone or a path it needs absent is there (a deleted or created file: the full
-    digest). Never raises."""
+def _changed_grounds(d: "dict[str, Any]", skip: "Collection[int]" = ()) -> "list[int] | None":
+    """The indexes of the memo's paths whose stat is not the one it holds ([] when none), but
+    those in `skip`; None when one is gone or a path it needs absent is there (a deleted or
+    created file: the full digest). Never raises."""
     from . import memo
 
     paths, packed = d["paths"], d["keys"]
     try:
         if any(os.path.lexists(p) for p in d["absent"]):
             return None
+        if skip:
+            kept = [i for i in range(len(paths)) if i not in skip]
+            rest = _changed_grounds({"paths": [paths[i] for i in kept], "absent": (),
+                                     "keys": b"".join(packed[_KEY_SIZE * i:_KEY_SIZE * (i + 1)] for i in kept)})
+            return None if rest is None else [kept[i] for i in rest]
         if memo._statmatch is not None:
             got = memo._statmatch.match(paths, packed)
             if got is not None:
@@ -196,14 +239,17 @@ def _update_part(shown: "_Shown | None", report: "DriftReport", known: "dict[str
 
 
 def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[str], until: float,
-                out: str, update: "dict[str, Any] | None", words: float | None, ttl: float) -> None:
+                out: str, update: "dict[str, Any] | None", words: float | None, ttl: float,
+                hashed: "dict[int, bytes]") -> None:
     """The memo's file: a line of JSON (what the digest said, how to update it, and how many
-    paths follow, in how many bytes), then the paths NUL-joined in UTF-8 and their stats packed
-    (`memo._PACKED`): a memo of 10,000 files reads as one split of its bytes, neither scanned
-    nor escaped as JSON strings (their 300 KB were a tenth of a replay's own work). `words` is
-    when the first envelope's words change with time alone (None: never), the one bound of
-    `until` that `_renew` cannot lift; `ttl` the hash cache's (`drift.cache_ttl`), which the
-    config file among the grounds and the environment fix while the memo holds."""
+    paths follow, in how many bytes), then the paths NUL-joined in UTF-8, their stats packed
+    (`memo._PACKED`), and the anchored files' SHA-256s (`hashed`, by index into `paths`: every
+    anchored file, what `_renew` reads again): a memo of 10,000 files reads as one split of its
+    bytes, neither scanned nor escaped as JSON strings (their 300 KB were a tenth of a replay's
+    own work). `words` is when the first envelope's words change with time alone (None: never),
+    the one bound of `until` that `_renew` cannot lift; `ttl` the hash cache's
+    (`drift.cache_ttl`), which the config file among the grounds and the environment fix while
+    the memo holds."""
     import time
 
     from . import memo
@@ -215,14 +261,17 @@ def _write_memo(root_real: str, paths: list[str], packed: bytes, absent: list[st
     blob = "\0".join(paths).encode("utf-8")  # a name that is no UTF-8: a ValueError, no memo
     if len(packed) != _KEY_SIZE * len(paths):
         raise ValueError("paths and stats differ in length")
+    if any(not 0 <= i < len(paths) or len(sha) != _SHA_SIZE for i, sha in hashed.items()):
+        raise ValueError("a hashed file out of the memo's paths")
     payload = {"format": _DIGEST_FORMAT, "root": root_real, "environment": _plain(memo._environment()),
                "written": time.time(), "until": until, "n": len(paths), "size": len(blob),
                "absent": absent, "out": out, "update": update,
-               "words": None if words is None or words == float("inf") else words, "ttl": ttl}
+               "words": None if words is None or words == float("inf") else words, "ttl": ttl,
+               "hashed": len(hashed)}
     head = json_dumps(payload).encode()
     if b"\n" in head:
         raise ValueError("a memo head of more than one line")
-    replace_state(_digest_memo_path(root_real), b"".join((head, b"\n", blob, packed)))
+    replace_state(_digest_memo_path(root_real), b"".join((head, b"\n", blob, packed, _pack_hashed(hashed))))
 
 
 def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys | Sequence[Memory]", out: str,
@@ -239,9 +288,13 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
     path = _digest_memo_path(ws.root_real)
     try:
         report = report if report is not None else DriftReport([])
-        grounds = memo._grounds(ws, report, started_ns - DEFAULT_GRANULARITY_NS, started_ns=started_ns)
+        shas: dict[str, str] = {}
+        grounds = memo._grounds(ws, report, started_ns - DEFAULT_GRANULARITY_NS, started_ns=started_ns, shas=shas)
         if grounds is not None:
             paths, keys, absent, until = grounds
+            hashed: dict[int, bytes] = {}
+            root = ws.root_real
+            _file_hashes(paths, root if root.endswith("/") else root + "/", shas, hashed, paths.index(root) + 1)
             now = time.time()
             words = _envelopes_until(ws, active, now)
             until = min(until, words)
@@ -249,7 +302,7 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
                 known = known_drift(read_state(os.path.join(ws.state_dir, "drift.json"))) if shown is not None else None
                 update = _update_part(shown, report, known, paths, ws.root_real)
                 _write_memo(ws.root_real, paths, _packed(keys), absent, until, out, update, words,
-                            float(ws.config["drift.cache_ttl"]))
+                            float(ws.config["drift.cache_ttl"]), hashed)
                 return
     except (OSError, ValueError, AnchorfsError):
         pass
@@ -424,15 +477,19 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         present = _restat(paths, changed, base, limit, keys)
         if present is None:
             return out
-        trusted = cache.trusted_until(present) if present else float("inf")
+        shas: dict[str, str] = {}
+        trusted = cache.trusted_until(present, shas) if present else float("inf")
         known_now = known_drift(read_state(os.path.join(state, "drift.json")))
         if trusted is None or known_now is None:
             return out
         until = min(float(d["until"]), trusted)
         if until > time.time():
             update = dict(up, known=known_now, sections=sections, entries=[list(e) for e in seq[:len(taken) + _SLACK]])
+            hashed = _hashed(d)
+            for i in changed:
+                _file_hashes(paths[:i + 1], base, shas, hashed, i)
             _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update, _words(d),
-                        float(config["drift.cache_ttl"]))
+                        float(config["drift.cache_ttl"]), hashed)
     except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
         pass
     return out
@@ -578,7 +635,8 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                         return out
                     have.add(full)
                     present[rel] = more_keys[-1]
-            trusted = cache.trusted_until(present) if present and cache is not None else float("inf")
+            shas: dict[str, str] = {}
+            trusted = cache.trusted_until(present, shas) if present and cache is not None else float("inf")
             if present and cache is None:
                 return out
             known_now = known_drift(read_state(os.path.join(state, "drift.json"))) if cache is not None else known
@@ -591,8 +649,13 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                 update = dict(up, known=known_now, sections=sections, total=total_now,
                               base=[plan.prefix.offset, *mark[1:]],
                               entries=[list(e) for e in seq[:len(taken) + _SLACK]])
+                hashed = _hashed(d)
+                for i in changed:
+                    if i > 0:  # the ledger is no anchored file
+                        _file_hashes(paths[:i + 1], base, shas, hashed, i)
+                _file_hashes(paths + more, base, shas, hashed, len(paths))
                 _write_memo(root_real, paths + more, bytes(keys) + _packed(more_keys), d["absent"], until, out,
-                            update, words, float(config["drift.cache_ttl"]))
+                            update, words, float(config["drift.cache_ttl"]), hashed)
         except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
             pass
         return out
@@ -613,16 +676,20 @@ def _words(d: "dict[str, Any]") -> float:
 
 def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
     """The lapsed memo's output, when only the hash cache's TTL lapsed it (its envelopes' words
-    still stand, and `_changed_grounds` found every stat it rests on as it was): every anchored
-    file it rests on is read again and hashed (the TTL's promise; `HashCache.renew`, in one C
-    loop), and when each hashes as the cache held it when the memo was written, the digest is what
-    the full pass would say again, and the memo is kept until the new TTL. None when the words
-    are due, a file could not be read again or hashes otherwise (its new hash kept), or the
-    cache was re-hashed since by another pass: the full digest. A session start after a pause
+    still stand, and `_changed_grounds` found every stat it rests on but the anchored files' as
+    it was): every anchored file it rests on is read again and hashed (the TTL's promise, in one
+    C loop: `hashing.reread_digests`, whose checks include the file's stat being the one the
+    memo holds), and when each hashes as it did under the digest (the memo keeps the SHA-256s),
+    the digest is what the full pass would say again, and the memo is kept until the new TTL.
+    Neither the hash cache's manifest nor the workspace is read or written: at 10,000 memories
+    their parse and write were a third of the renewal. None when the words are due or a file
+    could not be read again or hashes otherwise: the full digest. A session start after a pause
     (five minutes by default) is this, not the full digest."""
     import time
+    from struct import iter_unpack
 
-    from .hashing import HashCache
+    from . import memo
+    from .hashing import reread_digests
     from .locate import STATE_DIR
     from .statefs import check_state
 
@@ -638,24 +705,26 @@ def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
     paths: list[str] = d["paths"]
     if root_real not in paths:
         return None
-    # the anchored files and their folders: the grounds after the root's own (`memo._grounds`)
-    rels = [p[len(base):] for p in paths[paths.index(root_real) + 1:] if p.startswith(base)]
-    cache = HashCache(os.path.join(state, "manifest.json"), ttl=ttl)  # every entry wanted: one whole parse
-    held: list[tuple[str, tuple[int, int, int, int]]] = []
-    for rel, key in zip(rels, cache.keys_of(rels)):
-        if key is not None:
-            held.append((rel, key))
-        elif not stat.S_ISDIR(os.lstat(base + rel).st_mode):
-            return None  # a file the cache holds no hash for (a cold manifest): nothing to compare with
-    renewed = cache.renew([rel for rel, _ in held], [base + rel for rel, _ in held], root_real,
-                          checked_by=float(d["written"]))
-    cache.save(strict=True)  # what was read again is kept, whichever way it came out (or no memo)
-    if not renewed:
-        return None
+    first = paths.index(root_real) + 1
+    hashed = _hashed(d)
+    at = sorted(hashed)
+    if at and (at[0] < first or not all(paths[i].startswith(base) for i in at)):
+        return None  # not as `_save_digest` writes it
+    for i in range(first, len(paths)):  # a few folders: every anchored file must be read again
+        if i not in hashed and not stat.S_ISDIR(os.lstat(paths[i]).st_mode):
+            return None  # an anchored file the memo kept no hash for: the full digest
+    keys = list(iter_unpack(memo._PACKED, d["keys"]))
+    got = reread_digests(root_real, [paths[i][len(base):] for i in at], [keys[i] for i in at]) if at else (
+        time.time_ns(), [])
+    if got is None:
+        return None  # no C loop here, or a batch it refused: the full digest judges each file
+    started, digests = got
+    if any(digest != hashed[i] for i, digest in zip(at, digests)):
+        return None  # read again otherwise (a new stat, a link, gone) or hashed otherwise: the full digest
     out: str = d["out"]
-    until = cache.trusted_until(dict(held)) if held else float("inf")
-    if until is not None and min(until, words) > time.time():
-        _write_memo(root_real, paths, d["keys"], d["absent"], min(until, words), out, d.get("update"), words, ttl)
+    until = min(started / 1e9 + ttl, words)
+    if until > time.time():
+        _write_memo(root_real, paths, d["keys"], d["absent"], until, out, d.get("update"), words, ttl, hashed)
     return out
 
 
@@ -674,7 +743,8 @@ def _session_start_memoized(root_real: str) -> str:
         gc.disable()
     try:
         d = _read_memo(root_real, lapsed=True)
-        changed = _changed_grounds(d) if d is not None else None
+        # lapsed: the anchored files' stats are checked where `_renew` reads them again
+        changed = None if d is None else _changed_grounds(d, _hashed(d) if d["lapsed"] else ())
         if d is not None and changed == []:
             if not d["lapsed"]:
                 out: str = d["out"]

@@ -94,6 +94,37 @@ _RENEW_BYTES = 64 << 20
 """Most bytes `_renew` holds at once: one batch of `_statmatch.reread`'s reads."""
 
 
+def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...]]
+                   ) -> tuple[int, list[bytes | None]] | None:
+    """(when the reads began, per file `root/rel` the SHA-256 of its bytes read again now, None
+    where it was refused) by `_statmatch.reread`'s loop: the guarded open's checks, in C (opened
+    beneath `root` with no link on the way, regular, its `fstat` the given key before and after
+    one read of exactly its size, at most `_ONE_READ` bytes), at most `_RENEW_BYTES` held at
+    once. None where the loop is not built (not Linux, no C compiler) or refused the batch (a
+    root that is not itself, a name or key C cannot pass): the caller goes one by one. What
+    lets a result resting on hashes past their TTL be served again (`HashCache.renew`, the
+    digest memo's renewal)."""
+    reread = getattr(_statmatch, "reread", None)
+    if reread is None:
+        return None
+    started = time.time_ns()  # before any read, so a caller's racy rule errs towards poisoning
+    out: list[bytes | None] = []
+    sha256 = _sha256_for(sum(int(k[0]) for k in keys))
+    start = 0
+    while start < len(rels):  # batches of at most _RENEW_BYTES held at once
+        end, held = start, 0
+        while end < len(rels) and (end == start or held + keys[end][0] <= _RENEW_BYTES):
+            held += keys[end][0]
+            end += 1
+        packed = _statmatch.pack(list(keys[start:end]))
+        got = reread(root, list(rels[start:end]), packed, _ONE_READ) if packed is not None else None
+        if got is None:
+            return None
+        out.extend(None if data is None else sha256(data).digest() for data in got)
+        start = end
+    return started, out
+
+
 def sha256_bytes(data: bytes) -> str:
     """Hex SHA-256 of `data`: the anchor contract's hash."""
     return new_sha256(len(data), data).hexdigest()
@@ -224,7 +255,7 @@ class HashCache:
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
         # `vouch`'s C comparisons, as made: (when, rels, paths, keys, per path 1 when equal); see `seen_since`
-        self._seen: list[tuple[int, list[str], Sequence[str | None], list[tuple[int, ...]], list[int]]] = []
+        self._seen: list[tuple[int, list[str], Sequence[str | None], list[tuple[int, ...]], bytes]] = []
         self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
         self._moves: dict[str, _Move] = {}  # key -> found move: see `move_of`
         self._moves_touched: set[str] = set()  # moves noted or dropped here since the last save
@@ -374,57 +405,47 @@ class HashCache:
     def _renew(self, rels: list[str], paths: Sequence[str | None], entries: list[_Entry | None], root: str,
                now: float, *, every: bool = False) -> dict[str, str]:
         """Hashes of the files whose entries hold a hash past its TTL and whose stat is still the
-        entry's, read again in `_statmatch.reread`'s loop (the guarded open's checks, in C: no
-        link followed on the way, the fstat the entry's key before and after one read of exactly
-        its size) and hashed; their entries stamped anew. A file the loop refused is left out:
-        the caller's one-by-one path judges it (a new stat, a link, a file gone). Empty where the
-        loop is not built (not Linux, no C compiler). `every`: each entry holding a hash, expired
+        entry's, read again by `reread_digests` (the guarded open's checks, in C) and hashed;
+        their entries stamped anew. A file the loop refused is left out: the caller's one-by-one
+        path judges it (a new stat, a link, a file gone). Empty where the loop is not built (not
+        Linux, no C compiler) or refused the batch. `every`: each entry holding a hash, expired
         or not."""
-        reread = getattr(_statmatch, "reread", None)
-        if reread is None:
-            return {}
         ttl = self._ttl
         base = root + "/"
         todo: list[tuple[str, _Entry]] = []
         for rel, e, path in zip(rels, entries, paths):
             if e is not None and e[4] is not None and (every or not e[5] <= now < e[5] + ttl) and path == base + rel:
                 todo.append((rel, e))
+        if not todo:
+            return {}
+        got = reread_digests(root, [rel for rel, _ in todo], [_ENTRY_KEY(e) for _, e in todo])
+        if got is None:
+            return {}
+        started, digests = got
+        limit = started - self._gran
         out: dict[str, str] = {}
-        start = 0
-        while start < len(todo):  # batches of at most _RENEW_BYTES held at once
-            end, held = start, 0
-            while end < len(todo) and (end == start or held + todo[end][1][0] <= _RENEW_BYTES):
-                held += todo[end][1][0]
-                end += 1
-            part = todo[start:end]
-            start = end
-            started = time.time_ns()  # before any read, so the racy rule errs towards poisoning
-            packed = _statmatch.pack([_ENTRY_KEY(e) for _, e in part])
-            got = reread(root, [rel for rel, _ in part], packed, _ONE_READ) if packed is not None else None
-            if got is None:  # root not itself, a name or a key C cannot pass: one by one
-                return out
-            limit = started - self._gran
-            sha256 = _sha256_for(sum(len(data) for data in got if data is not None))
-            fresh: dict[str, _Entry] = {}
-            for (rel, e), data in zip(part, got):
-                if data is None:
-                    continue
-                self.hashes += 1
-                digest = sha256(data).hexdigest()
-                out[rel] = digest
-                changed = e[1] if e[1] > e[2] else e[2]
-                fresh[rel] = [e[0], e[1], e[2], e[3], None if changed >= limit else digest]
-            if fresh:
-                self._publish(fresh)
+        fresh: dict[str, _Entry] = {}
+        for (rel, e), raw in zip(todo, digests):
+            if raw is None:
+                continue
+            self.hashes += 1
+            digest = raw.hex()
+            out[rel] = digest
+            changed = e[1] if e[1] > e[2] else e[2]
+            fresh[rel] = [e[0], e[1], e[2], e[3], None if changed >= limit else digest]
+        if fresh:
+            self._publish(fresh)
         return out
 
-    def trusted_until(self, files: dict[str, tuple[int, int, int, int]]) -> float | None:
+    def trusted_until(self, files: dict[str, tuple[int, int, int, int]], shas: dict[str, str] | None = None
+                      ) -> float | None:
         """When the first of these files' cached hashes reaches its TTL, by this cache's clock;
         None when one has no trusted hash for the file as it stands: none cached, poisoned as
         racy, or cached for other stat fields than the (size, mtime_ns, ctime_ns, inode) given.
 
         What a result resting on these hashes may be reused until (`anchorfs.memo`): a later
-        check would re-hash them from then on.
+        check would re-hash them from then on. `shas` receives each file's hash (partly filled
+        when the answer is None).
         """
         self._need_all(files)
         first = self._clock()
@@ -433,6 +454,8 @@ class HashCache:
                 e = self._entries.get(rel)
                 if e is None or e[4] is None or _ENTRY_KEY(e) != key:
                     return None
+                if shas is not None:
+                    shas[rel] = e[4]
                 if e[5] < first:
                     first = e[5]
         return first + self._ttl
@@ -589,6 +612,19 @@ class HashCache:
         self._need(rel)
         e = self._entries.get(rel)
         return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
+
+    def hashes_of(self, rels: Sequence[str], keys: Sequence[tuple[int, ...]]) -> list[str | None]:
+        """Per file, the hash this cache trusts for it under exactly that stat key (size,
+        mtime_ns, ctime_ns, inode), whatever its age; None where none is cached, it is poisoned
+        as racy, or it was taken under another stat. What a result kept past this process says
+        it rested on (the digest memo keeps them: `digest_memo._renew`)."""
+        self._need_all(rels)
+        out: list[str | None] = []
+        with self._lock:
+            for rel, key in zip(rels, keys):
+                e = self._entries.get(rel)
+                out.append(e[4] if e is not None and e[4] is not None and _ENTRY_KEY(e) == tuple(key) else None)
+        return out
 
     def keys_of(self, rels: Sequence[str]) -> list[tuple[int, int, int, int] | None]:
         """`stat_of` for many paths at once (the drift memo records thousands)."""

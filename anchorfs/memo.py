@@ -274,12 +274,14 @@ def save(ws: "Workspace", report: "DriftReport", outputs: dict[str, str], code: 
 
 
 def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int, fine_limit_ns: int | None = None,
-             started_ns: int | None = None) -> tuple[list[str], list[_Key], list[str], float] | None:
+             started_ns: int | None = None, shas: dict[str, str] | None = None
+             ) -> tuple[list[str], list[_Key], list[str], float] | None:
     """(paths, their stats, paths that must stay absent, valid until) for what the pass rested
     on, or None when a stat cannot vouch for one of them. A stat must be older than `limit_ns`,
     or than `fine_limit_ns` (`fine_limit`) where its timestamps are fine; without it, `limit_ns`
     judges every stat. `started_ns`: when the pass began; the anchored files' stats its hash
-    cache compared since then are recorded as compared (`_record_files`)."""
+    cache compared since then are recorded as compared (`_record_files`). `shas` receives each
+    anchored file's hash, by repo-relative path, as the hash cache holds it for that stat."""
     from itertools import chain
 
     from .config import CONFIG_FILE
@@ -338,7 +340,7 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int, fine_limit_n
         _record_files(ws.cache, base, files, limit_ns, fine_limit_ns, paths, keys, present, absent, started_ns)
     except _Unvouched:
         return None
-    until = ws.cache.trusted_until(present)
+    until = ws.cache.trusted_until(present, shas)
     if until is None:
         return None  # a file the cache holds no hash for, as it stands now: no TTL to bound the memo by
     return paths, keys, list(absent), until
@@ -359,9 +361,9 @@ def _record_files(cache: "HashCache", base: str, rels: list[str], limit_ns: int,
         seen = cache.seen_since(started_ns)
         if seen:
             for i, rel in enumerate(rels):
-                got = seen.get(rel)
-                if got is not None and got[0] == fulls[i]:
-                    matched[i] = got[1]  # type: ignore[assignment]  # (size, mtime_ns, ctime_ns, inode)
+                was = seen.get(rel)
+                if was is not None and was[0] == fulls[i]:
+                    matched[i] = was[1]  # type: ignore[assignment]  # (size, mtime_ns, ctime_ns, inode)
     known = cache.keys_of(rels) if len(matched) < len(rels) else []
     if _statmatch is not None and known:
         held = [(i, key) for i, key in enumerate(known) if key is not None and i not in matched]

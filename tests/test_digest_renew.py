@@ -1,9 +1,10 @@
 """A session start after a pause (`digest_memo._renew`): the digest memo lapsed only because the
 hash cache's TTL ran out, so every anchored file it rests on is read again and hashed, and while
-each hashes as the cache held it when the memo was written, the memo's digest is served again
-(the full pass would say the same) and kept until the new TTL. Anything else is the full digest:
-a hash that moved, a cache re-hashed by a later pass, a cold manifest, the envelopes' words due,
-a file changed."""
+each hashes as it did under the digest (the memo keeps the SHA-256s, the full digest's and those
+of the files an update re-checked), the memo's digest is served again (the full pass would say
+the same) and kept until the new TTL, the manifest neither read nor written. Anything else is
+the full digest: a file that hashes otherwise, the envelopes' words due, a file changed, no C
+loop."""
 
 from __future__ import annotations
 
@@ -60,69 +61,136 @@ def _lapse() -> None:
     time.sleep(TTL_S + 0.1)
 
 
-def _entries(root: Path) -> dict[str, list[Any]]:
-    data = json.loads((root / ".anchorfs" / "manifest.json").read_bytes())
-    return data["entries"]
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files `_statmatch.reread` is asked to read again, in order."""
+    import anchorfs.hashing as hashing
+
+    asked: list[str] = []
+    real = hashing._statmatch.reread
+
+    def reread(root: str, rels: list[str], *args: Any) -> Any:
+        asked.extend(rels)
+        return real(root, rels, *args)
+
+    monkeypatch.setattr(hashing._statmatch, "reread", reread)
+    return asked
 
 
-def test_a_start_past_the_ttl_reads_every_file_again_and_serves_the_memo(ws: Path, full: list[int]) -> None:
+def _no_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any read or write of the hash cache's manifest fails the test."""
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the manifest was touched")
+
+    monkeypatch.setattr(HashCache, "_load", refuse)
+    monkeypatch.setattr(HashCache, "save", refuse)
+
+
+def test_a_start_past_the_ttl_reads_every_file_again_and_serves_the_memo(
+        ws: Path, full: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     first = _start(ws)
     assert full == [1] and "f returns one" in first
     written = digest_memo._read_memo(str(ws))
-    assert written is not None and not written["lapsed"]
+    assert written is not None and not written["lapsed"] and written["hashed"] == 2
     _lapse()
     assert digest_memo._read_memo(str(ws)) is None  # lapsed: no replay
-    before = _entries(ws)
-    assert _start(ws) == first and full == [1]  # renewed: no full digest
-    after = _entries(ws)
-    for rel in ("src/a.py", "src/deep/b.py"):  # each read again now: its entry stamped anew, the same hash
-        assert after[rel][4] == before[rel][4] and after[rel][5] > before[rel][5]
+    manifest = (ws / ".anchorfs" / "manifest.json").read_bytes()
+    asked = _reads(monkeypatch)
+    with monkeypatch.context() as m:
+        _no_manifest(m)
+        assert _start(ws) == first and full == [1]  # renewed: no full digest, no manifest
+    assert sorted(asked) == ["src/a.py", "src/deep/b.py"]  # each anchored file read again
+    assert (ws / ".anchorfs" / "manifest.json").read_bytes() == manifest
     again = digest_memo._read_memo(str(ws))
     assert again is not None and not again["lapsed"] and again["until"] > written["until"]
     assert again["paths"] == written["paths"] and again["keys"] == written["keys"]
-    assert _start(ws) == first and full == [1]  # and replayed while the new TTL runs
+    assert digest_memo._hashed(again) == digest_memo._hashed(written)
+    asked.clear()
+    assert _start(ws) == first and full == [1] and asked == []  # and replayed while the new TTL runs
 
 
-def test_a_hash_that_moved_under_the_same_stat_is_the_full_digest(ws: Path, full: list[int]) -> None:
-    """The cache held another hash than the bytes now give (a stat that lied): the full pass
-    judges, and the cache keeps the true hash."""
+def _memo_with(root: Path, rel: str, sha: bytes) -> None:
+    """The digest memo with `rel`'s kept SHA-256 replaced by `sha`."""
+    d = digest_memo._read_memo(str(root), lapsed=True)
+    assert d is not None
+    hashed = digest_memo._hashed(d)
+    (i,) = [i for i in hashed if d["paths"][i] == str(root / rel)]
+    hashed[i] = sha
+    memo = root / ".anchorfs" / "digest.memo"
+    data = memo.read_bytes()
+    memo.write_bytes(data[:len(data) - len(d["shas"])] + digest_memo._pack_hashed(hashed))
+    assert digest_memo._hashed(digest_memo._read_memo(str(root), lapsed=True) or {}) == hashed
+
+
+def test_a_file_that_hashes_otherwise_under_the_same_stat_is_the_full_digest(ws: Path, full: list[int]) -> None:
+    """The bytes read again under the memo's stat hash otherwise than the digest rested on (a
+    stat that lied): the full pass judges."""
     first = _start(ws)
-    cache = HashCache(ws / ".anchorfs" / "manifest.json")
-    true_sha = cache.sha256("src/deep/b.py", str(ws / "src" / "deep" / "b.py"))
-    cache._entries["src/deep/b.py"][4] = "0" * 64
-    cache._touched.add("src/deep/b.py")
-    cache._dirty = True
-    assert cache.save()
+    _memo_with(ws, "src/deep/b.py", b"\0" * 32)
     _lapse()
     got = _start(ws)
     assert full == [1, 1] and got == first  # the full pass, which finds b as recorded
-    assert _entries(ws)["src/deep/b.py"][4] == true_sha
 
 
-def test_a_cache_re_hashed_after_the_memo_is_the_full_digest(ws: Path, full: list[int]) -> None:
-    """Another pass re-hashed a file after the memo was written: its hash is no longer surely
-    the one the digest rested on."""
-    _start(ws)
-    d = digest_memo._read_memo(str(ws))
-    assert d is not None
-    cache = HashCache(ws / ".anchorfs" / "manifest.json", ttl=TTL_S)
-    cache._load()
-    cache._whole()
-    cache._entries["src/a.py"][5] = d["written"] + 0.5
-    cache._touched.add("src/a.py")
-    cache._dirty = True
-    assert cache.save()
-    _lapse()
-    _start(ws)
-    assert full == [1, 1]
-
-
-def test_a_cold_manifest_is_the_full_digest(ws: Path, full: list[int]) -> None:
-    _start(ws)
+def test_the_manifest_is_not_what_the_renewal_rests_on(ws: Path, full: list[int]) -> None:
+    """A torn (or re-hashed, or cold) manifest does not stop the renewal: the memo keeps the
+    hashes its digest rested on, and the files are read again."""
+    first = _start(ws)
     (ws / ".anchorfs" / "manifest.json").write_bytes(b"{torn")
     _lapse()
+    assert _start(ws) == first and full == [1]
+    assert (ws / ".anchorfs" / "manifest.json").read_bytes() == b"{torn"
+
+
+def _snapshot(root: Path) -> None:
+    """The fold snapshot an update reads its memories from (a ledger this small has none)."""
+    from anchorfs import catchup, foldsnap
+    from anchorfs.ledger import Ledger
+
+    time.sleep(catchup.FINE_NS / 1e9 + 0.02)
+    ledger = Ledger(root / ".anchorfs")
+    assert foldsnap.save(ledger, foldsnap.current(ledger, write=False))
+    time.sleep(catchup.FINE_NS / 1e9 + 0.02)
+
+
+def test_a_memo_updated_for_a_changed_file_keeps_its_new_hash(ws: Path, full: list[int],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo updated in place (`_update`: an anchored file rewritten, its memories re-checked)
+    keeps the file's new hash, and a later renewal reads it again against that hash."""
+    _snapshot(ws)
     _start(ws)
-    assert full == [1, 1]
+    (ws / "src" / "a.py").write_text("def f():\n    return 7\n")
+    time.sleep(0.05)
+    updated = _start(ws)
+    assert full == [1] and "stale" in updated.lower()  # updated in place
+    d = digest_memo._read_memo(str(ws))
+    assert d is not None
+    from anchorfs.hashing import sha256_bytes
+
+    want = bytes.fromhex(sha256_bytes((ws / "src" / "a.py").read_bytes()))
+    assert [sha for i, sha in digest_memo._hashed(d).items() if d["paths"][i] == str(ws / "src" / "a.py")] == [want]
+    _lapse()
+    asked = _reads(monkeypatch)
+    assert _start(ws) == updated and full == [1]
+    assert sorted(asked) == ["src/a.py", "src/deep/b.py"]
+
+
+def test_a_memo_updated_for_a_new_memory_hashes_its_new_file(ws: Path, full: list[int],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo updated for the ledger's growth (`_update_grown`: a memory anchored to a file no
+    memory rested on) keeps that file's hash too: the renewal reads it again."""
+    _snapshot(ws)
+    _start(ws)
+    (ws / "src" / "c.py").write_text("def h():\n    return 3\n")
+    time.sleep(0.05)
+    with anchorfs.open(ws) as w:
+        w.record("h returns three", anchors=["src/c.py#h"])
+    time.sleep(0.05)
+    grown = _start(ws)
+    assert full == [1] and "h returns three" in grown  # updated for the growth
+    _lapse()
+    asked = _reads(monkeypatch)
+    assert _start(ws) == grown and full == [1]
+    assert sorted(asked) == ["src/a.py", "src/c.py", "src/deep/b.py"]
 
 
 def test_the_envelopes_words_due_is_the_full_digest(ws: Path, full: list[int]) -> None:

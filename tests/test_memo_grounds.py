@@ -93,7 +93,7 @@ def test_the_grounds_are_the_part_by_part_walks(tmp_path: Path, order: str, monk
     with Workspace(root) as ws:
         seen: list[dict[str, Any]] = []
 
-        def trusted_until(present: dict[str, Any]) -> float:
+        def trusted_until(present: dict[str, Any], shas: Any = None) -> float:
             seen.append(dict(present))
             return 1e18
 
