@@ -10,7 +10,7 @@ files in one C loop and check one by one only the memories resting on a file tha
 from __future__ import annotations
 
 import os
-import threading
+from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -99,7 +99,7 @@ _PLANS_KEPT = 8
 _PLAN_MIN = 64
 """Sets smaller than this (a query's hits) are planned afresh each time: cheap, and they would
 push a workspace's whole-set plan out of `_PLANS`."""
-_plans_lock = threading.Lock()
+_plans_lock = allocate_lock()
 
 
 def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:

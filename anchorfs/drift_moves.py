@@ -11,7 +11,7 @@ in this process (`_FOLLOWED`) and in the manifest for the next ones.
 from __future__ import annotations
 
 import os
-import threading
+from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
 from collections import OrderedDict
 from collections.abc import Callable
 from operator import attrgetter
@@ -41,7 +41,7 @@ _UNFOUND: OrderedDict[tuple[Any, ...], tuple[str | None, Any, float]] = OrderedD
 """Lines gone from a file still there and found in no new file: kept, as the hash cache keeps a
 hash, while that file hashes the same, git's index has the same stat and the cache's TTL runs
 (a changed line anchor is the most common stale memory: no git process on every read of it)."""
-_followed_lock = threading.Lock()
+_followed_lock = allocate_lock()
 _GONE: dict[str, set[str]] = {}
 """Per root, anchored paths found gone (and followed) by an earlier pass. The batch pre-pass
 `lstat`s the root folder in their place: it never matches a file's cache entry, so their

@@ -36,7 +36,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import threading
+from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -268,7 +268,7 @@ class HashCache:
         self._only: frozenset[str] | None = frozenset(only) if only is not None else None
         self._rest: tuple[bytes, int] | None = None  # (the manifest read, its mtime) while partial
         self._disk_sig: _Sig | None = None
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
         # A window in which every entry is within its TTL (none checked after `_lo`, none
         # expiring before `_hi`), so the warm path need not read each entry's time. Kept
         # conservative on insert, made exact again on load and save.

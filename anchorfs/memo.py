@@ -311,32 +311,47 @@ def _grounds(ws: "Workspace", report: "DriftReport", limit_ns: int, fine_limit_n
         files: list[str] = []  # the anchored files, recorded after their folders
         base = root if root.endswith("/") else root + "/"
         start = len(base)
+        # a rel's folder part ("src/deep/", "" at the top) -> whether every folder on its way was
+        # recorded present: the walk below runs once per folder, not once per file
+        heads: dict[str, bool] = {}
+        plain = ("", ".", "..")
         # the distinct files (100,000 memories rest on a few thousand), read off the report's plan
         for rel in dict.fromkeys(chain(report.anchored_paths(), report.paths_now())):  # and where moved ones are now
-            parts = rel.split("/")
-            if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
-                return None  # `unsafe` and its kin: for the full pass to judge each time
+            head = rel[:rel.rfind("/") + 1]
+            whole = heads.get(head)
+            if whole is None:
+                parts = rel.split("/")
+                if rel.startswith("/") or "" in parts or "." in parts or ".." in parts or parts[0] == STATE_DIR:
+                    return None  # `unsafe` and its kin: for the full pass to judge each time
+                full = base + rel
+                # each folder on the way, from the top, by its place in `full` (its parts are plain:
+                # the folder is the prefix up to a "/", as joining part by part would build it)
+                whole = True
+                cut = full.find("/", start)
+                while cut >= 0:
+                    path = full[:cut]
+                    if path in walked:
+                        if path in absent:
+                            whole = False  # gone: what it is was recorded
+                            break
+                    elif _record(path, limit_ns, paths, keys, folder=True, fine_limit_ns=fine_limit_ns):
+                        walked.add(path)
+                    else:
+                        walked.add(path)
+                        absent[path] = None  # its parent is recorded: a file created there changes it
+                        whole = False
+                        break
+                    cut = full.find("/", cut + 1)
+                heads[head] = whole
+            elif rel[len(head):] in plain or (not head and rel == STATE_DIR):
+                return None  # its folder part was judged plain; its last part is judged here
+            if not whole:
+                continue
             full = base + rel
-            # each folder on the way, from the top, by its place in `full` (its parts are plain:
-            # the folder is the prefix up to a "/", as joining part by part would build it)
-            cut = full.find("/", start)
-            while cut >= 0:
-                path = full[:cut]
-                if path in walked:
-                    if path in absent:
-                        break  # gone: what it is was recorded
-                elif _record(path, limit_ns, paths, keys, folder=True, fine_limit_ns=fine_limit_ns):
-                    walked.add(path)
-                else:
-                    walked.add(path)
-                    absent[path] = None  # its parent is recorded: a file created there changes it
-                    break
-                cut = full.find("/", cut + 1)
-            else:
-                if full in walked:
-                    continue  # a file where a folder was: what it is was recorded
-                walked.add(full)
-                files.append(rel)
+            if full in walked:
+                continue  # a file where a folder was: what it is was recorded
+            walked.add(full)
+            files.append(rel)
         _record_files(ws.cache, base, files, limit_ns, fine_limit_ns, paths, keys, present, absent, started_ns)
     except _Unvouched:
         return None

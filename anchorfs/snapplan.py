@@ -49,7 +49,7 @@ class SnapPlan:
     the plan names (its id, active, anchored); anything else raises `PlanMismatch`."""
 
     __slots__ = ("prefix", "n", "paths", "want", "claims", "top", "lines", "all_n", "_fd", "_base", "_end", "_at",
-                 "_own", "_own_at", "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_closer", "_path", "_ident",
+                 "_own", "_own_at", "_ids", "_ids_text", "_sums", "_marked", "_claimset", "_path", "_ident",
                  "_all_at", "_all_sums", "_all_ids", "_act", "kinds", "__weakref__")
 
     def __init__(self, fd: int, base: int, end: int, prefix: Prefix, region: bytes, file: str | None = None) -> None:
@@ -107,10 +107,10 @@ class SnapPlan:
         self._adopt(fd)  # last: a plan refused is closed by its reader
 
     def _adopt(self, fd: int) -> None:
-        import weakref
-
         self._fd = fd
-        self._closer = weakref.finalize(self, os.close, fd)
+
+    def __del__(self) -> None:  # not `weakref.finalize`: its import (with `atexit`) is a hook's cost
+        self.close()
 
     def close(self) -> None:
         """Close the file now (`Workspace.close`). A record read later (a report's memories
@@ -118,8 +118,12 @@ class SnapPlan:
         the plan was read from (same device, inode and size: a snapshot is replaced, never
         changed in place, though a full fold may re-stamp its mtime; each record is checked
         against its blake3 as ever); another file there is `PlanMismatch`."""
-        self._closer()
-        self._fd = -1
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _file(self) -> int:
         if self._fd >= 0:

@@ -6,6 +6,7 @@ on nested, shared, deleted and file-versus-folder paths."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import time
 from pathlib import Path
@@ -68,7 +69,7 @@ class _Report(DriftReport):
         return []
 
 
-@pytest.mark.parametrize("order", ["as_given", "reversed"])
+@pytest.mark.parametrize("order", ["as_given", "reversed", "shuffled-1", "shuffled-2", "shuffled-3"])
 def test_the_grounds_are_the_part_by_part_walks(tmp_path: Path, order: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "ws"
     for rel in ["a.py", "src/b.py", "src/c.py", "src/deep/er/d.py", "src/deep/e.py", "lib/x/y.py", "both/f.py",
@@ -87,8 +88,10 @@ def test_the_grounds_are_the_part_by_part_walks(tmp_path: Path, order: str, monk
             "lib/x/y.py", "missing.py", "both/f.py", "src/deep/er/d.py", "gone_dir/q/r.py"]
     if order == "reversed":
         rels.reverse()
-    else:
+    elif order == "as_given":
         rels.append("both")  # a folder walked on the way to a file, then anchored itself: nothing more
+    else:  # each folder walked once, by whichever file comes first
+        random.Random(int(order.rsplit("-", 1)[1])).shuffle(rels)
     limit = time.time_ns() - GRAN_NS
     with Workspace(root) as ws:
         seen: list[dict[str, Any]] = []
@@ -207,3 +210,25 @@ def test_files_the_pass_compared_are_recorded_by_that_stat_not_stat_again(
         later = time.time_ns()
         ws.drift()
         assert set(ws.cache.seen_since(later)) == {"a.py", "src/c.py"}  # b.py's comparison failed: stat it again
+
+
+@pytest.mark.parametrize("rels", [["src/b.py", "src/.."], ["src/b.py", "src/."], ["src/b.py", "src/"],
+                                  ["a.py", ""], ["a.py", "/a.py"], ["a.py", ".anchorfs"], ["a.py", ".."],
+                                  ["src/b.py", "src//b.py"], ["src/b.py", ".anchorfs/ledger.jsonl"]])
+def test_an_unplain_path_after_a_plain_one_in_its_folder_is_no_memo(tmp_path: Path, rels: list[str]) -> None:
+    """Each folder is walked once, for the first file under it: a later path in the same folder
+    is still judged whole (an empty, `.` or `..` last part, the state folder, a leading `/`)."""
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "a.py").write_text("x = 1\n")
+    (root / "src" / "b.py").write_text("x = 2\n")
+    anchorfs.init(root)
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    with Workspace(root) as ws:
+        ws.record("both files", anchors=["a.py", "src/b.py"])
+        ws.drift()
+    time.sleep(GRAN_NS / 1e9 * 1.5)
+    limit = time.time_ns() - GRAN_NS
+    with Workspace(root) as ws:
+        assert memo._grounds(ws, _Report(rels[:1]), limit) is not None
+        assert memo._grounds(ws, _Report(rels), limit) is None
