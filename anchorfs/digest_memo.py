@@ -17,7 +17,7 @@ from .jsonread import loads as _json_loads  # the memo's reader
 
 TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Iterable, Sequence
     from typing import Any
 
     from datetime import datetime
@@ -86,10 +86,10 @@ def _hashed(d: "dict[str, Any]") -> "dict[int, bytes]":
 
 
 def _file_hashes(paths: list[str], base: str, shas: "dict[str, str]", into: "dict[int, bytes]",
-                 start: int = 0) -> None:
-    """`into[i]` = the raw SHA-256 `shas` holds for `paths[i]` (relative to `base`), from `start`;
-    an index whose path `shas` does not name is dropped (a folder, a file gone)."""
-    for i in range(start, len(paths)):
+                 at: "Iterable[int]") -> None:
+    """`into[i]` = the raw SHA-256 `shas` holds for `paths[i]` (relative to `base`), for each
+    index `i` in `at`; an index whose path `shas` does not name is dropped (a folder, a file gone)."""
+    for i in at:
         p = paths[i]
         sha = shas.get(p[len(base):]) if p.startswith(base) else None
         if sha is None:
@@ -294,7 +294,8 @@ def _save_digest(ws: "Workspace", report: "DriftReport | None", active: "_Keys |
             paths, keys, absent, until = grounds
             hashed: dict[int, bytes] = {}
             root = ws.root_real
-            _file_hashes(paths, root if root.endswith("/") else root + "/", shas, hashed, paths.index(root) + 1)
+            _file_hashes(paths, root if root.endswith("/") else root + "/", shas, hashed,
+                         range(paths.index(root) + 1, len(paths)))
             now = time.time()
             words = _envelopes_until(ws, active, now)
             until = min(until, words)
@@ -486,8 +487,7 @@ def _update(root_real: str, d: "dict[str, Any]", changed: list[int], started_ns:
         if until > time.time():
             update = dict(up, known=known_now, sections=sections, entries=[list(e) for e in seq[:len(taken) + _SLACK]])
             hashed = _hashed(d)
-            for i in changed:
-                _file_hashes(paths[:i + 1], base, shas, hashed, i)
+            _file_hashes(paths, base, shas, hashed, changed)
             _write_memo(root_real, paths, bytes(keys), d["absent"], until, out, update, _words(d),
                         float(config["drift.cache_ttl"]), hashed)
     except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
@@ -649,11 +649,12 @@ def _update_grown(root_real: str, d: "dict[str, Any]", up: "dict[str, Any]", kep
                 update = dict(up, known=known_now, sections=sections, total=total_now,
                               base=[plan.prefix.offset, *mark[1:]],
                               entries=[list(e) for e in seq[:len(taken) + _SLACK]])
+                from itertools import chain
+
                 hashed = _hashed(d)
-                for i in changed:
-                    if i > 0:  # the ledger is no anchored file
-                        _file_hashes(paths[:i + 1], base, shas, hashed, i)
-                _file_hashes(paths + more, base, shas, hashed, len(paths))
+                grown = paths + more
+                _file_hashes(grown, base, shas, hashed, chain((i for i in changed if i > 0),  # not the ledger
+                                                             range(len(paths), len(grown))))
                 _write_memo(root_real, paths + more, bytes(keys) + _packed(more_keys), d["absent"], until, out,
                             update, words, float(config["drift.cache_ttl"]), hashed)
         except (OSError, ValueError, memo._Unvouched, AnchorfsError, StructError):
@@ -674,7 +675,7 @@ def _words(d: "dict[str, Any]") -> float:
     return float(words) if type(words) in (int, float) else 0.0
 
 
-def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
+def _renew(root_real: str, d: "dict[str, Any]", hashed: "dict[int, bytes] | None" = None) -> str | None:
     """The lapsed memo's output, when only the hash cache's TTL lapsed it (its envelopes' words
     still stand, and `_changed_grounds` found every stat it rests on but the anchored files' as
     it was): every anchored file it rests on is read again and hashed (the TTL's promise, in one
@@ -706,7 +707,7 @@ def _renew(root_real: str, d: "dict[str, Any]") -> str | None:
     if root_real not in paths:
         return None
     first = paths.index(root_real) + 1
-    hashed = _hashed(d)
+    hashed = _hashed(d) if hashed is None else hashed  # (`_hashed(d)`, already read)
     at = sorted(hashed)
     if at and (at[0] < first or not all(paths[i].startswith(base) for i in at)):
         return None  # not as `_save_digest` writes it
@@ -744,13 +745,14 @@ def _session_start_memoized(root_real: str) -> str:
     try:
         d = _read_memo(root_real, lapsed=True)
         # lapsed: the anchored files' stats are checked where `_renew` reads them again
-        changed = None if d is None else _changed_grounds(d, _hashed(d) if d["lapsed"] else ())
+        hashed = _hashed(d) if d is not None and d["lapsed"] else None
+        changed = None if d is None else _changed_grounds(d, hashed or ())
         if d is not None and changed == []:
             if not d["lapsed"]:
                 out: str = d["out"]
                 return out
             try:
-                renewed = _renew(root_real, d)
+                renewed = _renew(root_real, d, hashed)
             except Exception:  # noqa: BLE001 - a doubt here is the full digest, which says what went wrong
                 renewed = None
             if renewed is not None:
