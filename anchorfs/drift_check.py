@@ -66,7 +66,7 @@ class DriftChecker(MoveSearch):
             sha, st = cast("tuple[str, os.stat_result]", probe)
             if sha == ref.sha256:
                 return AnchorCheck(ref, Verdict.FRESH, "unchanged", ref.lines)
-            changed = self._changed(ref, st)
+            changed = self._changed(ref, st, sha)
             if changed is not None:
                 if changed.verdict is Verdict.SYMBOL_MISSING or (
                         changed.verdict is Verdict.CHANGED and ref.lines and not ref.symbol):
@@ -94,14 +94,29 @@ class DriftChecker(MoveSearch):
             return gone
         return AnchorCheck(ref, probe.verdict, detail)
 
-    def _changed(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
-        """The file's hash moved: judge a narrowed anchor by its own text.
+    def _changed(self, ref: AnchorRef, st: os.stat_result, sha: str) -> AnchorCheck | None:
+        """The file's hash moved (it is `sha` now): judge a narrowed anchor by its own text.
 
         The file is read through the guarded open, held to the stat its hash was taken with:
-        None when it was swapped or removed since (the caller checks it afresh).
+        None when it was swapped or removed since (the caller checks it afresh). A verdict
+        judged against these very bytes before, by any process, is taken as kept
+        (`anchorfs.judged`: bound to the file's cached stat and hash), with no read or parse.
         """
         if not ref.symbol and not ref.lines:
             return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
+        from .judged import anchor_key
+
+        key = anchor_key(ref, self.strict)
+        kept = self.cache.verdict_of(ref.path, sha, key)
+        if kept is not None:
+            return AnchorCheck(ref, Verdict(kept[0]), kept[1], kept[2])
+        check = self._judged(ref, st)
+        if check is not None:
+            self.cache.note_verdict(ref.path, sha, key, check.verdict.value, check.detail, check.lines_now)
+        return check
+
+    def _judged(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
+        """`_changed`'s judgement of a narrowed anchor: the file read and its text judged."""
         too_large = AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: larger than {MAX_FILE_BYTES >> 20} MiB")
         if st.st_size > MAX_FILE_BYTES:
             return too_large

@@ -51,6 +51,8 @@ TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of
 if TYPE_CHECKING:
     from typing import Any
 
+    from .judged import Judged
+
 try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
 except ImportError:  # the pure-Python loop gives the same answers (tests run both)
@@ -254,6 +256,7 @@ class HashCache:
         self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None],
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
+        self._judged: Judged | None = None  # the anchors' verdicts by file (`judged`), read on first use
         # `vouch`'s C comparisons, as made: (when, rels, paths, keys, per path 1 when equal); see `seen_since`
         self._seen: list[tuple[int, list[str], Sequence[str | None], list[tuple[int, ...]], bytes]] = []
         self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
@@ -646,6 +649,39 @@ class HashCache:
                         out.pop(rel, None)
         return out
 
+    def verdict_of(self, rel: str, sha: str, anchor: str) -> tuple[str, str, tuple[int, int] | None] | None:
+        """The verdict (value, detail, where) kept for `anchor` (`judged.anchor_key`) judged
+        against `rel` while this cache holds it hashing `sha` under the same stat as then; None
+        when none is (`anchorfs.judged`)."""
+        self._need(rel)
+        e = self._entries.get(rel)
+        if e is None or e[4] != sha:
+            return None
+        return self._verdicts().get(rel, _ENTRY_KEY(e), sha, anchor)
+
+    def note_verdict(self, rel: str, sha: str, anchor: str, verdict: str, detail: str,
+                     where: tuple[int, int] | None) -> None:
+        """Keep a verdict just judged against `rel`'s bytes, which hash `sha` as this cache holds
+        them (anything else is not kept); written by the next `save`."""
+        self._need(rel)
+        e = self._entries.get(rel)
+        if e is None or e[4] != sha:
+            return
+        self._verdicts().put(rel, _ENTRY_KEY(e), sha, anchor, verdict, detail, where)
+
+    def _verdicts(self) -> Judged:
+        if self._judged is None:
+            from .judged import Judged
+
+            self._judged = Judged(os.path.dirname(self.manifest_path))
+        return self._judged
+
+    def _held(self, rel: str) -> tuple[tuple[int, int, int, int], str] | None:
+        """(stat key, hash) this cache holds for `rel`, if any: what a kept verdict rests on."""
+        self._need(rel)
+        e = self._entries.get(rel)
+        return None if e is None or e[4] is None else (_ENTRY_KEY(e), e[4])
+
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
         self._need(rel)
@@ -809,23 +845,27 @@ class HashCache:
         return data, _sig(st), st.st_mtime_ns
 
     def save(self, *, strict: bool = False) -> bool:
-        """Write the manifest if an entry changed; return whether it was written.
+        """Write the manifest if an entry changed; return whether it was written. The anchors'
+        verdicts noted since (`note_verdict`) are written too (`anchorfs.judged`).
 
         A cache that cannot be saved is only cold next time, so by default an OSError (read-only
         folder, missing `.anchorfs/`, full disk) returns False and the changes stay pending for
         a later save; `strict=True` raises it instead. Entries another process saved meanwhile
         are merged in unless this instance changed the same path (last writer wins per path).
         """
+        wrote = False
         with self._lock:
-            if not self._dirty:
-                return False
-            try:
-                self._write()
-            except OSError:
-                if strict:
-                    raise
-                return False
-            return True
+            if self._dirty:
+                try:
+                    self._write()
+                except OSError:
+                    if strict:
+                        raise
+                    return False
+                wrote = True
+        if self._judged is not None:  # after the manifest: a verdict is kept for an entry it holds
+            self._judged.save(self._held)
+        return wrote
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""

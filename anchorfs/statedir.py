@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
 __all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR"]
 
-_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\n"
+_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\njudged/\n"
 _GITIGNORE_BEFORE = (
+    "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
+    "drift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\n",
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
     "drift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\n",
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"

@@ -144,3 +144,19 @@ def test_a_hooks_process_runs_without_the_collector(git_repo: Path) -> None:
         proc = subprocess.run([sys.executable, "-c", _EXIT_GC, stdin, *argv], cwd=git_repo, capture_output=True,
                               text=True, timeout=60, check=False)
         assert proc.stderr.endswith("collector on" if argv == ["list"] else "collector off"), (argv, proc.stderr[-300:])
+
+
+def test_a_full_digest_after_an_edit_elsewhere_in_a_file_parses_it_once(token: Path) -> None:
+    """A symbol memory on a file edited elsewhere: the first full digest parses the file
+    (tree-sitter), and the next process's full digest takes the verdict kept for those bytes
+    (`anchorfs.judged`), importing no tree-sitter: about a fifth of a first session's digest."""
+    import time
+
+    token.write_text(token.read_text() + "\n# edited elsewhere\n")
+    time.sleep(2.1)  # past the real racy window: the file's new hash is kept, and the verdict with it
+    out, mods = _session_start(token.parent.parent)
+    assert "token expiry is 24 hours" in out and "anchorfs.symbols" in mods
+    (token.parent.parent / ".anchorfs" / "digest.memo").unlink(missing_ok=True)
+    again, mods = _session_start(token.parent.parent)
+    assert again == out and "anchorfs.workspace" in mods  # the full digest again, the same answer
+    assert "anchorfs.symbols" not in mods and not any(m.startswith("tree_sitter") for m in mods)

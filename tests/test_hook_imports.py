@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import shutil
 import time
 from pathlib import Path
 
@@ -65,6 +66,10 @@ def test_an_edit_keeping_its_memories_fresh_checks_them_without_openssl(repo: Pa
     time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)  # past the hash cache's racy window: the file's hash is kept
     out, report = hook_probe(repo, edit, "hook", "post-edit")  # the file hashed (OpenSSL's, a whole file) and cached
     assert out == "" and "anchorfs.workspace" not in report["mods"]
+    out, report = hook_probe(repo, edit, "hook", "post-edit")  # the verdict kept by the last: nothing parsed
+    assert out == "" and "anchorfs.workspace" not in report["mods"] and "anchorfs.symbols" not in report["mods"]
+    assert {"hashlib", "_hashlib"} & set(report["all"]) == set()
+    shutil.rmtree(repo / ".anchorfs" / "judged")  # judged again: the symbol's span hashed
     out, report = hook_probe(repo, edit, "hook", "post-edit")
     assert out == "" and "anchorfs.workspace" not in report["mods"] and "anchorfs.symbols" in report["mods"]
     assert {"hashlib", "_hashlib"} & set(report["all"]) == set()

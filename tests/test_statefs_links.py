@@ -1,4 +1,5 @@
-"""A crafted clone with a link at `.anchorfs/fold.snap`, `digest.memo`, `server.sock` or `config.parsed`: refused
+"""A crafted clone with a link at `.anchorfs/fold.snap`, `digest.memo`, `server.sock`, `config.parsed` or `judged`
+(the anchors' verdicts folder): refused
 as a link at any other state path is (`statefs.STATE_FILES`), in one line naming it, with nothing
 read through it nor written anywhere (not the target outside the clone, not the clone).
 
@@ -21,7 +22,7 @@ from anchorfs.statefs import STATE_FILES, check_state
 from conftest import anchored_clone, run_cli, tree_snapshot
 
 VICTIM = b"root:x:0:0:root:/root:/bin/bash\n"
-NAMES = ("fold.snap", "digest.memo", "server.sock", "config.parsed")
+NAMES = ("fold.snap", "digest.memo", "server.sock", "config.parsed", "judged")
 
 
 @pytest.fixture(scope="module")
