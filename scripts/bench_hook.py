@@ -613,13 +613,15 @@ hash cache decodes those paths' entries alone and saves by splicing them into it
 bytes (`manifestfile.splice`). When the ledger only grew since the memo (memories recorded,
 superseded, retracted), on the same fold snapshot, the memories its new lines touch are re-checked
 and placed the same way (`digest_memo._update_grown`). Anything it cannot place is the full digest,
-which re-checks every memory and so grows with the workspace. A session started once the hash
+which re-checks every memory and so grows with the workspace (a symbol or line anchor on a file
+edited elsewhere takes the verdict kept for those bytes, `.anchorfs/judged/`, once any pass judged
+it: no tree-sitter import or parse). A session started once the hash
 cache's TTL (`drift.cache_ttl`, 300 s) has run out since the files were last hashed, the common
 case between two working sessions, renews the memo (`digest_memo._renew`): every anchored file
 it rests on is read again in one C loop (`_statmatch.reread`, the guarded open's checks) and
-hashed, and while each hashes as the cache held it when the memo was written, the memo's digest
-is served again and kept until the new TTL, without opening the workspace; a hash that moved is
-the full digest (the TTL row: `drift.cache_ttl = 1` in the workspace's config and each run
+hashed, and while each hashes as the SHA-256 the memo kept for it (the hash its digest rested on),
+the memo's digest is served again and kept until the new TTL, without opening the workspace or
+reading the hash cache's manifest; a file that hashes otherwise is the full digest (the TTL row: `drift.cache_ttl = 1` in the workspace's config and each run
 started 1.1 s after the last, so every run finds every cached hash expired; the config file's
 parse is kept in `.anchorfs/config.parsed`, so reading it costs well under 1M instructions).
 `post-edit` re-checks only the memories anchored to the edited file.
@@ -639,7 +641,8 @@ bytes, `anchorfs.jsonread` and `anchorfs.jsonwrite`, their values are hand-writt
 `model.Value`, their named tuples `anchorfs.tuples`, their one git process spawned directly), the
 symbol check itself (the grammar's query compiled and the file parsed), and at 10,000 memories
 the snapshot's index (the hash cache's re-hashed entries are spliced into its 400 KB manifest,
-not the whole manifest decoded and rewritten). The cyclic collector is off in a hook's own process. Tried and kept: the grammar loaded
+not the whole manifest decoded and rewritten). The cyclic collector is off in a hook's own process,
+which ends with `os._exit` once its output is flushed (no teardown freeing what the pass built). Tried and kept: the grammar loaded
 without the language pack's `__init__`, click out of the post-commit path, the workspace out of
 the edit and commit paths, drift changes included; `catchup`'s `Prefix`, `Follow` and `Folded`
 plain frozen classes, `Fork`/`Side` and `Hit` imported only when asked for (their dataclasses
