@@ -263,7 +263,12 @@ def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, f
     agent(edited)
     settle()
     assert agent(edited) == ""
-    got["edit_fresh"] = instructions([sys.executable, script, "hook", "post-edit"], root, env, edit_json(edited))[0]
+    # new bytes right before the counted run, as an agent's edit is: judged against them (no
+    # verdict kept for bytes no pass has seen), not the verdict an earlier run kept
+    (root / edited).write_text(body(3) + f"# trailing comment {time.time()}\n")
+    n, out = instructions([sys.executable, script, "hook", "post-edit"], root, env, edit_json(edited))
+    assert out == "", out
+    got["edit_fresh"] = n
     (root / edited).write_text(body(3, " + 1") + "# trailing comment\n")
     settle()
     n, out = instructions([sys.executable, script, "hook", "post-edit"], root, env, edit_json(edited))
@@ -275,6 +280,7 @@ def count_cases(root: Path, rels: list[str], env: dict[str, str]) -> dict[str, f
     subprocess.run(commit_cmd, cwd=root, env=env, check=True, capture_output=True)
     settle()
     subprocess.run(commit_cmd, cwd=root, env=env, check=True, capture_output=True)
+    commit(committed, body(1) + f"# trailing comment {time.time()}\n")  # new bytes, as a commit brings
     n, out = instructions(commit_cmd, root, env)
     assert out == "", out
     got["touched_fresh"] = n
@@ -403,7 +409,11 @@ def main() -> None:
             target = rels[1]
             commit(target, body(1) + f"# trailing comment {time.time()}\n")
             assert run_hook() == ""
-            got["touched_fresh"], got["touched_fresh~"] = yield from median(run_hook, args.repeat)
+            fresh_times: list[tuple[float, float]] = []
+            for k in range(args.repeat):  # new bytes each time, committed untimed: judged, not a kept verdict
+                commit(target, body(1) + f"# trailing comment {k} {time.time()}\n")
+                fresh_times.append((yield run_hook))
+            got["touched_fresh"], got["touched_fresh~"] = middle(fresh_times)
 
             # 3. memories made stale, then fresh again: every run is a drift change
             stale_times: list[tuple[float, float]] = []
@@ -480,7 +490,11 @@ def main() -> None:
             (root / target2).write_text(body(3) + "# trailing comment\n")
             backdate(root, [target2])
             assert agent("post-edit", edit_json(target2)) == ""
-            got["edit_fresh"], got["edit_fresh~"] = yield from median(lambda: agent("post-edit", edit_json(target2)), args.repeat)
+            fresh_edits: list[tuple[float, float]] = []
+            for k in range(args.repeat):  # new bytes each time, written untimed: judged, not a kept verdict
+                (root / target2).write_text(body(3) + f"# trailing comment {k} {time.time()}\n")
+                fresh_edits.append((yield lambda: agent("post-edit", edit_json(target2))))
+            got["edit_fresh"], got["edit_fresh~"] = middle(fresh_edits)
             edit_times: list[tuple[float, float]] = []
             edit_stale = 0
             for k in range(args.repeat):
