@@ -679,7 +679,7 @@ def _renew(root_real: str, d: "dict[str, Any]", hashed: "dict[int, bytes] | None
     """The lapsed memo's output, when only the hash cache's TTL lapsed it (its envelopes' words
     still stand, and `_changed_grounds` found every stat it rests on but the anchored files' as
     it was): every anchored file it rests on is read again and hashed (the TTL's promise, in one
-    C loop: `hashing.reread_digests`, whose checks include the file's stat being the one the
+    C loop: `filehash.reread_digests`, whose checks include the file's stat being the one the
     memo holds), and when each hashes as it did under the digest (the memo keeps the SHA-256s),
     the digest is what the full pass would say again, and the memo is kept until the new TTL.
     Neither the hash cache's manifest nor the workspace is read or written: at 10,000 memories
@@ -690,7 +690,7 @@ def _renew(root_real: str, d: "dict[str, Any]", hashed: "dict[int, bytes] | None
     from struct import iter_unpack
 
     from . import memo
-    from .hashing import reread_digests
+    from .filehash import reread_digests
     from .locate import STATE_DIR
     from .statefs import check_state
 

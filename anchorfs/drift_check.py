@@ -107,12 +107,13 @@ class DriftChecker(MoveSearch):
         from .judged import anchor_key
 
         key = anchor_key(ref, self.strict)
-        kept = self.cache.verdict_of(ref.path, sha, key)
+        verdicts = self.cache.verdicts
+        kept = verdicts.get(ref.path, sha, key)
         if kept is not None:
             return AnchorCheck(ref, Verdict(kept[0]), kept[1], kept[2])
         check = self._judged(ref, st)
         if check is not None:
-            self.cache.note_verdict(ref.path, sha, key, check.verdict.value, check.detail, check.lines_now)
+            verdicts.put(ref.path, sha, key, check.verdict.value, check.detail, check.lines_now)
         return check
 
     def _judged(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:

@@ -17,18 +17,7 @@ Every doubt (torn, foreign or hand-edited manifest, clock going backwards, a fut
 expired TTL) resolves to re-hashing: a wrong cached hash would call a memory `changed` (or
 worse, `fresh`) without evidence, while a needless re-hash only costs time.
 
-Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
-`{"format": "anchorfs.manifest", "version": 2, "crc32": N, "newest": T, "moves": [[key, path, path_now,
-sha256_now, gone], ...], "moves_crc32": M, "entries": {rel: [size, mtime_ns, ctime_ns, inode,
-sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000 entries one by one
-(a warm start must stay near a bare stat loop): only this module's own writes pass it,
-anything else is a cold cache. `moves` (absent when empty, a list so that no key can precede
-`entries`) are the drift pass's found moves (`move_of`): leads a new process re-verifies
-through this cache instead of asking git again; a bad moves CRC drops only them. Version 1
-(no moves) reads as before and is written as version 2 at the next save. `newest` is the latest
-mtime or ctime of an entry holding a hash: a cache that decoded a few entries (`only`) saves by
-splicing theirs into the bytes it read (`manifestfile.splice`) while no entry kept as bytes is
-racy against the old file, since under the new file's mtime a reader would trust its hash.
+The manifest's layout, its CRCs and its readers: `anchorfs.manifestfile`.
 """
 
 from __future__ import annotations
@@ -43,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
 from types import TracebackType
 
+from .filehash import _ONE_READ, _sha256_for, new_sha256, reread_digests, sha256_bytes, sha256_file
 from .manifestfile import MANIFEST_VERSION, assemble
 from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
@@ -58,7 +48,7 @@ try:  # the warm check's loop in C, off the GIL: built at install where a C comp
 except ImportError:  # the pure-Python loop gives the same answers (tests run both)
     _statmatch = None  # type: ignore[assignment]
 
-__all__ = ["HashCache", "sha256_bytes", "new_sha256", "sha256_file", "MANIFEST_VERSION"]
+__all__ = ["HashCache", "sha256_bytes", "new_sha256", "sha256_file", "reread_digests", "MANIFEST_VERSION"]
 
 
 DEFAULT_GRANULARITY_NS = 2_000_000_000
@@ -87,102 +77,9 @@ _STAT_KEY = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
 _ENTRY_SHA = itemgetter(4)
 _MEMO_KEPT = 16
 """Batches whose entry keys `vouch` keeps between passes (one per batch of a workspace pass)."""
-_ONE_READ = 1 << 20
-"""Files up to this size are hashed from one `os.read` by `hash_many`; larger ones stream."""
 _ONLY_MAX = 64
 """Most paths a partial load (`only`) looks up one by one in the manifest's bytes; more are one
 whole parse (each lookup scans the bytes: 2,500 of them took 160 ms of a 400 KB manifest)."""
-_RENEW_BYTES = 64 << 20
-"""Most bytes `_renew` holds at once: one batch of `_statmatch.reread`'s reads."""
-
-
-def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...]]
-                   ) -> tuple[int, list[bytes | None]] | None:
-    """(when the reads began, per file `root/rel` the SHA-256 of its bytes read again now, None
-    where it was refused) by `_statmatch.reread`'s loop: the guarded open's checks, in C (opened
-    beneath `root` with no link on the way, regular, its `fstat` the given key before and after
-    one read of exactly its size, at most `_ONE_READ` bytes), at most `_RENEW_BYTES` held at
-    once. None where the loop is not built (not Linux, no C compiler) or refused the batch (a
-    root that is not itself, a name or key C cannot pass): the caller goes one by one. What
-    lets a result resting on hashes past their TTL be served again (`HashCache.renew`, the
-    digest memo's renewal)."""
-    reread = getattr(_statmatch, "reread", None)
-    if reread is None:
-        return None
-    started = time.time_ns()  # before any read, so a caller's racy rule errs towards poisoning
-    out: list[bytes | None] = []
-    sha256 = _sha256_for(sum(int(k[0]) for k in keys))
-    start = 0
-    while start < len(rels):  # batches of at most _RENEW_BYTES held at once
-        end, held = start, 0
-        while end < len(rels) and (end == start or held + keys[end][0] <= _RENEW_BYTES):
-            held += keys[end][0]
-            end += 1
-        packed = _statmatch.pack(list(keys[start:end]))
-        got = reread(root, list(rels[start:end]), packed, _ONE_READ) if packed is not None else None
-        if got is None:
-            return None
-        out.extend(None if data is None else sha256(data).digest() for data in got)
-        start = end
-    return started, out
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 of `data`: the anchor contract's hash."""
-    return new_sha256(len(data), data).hexdigest()
-
-
-_BUILTIN_BUDGET = [512 * 1024]
-"""Bytes this process may still hash with the interpreter's own SHA-256 (`new_sha256`): about
-where OpenSSL's start-up (11.7M instructions) and its faster hash (28 against 49 instructions a
-byte, by callgrind) break even; by the clock the built-in one wins further still."""
-_BUILTIN: list[Any] = []  # [the interpreter's own sha256 constructor, or None], once looked up
-
-
-def _sha256_for(size: int) -> Callable[..., Any]:
-    """A SHA-256 constructor for about `size` bytes (over one call or many): the interpreter's
-    built-in while this process has hashed less than `_BUILTIN_BUDGET` bytes with it, else
-    OpenSSL's (`hashlib`). OpenSSL hashes faster, but its start-up (`import hashlib`: the
-    library loaded, every algorithm's constructor built) costs a hook checking a few symbols'
-    spans, or a session start hashing a few hundred small files again, more than all their
-    hashing (issue 20); the budget bounds what the slower hash can ever cost a process that
-    hashes a lot. Both give the same digest."""
-    if not _BUILTIN:
-        try:
-            from _sha256 import sha256 as builtin  # Python 3.11
-        except ImportError:
-            try:
-                from _sha2 import sha256 as builtin  # type: ignore[import-not-found, no-redef]  # 3.12+
-            except ImportError:
-                builtin = None
-        _BUILTIN.append(builtin)
-    builtin = _BUILTIN[0]
-    if builtin is not None and size <= _BUILTIN_BUDGET[0]:
-        _BUILTIN_BUDGET[0] -= size
-        return builtin
-    import hashlib  # lazily: OpenSSL's start-up is a tenth of a warm `anchorfs drift`, which hashes nothing
-
-    return hashlib.sha256
-
-
-def new_sha256(size: int, data: bytes = b"") -> Any:
-    """A SHA-256 hasher (`update`, `hexdigest`) for about `size` bytes, fed `data` (`_sha256_for`)."""
-    return _sha256_for(size)(data)
-
-
-def sha256_file(
-    path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None
-) -> str:
-    """Hex SHA-256 of a whole workspace file, streamed so a big file never sits in memory.
-
-    Through the one guarded open (`anchorfs.guard`): callers pass real paths, so a link
-    swapped in after the check is refused instead of followed out of the workspace, a FIFO
-    cannot hang the read path, and on Linux the open fd must sit at the path asked for (under
-    `root` when given). A violation raises `anchorfs.guard.GuardError`; other OSErrors pass.
-    """
-    from .guard import hash_guarded
-
-    return hash_guarded(path, root=root, expect=expect)
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
@@ -649,35 +546,19 @@ class HashCache:
                         out.pop(rel, None)
         return out
 
-    def verdict_of(self, rel: str, sha: str, anchor: str) -> tuple[str, str, tuple[int, int] | None] | None:
-        """The verdict (value, detail, where) kept for `anchor` (`judged.anchor_key`) judged
-        against `rel` while this cache holds it hashing `sha` under the same stat as then; None
-        when none is (`anchorfs.judged`)."""
-        self._need(rel)
-        e = self._entries.get(rel)
-        if e is None or e[4] != sha:
-            return None
-        return self._verdicts().get(rel, _ENTRY_KEY(e), sha, anchor)
-
-    def note_verdict(self, rel: str, sha: str, anchor: str, verdict: str, detail: str,
-                     where: tuple[int, int] | None) -> None:
-        """Keep a verdict just judged against `rel`'s bytes, which hash `sha` as this cache holds
-        them (anything else is not kept); written by the next `save`."""
-        self._need(rel)
-        e = self._entries.get(rel)
-        if e is None or e[4] != sha:
-            return
-        self._verdicts().put(rel, _ENTRY_KEY(e), sha, anchor, verdict, detail, where)
-
-    def _verdicts(self) -> Judged:
+    @property
+    def verdicts(self) -> Judged:
+        """The anchors' verdicts kept with this cache's files (`anchorfs.judged`), each served
+        only while `held` gives the stat and hash it was judged under; read on first use,
+        written by `save`."""
         if self._judged is None:
             from .judged import Judged
 
-            self._judged = Judged(os.path.dirname(self.manifest_path))
+            self._judged = Judged(os.path.dirname(self.manifest_path), self.held)
         return self._judged
 
-    def _held(self, rel: str) -> tuple[tuple[int, int, int, int], str] | None:
-        """(stat key, hash) this cache holds for `rel`, if any: what a kept verdict rests on."""
+    def held(self, rel: str) -> tuple[tuple[int, int, int, int], str] | None:
+        """(stat key, hash) this cache trusts for `rel` as it stands, whatever its age; None when none."""
         self._need(rel)
         e = self._entries.get(rel)
         return None if e is None or e[4] is None else (_ENTRY_KEY(e), e[4])
@@ -846,7 +727,7 @@ class HashCache:
 
     def save(self, *, strict: bool = False) -> bool:
         """Write the manifest if an entry changed; return whether it was written. The anchors'
-        verdicts noted since (`note_verdict`) are written too (`anchorfs.judged`).
+        verdicts kept since (`verdicts`) are written too (`anchorfs.judged`).
 
         A cache that cannot be saved is only cold next time, so by default an OSError (read-only
         folder, missing `.anchorfs/`, full disk) returns False and the changes stay pending for
@@ -864,7 +745,7 @@ class HashCache:
                     return False
                 wrote = True
         if self._judged is not None:  # after the manifest: a verdict is kept for an entry it holds
-            self._judged.save(self._held)
+            self._judged.save()
         return wrote
 
     def _write(self) -> None:

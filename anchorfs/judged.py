@@ -56,16 +56,24 @@ class Judged:
     """The verdicts folder of one state folder: each file's record read on its first lookup,
     written by `save` when a verdict was added to it."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, held: Callable[[str], tuple[_Key, str] | None]) -> None:
         self.folder = os.path.join(state_dir, FOLDER)
+        self._held = held  # rel -> (stat key, hash) the hash cache trusts for the file now, or None
         self._files: dict[str, list[Any] | None] = {}  # rel -> [key, sha, {anchor: [verdict, detail, where]}]
         self._touched: set[str] = set()
 
-    def get(self, rel: str, key: _Key, sha: str, anchor: str) -> tuple[str, str, tuple[int, int] | None] | None:
-        """(verdict, detail, where) judged for `anchor` against `rel` as it hashes `sha` under
-        the stat `key`; None when it was not, or against the file otherwise."""
-        f = self._record(rel)
-        if f is None or f[0] != list(key) or f[1] != sha:
+    def _now(self, rel: str, sha: str) -> list[Any] | None:
+        """[key, sha] when the hash cache holds `rel` hashing `sha`: what a verdict is bound to."""
+        held = self._held(rel)
+        return [list(held[0]), sha] if held is not None and held[1] == sha else None
+
+    def get(self, rel: str, sha: str, anchor: str) -> tuple[str, str, tuple[int, int] | None] | None:
+        """(verdict, detail, where) judged for `anchor` (`anchor_key`) against `rel`'s bytes,
+        which hash `sha`, while the hash cache holds the file under the stat it was judged under;
+        None when it was not."""
+        now = self._now(rel, sha)
+        f = self._record(rel) if now is not None else None
+        if f is None or f[:2] != now:
             return None
         got = f[2].get(anchor)
         if got is None:
@@ -73,21 +81,22 @@ class Judged:
         verdict, detail, where = got
         return verdict, detail, (where[0], where[1]) if where is not None else None
 
-    def put(self, rel: str, key: _Key, sha: str, anchor: str, verdict: str, detail: str,
-            where: tuple[int, int] | None) -> None:
-        """Keep a verdict just judged (one of `_KEPT`; others are ignored)."""
-        if verdict not in _KEPT:
+    def put(self, rel: str, sha: str, anchor: str, verdict: str, detail: str, where: tuple[int, int] | None) -> None:
+        """Keep a verdict just judged against `rel`'s bytes, which hash `sha`: one of `_KEPT`,
+        while the hash cache holds the file hashing so (anything else is not kept)."""
+        now = self._now(rel, sha)
+        if verdict not in _KEPT or now is None:
             return
         f = self._record(rel)
-        if f is None or f[0] != list(key) or f[1] != sha:
-            f = self._files[rel] = [list(key), sha, {}]
+        if f is None or f[:2] != now:
+            f = self._files[rel] = [*now, {}]
         f[2][anchor] = [verdict, detail, list(where) if where is not None else None]
         self._touched.add(rel)
 
-    def save(self, held: Callable[[str], tuple[_Key, str] | None]) -> bool:
+    def save(self) -> bool:
         """Write the record of each file a verdict was added to, while the hash cache still holds
-        the entry it was judged against (`held`: rel -> (key, sha) or None). Never raises: a
-        verdict not kept is judged again next time."""
+        the entry it was judged against. Never raises: a verdict not kept is judged again next
+        time."""
         if not self._touched:
             return False
         from .jsonwrite import json_dumps
@@ -104,8 +113,7 @@ class Judged:
             refuse_link(self.folder, "state folder")  # a link there (a crafted clone) is never written through
             for rel in sorted(self._touched):
                 f = self._files.get(rel)
-                now = held(rel)
-                if f is None or now is None or list(now[0]) != f[0] or now[1] != f[1]:
+                if f is None or self._now(rel, f[1]) != f[:2]:
                     continue
                 payload = json_dumps({"format": _FORMAT, "path": rel, "key": f[0], "sha256": f[1], "verdicts": f[2]})
                 replace_state(_file(self.folder, rel), payload.encode(), fault_point="judged-write")

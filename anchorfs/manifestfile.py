@@ -1,4 +1,17 @@
-"""Reading `.anchorfs/manifest.json`, the hash cache's file (`anchorfs.hashing`: its layout, its rules).
+"""Reading `.anchorfs/manifest.json`, the hash cache's file (`anchorfs.hashing`: its rules).
+
+Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
+`{"format": "anchorfs.manifest", "version": 2, "crc32": N, "newest": T, "moves": [[key, path, path_now,
+sha256_now, gone], ...], "moves_crc32": M, "entries": {rel: [size, mtime_ns, ctime_ns, inode,
+sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000 entries one by one
+(a warm start must stay near a bare stat loop): only the hash cache's own writes pass it,
+anything else is a cold cache. `moves` (absent when empty, a list so that no key can precede
+`entries`) are the drift pass's found moves (`HashCache.move_of`): leads a new process re-verifies
+through this cache instead of asking git again; a bad moves CRC drops only them. Version 1
+(no moves) reads as before and is written as version 2 at the next save. `newest` is the latest
+mtime or ctime of an entry holding a hash: a cache that decoded a few entries (`only`) saves by
+splicing theirs into the bytes it read (`splice`) while no entry kept as bytes is
+racy against the old file, since under the new file's mtime a reader would trust its hash.
 
 Two readers of the same bytes: `parse`, every entry (what a drift pass over the workspace
 needs), and `parse_only`, just the entries of a few paths (what a hook re-checking the memories

@@ -89,7 +89,7 @@ def test_a_full_digest_imports_no_pathlib_nor_re(token: Path) -> None:
 def test_a_start_past_the_ttl_renews_the_memo_without_the_workspace(token: Path) -> None:
     """Past the hash cache's TTL, with nothing changed, the memo is renewed (`digest_memo._renew`):
     every anchored file read and hashed again, the workspace never opened, and none of `pathlib`,
-    `re`, the config's parser or the model's `datetime` and `enum` loaded."""
+    `re`, the config's parser, the model's `datetime` and `enum` or the hash cache loaded."""
     import time
 
     root = token.parent.parent
@@ -103,7 +103,8 @@ def test_a_start_past_the_ttl_renews_the_memo_without_the_workspace(token: Path)
     assert out == first
     heavy = {"anchorfs.workspace", "anchorfs.config", "anchorfs.model", "pathlib", "re", "enum", "datetime"}
     assert heavy.isdisjoint(mods), sorted(heavy & set(mods))
-    assert "anchorfs.hashing" in mods  # the files read again: no replay
+    assert "anchorfs.filehash" in mods  # the files read again: no replay
+    assert "anchorfs.hashing" not in mods and "anchorfs.manifestfile" not in mods  # the hash cache never loaded
 
 
 def test_a_digest_after_a_memory_was_recorded_imports_no_typing(token: Path) -> None:

@@ -63,16 +63,16 @@ def _lapse() -> None:
 
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The files `_statmatch.reread` is asked to read again, in order."""
-    import anchorfs.hashing as hashing
+    import anchorfs.filehash as filehash
 
     asked: list[str] = []
-    real = hashing._statmatch.reread
+    real = filehash._statmatch.reread
 
     def reread(root: str, rels: list[str], *args: Any) -> Any:
         asked.extend(rels)
         return real(root, rels, *args)
 
-    monkeypatch.setattr(hashing._statmatch, "reread", reread)
+    monkeypatch.setattr(filehash._statmatch, "reread", reread)
     return asked
 
 
@@ -222,6 +222,9 @@ def test_without_the_c_loop_the_full_digest_says_the_same(ws: Path, full: list[i
     import anchorfs.hashing as hashing
 
     first = _start(ws)
+    import anchorfs.filehash as filehash
+
     monkeypatch.setattr(hashing, "_statmatch", None)
+    monkeypatch.setattr(filehash, "_statmatch", None)
     _lapse()
     assert _start(ws) == first and full == [1, 1]

@@ -138,18 +138,20 @@ def test_the_verdicts_folder_is_git_ignored(ws: Path) -> None:
 
 
 def test_a_verdict_is_kept_only_against_the_bytes_the_cache_holds(ws: Path) -> None:
-    """`HashCache.note_verdict` keeps nothing for a hash the cache does not hold for the file,
-    and `verdict_of` serves nothing for one."""
+    """`Judged.put` keeps nothing for a hash the cache does not hold for the file, and `get`
+    serves nothing for one."""
     _edit(ws, TOKEN + "# a trailing comment\n")
     with anchorfs.open(ws) as w:
         w.drift()
-        cache = w.cache
-        held = cache._held("auth/token.py")
+        verdicts = w.cache.verdicts
+        held = w.cache.held("auth/token.py")
         assert held is not None
-        key, sha = held
-        cache.note_verdict("auth/token.py", "0" * 64, "k", "fresh", "planted", None)
-        assert cache.verdict_of("auth/token.py", "0" * 64, "k") is None
-        cache.note_verdict("auth/token.py", sha, "k", "unreadable", "environmental", None)
-        assert cache.verdict_of("auth/token.py", sha, "k") is None  # never kept: not a function of the bytes
-        cache.note_verdict("auth/token.py", sha, "k", "moved", "at other lines", (7, 8))
-        assert cache.verdict_of("auth/token.py", sha, "k") == ("moved", "at other lines", (7, 8))
+        _, sha = held
+        verdicts.put("auth/token.py", "0" * 64, "k", "fresh", "planted", None)
+        assert verdicts.get("auth/token.py", "0" * 64, "k") is None
+        verdicts.put("auth/token.py", sha, "k", "unreadable", "environmental", None)
+        assert verdicts.get("auth/token.py", sha, "k") is None  # never kept: not a function of the bytes
+        verdicts.put("auth/token.py", sha, "k", "moved", "at other lines", (7, 8))
+        assert verdicts.get("auth/token.py", sha, "k") == ("moved", "at other lines", (7, 8))
+        w.cache.forget("auth/token.py")
+        assert verdicts.get("auth/token.py", sha, "k") is None  # the entry gone: nothing it rested on
