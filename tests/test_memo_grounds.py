@@ -119,16 +119,9 @@ def test_the_grounds_are_the_part_by_part_walks(tmp_path: Path, order: str, monk
     assert str(root / "lib" / "x" / "y.py") in absent and str(root / "missing.py") in absent
 
 
-@pytest.mark.parametrize("loop", ["c", "python"])
-def test_anchored_files_are_recorded_from_the_hash_cache_while_their_stat_holds(
-        tmp_path: Path, loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file whose `lstat` (taken in the C loop) is the stat its cached hash was taken under is
-    recorded from that key, never `lstat`-ed again in Python: the same grounds as the walk. A
-    file rewritten since takes `_record`, which judges its new stat (here: too recent, no memo)."""
-    if loop == "python":
-        monkeypatch.setattr(memo, "_statmatch", None)
+def _anchored(tmp_path: Path, rels: list[str]) -> Path:
+    """A workspace with one memory anchored to each of `rels`, hashed by a pass, all settled."""
     root = tmp_path / "ws"
-    rels = ["a.py", "src/b.py", "src/c.py", "src/deep/d.py"]
     for rel in rels:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
@@ -138,6 +131,19 @@ def test_anchored_files_are_recorded_from_the_hash_cache_while_their_stat_holds(
         ws.record("anchored everywhere", anchors=rels)
         ws.drift()
     time.sleep(GRAN_NS / 1e9 * 1.5)
+    return root
+
+
+@pytest.mark.parametrize("loop", ["c", "python"])
+def test_anchored_files_are_recorded_from_the_hash_cache_while_their_stat_holds(
+        tmp_path: Path, loop: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose `lstat` (taken in the C loop) is the stat its cached hash was taken under is
+    recorded from that key, never `lstat`-ed again in Python: the same grounds as the walk. A
+    file rewritten since takes `_record`, which judges its new stat (here: too recent, no memo)."""
+    if loop == "python":
+        monkeypatch.setattr(memo, "_statmatch", None)
+    rels = ["a.py", "src/b.py", "src/c.py", "src/deep/d.py"]
+    root = _anchored(tmp_path, rels)
     real_record = memo._record
     asked: list[str] = []
 
@@ -172,17 +178,8 @@ def test_files_the_pass_compared_are_recorded_by_that_stat_not_stat_again(
     files; a file compared before the pass began, or whose comparison failed, is stat'ed again."""
     if memo._statmatch is None:
         pytest.skip("the C loop is not built here")  # pragma: no cover - built on every CI machine
-    root = tmp_path / "ws"
     rels = ["a.py", "src/b.py", "src/c.py"]
-    for rel in rels:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(f"# {rel}\n")
-    anchorfs.init(root)
-    time.sleep(GRAN_NS / 1e9 * 1.5)
-    with Workspace(root) as ws:
-        ws.record("anchored everywhere", anchors=rels)
-        ws.drift()
-    time.sleep(GRAN_NS / 1e9 * 1.5)
+    root = _anchored(tmp_path, rels)
     real_match = memo._statmatch.match
     matched: list[list[str]] = []
 
