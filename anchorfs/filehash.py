@@ -36,8 +36,8 @@ def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...
     one read of exactly its size, at most `_ONE_READ` bytes), at most `_RENEW_BYTES` held at
     once. None where the loop is not built (not Linux, no C compiler) or refused the batch (a
     root that is not itself, a name or key C cannot pass): the caller goes one by one. What
-    lets a result resting on hashes past their TTL be served again (`HashCache.renew`, the
-    digest memo's renewal)."""
+    lets a result resting on hashes past their TTL be served again (`HashCache.vouch` with a
+    root, the digest memo's renewal)."""
     reread = getattr(_statmatch, "reread", None)
     if reread is None:
         return None

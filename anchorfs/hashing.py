@@ -288,33 +288,18 @@ class HashCache:
                     seen[rel] = st
         return out
 
-    def renew(self, rels: list[str], paths: list[str], root: str, *, checked_by: float) -> bool:
-        """Whether every one of these files (each `root/rel`) hashes now as this cache holds it,
-        each read again whatever its entry's age (`_renew`'s C loop): what lets a result resting
-        on their cached hashes be served past the TTL (the digest memo, `digest_memo._renew`).
-        False when one has no hash cached, was hashed after `checked_by` (by a later pass: not
-        the hash the result rested on), could not be read again here (a new stat, a link, no C
-        loop), or hashes otherwise now; whatever was read again is kept."""
-        self._need_all(rels)
-        entries = list(map(self._entries.get, rels))
-        if any(e is None or e[4] is None or e[5] > checked_by for e in entries):
-            return False
-        got = self._renew(rels, paths, entries, root, self._clock(), every=True)
-        return len(got) == len(rels) and all(got.get(rel) == e[4] for rel, e in zip(rels, entries))  # type: ignore[index]
-
     def _renew(self, rels: list[str], paths: Sequence[str | None], entries: list[_Entry | None], root: str,
-               now: float, *, every: bool = False) -> dict[str, str]:
+               now: float) -> dict[str, str]:
         """Hashes of the files whose entries hold a hash past its TTL and whose stat is still the
         entry's, read again by `reread_digests` (the guarded open's checks, in C) and hashed;
         their entries stamped anew. A file the loop refused is left out: the caller's one-by-one
         path judges it (a new stat, a link, a file gone). Empty where the loop is not built (not
-        Linux, no C compiler) or refused the batch. `every`: each entry holding a hash, expired
-        or not."""
+        Linux, no C compiler) or refused the batch."""
         ttl = self._ttl
         base = root + "/"
         todo: list[tuple[str, _Entry]] = []
         for rel, e, path in zip(rels, entries, paths):
-            if e is not None and e[4] is not None and (every or not e[5] <= now < e[5] + ttl) and path == base + rel:
+            if e is not None and e[4] is not None and not e[5] <= now < e[5] + ttl and path == base + rel:
                 todo.append((rel, e))
         if not todo:
             return {}
@@ -512,19 +497,6 @@ class HashCache:
         self._need(rel)
         e = self._entries.get(rel)
         return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
-
-    def hashes_of(self, rels: Sequence[str], keys: Sequence[tuple[int, ...]]) -> list[str | None]:
-        """Per file, the hash this cache trusts for it under exactly that stat key (size,
-        mtime_ns, ctime_ns, inode), whatever its age; None where none is cached, it is poisoned
-        as racy, or it was taken under another stat. What a result kept past this process says
-        it rested on (the digest memo keeps them: `digest_memo._renew`)."""
-        self._need_all(rels)
-        out: list[str | None] = []
-        with self._lock:
-            for rel, key in zip(rels, keys):
-                e = self._entries.get(rel)
-                out.append(e[4] if e is not None and e[4] is not None and _ENTRY_KEY(e) == tuple(key) else None)
-        return out
 
     def keys_of(self, rels: Sequence[str]) -> list[tuple[int, int, int, int] | None]:
         """`stat_of` for many paths at once (the drift memo records thousands)."""

@@ -23,6 +23,16 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
             monkeypatch.delenv(key)
 
 
+TOKEN = """class TokenIssuer:
+    def issue(self, user):
+        return sign(user, hours=24)
+
+    def revoke(self, token):
+        return None
+"""
+"""A small module with a class, a method and a one-line span: the anchored file most tests edit."""
+
+
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Run git with a fixed identity; returns stdout."""
     full_env = dict(os.environ)

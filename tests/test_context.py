@@ -7,17 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TOKEN
+
 import anchorfs
 from anchorfs.context import STALE_BANNER, estimate_tokens, render_context
 from anchorfs.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict, new_id
-
-TOKEN = """class TokenIssuer:
-    def issue(self, user):
-        return sign(user, hours=24)
-
-    def revoke(self, token):
-        return None
-"""
 
 
 def hit(content: str, drift: Drift, *, detail: str = "unchanged", verdict: Verdict = Verdict.FRESH,

@@ -9,19 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import TOKEN, git
 
 import anchorfs
 from anchorfs.hook import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
 from anchorfs.watch import read_events
-
-TOKEN = """class TokenIssuer:
-    def issue(self, user):
-        return sign(user, hours=24)
-
-    def revoke(self, token):
-        return None
-"""
 
 
 def commit(repo: Path, message: str) -> subprocess.CompletedProcess[str]:

@@ -16,20 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import TOKEN, git
 
 import anchorfs
 from anchorfs import catchup
 from anchorfs.errors import WorkspaceError
 from anchorfs.hook import install, install_sync, is_installed, uninstall, uninstall_sync
 
-TOKEN = """class TokenIssuer:
-    def issue(self, user):
-        return sign(user, hours=24)
-
-    def revoke(self, token):
-        return None
-"""
 
 # One hook run as the host runs it, in a fresh interpreter: what it imported, and how many
 # memories it built (`Memory.from_dict`), reported on stderr; the hook's own answer on stdout.

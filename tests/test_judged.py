@@ -13,18 +13,12 @@ from typing import Any
 
 import pytest
 
+from conftest import TOKEN
+
 import anchorfs
 import anchorfs.drift_check as drift_check
 from anchorfs import judged
 from anchorfs.model import Drift, Verdict
-
-TOKEN = """class TokenIssuer:
-    def issue(self, user):
-        return sign(user, hours=24)
-
-    def revoke(self, token):
-        return None
-"""
 
 
 @pytest.fixture

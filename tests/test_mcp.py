@@ -19,17 +19,11 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from conftest import TOKEN
+
 import anchorfs
 from anchorfs.mcp import INSTRUCTIONS, WRITE_TOOLS, build_server, mcp_config, write_mcp_config
 from anchorfs.workspace import Workspace
-
-TOKEN = """class TokenIssuer:
-    def issue(self, user):
-        return sign(user, hours=24)
-
-    def revoke(self, token):
-        return None
-"""
 
 
 @pytest.fixture

@@ -16,18 +16,12 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
+from conftest import TOKEN
+
 import anchorfs
 from anchorfs.cli import cli
 from anchorfs.errors import RevisionError
 from anchorfs.mcp import build_server
-
-TOKEN = """class TokenIssuer:
-    def issue(self, user):
-        return sign(user, hours=24)
-
-    def revoke(self, token):
-        return None
-"""
 
 
 @pytest.fixture
