@@ -60,10 +60,17 @@ _SHA_SIZE = 32  # a SHA-256, raw
 _AT_SIZE = 4  # an index into the memo's paths ("=I")
 
 
-def _packed(keys: "Sequence[Sequence[int]]") -> bytes:
+def _packed(keys: "Sequence[tuple[int, int, int, int]]") -> bytes:
+    """The stats as the memo keeps them (`memo._PACKED` each): the C loop's own packing where
+    it is built (a full digest packs thousands), else `struct`'s."""
+    from . import memo
+
+    packed = memo._pack(list(keys))
+    if isinstance(packed, bytes):
+        return packed
     from struct import pack
 
-    return b"".join(pack("=qqqQ", *k) for k in keys)
+    return b"".join(pack(memo._PACKED, *k) for k in keys)
 
 
 def _pack_hashed(hashed: "dict[int, bytes]") -> bytes:
@@ -89,13 +96,14 @@ def _file_hashes(paths: list[str], base: str, shas: "dict[str, str]", into: "dic
                  at: "Iterable[int]") -> None:
     """`into[i]` = the raw SHA-256 `shas` holds for `paths[i]` (relative to `base`), for each
     index `i` in `at`; an index whose path `shas` does not name is dropped (a folder, a file gone)."""
+    cut, get, fromhex = len(base), shas.get, bytes.fromhex  # bound once: a full digest runs this for thousands
     for i in at:
         p = paths[i]
-        sha = shas.get(p[len(base):]) if p.startswith(base) else None
+        sha = get(p[cut:]) if p.startswith(base) else None
         if sha is None:
             into.pop(i, None)
         else:
-            into[i] = bytes.fromhex(sha)
+            into[i] = fromhex(sha)
 
 
 def _digest_memo_path(root_real: str) -> str:

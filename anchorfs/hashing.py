@@ -510,7 +510,9 @@ class HashCache:
         a second stat of thousands of files). The latest comparison of a file wins."""
         out: dict[str, tuple[str | None, tuple[int, ...]]] = {}
         for when, rels, paths, keys, got in self._seen:
-            if when >= started_ns:
+            if when >= started_ns and 0 not in got:  # every file unchanged (the common batch): in C
+                out.update(zip(rels, zip(paths, keys)))
+            elif when >= started_ns:
                 for rel, path, key, ok in zip(rels, paths, keys, got):
                     if ok:
                         out[rel] = (path, key)

@@ -375,10 +375,22 @@ def _record_files(cache: "HashCache", base: str, rels: list[str], limit_ns: int,
     if started_ns is not None:
         seen = cache.seen_since(started_ns)
         if seen:
-            for i, rel in enumerate(rels):
-                was = seen.get(rel)
-                if was is not None and was[0] == fulls[i]:
-                    matched[i] = was[1]  # type: ignore[assignment]  # (size, mtime_ns, ctime_ns, inode)
+            from operator import itemgetter  # not at the top: a replay never gets here
+
+            first, second, third = itemgetter(0), itemgetter(1), itemgetter(2)
+            was: list[Any] = list(map(seen.get, rels))  # (path, key) or None, by rel
+            if rels and None not in was and list(map(first, was)) == fulls:
+                # every file judged by this pass (path, key): in C-level maps, each stat settled
+                # past `limit_ns` (no racy limit is earlier: `_settled`), as a full digest's thousands are
+                found: list[_Key] = list(map(second, was))
+                if max(map(second, found)) < limit_ns and max(map(third, found)) < limit_ns:  # mtime, ctime
+                    paths.extend(fulls)
+                    keys.extend(found)
+                    present.update(zip(rels, found))
+                    return
+            for i, one in enumerate(was):
+                if one is not None and one[0] == fulls[i]:
+                    matched[i] = one[1]  # type: ignore[assignment]  # (size, mtime_ns, ctime_ns, inode)
     known = cache.keys_of(rels) if len(matched) < len(rels) else []
     if _statmatch is not None and known:
         held = [(i, key) for i, key in enumerate(known) if key is not None and i not in matched]

@@ -92,13 +92,15 @@ class SnapPlan:
         self.n, self.paths, self.want, self.claims = n, paths, want, claims
         self._claimset = frozenset(claims)
         self._at, self._own, self._own_at, self._marked = at, own, own_at, marked
-        self._sums = bytes(blobs[cuts[3]:cuts[4]])
+        # views into `region`, which the plan keeps anyway: at 10,000 memories a copy of each was
+        # a fault per page taken afresh (the sums and ids are a MB), a tenth of a first session's start
+        self._sums = blobs[cuts[3]:cuts[4]]
         self._ids_text = blobs[cuts[4]:cuts[5]]
         self._ids: list[str] | None = None
         self.all_n = all_n
         self._all_at = _array("Q", blobs[cuts[5]:cuts[6]])
-        self._all_sums = bytes(blobs[cuts[6]:cuts[7]])
-        self._all_ids = bytes(blobs[cuts[7]:cuts[8]])
+        self._all_sums = blobs[cuts[6]:cuts[7]]
+        self._all_ids = blobs[cuts[7]:cuts[8]]
         self._act = (_array("I", blobs[cuts[8]:cuts[9]]), _array("d", blobs[cuts[9]:cuts[10]]),
                      _array("I", blobs[cuts[10]:cuts[11]]), _array("I", blobs[cuts[11]:cuts[12]]))
         self._base, self._end, self.prefix, self._path = base, end, prefix, file
@@ -152,7 +154,7 @@ class SnapPlan:
     def ids(self) -> list[str]:
         """The targets' ids, by position (split on first use: only a write-back needs them)."""
         if self._ids is None:
-            ids = bytes(self._ids_text).decode("utf-8").split("\n") if self.n else []
+            ids = str(self._ids_text, "utf-8").split("\n") if self.n else []
             if len(ids) != self.n:
                 raise PlanMismatch("the plan's ids are not one per target")
             self._ids = ids
@@ -177,7 +179,7 @@ class SnapPlan:
                 raise PlanMismatch("a record runs past the end")
             size *= 4
 
-    def _build(self, line: bytes, digest: bytes) -> Memory:
+    def _build(self, line: bytes, digest: bytes | memoryview) -> Memory:
         if blake3.blake3(line).digest(_SUM) != digest:
             raise PlanMismatch("a record does not hash as its plan says")
         try:
@@ -244,7 +246,7 @@ class SnapPlan:
         out: dict[str, int] = {}
         wanted = list(dict.fromkeys(ids))
         if len(wanted) > 16:  # many: split the list once
-            at = dict(zip(text.decode("utf-8").split("\n"), range(self.all_n))) if self.all_n else {}
+            at = dict(zip(str(text, "utf-8").split("\n"), range(self.all_n))) if self.all_n else {}
             if len(at) != self.all_n:
                 raise PlanMismatch("the plan's fold ids are not one per memory")
             return {i: at[i] for i in wanted if i in at}
@@ -260,7 +262,7 @@ class SnapPlan:
 
     def fold_ids(self) -> list[str]:
         """Every memory's id, in the fold's order."""
-        ids = self._all_ids.decode("utf-8").split("\n") if self.all_n else []
+        ids = str(self._all_ids, "utf-8").split("\n") if self.all_n else []
         if len(ids) != self.all_n:
             raise PlanMismatch("the plan's fold ids are not one per memory")
         return ids
