@@ -234,7 +234,7 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", active: 
         md = flagged.get(ids[i])
         m = md.memory if md is not None else active.read(i)
         if md is None and m.anchors:
-            md = ws.check(m)  # fresh: its checks name the commit (a warm cache: one stat per file)
+            md = report.result_of(m)  # fresh: the pass's checks (a move named), never made again
         return _line(m, md, ws.config.expiry_days(m.kind), now)
 
     def newest(i: int) -> tuple[float, int, str]:

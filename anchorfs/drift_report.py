@@ -64,7 +64,7 @@ class DriftReport:
     `flagged`, `stale` and `anchored_paths` never read it whole.
     """
 
-    __slots__ = ("checked", "_found", "_flagged", "_built", "_claims", "_paths")
+    __slots__ = ("checked", "_found", "_flagged", "_built", "_claims", "_paths", "_by_id")
     checked: Sequence[Memory]
 
     def __init__(self, checked: Sequence[Memory] = (), results: Sequence[MemoryDrift | None] | None = None) -> None:
@@ -94,6 +94,16 @@ class DriftReport:
         self._found = found
         self._flagged = [found[i] for i in sorted(found) if found[i].drift is not Drift.FRESH]
         self._built: list[MemoryDrift] | None = None
+        self._by_id: dict[str, MemoryDrift] | None = None
+
+    def result_of(self, memory: Memory) -> MemoryDrift:
+        """The result of `memory`, one of the checked memories: the pass's own where it looked
+        at it, else every anchor fresh (all hashed as recorded). What a line that shows a few
+        memories of thousands needs (the session-start digest), with no check made again."""
+        by_id = self._by_id
+        if by_id is None:
+            by_id = self._by_id = {r.memory.id: r for r in self._found.values()}
+        return by_id.get(memory.id) or _all_fresh(memory)
 
     @property
     def memories(self) -> list[MemoryDrift]:

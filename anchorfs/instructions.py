@@ -324,7 +324,7 @@ def export_block(ws: "Workspace") -> tuple[str, int, int]:
     for m in active:
         if m.status != Status.ACTIVE:
             continue
-        md = flagged.get(m.id) or (ws.check(m) if m.anchors else None)
+        md = flagged.get(m.id) or (report.result_of(m) if m.anchors else None)  # the pass's own checks
         drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         group = "stale" if drift is Drift.STALE else "unknown" if drift is Drift.UNKNOWN else "rest"

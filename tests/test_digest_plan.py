@@ -264,3 +264,47 @@ def test_the_memos_deadline_is_the_first_envelope_to_change(tmp_path: Path, seed
                    else since + (int((now - since) / day) + 1) * day for since, k in zip(ts, kind))
         keys = _Keys([str(i) for i in range(n)], ts, [1] * n, kind, kinds, lambda i: None)  # type: ignore[arg-type,return-value]
         assert _envelopes_until(ws, keys, now) == want
+
+
+def test_fresh_lines_are_the_passs_own_results_not_checked_again(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each fresh line of the digest reads what the drift pass found for its memory: unchanged
+    anchors, a file moved away (its new place named), a symbol whose file changed elsewhere,
+    each the envelope of a check of that memory on its own, and no anchor checked a second
+    time (at 10,000 memories each shown fresh line was a checker and a probe of its files)."""
+    from anchorfs.drift_check import DriftChecker
+    from anchorfs.envelopes import envelope
+
+    root = tmp_path
+    write(root, "src/a.py", BODY)
+    write(root, "src/b.py", BODY.replace("24", "25"))
+    write(root, "src/c.py", "X = 1\n")
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        kept = ws.record("keep returns one", anchors=["src/a.py#keep"])
+        moved = ws.record("c holds X", anchors=["src/c.py"])
+        edited = ws.record("b keeps one too", anchors=["src/b.py#keep"])
+        plain = ws.record("a note without anchors")
+    os.rename(root / "src/c.py", root / "src/d.py")
+    write(root, "src/b.py", BODY.replace("24", "26"))  # `issue` changed: `keep` still holds
+    with Workspace(root) as ws:
+        report = ws.drift()
+        assert report.count(anchorfs.model.Drift.FRESH) == 3
+        want = {}
+        for m in (kept, moved, edited):
+            md = ws.check(m)
+            want[m.id] = envelope(m, md.drift, md.checks, expiry_days=ws.config.expiry_days(m.kind))
+        assert "now at src/d.py" in want[moved.id], want[moved.id]
+        calls: list[str] = []
+        real = DriftChecker.check
+
+        def counted(self: DriftChecker, memory: anchorfs.model.Memory) -> object:
+            calls.append(memory.id)
+            return real(self, memory)
+
+        monkeypatch.setattr(DriftChecker, "check", counted)
+        text = _digest(ws, 4000)[0]
+    assert sorted(calls) == sorted([moved.id, edited.id])  # the pass's own, once each; `kept` hashed as recorded
+    for mid, env in want.items():
+        assert f"- {mid} {env} " in text, (env, text)
+    assert f"- {plain.id} [unanchored" in text

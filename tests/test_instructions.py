@@ -153,6 +153,33 @@ def test_export_keeps_text_after_the_block_and_refuses_a_torn_block(root: Path) 
         assert path.read_text() == f"intro\n{EXPORT_BEGIN}\n- half\n"
 
 
+def test_export_shows_each_memory_as_the_pass_found_it_checking_none_again(root: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A moved file's memory is exported fresh with its new place named, as its own check
+    says; no memory is checked again after the pass (at 10,000 memories, 10,000 checks)."""
+    import os
+
+    from anchorfs.drift_check import DriftChecker
+
+    with anchorfs.open(root) as ws:
+        moved = ws.record("the issuer signs users", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("we use pytest")
+    os.rename(root / "auth" / "token.py", root / "auth" / "tokens.py")
+    calls: list[str] = []
+    real = DriftChecker.check
+
+    def counted(self: DriftChecker, memory: anchorfs.model.Memory) -> object:
+        calls.append(memory.id)
+        return real(self, memory)
+
+    monkeypatch.setattr(DriftChecker, "check", counted)
+    with anchorfs.open(root) as ws:
+        ws.export_to(root / "AGENTS.md")
+    line = next(x for x in (root / "AGENTS.md").read_text().splitlines() if moved.id in x)
+    assert line.startswith("- [fresh") and "now at auth/tokens.py" in line, line
+    assert calls == [moved.id]  # the pass's own check of the moved file's memory, once
+
+
 def test_verify_file_checks_claims_without_importing(root: Path) -> None:
     path = root / "CLAUDE.md"
     path.write_text("# Auth\n\n- The issuer is `auth/token.py`.\n- Retries live in auth/retry.py.\n- Plain prose.\n")
