@@ -54,13 +54,14 @@ _NUMERALS = bytes.maketrans(b"123456789[: \t\n\r", b"000000000,,,,,,")
 """Digits as `0`, what can precede a number as `,`: a number's shape found by `bytes.find`."""
 
 
-def loads(data: bytes, *, constants: bool = True) -> Any:
+def loads(data: bytes, *, constants: bool = True, finite: bool = False) -> Any:
     """`json.loads` of UTF-8 JSON (the digest memo, a hook's stdin, the fold snapshot's plan and
-    records), by the C scanner `json` itself parses with, without importing the `json` package
-    (its import compiles `re` patterns: a third of a replayed digest's own cost) or orjson. Raises
-    ValueError for anything `json.loads` refuses, for another encoding than UTF-8, and for JSON
-    nested past the recursion limit; `constants=False` refuses NaN and the infinities too."""
-    return _scan(data, _Decoder if constants else _Plain)
+    records, the hash cache's manifest), by the C scanner `json` itself parses with, without
+    importing the `json` package (its import compiles `re` patterns: a third of a replayed
+    digest's own cost) or orjson. Raises ValueError for anything `json.loads` refuses, for another
+    encoding than UTF-8, and for JSON nested past the recursion limit; `constants=False` refuses
+    NaN and the infinities too, and `finite=True` also a number past float's range."""
+    return _scan(data, _Strict if finite else _Decoder if constants else _Plain)
 
 
 def loads_as_orjson(data: bytes) -> Any:
@@ -69,8 +70,8 @@ def loads_as_orjson(data: bytes) -> Any:
     float's range (json's infinity). orjson reads what could still differ: an escaped surrogate
     (json takes one alone, orjson refuses it), found as `\\ud` in the bytes, and an integer past
     64 bits (a float in orjson), found as a separator then 20 digits (19 after a `-`); a string
-    holding such text is read by orjson too, which is only slower. The hash cache's whole
-    manifest is read so (issue 20)."""
+    holding such text is read by orjson too, which is only slower. The ledger's lines are read
+    so (issue 20)."""
     flat = data.translate(_NUMERALS)  # one copy: the file's own start is looked at apart (a manifest is 400 KB)
     if (b"\\" in data and (b"\\ud" in data or b"\\uD" in data)) or b"," + b"0" * 20 in flat \
             or b",-" + b"0" * 19 in flat or flat.startswith((b"0" * 20, b"-" + b"0" * 19)):

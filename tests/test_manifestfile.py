@@ -104,3 +104,17 @@ def test_a_splice_of_the_bytes_a_partial_load_read_checks_their_crc_once(monkeyp
     i = copy.index(b"src/m7.py")
     damaged = copy[:i] + b"X" + copy[i + 1:]
     assert splice(damaged, MTIME, GRAN, {"src/m3.py": new}) is None
+
+
+def test_a_number_orjson_refuses_makes_the_whole_file_a_cold_cache() -> None:
+    """NaN, the infinities and a float past float's range are refused anywhere in the file, as
+    orjson refuses them: no entry of it is trusted."""
+    entries = {"a.py": [1, 5, 5, 7, "a" * 64, 1.5], "b.py": [2, 6, 6, 8, "b" * 64, 2.5]}
+    good = _file(entries)
+    assert parse(good, MTIME, GRAN)[0] == entries
+    for bad in (b"NaN", b"Infinity", b"-Infinity", b"1e400"):
+        damaged = good.replace(b"2.5]", bad + b"]")
+        body = damaged[damaged.find(ENTRIES_KEY) + len(ENTRIES_KEY):damaged.rfind(b"}")]
+        head = orjson.loads(damaged[:damaged.find(ENTRIES_KEY) - 1] + b"}")
+        restamped = damaged.replace(b'"crc32":%d' % head["crc32"], b'"crc32":%d' % zlib.crc32(body))
+        assert parse(restamped, MTIME, GRAN) == ({}, {}, False), bad
