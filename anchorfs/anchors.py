@@ -9,7 +9,6 @@ whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `
 from __future__ import annotations
 
 import os
-import unicodedata
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
 from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
@@ -155,7 +154,7 @@ def _places(root_real: str, uniq: list[str]) -> tuple[list[str | None], list[str
     if joined.isascii():
         folded = joined.lower()  # ASCII's casefold
     else:  # only the names that need it normalized (NFKC never composes across the newlines)
-        folded = "\n".join([p.lower() if p.isascii() else unicodedata.normalize("NFKC", p).casefold() for p in uniq])
+        folded = "\n".join(map(_folded, uniq))
     fulls: list[str | None]
     if "\0" in joined or ".." in joined or joined[:1] == "/" or "\n/" in joined or STATE_DIR in folded:
         fulls = [None if _suspicious(p) else prefix + p for p in uniq]
@@ -182,6 +181,15 @@ def _absent(path: str) -> bool:
     return False
 
 
+def _folded(path: str) -> str:
+    """`path` as a case-folding, normalizing filesystem may read it (NFKC, then casefold), the
+    Unicode tables loaded only for a name that is not ASCII (whose casefold is its lower case)."""
+    if path.isascii():
+        return path.lower()
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", path).casefold()
+
+
 def _suspicious(path: str) -> bool:
-    folded = unicodedata.normalize("NFKC", path).casefold()
-    return "\0" in path or ".." in path or path[:1] == "/" or STATE_DIR in folded
+    return "\0" in path or ".." in path or path[:1] == "/" or STATE_DIR in _folded(path)

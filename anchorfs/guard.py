@@ -32,7 +32,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import unicodedata
 
 from .errors import AnchorError, UnsafePathError
 from .locate import STATE_DIR
@@ -94,6 +93,8 @@ def is_state_name(name: str) -> bool:
     Windows) fold case and some normalize Unicode, so `.AnchorFS/ledger.jsonl` is the ledger."""
     if name.isascii():  # NFKC leaves ASCII as it is, and its casefold is its lower case
         return name.lower() == STATE_DIR
+    import unicodedata  # here: a workspace of ASCII names never loads its tables
+
     return len(name) >= 4 and unicodedata.normalize("NFKC", name).casefold() == STATE_DIR
 
 

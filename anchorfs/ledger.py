@@ -21,13 +21,11 @@ these fields (earlier ledgers) fold in line order, as they always did, before ev
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 import sys
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 
 from .errors import InputError, LedgerError
@@ -200,6 +198,39 @@ class Entry(Value):
         return cls(new_id(), op, at or utcnow(), actor or current_actor(), reason, tuple(memories))
 
 
+class _WriteLock:
+    """`Ledger.lock()`: an exclusive `flock` on the state folder's lock file while held. A
+    class, not `contextlib.contextmanager`: a hook that takes no lock never imports it."""
+
+    __slots__ = ("_path", "_fd")
+
+    def __init__(self, path: str) -> None:
+        self._path, self._fd = path, -1
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        try:
+            fd = open_state(self._path, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            raise LedgerError(f"cannot take the write lock {self._path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        fd, self._fd = self._fd, -1
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
 class Ledger:
     """Append-only JSON lines; writers serialize on `lock` (which also guards the store)."""
 
@@ -222,19 +253,9 @@ class Ledger:
 
         return Path(self.lock_file)
 
-    @contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self) -> _WriteLock:
         """The workspace's writer lock: ledger append + store write + checkpoint, as one."""
-        try:
-            fd = open_state(self.lock_file, os.O_RDWR | os.O_CREAT)
-        except OSError as exc:
-            raise LedgerError(f"cannot take the write lock {self.lock_file}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        return _WriteLock(self.lock_file)
 
     def size(self) -> int:
         """The ledger's size in bytes (`lstat`: a link is refused, never measured through)."""
@@ -342,6 +363,8 @@ class Ledger:
             fd = open_state(self.lock_file, os.O_RDONLY)
         except OSError:
             return False
+        import fcntl
+
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:

@@ -161,3 +161,13 @@ def test_a_full_digest_after_an_edit_elsewhere_in_a_file_parses_it_once(token: P
     again, mods = _session_start(token.parent.parent)
     assert again == out and "anchorfs.workspace" in mods  # the full digest again, the same answer
     assert "anchorfs.symbols" not in mods and not any(m.startswith("tree_sitter") for m in mods)
+
+
+def test_a_full_digest_over_unchanged_files_imports_no_lock_or_unicode_tables(token: Path) -> None:
+    """A digest that writes nothing under the ledger's lock takes neither `contextlib` (the lock
+    is a plain context manager) nor `fcntl`, and one whose paths are ASCII never reads the
+    Unicode tables (`unicodedata`, for the state folder's name on folding filesystems)."""
+    token.write_text(token.read_text())  # the same bytes: the full pass, every memory still fresh
+    out, mods = _session_start(token.parent.parent)
+    assert "0 stale" in out and "anchorfs.workspace" in mods
+    assert {"contextlib", "fcntl", "unicodedata"}.isdisjoint(mods), sorted({"contextlib", "fcntl", "unicodedata"} & set(mods))
