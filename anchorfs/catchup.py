@@ -255,7 +255,7 @@ def touched_after(follow: Follow, top: int) -> list[str] | None:
     """The ids of the memories the lines of a `grown` follow touch, in order of first touch, when a
     snapshot folded to `seq` `top` can take those lines exactly; None otherwise (not grown, a line
     without `seq` or not above `top`, too many touched, an id holding a newline). The one rule of
-    `planoverlay.overlay` (over the plan) and of the hooks' index (`snapplan._tail`)."""
+    `planoverlay.overlay` (over the plan) and of the hooks' index (`snapindex._tail`)."""
     if follow.kind != "grown" or any(e.seq is None or e.seq <= top for e in follow.entries):
         return None
     touched = list(dict.fromkeys(m.id for e in follow.entries for m in e.memories))

@@ -42,6 +42,11 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     return _digest(ws, limit)[0]
 
 
+_MANY_TIED = 32
+"""A run of memories of one time (a batch recorded at once) longer than this sorts by every id,
+read in one go from the snapshot's plan (`snapplan.FoldIds`), not each on its own."""
+
+
 class _Keys:
     """Every active memory as the digest sorts it, column by column (its id, time, anchor count
     and kind, by index; a kind as an index into `kinds`), its record read only when the digest
@@ -50,7 +55,7 @@ class _Keys:
 
     __slots__ = ("ids", "ts", "na", "kind", "kinds", "read")
 
-    def __init__(self, ids: "list[str]", ts: "Sequence[float]", na: "Sequence[int]", kind: "Sequence[int]",
+    def __init__(self, ids: "Sequence[str]", ts: "Sequence[float]", na: "Sequence[int]", kind: "Sequence[int]",
                  kinds: "list[str]", read: "Callable[[int], Memory]") -> None:
         self.ids, self.ts, self.na, self.kind, self.kinds, self.read = ids, ts, na, kind, kinds, read
 
@@ -83,6 +88,8 @@ class _Keys:
             q = bisect_right(order, -ts[order[p]], p, n, key=later)  # the run of this time
             run = order[p:q]
             if len(run) > 1:
+                if len(run) > _MANY_TIED and type(ids) is not list:
+                    ids = self.ids = list(ids)  # many recorded at once: their ids read in one go, not each alone
                 run.sort(key=ids.__getitem__)
                 run.sort(key=na.__getitem__, reverse=True)  # stable: by id within an anchor count
             for i in run:

@@ -57,11 +57,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import Any
-    from .snapplan import PlanMismatch, SnapPlan, covered_by, on_paths, read_plan
+    from .snapindex import on_paths
+    from .snapplan import PlanMismatch, SnapPlan, covered_by, read_plan
 else:
     def __getattr__(name: str) -> Any:
-        """The plan reader's names live in `anchorfs.snapplan`, imported the first time one is asked for."""
-        if name in ("PlanMismatch", "SnapPlan", "covered_by", "on_paths", "read_plan"):
+        """The plan reader's names live in `anchorfs.snapplan`, the index reader's (`on_paths`) in
+        `anchorfs.snapindex`, each imported the first time one of its names is asked for."""
+        if name == "on_paths":
+            from .snapindex import on_paths
+
+            globals()["on_paths"] = on_paths
+            return on_paths
+        if name in ("PlanMismatch", "SnapPlan", "covered_by", "read_plan"):
             from . import snapplan
 
             globals().update({k: getattr(snapplan, k) for k in snapplan.__all__})
@@ -80,7 +87,7 @@ also lists every memory of the fold (id, record start, record hash) with the fol
 memory's digest key (its time, anchor count, kind: `anchorfs.digest`); 7: and, at the plan's
 end, a hashed index (anchored path, folder above one, memory id -> its records' starts and
 hashes) with its own checksum in the header, which a hook reads instead of the whole plan
-(`snapplan.on_paths`); the counts line's old index is left empty; 8: the plan's checksum leaves
+(`snapindex.on_paths`); the counts line's old index is left empty; 8: the plan's checksum leaves
 that index out (`plan_sum`; 7's covered it). A file of another version is simply not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
@@ -278,7 +285,7 @@ class _PlanBuilder:
 
     def _index(self, top: int, lines: int) -> tuple[bytes, int, str]:
         """(the index's bytes, how many of them its checksum covers, that checksum): what a hook
-        reads instead of the whole plan (`snapplan.on_paths`: at 10,000 memories the plan is
+        reads instead of the whole plan (`snapindex.on_paths`: at 10,000 memories the plan is
         1.5 MB, read, hashed and parsed for one path's records).
 
         A hash table of keys: `p:PATH` (an anchored path) -> [[start, blake3, id], ...] of the

@@ -59,7 +59,7 @@ def _index_mentions(state: str, rels: list[str]) -> set[str] | None:
     """The paths of `rels` the fold snapshot's index names (an anchored path, or a folder above
     one) or the ledger's lines after the snapshot name, where the snapshot holds the ledger by
     the stat alone (its prefix settled, or grown since as `fold.tail` vouches: the rules of
-    `snapplan.on_paths`); None when it cannot be told so (the ledger is scanned then). At 10,000
+    `snapindex.on_paths`); None when it cannot be told so (the ledger is scanned then). At 10,000
     memories the scan of a path named late in the ledger was 7M instructions of a hook; this
     reads a page, the index's table and one bucket per key, whatever the size."""
     import zlib

@@ -40,7 +40,7 @@ STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "drift.mem
                ".gitignore", "fold.snap", "fold.tail", "digest.memo", "config.parsed", "server.sock", "judged",
                STORE_DIR)
 """Every name anchorfs keeps in `.anchorfs/`; none of them may be a link. Spelled out, not
-imported from their owners (`foldsnap.SNAP_FILE`, `snapplan.TAIL_FILE`, `hook.DIGEST_MEMO`,
+imported from their owners (`foldsnap.SNAP_FILE`, `snapindex.TAIL_FILE`, `hook.DIGEST_MEMO`,
 `config.PARSED_FILE`, `server.SOCKET_NAME`, `judged.FOLDER`), so that checking them costs the fast paths no
 import; a test keeps the two in step."""
 

@@ -233,9 +233,13 @@ def test_the_digest_order_is_the_sort_by_time_anchors_and_id(seed: int) -> None:
     ts = [1.7e9 + rng.randrange(spread) * 0.25 for _ in range(n)]
     na = [rng.randrange(rng.choice([1, 3])) for _ in range(n)]
     skip = set(rng.sample(ids, n // 7))
-    keys = _Keys(ids, ts, na, [0] * n, ["note"], lambda i: None)  # type: ignore[arg-type,return-value]
     want = [i for i in sorted(range(n), key=lambda i: (-ts[i], -na[i], ids[i])) if ids[i] not in skip]
-    assert list(keys.newest(skip)) == want
+    from anchorfs.snapplan import FoldIds
+
+    as_plan = FoldIds(memoryview("\n".join(ids).encode()), n, len(ids[0]))  # each read alone, or all in one go
+    for form in (ids, as_plan):
+        keys = _Keys(form, ts, na, [0] * n, ["note"], lambda i: None)  # type: ignore[arg-type,return-value]
+        assert list(keys.newest(skip)) == want
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -802,12 +802,12 @@ def test_a_stale_or_foreign_tail_record_is_never_trusted(led: Ledger, tmp_path: 
 
 def test_the_tail_record_is_a_state_file_git_ignores(tmp_path: Path) -> None:
     """`fold.tail` is derived: never committed, and refused as a link like every state file."""
-    from anchorfs import snapplan
+    from anchorfs import snapindex
     from anchorfs.statefs import STATE_FILES
 
     anchorfs.init(tmp_path)
-    assert snapplan.TAIL_FILE in STATE_FILES
-    assert snapplan.TAIL_FILE in (tmp_path / ".anchorfs" / ".gitignore").read_text().splitlines()
+    assert snapindex.TAIL_FILE in STATE_FILES
+    assert snapindex.TAIL_FILE in (tmp_path / ".anchorfs" / ".gitignore").read_text().splitlines()
 
 
 class _NoScan:
@@ -880,3 +880,32 @@ def test_the_hooks_spell_the_snapshots_constants_as_their_owners_do() -> None:
 
     assert (hook_recheck.SNAP_FORMAT, hook_recheck.SNAP_VERSION) == (foldsnap.FORMAT, foldsnap.VERSION)
     assert (hook_recheck.FINE_NS, hook_recheck.COARSE_NS) == (catchup.FINE_NS, DEFAULT_GRANULARITY_NS)
+
+
+@pytest.mark.parametrize("ids, alone", [(["01m934qg8y83m851b3ckrtq71q"], True), ([f"{i:026d}" for i in range(7)], True),
+                                        (["ab", "cde", "f"], False), (["é" * 13, "x" * 26], True), (["", ""], False),
+                                        ([], False)], ids=["one", "ulids", "widths", "utf8", "empty", "none"])
+def test_the_fold_ids_read_one_by_one_are_the_split_list(ids: list[str], alone: bool) -> None:
+    """The plan's fold ids, each read off its bytes when asked for where all are of one width
+    (`snapplan.FoldIds`), else split at once: the same list either way."""
+    from types import SimpleNamespace
+
+    from anchorfs.snapplan import FoldIds, SnapPlan
+
+    blob = memoryview("\n".join(ids).encode())
+    got = SnapPlan.fold_ids(SimpleNamespace(all_n=len(ids), _all_ids=blob))  # type: ignore[arg-type]
+    assert isinstance(got, FoldIds) is alone
+    assert len(got) == len(ids) and list(got) == ids and got[:] == ids
+    assert [got[i] for i in range(-len(ids), len(ids))] == ids + ids
+    with pytest.raises(IndexError):
+        got[len(ids)]
+
+
+@pytest.mark.parametrize("blob, n", [(b"ab\n\ncd", 2), (b"a\xff\nbc", 2), (b"abc", 2)])
+def test_fold_ids_that_do_not_read_one_per_memory_are_a_plan_mismatch(blob: bytes, n: int) -> None:
+    from types import SimpleNamespace
+
+    from anchorfs.snapplan import PlanMismatch, SnapPlan
+
+    with pytest.raises(PlanMismatch):
+        list(SnapPlan.fold_ids(SimpleNamespace(all_n=n, _all_ids=memoryview(blob))))  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from anchorfs.ledger import Ledger
 _PROBE = ("import sys\n"
           "from pathlib import Path\n"
           "from anchorfs.ledger import Ledger\n"
-          "from anchorfs.snapplan import on_paths\n"
+          "from anchorfs.snapindex import on_paths\n"
           "got = on_paths(Ledger(Path(sys.argv[1])), ['src/a.py'])\n"
           "print(sorted(m.content for m in got) if got is not None else None)\n"
           "print('orjson' in sys.modules)\n")
