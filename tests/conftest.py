@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,26 @@ def git_repo(tmp_path: Path) -> Path:
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     return root
+
+
+@pytest.fixture
+def count_checks(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Call it to start counting: the ids of the memories `DriftChecker.check` checks from then
+    on, one entry a check (a pass's one-by-one checks included), in a list it returns."""
+    from anchorfs.drift_check import DriftChecker
+
+    def start() -> list[str]:
+        calls: list[str] = []
+        real = DriftChecker.check
+
+        def counted(self: DriftChecker, memory: Any) -> Any:
+            calls.append(memory.id)
+            return real(self, memory)
+
+        monkeypatch.setattr(DriftChecker, "check", counted)
+        return calls
+
+    return start
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -271,12 +272,11 @@ def test_the_memos_deadline_is_the_first_envelope_to_change(tmp_path: Path, seed
 
 
 def test_fresh_lines_are_the_passs_own_results_not_checked_again(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  count_checks: Callable[[], list[str]]) -> None:
     """Each fresh line of the digest reads what the drift pass found for its memory: unchanged
     anchors, a file moved away (its new place named), a symbol whose file changed elsewhere,
     each the envelope of a check of that memory on its own, and no anchor checked a second
     time (at 10,000 memories each shown fresh line was a checker and a probe of its files)."""
-    from anchorfs.drift_check import DriftChecker
     from anchorfs.envelopes import envelope
 
     root = tmp_path
@@ -299,14 +299,7 @@ def test_fresh_lines_are_the_passs_own_results_not_checked_again(tmp_path: Path,
             md = ws.check(m)
             want[m.id] = envelope(m, md.drift, md.checks, expiry_days=ws.config.expiry_days(m.kind))
         assert "now at src/d.py" in want[moved.id], want[moved.id]
-        calls: list[str] = []
-        real = DriftChecker.check
-
-        def counted(self: DriftChecker, memory: anchorfs.model.Memory) -> object:
-            calls.append(memory.id)
-            return real(self, memory)
-
-        monkeypatch.setattr(DriftChecker, "check", counted)
+        calls = count_checks()
         text = _digest(ws, 4000)[0]
     assert sorted(calls) == sorted([moved.id, edited.id])  # the pass's own, once each; `kept` hashed as recorded
     for mid, env in want.items():

@@ -3,6 +3,7 @@ with freshness into a managed block (outside text byte-identical), verified with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -153,26 +154,17 @@ def test_export_keeps_text_after_the_block_and_refuses_a_torn_block(root: Path) 
         assert path.read_text() == f"intro\n{EXPORT_BEGIN}\n- half\n"
 
 
-def test_export_shows_each_memory_as_the_pass_found_it_checking_none_again(root: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_shows_each_memory_as_the_pass_found_it_checking_none_again(
+        root: Path, count_checks: Callable[[], list[str]]) -> None:
     """A moved file's memory is exported fresh with its new place named, as its own check
     says; no memory is checked again after the pass (at 10,000 memories, 10,000 checks)."""
     import os
-
-    from anchorfs.drift_check import DriftChecker
 
     with anchorfs.open(root) as ws:
         moved = ws.record("the issuer signs users", anchors=["auth/token.py#TokenIssuer.issue"])
         ws.record("we use pytest")
     os.rename(root / "auth" / "token.py", root / "auth" / "tokens.py")
-    calls: list[str] = []
-    real = DriftChecker.check
-
-    def counted(self: DriftChecker, memory: anchorfs.model.Memory) -> object:
-        calls.append(memory.id)
-        return real(self, memory)
-
-    monkeypatch.setattr(DriftChecker, "check", counted)
+    calls = count_checks()
     with anchorfs.open(root) as ws:
         ws.export_to(root / "AGENTS.md")
     line = next(x for x in (root / "AGENTS.md").read_text().splitlines() if moved.id in x)
