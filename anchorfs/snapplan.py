@@ -61,9 +61,8 @@ class SnapPlan:
         paths, want = plan["paths"], plan["want"]
         if type(paths) is not list or type(want) is not list or len(want) != len(paths):
             raise ValueError("bad plan paths")
-        for path, sha in zip(paths, want):
-            if type(path) is not str or not path or (sha is not None and type(sha) is not str):
-                raise ValueError("bad plan paths")
+        if not set(map(type, paths)) <= {str} or "" in paths or not set(map(type, want)) <= {str, type(None)}:
+            raise ValueError("bad plan paths")  # each path a non-empty str, each hash a str or None
         all_n, all_ids_size, act_n = _int(plan["all_n"]), _int(plan["all_ids_size"]), _int(plan["act_n"])
         kinds = plan["kinds"]
         if type(kinds) is not list or not all(type(k) is str for k in kinds):

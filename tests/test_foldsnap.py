@@ -901,11 +901,28 @@ def test_the_fold_ids_read_one_by_one_are_the_split_list(ids: list[str], alone: 
         got[len(ids)]
 
 
-@pytest.mark.parametrize("blob, n", [(b"ab\n\ncd", 2), (b"a\xff\nbc", 2), (b"abc", 2)])
+@pytest.mark.parametrize("blob, n", [(b"ab\n\ncd", 2), (b"a\xff\nbc", 2), (b"abc", 2), (b"a\nb\ncde", 2)])
 def test_fold_ids_that_do_not_read_one_per_memory_are_a_plan_mismatch(blob: bytes, n: int) -> None:
+    """Read whole or one by one (the first id: a newline in its place, or not UTF-8)."""
     from types import SimpleNamespace
 
     from anchorfs.snapplan import PlanMismatch, SnapPlan
 
     with pytest.raises(PlanMismatch):
         list(SnapPlan.fold_ids(SimpleNamespace(all_n=n, _all_ids=memoryview(blob))))  # type: ignore[arg-type]
+    with pytest.raises(PlanMismatch):
+        SnapPlan.fold_ids(SimpleNamespace(all_n=n, _all_ids=memoryview(blob)))[0]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("paths, want, bad", [(["a.py"], [None], False), (["a.py", "b.py"], ["f" * 64, None], False),
+                                              ([1], [None], True), ([""], [None], True), (["a.py"], [3], True),
+                                              (["a.py", None], [None, None], True), ([["a.py"]], [None], True)])
+def test_a_plan_names_each_file_by_a_path_and_a_hash_or_none(paths: list[Any], want: list[Any], bad: bool) -> None:
+    """The plan line's paths are non-empty strings and their hashes strings or null; anything
+    else is refused before any of it is used (a crafted plan under a valid checksum)."""
+    from anchorfs.snapplan import SnapPlan
+
+    line = orjson.dumps({"n": 0, "own_n": 0, "ids_size": 0, "paths": paths, "want": want})
+    with pytest.raises((ValueError, KeyError)) as got:
+        SnapPlan(-1, 0, 0, None, line + b"\n")  # type: ignore[arg-type]  # refused before the prefix is read
+    assert (str(got.value) == "bad plan paths") is bad, got.value
