@@ -17,6 +17,7 @@ from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 
 from .drift_report import _ANCHORS, _PATH
+from .guard import folded as fold_name
 from .locate import STATE_DIR
 from .model import Memory
 
@@ -154,7 +155,7 @@ def _places(root_real: str, uniq: list[str]) -> tuple[list[str | None], list[str
     if joined.isascii():
         folded = joined.lower()  # ASCII's casefold
     else:  # only the names that need it normalized (NFKC never composes across the newlines)
-        folded = "\n".join(map(_folded, uniq))
+        folded = "\n".join(map(fold_name, uniq))
     fulls: list[str | None]
     if "\0" in joined or ".." in joined or joined[:1] == "/" or "\n/" in joined or STATE_DIR in folded:
         fulls = [None if _suspicious(p) else prefix + p for p in uniq]
@@ -181,15 +182,5 @@ def _absent(path: str) -> bool:
     return False
 
 
-def _folded(path: str) -> str:
-    """`path` as a case-folding, normalizing filesystem may read it (NFKC, then casefold), the
-    Unicode tables loaded only for a name that is not ASCII (whose casefold is its lower case)."""
-    if path.isascii():
-        return path.lower()
-    import unicodedata
-
-    return unicodedata.normalize("NFKC", path).casefold()
-
-
 def _suspicious(path: str) -> bool:
-    return "\0" in path or ".." in path or path[:1] == "/" or STATE_DIR in _folded(path)
+    return "\0" in path or ".." in path or path[:1] == "/" or STATE_DIR in fold_name(path)

@@ -42,6 +42,7 @@ __all__ = [
     "NotRegularError",
     "SwappedError",
     "TooLargeError",
+    "folded",
     "is_state_name",
     "open_guarded",
     "read_guarded",
@@ -88,14 +89,21 @@ class TooLargeError(GuardError):
     """Larger than the caller's bound (or grew past it while being read)."""
 
 
-def is_state_name(name: str) -> bool:
-    """Whether a top-level name is `.anchorfs` on some filesystem: case-insensitive ones (macOS,
-    Windows) fold case and some normalize Unicode, so `.AnchorFS/ledger.jsonl` is the ledger."""
-    if name.isascii():  # NFKC leaves ASCII as it is, and its casefold is its lower case
-        return name.lower() == STATE_DIR
-    import unicodedata  # here: a workspace of ASCII names never loads its tables
+def folded(name: str) -> str:
+    """`name` as a case-folding, normalizing filesystem (macOS, Windows) may read it: NFKC, then
+    casefold. ASCII is its own NFKC and its casefold is its lower case, so the Unicode tables
+    are loaded only for a name that is not ASCII."""
+    if name.isascii():
+        return name.lower()
+    import unicodedata
 
-    return len(name) >= 4 and unicodedata.normalize("NFKC", name).casefold() == STATE_DIR
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def is_state_name(name: str) -> bool:
+    """Whether a top-level name is `.anchorfs` on some filesystem: case-insensitive ones fold
+    case and some normalize Unicode, so `.AnchorFS/ledger.jsonl` is the ledger."""
+    return (name.isascii() or len(name) >= 4) and folded(name) == STATE_DIR
 
 
 def _escapes(real: str, root: str) -> str | None:
