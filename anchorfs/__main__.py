@@ -1,52 +1,18 @@
 """The `anchorfs` command's entry point (also `python -m anchorfs`).
 
-A plain `anchorfs drift` (with `--root` and `--json` at most) whose last output still holds
-is replayed from the drift memo before anything heavy is imported: in a git hook or a cron
-job that is nearly all of its cost. `query`, `context`, `list`, `record` and `show` go to the
-workspace's warm server when one runs (`anchorfs serve`, `anchorfs.server.hand_off`), again
-before click or LanceDB is imported. Every other command line, a memo that does not hold and
-a server that does not answer go to the full CLI (`anchorfs.cli`), which does the work.
+The agent and git hooks answer before click is imported. `query`, `context`, `list`, `record`
+and `show` go to the workspace's warm server when one runs (`anchorfs serve`,
+`anchorfs.server.hand_off`), again before click or LanceDB is imported. Every other command
+line, and a server that does not answer, go to the full CLI (`anchorfs.cli`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
-from .argv import option_value
-
-__all__ = ["main", "drift_args", "usable_stdout"]
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-
-def drift_args(argv: Sequence[str]) -> tuple[str | None, bool] | None:
-    """(root, as_json) when `argv` is `drift` with only `--root` and `--json` options, placed as
-    the CLI accepts them (before or after the command; the command's `--root` wins); None
-    for anything else, which the full CLI parses."""
-    roots: list[str | None] = [None, None]  # the group's, the command's
-    as_json = False
-    command = False
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "drift" and not command:
-            command = True
-        elif arg == "--json":
-            as_json = True
-        elif (got := option_value(argv, i)) is not None:
-            value, i = got
-            if not value or value.startswith("-") or roots[command] is not None:
-                return None  # leave the odd and the repeated to the CLI's parser and its errors
-            roots[command] = value
-        else:
-            return None
-        i += 1
-    if not command:
-        return None
-    return roots[1] or roots[0], as_json
+__all__ = ["main", "usable_stdout"]
 
 
 def _json_escape(err: UnicodeError) -> tuple[str, int]:
@@ -93,7 +59,7 @@ def _exit_now(code: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Replay a plain `drift` if its memo holds, else run the full CLI; exits with its code."""
+    """Answer a hook, hand off to a warm server, or run the full CLI; exits with its code."""
     args = sys.argv[1:] if argv is None else list(argv)
     usable_stdout()
     if "hook" in args:  # the agent hooks answer before click is imported (5x `python -c pass`)
@@ -118,19 +84,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = commit_main(*commit)
             if argv is None:
                 _exit_now(code)
-            sys.exit(code)
-    parsed = drift_args(args)
-    if parsed is not None:
-        from .memo import replay
-
-        replayed = replay(*parsed)
-        if replayed is not None:
-            out, code = replayed
-            try:
-                sys.stdout.write(out)
-                sys.stdout.flush()
-            except BrokenPipeError:  # as the full CLI ends (click): 1, and nothing more written
-                os._exit(1)
             sys.exit(code)
     if argv is None:  # a warm server for this workspace answers in milliseconds (anchorfs.server)
         from .server import hand_off

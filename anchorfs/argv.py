@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["option_value"]
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

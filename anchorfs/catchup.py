@@ -37,7 +37,7 @@ from .ledger import Entry, Ledger, fold, refold
 from .model import Memory
 from .statefs import open_state, read_state
 
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -298,15 +298,10 @@ def _tail(fd: int, offset: int) -> bytes:
 
 def _parse(raw: bytes, at: int, path: str | os.PathLike[str], out: list[Entry]) -> int:
     """One line, as `Ledger.read` takes it: a bad line is skipped with its warning (returns 1)."""
-    from .jsonread import loads_as_orjson  # orjson's values without its import (issue 20)
+    import orjson
 
     try:
-        try:
-            doc = loads_as_orjson(raw)
-        except ValueError:  # not JSON: the warning gives orjson's own words, as before
-            import orjson
-
-            doc = orjson.loads(raw)
+        doc = orjson.loads(raw)
         out.append(Entry.from_dict(doc))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # orjson's JSONDecodeError is a ValueError
         warnings.warn(f"{path}: skipping a bad line at byte {at}: {exc}", stacklevel=4)

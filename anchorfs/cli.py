@@ -183,22 +183,15 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
 @click.option("--status", type=click.Choice(["active", "proposed", "superseded", "retracted", "all"]), default="active",
               show_default=True, help="proposed: written by an agent under review (`mcp --propose`), drift checked now.")
 @click.option("--drift", "drift_filter", type=click.Choice(["fresh", "stale", "unknown", "unanchored"]), default=None,
-              help="Filter on the drift found by the last check (no re-check); unanchored: no anchors.")
+              help="Keep the memories of this drift, checked now; unanchored: no anchors.")
 @click.pass_context
 def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | None, status: str,
              drift_filter: str | None) -> None:
-    """Memories, newest first, with the drift the last check found."""
+    """Memories, newest first, with their drift checked now."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         mems = ws.list(limit=limit, status=status, drift=drift_filter)
-        known = ws.last_drift()
-
-        def drift_of(m: "Memory") -> str:
-            if m.status == "proposed" and m.anchors:  # under review, in no drift pass: checked now
-                return ws.check(m).drift.value
-            return ws.last_drift_of(m, known)
-
-        drifts = {m.id: drift_of(m) for m in mems}
+        drifts = ws.drift_of(mems)
         if c.json:
             _emit_json({"memories": [{**m.to_dict(), "drift": drifts[m.id]} for m in mems]})
             return
@@ -241,32 +234,18 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
 @click.pass_context
 def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool) -> None:
     """Check every active anchored memory now; exit 90 when any is stale."""
-    from .memo import Witness, replay
-
     with _session(ctx, root, as_json) as c:
-        replayed = None if every else replay(c.root, c.json)  # the last pass's output, while nothing it rested on moved
-        if replayed is not None:
-            out, code = replayed
-        else:
-            with Witness() as witness:
-                ws = c.ws()
-                advance, finish = _progress("checking anchors")
-                try:
-                    report = ws.drift(progress=advance)
-                finally:
-                    finish()
-            d = report.to_dict()
-            outputs = {"json": _json_text(d), "text": _printable(_drift_text(report, d))}
-            code = EXIT_STALE if report.stale else 0
-            witness.save(ws, report, outputs, code)  # the memo keeps the short forms only: `--all` is never replayed
-            if every:
-                d = report.to_dict(every=True)
-                out = _json_text(d) if c.json else _printable(_drift_text(report, d, every=True))
-            else:
-                out = outputs["json" if c.json else "text"]
+        ws = c.ws()
+        advance, finish = _progress("checking anchors")
+        try:
+            report = ws.drift(progress=advance)
+        finally:
+            finish()
+        d = report.to_dict(every=every)
+        out = _json_text(d) if c.json else _printable(_drift_text(report, d, every=every))
         sys.stdout.write(out)
-        if code:
-            ctx.exit(code)
+        if report.stale:
+            ctx.exit(EXIT_STALE)
 
 
 def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False) -> str:

@@ -22,7 +22,7 @@ from .errors import InputError
 from .model import KINDS, parse_time
 
 if TYPE_CHECKING:
-    from .drift import DriftReport, MemoryDrift
+    from .drift import MemoryDrift
     from .model import Memory
     from .workspace import Workspace
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 
-from .errors import AnchorfsError, ConfigError
+from .errors import ConfigError
 from .model import KINDS, Value
 
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
@@ -161,57 +160,14 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 _MAX_CONFIG_BYTES = 1 << 20
 """A configuration file larger than this is a mistake, not a setting."""
 
-PARSED_FILE = "config.parsed"
-"""In the state folder: `.anchorfs.toml` as tomllib parsed it, with the SHA-256 of the bytes it
-was parsed from (`_parse`). tomllib's import (with `typing`, `datetime` and its patterns) is
-about 32M instructions, most of a `python3 -c pass` again in every hook of a workspace that has
-a config file (issue 20); the JSON it keeps reads in well under 1M."""
-_STATE_DIR = ".anchorfs"  # `locate.STATE_DIR`, spelt out: config is read before anything else
-
-
-def _parse(raw: bytes, state: str) -> dict[str, Any]:
-    """`raw` (the config file's bytes) parsed as TOML: from `PARSED_FILE` when it was parsed
-    from these very bytes, else by tomllib, and then kept there for the next process.
-
-    Keyed by content, not by the file's stat, so no timestamp can make it serve an old
-    config. The kept value is only ever raw data: every key and value is still checked as the
-    file's own would be (`load_config`). Kept only when JSON holds it exactly (not a TOML date,
-    NaN or a huge integer), and only in a state folder that exists; anything wrong with the
-    kept file (a link, damage, another config's digest) is a miss, and a failed write is no
-    error: the cache only ever saves a parse."""
-    from .hashing import sha256_bytes
-    from .jsonread import loads
-    from .statefs import read_state, replace_state
-
-    digest = sha256_bytes(raw)
-    path = os.path.join(state, PARSED_FILE)
-    try:  # a real folder, not a link to one elsewhere (lstat: a link is not a folder here)
-        usable = stat.S_ISDIR(os.lstat(state).st_mode)
-    except OSError:
-        usable = False
-    try:
-        kept = loads((read_state(path) if usable else None) or b"null", constants=False)
-        if isinstance(kept, dict) and kept.get("v") == 1 and kept.get("sha256") == digest:
-            data = kept.get("data")
-            if isinstance(data, dict):
-                return data
-    except (OSError, ValueError, RecursionError, AnchorfsError):
-        pass
-    import tomllib  # lazily: most workspaces have no config file, and hooks start often
+def _parse(raw: bytes) -> dict[str, Any]:
+    """`raw` (the config file's bytes) parsed as TOML, every time: the file is the only truth."""
+    import tomllib  # lazily: most workspaces have no config file
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, bad UTF-8, 4300+ digit ints, deep nesting
         raise ConfigError(f"{CONFIG_FILE}: not valid TOML: {exc}") from None
-    try:
-        from .jsonwrite import dumps
-
-        payload = dumps({"v": 1, "sha256": digest, "data": data})
-        if usable and loads(payload, constants=False)["data"] == data:
-            replace_state(path, payload)
-    except (OSError, ValueError, TypeError, RecursionError, AnchorfsError):
-        pass
-    return data
 
 
 def load_config(root: str | os.PathLike[str] | None, environ: dict[str, str] | None = None) -> Config:
@@ -233,7 +189,7 @@ def load_config(root: str | os.PathLike[str] | None, environ: dict[str, str] | N
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         if raw is not None:
-            data = _parse(raw, os.path.join(root, _STATE_DIR))
+            data = _parse(raw)
             for key, value in _flatten(data).items():
                 if key not in KEYS:
                     raise ConfigError(f"{CONFIG_FILE}: unknown key {key!r}")

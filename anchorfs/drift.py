@@ -19,7 +19,7 @@ from __future__ import annotations
 
 __all__ = ["DriftChecker", "MemoryDrift", "DriftReport", "envelope", "weak_envelope", "WEAK_MARK"]
 
-TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .drift_batch import _HEAD, _PLANS, _SHA, _absent, _places, _Plan, _plan_of, _plans_lock, _suspicious, plan_of_files
     from .drift_check import _THEN_TOKENS, DriftChecker

@@ -27,7 +27,7 @@ from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, r
 from .hashing import HashCache
 from .model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
 
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import cast
 else:
@@ -98,23 +98,11 @@ class DriftChecker(MoveSearch):
         """The file's hash moved (it is `sha` now): judge a narrowed anchor by its own text.
 
         The file is read through the guarded open, held to the stat its hash was taken with:
-        None when it was swapped or removed since (the caller checks it afresh). A verdict
-        judged against these very bytes before, by any process, is taken as kept
-        (`anchorfs.judged`: bound to the file's cached stat and hash), with no read or parse.
+        None when it was swapped or removed since (the caller checks it afresh).
         """
         if not ref.symbol and not ref.lines:
             return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
-        from .judged import anchor_key
-
-        key = anchor_key(ref, self.strict)
-        verdicts = self.cache.verdicts
-        kept = verdicts.get(ref.path, sha, key)
-        if kept is not None:
-            return AnchorCheck(ref, Verdict(kept[0]), kept[1], kept[2])
-        check = self._judged(ref, st)
-        if check is not None:
-            verdicts.put(ref.path, sha, key, check.verdict.value, check.detail, check.lines_now)
-        return check
+        return self._judged(ref, st)
 
     def _judged(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
         """`_changed`'s judgement of a narrowed anchor: the file read and its text judged."""

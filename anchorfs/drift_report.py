@@ -16,11 +16,9 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import attrgetter
 
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple, overload
-else:
-    from .tuples import NamedTuple
+    from typing import Any, overload
 
 from .model import AnchorCheck, Drift, Memory, Verdict
 

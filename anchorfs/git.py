@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .errors import HistoryError
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path  # annotations only: its import is 0.8x `python3 -c pass` of a commit hook

@@ -37,11 +37,9 @@ from .manifestfile import MANIFEST_VERSION, assemble
 from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
 
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
-
-    from .judged import Judged
 
 try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
@@ -153,7 +151,6 @@ class HashCache:
         self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None],
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
-        self._judged: Judged | None = None  # the anchors' verdicts by file (`judged`), read on first use
         # `vouch`'s C comparisons, as made: (when, rels, paths, keys, per path 1 when equal); see `seen_since`
         self._seen: list[tuple[int, list[str], Sequence[str | None], list[tuple[int, ...]], bytes]] = []
         self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
@@ -520,23 +517,6 @@ class HashCache:
                         out.pop(rel, None)
         return out
 
-    @property
-    def verdicts(self) -> Judged:
-        """The anchors' verdicts kept with this cache's files (`anchorfs.judged`), each served
-        only while `held` gives the stat and hash it was judged under; read on first use,
-        written by `save`."""
-        if self._judged is None:
-            from .judged import Judged
-
-            self._judged = Judged(os.path.dirname(self.manifest_path), self.held)
-        return self._judged
-
-    def held(self, rel: str) -> tuple[tuple[int, int, int, int], str] | None:
-        """(stat key, hash) this cache trusts for `rel` as it stands, whatever its age; None when none."""
-        self._need(rel)
-        e = self._entries.get(rel)
-        return None if e is None or e[4] is None else (_ENTRY_KEY(e), e[4])
-
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""
         self._need(rel)
@@ -689,19 +669,20 @@ class HashCache:
 
     def _read_bytes(self) -> tuple[bytes | None, _Sig | None, int]:
         """The manifest's bytes, its signature and its mtime; (None, None, 0) when unreadable."""
-        from .statefs import open_state  # a link here is refused (`WorkspaceError`), never read through
+        from .statefs import STATE_LIMIT, open_state  # a link here is refused (`WorkspaceError`), never read through
 
         try:
             with os.fdopen(open_state(self.manifest_path, os.O_RDONLY), "rb") as f:
                 st = os.fstat(f.fileno())
+                if st.st_size > STATE_LIMIT:
+                    return None, None, 0  # past its bound: a cold cache, never a MemoryError
                 data = f.read()
         except OSError:
             return None, None, 0
         return data, _sig(st), st.st_mtime_ns
 
     def save(self, *, strict: bool = False) -> bool:
-        """Write the manifest if an entry changed; return whether it was written. The anchors'
-        verdicts kept since (`verdicts`) are written too (`anchorfs.judged`).
+        """Write the manifest if an entry changed; return whether it was written.
 
         A cache that cannot be saved is only cold next time, so by default an OSError (read-only
         folder, missing `.anchorfs/`, full disk) returns False and the changes stay pending for
@@ -718,8 +699,6 @@ class HashCache:
                         raise
                     return False
                 wrote = True
-        if self._judged is not None:  # after the manifest: a verdict is kept for an entry it holds
-            self._judged.save()
         return wrote
 
     def _write(self) -> None:
@@ -756,7 +735,7 @@ class HashCache:
                 for key, m in their_moves.items():
                     if key not in self._moves_touched:
                         moves[key] = m
-        from .jsonwrite import dumps  # orjson's bytes; its import is a quarter of a hook that saves (issue 20)
+        from orjson import dumps
 
         part = b""
         if moves:  # the listed moves' bytes as they are, which their CRC is over

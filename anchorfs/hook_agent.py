@@ -1,58 +1,31 @@
 """The agent hooks (Claude Code's `SessionStart` and `PostToolUse`, wired by `anchorfs.hosts`).
 
 `session_start` hands the session a capped digest of the stale memories first, then the most
-recent fresh ones; `post_edit` re-checks only the memories anchored to the file an edit touched
-and names those it made stale, with the next step. Both read the ledger fold, the hash cache
-and the drift checker only (LanceDB is never imported: there is no search at a hook, so
-"relevant" means most recent, then most anchored, and the digest says so). They fail open:
-whatever goes wrong, the session goes on (exit 0, one line on stderr), and they print nothing
-when there is nothing to say. `agent_main` is what `anchorfs hook session-start` and
-`anchorfs hook post-edit` run, reached from `anchorfs.__main__` before click is imported.
-
-A post-edit of a file the ledger never names answers at once; one of an anchored file is
-re-checked from the fold snapshot's records for that file alone, a drift change written and
-said without opening the workspace (`anchorfs.hook_recheck`); the workspace's path is taken
-only when that cannot be judged so. A session start replays its last digest while nothing it
-rested on changed (`.anchorfs/digest.memo`); the digest and its memo live in `anchorfs.digest`
-(re-exported here).
+recent fresh ones (`anchorfs.digest`); `post_edit` re-checks only the memories anchored to the
+file an edit touched and names those it made stale, with the next step. Both read the ledger
+fold, the hash cache and the drift checker only (LanceDB is never imported: there is no search
+at a hook). They fail open: whatever goes wrong, the session goes on (exit 0, one line on
+stderr), and they print nothing when there is nothing to say. `agent_main` is what
+`anchorfs hook session-start` and `anchorfs hook post-edit` run, reached from
+`anchorfs.__main__` before click is imported.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from .argv import option_value
+from .digest import DIGEST_KEY, _one_line, digest, session_start
 from .errors import WorkspaceError
-from .digest import (  # noqa: F401 (the digest's names, re-exported: `anchorfs.hook` and callers import them here)
-    _CONTENT_CHARS,
-    _LABEL,
-    DIGEST_KEY,
-    _digest,
-    _one_line,
-    _session_output,
-    digest,
-    session_start,
-)
-from .digest_memo import (  # noqa: F401 (re-exported as the digest's are)
-    DIGEST_MEMO,
-    _digest_memo_path,
-    _envelopes_until,
-    _json_loads,
-    _replay_digest,
-    _save_digest,
-    _session_start_memoized,
-)
-from .hook_recheck import mentioned, recheck_paths
 
-TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
 if TYPE_CHECKING:
-    from typing import Any
-
     from .watch import DriftEvent
     from .workspace import Workspace
 
-__all__ = ["AGENT_EVENTS", "DIGEST_KEY", "DIGEST_MEMO", "agent_args", "agent_main", "session_start", "post_edit",
+__all__ = ["AGENT_EVENTS", "DIGEST_KEY", "agent_args", "agent_main", "session_start", "post_edit",
            "digest"]
 
 AGENT_EVENTS = ("session-start", "post-edit")
@@ -85,13 +58,8 @@ def agent_args(argv: list[str]) -> tuple[str, str | None, bool] | None:
     return words[1], root, as_json
 
 
-def _read_stdin() -> dict[str, "Any"]:
-    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe). Read by
-    the C scanner the standard `json` parses with (`digest._json_loads`), for both hooks: the
-    `json` package's import compiles `re` patterns, and orjson's pulls `dataclasses`, `inspect`,
-    `uuid`, `platform`; an edit of an unanchored file and a replayed digest need neither. What
-    that reader refuses goes to `json.loads` itself (another encoding, a byte-order mark), so
-    the hook takes and refuses exactly what `json.loads` does."""
+def _read_stdin() -> dict[str, Any]:
+    """The hook's JSON from stdin; {} when there is none (a terminal, an empty pipe)."""
     stream = sys.stdin
     if stream is None or stream.isatty():
         return {}
@@ -99,20 +67,15 @@ def _read_stdin() -> dict[str, "Any"]:
     if not raw.strip():
         return {}
     try:
-        data = _json_loads(raw)
-    except (ValueError, RecursionError):
-        import json
-
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
-            raise WorkspaceError("the hook's stdin is not JSON") from None
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past any hook's shape
+        raise WorkspaceError("the hook's stdin is not JSON") from None
     if not isinstance(data, dict):
         raise WorkspaceError("the hook's stdin is not a JSON object")
     return data
 
 
-def _find_root(root: str | None, event: dict[str, "Any"]) -> str:
+def _find_root(root: str | None, event: dict[str, Any]) -> str:
     """`--root`, else ANCHORFS_ROOT, else the nearest workspace above the session's `cwd` (the
     hook's JSON), else above this process's folder."""
     from .locate import ROOT_ENV, locate
@@ -125,7 +88,7 @@ def _find_root(root: str | None, event: dict[str, "Any"]) -> str:
     return locate(None)
 
 
-def _edited_path(root_real: str, event: dict[str, "Any"]) -> str | None:
+def _edited_path(root_real: str, event: dict[str, Any]) -> str | None:
     """The workspace-relative path the tool wrote, or None (no path, or outside the workspace)."""
     tool_input = event.get("tool_input")
     if not isinstance(tool_input, dict):
@@ -142,7 +105,7 @@ def _edited_path(root_real: str, event: dict[str, "Any"]) -> str | None:
     return rel.replace(os.sep, "/")
 
 
-def post_edit(ws: "Workspace", event: dict[str, "Any"]) -> str:
+def post_edit(ws: "Workspace", event: dict[str, Any]) -> str:
     """The PostToolUse hook's stdout: the memories this edit made stale (and those it made fresh
     again), as `additionalContext`; "" when the edit touched nothing anchored."""
     from .watch import record_transitions
@@ -154,11 +117,7 @@ def post_edit(ws: "Workspace", event: dict[str, "Any"]) -> str:
 
 
 def _post_edit_output(rel: str, events: list["DriftEvent"]) -> str:
-    """What `post_edit` prints for the transitions an edit of `rel` logged ("" for none). The
-    standard `json`, as for the hook's stdin: the same bytes orjson gives for any text a memory
-    can hold, without its import (a fifth of an anchored edit's hook, issue 20)."""
-    from .jsonwrite import json_dumps
-
+    """What `post_edit` prints for the transitions an edit of `rel` logged ("" for none)."""
     stale = [e for e in events if e.after == "stale"]
     other = [e for e in events if e.after != "stale"]
     if not events:
@@ -174,7 +133,7 @@ def _post_edit_output(rel: str, events: list["DriftEvent"]) -> str:
     for e in other:
         lines.append(f"anchorfs: {e.id} is {e.after} again after this edit ({e.detail}) · {_one_line(e.content)}")
     out = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "\n".join(lines)}}
-    return json_dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 def agent_main(event_name: str, root: str | None = None) -> int:
@@ -185,10 +144,10 @@ def agent_main(event_name: str, root: str | None = None) -> int:
     try:
         event = _read_stdin()
         found = _find_root(root, event)
-        if event_name == "session-start":
-            out = _session_start_memoized(found)
-        else:
-            out = _post_edit_fast(found, event)
+        from .workspace import Workspace
+
+        with Workspace(found) as ws:
+            out = session_start(ws, event) if event_name == "session-start" else post_edit(ws, event)
         if out:
             sys.stdout.write(out)
             sys.stdout.flush()
@@ -201,18 +160,3 @@ def agent_main(event_name: str, root: str | None = None) -> int:
         except OSError:
             pass
     return 0
-
-def _post_edit_fast(root_real: str, event: dict[str, "Any"]) -> str:
-    """`post_edit`'s answer, the workspace opened only when the snapshot cannot judge it: an
-    edit of a file the ledger never names says nothing at once; otherwise the memories on it
-    are re-checked from the fold snapshot's records for that file (`hook_recheck`)."""
-    rel = _edited_path(root_real, event)
-    if rel is None or not mentioned(root_real, [rel]):
-        return ""  # nothing anchored there: nothing to say, and no ledger fold to pay
-    events = recheck_paths(root_real, [rel], source="post-edit", exact=rel)
-    if events is not None:
-        return _post_edit_output(rel, events)
-    from .workspace import Workspace
-
-    with Workspace(root_real) as ws:
-        return post_edit(ws, event)

@@ -13,11 +13,7 @@ temp beside it, then `os.replace`); a link there is never written through.
 `commit_main` is what the installed line runs (`python -m anchorfs hook run`, handed over by
 `anchorfs.__main__` before click is imported). It re-checks only the memories anchored to the
 paths the new commit touched (the working tree is what is checked, as everywhere in
-anchorfs) and logs each transition to `.anchorfs/events.jsonl`: a commit whose paths the
-ledger never names opens nothing, and otherwise the memories on those paths are built from
-the fold snapshot's index alone, their drift written to `drift.json` when it changed
-(`anchorfs.hook_recheck`); the workspace and its whole fold only when that cannot be judged
-so. LanceDB is never imported.
+anchorfs) and logs each transition to `.anchorfs/events.jsonl`. LanceDB is never imported.
 """
 
 from __future__ import annotations
@@ -27,9 +23,8 @@ import stat
 import sys
 
 from .errors import AnchorfsError, WorkspaceError
-from .hook_recheck import mentioned, recheck_paths
 
-TYPE_CHECKING = False  # not `typing`'s: its import is a sixth of a replayed hook's cost
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
@@ -291,7 +286,8 @@ def run(ws: "Workspace", rev: str = "HEAD") -> list["DriftEvent"]:
     """The hook's work: re-check the memories on the paths `rev` touched, log transitions."""
     from .watch import record_transitions
 
-    paths = mentioned(ws.root_real, committed_paths(ws.root, rev))  # none named: no fold to pay
+    anchored = ws.anchored_paths()
+    paths = [p for p in committed_paths(ws.root, rev) if p in anchored]
     return record_transitions(ws, paths, source="hook") if paths else []
 
 
@@ -355,18 +351,10 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     warnings.showwarning = warn  # as `anchorfs.cli.main` says a warning
     out: list[str] = []
     try:
-        from .locate import locate
+        from .workspace import open as open_ws
 
-        found = locate(root)
-        named = mentioned(found, committed_paths(found, rev))  # else no memory rests on them
-        got = recheck_paths(found, named, source="hook") if named else []
-        if got is None:  # not to be judged from the snapshot (or a doubt): the workspace's path
-            from .watch import record_transitions
-            from .workspace import open as open_ws
-
-            with open_ws(root) as ws:
-                got = record_transitions(ws, named, source="hook")
-        events: list["DriftEvent"] = got
+        with open_ws(root) as ws:
+            events = run(ws, rev)
     except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
         sys.stderr.write(f"anchorfs: hook: {exc}\n")
         return 0

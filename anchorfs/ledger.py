@@ -32,12 +32,11 @@ from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
 from .statefs import FAULT_ENV, open_state, refuse_link
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
+from typing import NamedTuple
+
 if TYPE_CHECKING:
-    from pathlib import Path  # annotations only: see anchorfs/workspace.py
-    from typing import NamedTuple
-else:
-    from .tuples import NamedTuple  # typing's, without importing typing
+    from pathlib import Path
 if TYPE_CHECKING:
     from typing import Any, Iterable
     from .forks import Fork, Side

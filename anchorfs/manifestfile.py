@@ -20,28 +20,21 @@ issue 20). Both trust the entries only under the CRC this project's writer stamp
 bytes, poison the racy ones against the file's own mtime, and read anything unexpected as a
 cold cache (no entry at all): the same answers for every path both read.
 
-Both read with the standard `json`'s C scanner and encoder, without the `json` package or orjson
-(`jsonread`, `jsonwrite.json_dumps`: orjson's import pulls `dataclasses`, `inspect`, `uuid`,
-`platform`, a fifth of a hook), `parse` refusing NaN and the infinities as orjson does. For what
-this project's writer wrote the values are orjson's, and a key is spelt by
-`json.dumps(rel, ensure_ascii=False)` exactly as by `orjson.dumps(rel)` (every code point but the
-lone surrogates, which neither writes). Where a crafted file could still read otherwise than by
-orjson (a key with a lone surrogate, an integer past 64 bits) the entry vouches for nothing more:
-an entry serves only a file whose `lstat` gives its very size, times and inode. At 10,000 files,
-orjson's exact refusals looked for in the bytes were a tenth of reading the whole file (issue 20).
+Both read and write with orjson. An entry serves only a file whose `lstat` gives its very size,
+times and inode.
 """
 
 from __future__ import annotations
 
 import zlib
 
-TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
+from collections.abc import Iterable
+from typing import Any
 
-    Parsed = tuple[dict[str, list[Any]], dict[str, tuple[str, str, str, bool]], bool]
-    """(entries with racy ones poisoned, found moves, whether of an older version)."""
+import orjson
+
+Parsed = tuple[dict[str, list[Any]], dict[str, tuple[str, str, str, bool]], bool]
+"""(entries with racy ones poisoned, found moves, whether of an older version)."""
 
 __all__ = ["FORMAT", "ENTRIES_KEY", "READABLE", "MANIFEST_VERSION", "parse", "parse_only", "splice", "assemble",
            "newest_hashed", "moves_of", "plain_rel"]
@@ -91,10 +84,8 @@ def _tail(doc: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str, bool]], b
 
 def parse(data: bytes, mtime_ns: int, gran: int) -> Parsed:
     """Every entry of the manifest `data` (its file's mtime `mtime_ns`), racy ones poisoned."""
-    from .jsonread import loads
-
     try:
-        doc: Any = loads(data, finite=True)  # what `parse_only` reads its entries by, NaN and infinities refused
+        doc: Any = orjson.loads(data)
     except ValueError:  # a JSONDecodeError, a UnicodeDecodeError, a nesting too deep
         return {}, {}, False
     if not _head_ok(doc) or type(doc.get("entries")) is not dict or _body(data, doc["crc32"]) is None:
@@ -127,13 +118,11 @@ def _split(data: bytes) -> tuple[Any, int, bytes | None] | None:
 
 
 def _split_new(data: bytes) -> tuple[Any, int, bytes | None] | None:
-    from .jsonread import loads
-
     start = data.find(ENTRIES_KEY)
     if start < 1 or data[start - 1:start] != b",":
         return None
     try:
-        doc: Any = loads(data[:start - 1] + b"}")
+        doc: Any = orjson.loads(data[:start - 1] + b"}")
     except ValueError:  # JSONDecodeError, UnicodeDecodeError
         return None
     if not _head_ok(doc):
@@ -145,11 +134,9 @@ def _split_new(data: bytes) -> tuple[Any, int, bytes | None] | None:
 
 def _spelt(rel: str) -> bytes | None:
     """`rel` as a key as orjson spells it; None for what is never written (a lone surrogate)."""
-    from .jsonwrite import json_dumps
-
     try:
-        return json_dumps(rel, ensure_ascii=False).encode("utf-8")
-    except (TypeError, UnicodeEncodeError):
+        return orjson.dumps(rel)
+    except TypeError:
         return None
 
 
@@ -173,8 +160,6 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     the entries), the CRC over all the entries' bytes, then each path's entry found by its key
     as the writer spells it (`_find`). None when this cannot be read so (the caller takes
     `parse`, which judges the whole file)."""
-    from .jsonread import loads
-
     split = _split(data)
     if split is None:
         return None
@@ -188,7 +173,7 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
             found = _find(raw, spelt) if spelt is not None else None
             if found is None:
                 continue
-            entry = loads(raw[found[1]:found[2]])
+            entry = orjson.loads(raw[found[1]:found[2]])
         except ValueError:
             return None
         if type(entry) is not list:
@@ -215,9 +200,7 @@ def newest_hashed(entries: Iterable[list[Any]]) -> int:
 def assemble(body: bytes, newest: int, moves: bytes = b"") -> bytes:
     """The manifest's bytes from the entries' (`body`, which the CRC is over), `newest`, and the
     moves' part as it stands (`,"moves":[...],"moves_crc32":M`, or nothing)."""
-    from .jsonwrite import dumps
-
-    head = dumps({"format": FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body), "newest": newest})
+    head = orjson.dumps({"format": FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body), "newest": newest})
     return head[:-1] + moves + b"," + ENTRIES_KEY + body + b"}"
 
 
@@ -229,8 +212,6 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
     without `newest`, a CRC that does not hold, or an entry kept as bytes that a reader would
     find racy against `mtime_ns` (it holds a hash that only the old file's mtime poisons: under
     the new file's it would be trusted)."""
-    from .jsonwrite import dumps
-
     split = _split(data)
     if split is None:
         return None
@@ -259,7 +240,7 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
         if found is not None:
             cuts.append((found[0], found[2]))
         if entry is not None:
-            value = dumps(entry)
+            value = orjson.dumps(entry)
             if value[:1] != b"[" or b"]" in value[1:-1]:
                 return None
             added.append(spelt + b":" + value)
@@ -284,9 +265,7 @@ def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:
     leading `/` (the drift pass also resolves each through its guard before reading it)."""
     if type(listed) is not list or type(crc) is not int:
         return {}
-    from .jsonwrite import dumps  # the writer's own spelling (orjson's), which the CRC is over
-
-    if zlib.crc32(dumps(listed)) != crc:
+    if zlib.crc32(orjson.dumps(listed)) != crc:
         return {}
     out: dict[str, tuple[str, str, str, bool]] = {}
     for item in listed:

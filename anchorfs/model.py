@@ -14,11 +14,9 @@ from enum import StrEnum
 
 from .errors import InputError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import NamedTuple
-else:
-    from .tuples import NamedTuple  # typing's, without importing typing
+from typing import TYPE_CHECKING
+from typing import NamedTuple
+
 if TYPE_CHECKING:
     from typing import Any, ClassVar
     from dataclasses import Field

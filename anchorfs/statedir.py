@@ -14,7 +14,7 @@ from .errors import InputError, WorkspaceError
 from .locate import ROOT_ENV
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
 

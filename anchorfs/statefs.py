@@ -20,6 +20,8 @@ from .errors import WorkspaceError
 
 __all__ = [
     "STATE_FILES",
+    "STATE_LIMIT",
+    "StateTooLarge",
     "STORE_DIR",
     "check_state",
     "fsync_dir",
@@ -36,13 +38,10 @@ FAULT_ENV = "ANCHORFS_TEST_FAULT"
 """Test-only fault injection: a comma-separated list of points (see `anchorfs.ledger.fault`)."""
 
 STORE_DIR = "memories.lance"
-STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "drift.memo", "applied", "events.jsonl",
-               ".gitignore", "fold.snap", "fold.tail", "digest.memo", "config.parsed", "server.sock", "judged",
-               STORE_DIR)
+STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "applied", "events.jsonl",
+               ".gitignore", "fold.snap", "server.sock", STORE_DIR)
 """Every name anchorfs keeps in `.anchorfs/`; none of them may be a link. Spelled out, not
-imported from their owners (`foldsnap.SNAP_FILE`, `snapindex.TAIL_FILE`, `hook.DIGEST_MEMO`,
-`config.PARSED_FILE`, `server.SOCKET_NAME`, `judged.FOLDER`), so that checking them costs the fast paths no
-import; a test keeps the two in step."""
+imported from their owners (`foldsnap.SNAP_FILE`, `server.SOCKET_NAME`); a test keeps the two in step."""
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -140,17 +139,40 @@ def open_state(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> i
     return fd
 
 
-def read_state(path: str | os.PathLike[str]) -> bytes | None:
-    """A state file's bytes, or None when it does not exist. A link raises `WorkspaceError`."""
+STATE_LIMIT = 64 << 20
+"""The most bytes of a derived state file anchorfs reads: a larger one (a 4 GiB file of zeros
+packs to a few MB in a commit) is a cold cache, never a `MemoryError`."""
+
+
+class StateTooLarge(OSError):
+    """A derived state file past its size bound: read as missing (a cold cache)."""
+
+
+def read_state(path: str | os.PathLike[str], limit: int = STATE_LIMIT, *, tail: bool = False) -> bytes | None:
+    """A state file's bytes, or None when it does not exist. A link raises `WorkspaceError`;
+    a file larger than `limit` raises `StateTooLarge` before a byte is read, or, with `tail`,
+    gives its last `limit` bytes from the first whole line among them (a log read from its end)."""
     try:
         fd = open_state(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        size = os.fstat(fd).st_size
+        start = 0
+        if size > limit:
+            if not tail:
+                raise StateTooLarge(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+            start = size - limit
+        if start:
+            os.lseek(fd, start, os.SEEK_SET)
+        chunks, left = [], limit
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
             chunks.append(chunk)
-        return b"".join(chunks)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if start:
+            data = data[data.find(b"\n") + 1:]
+        return data
     finally:
         os.close(fd)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .symbols_walk import _Ctx, _Def, _Handler, _name, _named, _Spec, _split, _unless_in_func, _wrap
 
-TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Node
 

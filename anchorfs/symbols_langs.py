@@ -8,7 +8,7 @@ from .symbols_walk import (
     _Spec, _split, _strip_generics, _TYPE_KINDS, _unless_in_func, _wrap,
 )
 
-TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Node
 

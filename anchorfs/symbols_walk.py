@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-TYPE_CHECKING = False  # not `typing`'s: see anchorfs/__init__.py
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Node
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING
 
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
@@ -70,6 +70,18 @@ if TYPE_CHECKING:
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
 
 STATE_DIR = anchors_mod.STATE_DIR
+
+
+def covered_by(paths: Iterable[str]) -> Callable[[str], bool]:
+    """Whether an anchored path is one of `paths` or lies under one (a folder covers the files
+    under it): how the paths an edit or a commit touched are read."""
+    wanted = frozenset(p.strip("/") for p in paths if p and p.strip("/"))
+    under = tuple(w + "/" for w in wanted)  # a proper prefix of a path's parts is followed by a "/"
+
+    def hit(path: str) -> bool:
+        return path in wanted or path.startswith(under)
+
+    return hit
 
 
 def find_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -173,12 +185,8 @@ class Workspace:
         self.close()
 
     def close(self) -> None:
-        """Save the hash cache and close the drift plan's file (`anchorfs.driftplan`), rather
-        than at garbage collection; a report's memories read later open it again."""
+        """Save the hash cache."""
         self.cache.save()
-        planned = self.__dict__.get("_planned")
-        if planned is not None:
-            planned.snap.close()
 
     # -- lazy parts ------------------------------------------------------------------------
 
@@ -323,9 +331,7 @@ class Workspace:
         if not prepared:
             return []
         texts = {c.strip() for c, *_ in prepared}
-        seen = writes.record_view(self, texts, held)  # a one-shot record reads only these of the fold
-        known = {claim_key(m.content, m.kind, m.anchors): m for m in (self._memories().values() if seen is None
-                                                                     else seen.known)
+        known = {claim_key(m.content, m.kind, m.anchors): m for m in self._memories().values()
                  if m.status in held and m.content.strip() in texts}
         now = utcnow()
         out: list[Memory] = []
@@ -344,7 +350,7 @@ class Workspace:
             return out
         stamped = writes.stamp_git(self, [m.anchors for m in memories])  # one git process per batch
         done = {m.id: validate_memory(m.replace(anchors=a)) for m, a in zip(memories, stamped)}
-        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret, seen=seen)
+        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
         return [done[m.id].replace(duplicate=m.duplicate) if m.id in done else m for m in out]
 
     def _resolve_id(self, memory_id: str) -> Memory:
@@ -449,32 +455,40 @@ class Workspace:
 
     def list(self, *, limit: int | None = None, status: str | None = "active",
              drift: str | None = None) -> _list[Memory]:
-        """Memories newest first; `drift` filters on the last known drift (no re-check,
-        `last_drift_of`): fresh, stale, unknown, or unanchored for a memory with no anchors."""
+        """Memories newest first; `drift` keeps those whose drift is that now (`drift_of`):
+        fresh, stale, unknown, or unanchored for a memory with no anchors."""
         mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
+        mems.sort(key=lambda m: m.id, reverse=True)
         if drift is not None:
             if drift not in (*DRIFTS, UNANCHORED):
                 raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown, unanchored")
-            known = self.last_drift()
-            mems = [m for m in mems if self.last_drift_of(m, known) == drift]
-        mems.sort(key=lambda m: m.id, reverse=True)
+            now = self.drift_of(mems)
+            mems = [m for m in mems if now[m.id] == drift]
         return mems[:limit] if limit else mems
 
-    def _drift_state(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(last known drift, drift not yet mirrored into the store) from `.anchorfs/drift.json`
-        (`anchorfs.writeback`); a damaged file reads as a cold cache."""
-        return writeback.read(self.state_dir)[:2]
+    def drift_of(self, memories: Iterable[Memory]) -> dict[str, str]:
+        """Each memory's drift now, by id: its anchors checked through the hash cache (never a
+        record of an earlier check, which a lost or damaged file would turn into `fresh`);
+        `unanchored` without anchors; `stale` when `verify --mark` found its text stale."""
+        mems = _list(memories)
+        checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
+        report = checker.check_all([m for m in mems if m.anchors])
+        self.cache.save()
+        out: dict[str, str] = {}
+        for m in mems:
+            if m.stale_claims:
+                out[m.id] = Drift.STALE.value
+            elif not m.anchors:
+                out[m.id] = UNANCHORED
+            else:
+                out[m.id] = report.result_of(m).drift.value
+        return out
 
     def last_drift(self) -> dict[str, str]:
-        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`); it records
-        only memories found not fresh (`last_drift_of` reads it per memory)."""
+        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`): the memories
+        found not fresh then. What a re-check compares with to name a transition; no answer
+        about a memory's drift is ever read from it (`drift_of`)."""
         return writeback.read(self.state_dir)[0]
-
-    @staticmethod
-    def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
-        """One memory's last known drift from `last_drift()`: `unanchored` without anchors,
-        else its recorded drift, else fresh (anchors are hashed when taken)."""
-        return writeback.last_drift_of(memory, known)
 
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
         """Persist drift that changed since the last check (`anchorfs.writeback`): the store's
@@ -487,16 +501,7 @@ class Workspace:
         what the anchors alone say.
 
         The lists are kept while the fold is the same object (a fold is never changed in
-        place): at 100,000 memories picking them out again costs as much as the pass itself.
-        A workspace that has not folded the ledger yet (a new process) takes the pass from the
-        fold snapshot's plan while that holds (`anchorfs.driftplan`): the same answers, with a
-        memory built only where a file failed or when the report's memories are read."""
-        if self._fold is None:
-            from .driftplan import drift as planned_drift
-
-            planned = planned_drift(self, progress)
-            if planned is not None:
-                return planned
+        place): at 100,000 memories picking them out again costs as much as the pass itself."""
         state = self._memories()
         held = self.__dict__.get("_drift_targets")
         if held is not None and held[0] is state:
@@ -694,7 +699,7 @@ class Workspace:
         """
         targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
         if paths is not None:
-            hit = foldsnap.covered_by(paths)
+            hit = covered_by(paths)
             targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
         if not targets:
             return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-TYPE_CHECKING = False  # not `typing`'s: its import is about 12M instructions of a hook (issue 20)
+from typing import TYPE_CHECKING
 
 
 from .drift import DriftReport, MemoryDrift
@@ -34,7 +34,7 @@ def read(state: str | os.PathLike[str]) -> tuple[dict[str, str], dict[str, str],
     A damaged, foreign or future-version file reads as a cold cache (damaged: true, so the
     next check rewrites it).
     """
-    from .jsonread import loads  # not orjson: its import is most of a hook's full digest
+    from orjson import loads
 
     try:
         raw = read_state(os.path.join(state, "drift.json"))
@@ -102,7 +102,7 @@ def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | D
         except AnchorfsError:
             pass
     try:
-        from .jsonwrite import dumps  # orjson's bytes without its import (issue 20)
+        from orjson import dumps
         from .statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
 
         _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": 1, "drift": merged, "pending": pending}),
@@ -119,7 +119,7 @@ def flush_pending(state: str | os.PathLike[str], store: "Store", *, read_only: b
     known, pending, _ = read(state)
     if not pending:
         return
-    from .jsonwrite import dumps
+    from orjson import dumps
     from .statedir import _replace_atomic
 
     try:

@@ -25,7 +25,6 @@ from .model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, che
                     validate_anchor, validate_memory)
 
 if TYPE_CHECKING:
-    from .recordview import RecordView
     from .verify import VerifyReport
     from .workspace import Workspace
 
@@ -183,33 +182,9 @@ def _ledger_only(ws: "Workspace") -> bool:
     return not (ws._store is not None or ws._store_opened or not (ws.state / "memories.lance").exists())
 
 
-def record_view(ws: "Workspace", texts: set[str], held: tuple[str, ...]) -> "RecordView | None":
-    """For a new process's one-shot record (no fold taken yet, the ledger alone written): what
-    it needs of the fold without folding (`anchorfs.recordview`); None: fold."""
-    if ws._fold is not None or ws.read_only or not _ledger_only(ws):
-        return None
-    from .recordview import view
-
-    return view(ws.ledger, texts, held)
-
-
-def _stamp_state(ws: "Workspace", seen: "RecordView | None") -> dict[str, Memory]:
-    """Under the lock: the fold as `stamped` reads it. After a `record_view`, only its `top`
-    (the new ids have no heads), unless the ledger moved so that the fold must be taken."""
-    if seen is not None:
-        from .recordview import top_now
-
-        top = top_now(ws.ledger, seen)
-        if top is not None:
-            state = FoldState()
-            state.top = top
-            return state
-    return ws._memories()
-
-
 def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | None = None,
            new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),
-           allow_secret: bool = False, seen: "RecordView | None" = None) -> None:
+           allow_secret: bool = False) -> None:
     """Ledger first (fsynced), then the store, under the writer lock.
 
     A process that has not opened the store leaves it out: the ledger is the record, and
@@ -227,15 +202,13 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
                           allow_secret)
     through = not _ledger_only(ws)
     store = ws.store if through else None
-    if through or based_on:
-        seen = None  # the store's catch-up and the guard read the fold
     entries = [Entry.new(op, [m], at=at, reason=reason) for m in memories] if new else \
         [Entry.new(op, memories, at=at, reason=reason)]
     with ws.ledger.lock():
         if store is not None:
             storesync.catch_up(ws)
         guard(ws, based_on)
-        state = _stamp_state(ws, seen)  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
+        state = ws._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
         entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
         size = ws.ledger.append(entries)
         fault("kill-after-ledger")

@@ -262,78 +262,6 @@ def test_a_fifo_or_a_link_out_as_the_config_file_is_one_error_not_a_hang(tmp_pat
     assert load_config(root, environ={}).embedder == "e5"
 
 
-def _parsed(root: Path) -> Path:
-    from anchorfs.config import PARSED_FILE
-
-    return root / ".anchorfs" / PARSED_FILE
-
-
-def test_a_config_file_is_parsed_once_per_content(tmp_path: Path) -> None:
-    """The parse is kept beside the ledger, keyed by the SHA-256 of the file's bytes (issue 20:
-    tomllib's import is most of a hook's budget again); any change of the bytes is a new parse,
-    whatever the file's timestamps say."""
-    import os
-
-    import orjson
-
-    from anchorfs.hashing import sha256_bytes
-
-    (tmp_path / ".anchorfs").mkdir()
-    path = write(tmp_path, "[drift]\nstale_factor = 0.4\n") / CONFIG_FILE
-    assert load_config(tmp_path, environ={})["drift.stale_factor"] == 0.4
-    kept = orjson.loads(_parsed(tmp_path).read_bytes())
-    assert kept == {"v": 1, "sha256": sha256_bytes(path.read_bytes()), "data": {"drift": {"stale_factor": 0.4}}}
-    # what is kept is what is read: the same bytes are not parsed again
-    kept["data"]["drift"]["stale_factor"] = 0.3
-    _parsed(tmp_path).write_bytes(orjson.dumps(kept))
-    assert load_config(tmp_path, environ={})["drift.stale_factor"] == 0.3
-    # other bytes, same size and timestamps: parsed again, and kept for them
-    st = path.stat()
-    path.write_text("[drift]\nstale_factor = 0.6\n")
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert load_config(tmp_path, environ={})["drift.stale_factor"] == 0.6
-    assert orjson.loads(_parsed(tmp_path).read_bytes())["sha256"] == sha256_bytes(path.read_bytes())
-
-
-@pytest.mark.parametrize("damage", [b"", b"{not json", b'{"v": 1, "sha256": 3, "data": {}}', b"[1, 2]",
-                                    b'{"v": 2, "sha256": "x", "data": {}}'])
-def test_a_damaged_parse_is_a_miss_and_is_written_again(tmp_path: Path, damage: bytes) -> None:
-    import orjson
-
-    (tmp_path / ".anchorfs").mkdir()
-    write(tmp_path, "[search]\nrelevance_floor = 0.05\n")
-    _parsed(tmp_path).write_bytes(damage)
-    assert load_config(tmp_path, environ={})["search.relevance_floor"] == 0.05
-    assert orjson.loads(_parsed(tmp_path).read_bytes())["data"] == {"search": {"relevance_floor": 0.05}}
-
-
-def test_a_kept_parse_is_checked_as_the_file_is(tmp_path: Path) -> None:
-    """The kept value is raw data, every key and value checked on each load: planting one with
-    an unknown key or a bad value gets the same errors as writing it in the file would."""
-    import orjson
-
-    from anchorfs.hashing import sha256_bytes
-
-    (tmp_path / ".anchorfs").mkdir()
-    raw = (write(tmp_path, "embedder = \"hashing\"\n") / CONFIG_FILE).read_bytes()
-    for data, fragment in (({"embedder": "hashing", "bogus": 1}, "unknown key 'bogus'"),
-                           ({"drift": {"stale_factor": "high"}}, "drift.stale_factor")):
-        _parsed(tmp_path).write_bytes(orjson.dumps({"v": 1, "sha256": sha256_bytes(raw), "data": data}))
-        with pytest.raises(ConfigError, match=fragment):
-            load_config(tmp_path, environ={})
-
-
-def test_no_parse_is_kept_without_a_state_folder_or_when_json_cannot_hold_it(tmp_path: Path) -> None:
-    write(tmp_path, "[drift]\nstale_factor = 0.4\n")
-    assert load_config(tmp_path, environ={})["drift.stale_factor"] == 0.4
-    assert not (tmp_path / ".anchorfs").exists()  # nothing made where no workspace is
-    (tmp_path / ".anchorfs").mkdir()
-    write(tmp_path, "[drift]\nstale_factor = nan\n")  # JSON has no NaN: parsed every time, never kept
-    with pytest.raises(ConfigError, match="drift.stale_factor"):
-        load_config(tmp_path, environ={})
-    assert not _parsed(tmp_path).exists()
-
-
 def test_invalid_toml_is_an_error_with_a_kept_parse_of_other_bytes(tmp_path: Path) -> None:
     (tmp_path / ".anchorfs").mkdir()
     write(tmp_path, "[drift]\nstale_factor = 0.4\n")
@@ -343,24 +271,3 @@ def test_invalid_toml_is_an_error_with_a_kept_parse_of_other_bytes(tmp_path: Pat
         load_config(tmp_path, environ={})
 
 
-def test_a_state_folder_that_is_a_link_is_neither_read_nor_written_for_the_parse(tmp_path: Path) -> None:
-    """A clone whose `.anchorfs` links elsewhere: the kept parse is not read through it (a planted
-    one there is not served) and nothing is written through it."""
-    import orjson
-
-    from anchorfs.config import PARSED_FILE
-    from anchorfs.hashing import sha256_bytes
-
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    root = tmp_path / "clone"
-    root.mkdir()
-    (root / ".anchorfs").symlink_to(elsewhere)
-    raw = (write(root, "[drift]\nstale_factor = 0.4\n") / CONFIG_FILE).read_bytes()
-    planted = {"v": 1, "sha256": sha256_bytes(raw), "data": {"drift": {"stale_factor": 0.3}}}
-    (elsewhere / PARSED_FILE).write_bytes(orjson.dumps(planted))
-    assert load_config(root, environ={})["drift.stale_factor"] == 0.4
-    assert orjson.loads((elsewhere / PARSED_FILE).read_bytes()) == planted
-    (elsewhere / PARSED_FILE).unlink()
-    assert load_config(root, environ={})["drift.stale_factor"] == 0.4
-    assert list(elsewhere.iterdir()) == []

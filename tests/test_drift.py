@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
 from anchorfs.hashing import HashCache
+from anchorfs import writeback
 from anchorfs.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")
@@ -413,9 +414,9 @@ def test_storeless_drift_change_waits_in_pending_then_reaches_the_store(ws: anch
     with anchorfs.open(ws.root) as again:
         assert again.last_drift() == {m.id: "stale"}
         assert [x.id for x in again.list(drift="stale")] == [m.id]
-        assert again._drift_state()[1] == {m.id: "stale"}
+        assert writeback.read(again.state_dir)[1] == {m.id: "stale"}
         assert again.store.drift_map() == {m.id: "stale"}  # opening the store flushed it
-        assert again._drift_state()[1] == {}
+        assert writeback.read(again.state_dir)[1] == {}
 
 
 def test_drift_reports_progress_as_done_of_total(ws: anchorfs.Workspace) -> None:

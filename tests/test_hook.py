@@ -351,28 +351,6 @@ def test_agent_args_and_the_cli_path_agree(repo: Path) -> None:
     assert slow.returncode == 0 and slow.stdout == fast.stdout
 
 
-def test_post_edit_of_a_file_no_memory_names_skips_the_ledger_fold(repo: Path) -> None:
-    with anchorfs.open(repo) as ws:
-        ws.record("readme greets", anchors=["README.md"])
-    probe = ("import io, json, sys\n"
-             "from anchorfs.__main__ import main\n"
-             "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
-             "try:\n    main(['hook', 'post-edit'])\nexcept SystemExit as e:\n    code = e.code\n"
-             "sys.stderr.write(json.dumps({'code': code, 'workspace': 'anchorfs.workspace' in sys.modules}))\n")
-
-    def run(target: Path) -> dict[str, object]:
-        proc = subprocess.run([sys.executable, "-c", probe, json.dumps(post_edit_json(repo, target, "Write"))],
-                              cwd=repo.parent, capture_output=True, text=True, timeout=60, check=False)
-        assert proc.stdout == ""
-        result = json.loads(proc.stderr)
-        assert isinstance(result, dict)
-        return result
-
-    (repo / "notes.txt").write_text("x\n")
-    assert run(repo / "notes.txt") == {"code": 0, "workspace": False}  # no memory there: answered at once
-    assert run(repo / "README.md") == {"code": 0, "workspace": True}  # anchored: the full check (still fresh)
-
-
 # -- the hooks start from the fold snapshot, and skip the fold where nothing is anchored -----------
 
 _COUNTING = ("import io, json, sys\n"
@@ -422,23 +400,6 @@ def test_agent_hooks_answer_from_the_fold_snapshot_and_the_same_without_it(repo:
     assert after == first
 
 
-def test_post_commit_run_on_a_commit_naming_no_anchored_file_never_folds(repo: Path) -> None:
-    from anchorfs.hook import run
-    from anchorfs.workspace import Workspace
-
-    with anchorfs.open(repo) as ws:
-        ws.record("issue signs for 24h", anchors=["auth/token.py#TokenIssuer.issue"])
-    (repo / "NOTES.md").write_text("unanchored\n")
-    commit(repo, "notes")
-    with Workspace(repo) as ws:
-        assert run(ws) == [] and ws._fold is None  # the ledger names no committed path: nothing folded
-    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))
-    commit(repo, "expiry")
-    with Workspace(repo) as ws:
-        events = run(ws)
-        assert [e.after for e in events] == ["stale"] and ws._fold is not None
-
-
 # -- the session-start memo: the last digest replayed while nothing it rested on changed ------------
 
 _REPLAY = ("import io, json, sys\n"
@@ -455,24 +416,6 @@ def _start(repo: Path) -> tuple[str, bool]:
     return proc.stdout, bool(json.loads(proc.stderr)["full"])
 
 
-def test_session_start_replays_its_digest_as_the_host_runs_it(repo: Path) -> None:
-    import time
-
-    from anchorfs.hashing import DEFAULT_GRANULARITY_NS
-    from anchorfs.hook import DIGEST_MEMO
-
-    with anchorfs.open(repo) as ws:
-        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
-    assert DIGEST_MEMO in (repo / ".anchorfs" / ".gitignore").read_text().splitlines()
-    time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.1)  # the real racy window, once: the ledger just moved
-    full, ran = _start(repo)
-    assert ran and (repo / ".anchorfs" / DIGEST_MEMO).is_file()
-    assert _start(repo) == (full, False)  # replayed: the workspace never imported, the same bytes
-    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))
-    out, ran = _start(repo)
-    assert ran and "1 stale" in out
-
-
 def _full(repo: Path) -> str:
     """A full session-start in this process, after the racy window; its output (memoized)."""
     import time
@@ -481,68 +424,6 @@ def _full(repo: Path) -> str:
 
     time.sleep(0.05)
     return _session_start_memoized(os.path.realpath(repo))
-
-
-def test_session_start_replays_its_digest_until_something_under_it_changes(repo: Path, short_window: None) -> None:
-    from anchorfs.hook import DIGEST_MEMO, _replay_digest
-
-    real = os.path.realpath(repo)
-    with anchorfs.open(repo) as ws:
-        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
-        ws.record("readme greets", anchors=["README.md"])
-    full = _full(repo)
-    assert full and _replay_digest(real) == full
-    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))  # an anchored file edited
-    assert _replay_digest(real) is None
-    stale = _full(repo)
-    assert "1 stale" in stale and _replay_digest(real) == stale
-    with anchorfs.open(repo) as ws:  # the ledger moved
-        ws.record("we use pytest")
-    assert _replay_digest(real) is None
-    assert "we use pytest" in _full(repo)
-    (repo / ".anchorfs.toml").write_text("[hook]\ndigest_chars = 300\n")  # the config: the cap
-    assert _replay_digest(real) is None
-    capped = _full(repo)
-    assert _replay_digest(real) == capped
-    (repo / "auth" / "new.py").write_text("x = 1\n")  # a file beside an anchored one (a move's target?): full
-    assert _replay_digest(real) is None
-    capped = _full(repo)
-    memo_file = repo / ".anchorfs" / DIGEST_MEMO
-    for bad in (b"garbage", b"[1, 2]", b"{}", memo_file.read_bytes().replace(real.encode(), b"/elsewhere"),
-                memo_file.read_bytes().replace(b'"out": "', b'"out": 7, "x": "')):
-        memo_file.write_bytes(bad)
-        assert _replay_digest(real) is None  # a damaged or foreign memo is no memo
-        assert _full(repo) == capped  # and the full digest says the same
-
-
-def test_a_digest_that_warned_is_not_memoized(repo: Path, short_window: None) -> None:
-    from anchorfs.hook import DIGEST_MEMO, _replay_digest
-
-    with anchorfs.open(repo) as ws:
-        ws.record("readme greets", anchors=["README.md"])
-    with open(repo / ".anchorfs" / "ledger.jsonl", "ab") as fh:
-        fh.write(b'{"v": 1, "bad": true}\n')
-    with pytest.warns(UserWarning, match="bad line"):
-        assert "readme greets" in _full(repo)
-    assert not (repo / ".anchorfs" / DIGEST_MEMO).exists() and _replay_digest(os.path.realpath(repo)) is None
-
-
-def test_the_digest_memo_ends_when_an_envelope_would_read_otherwise(repo: Path) -> None:
-    from datetime import timedelta
-
-    from anchorfs.hook import _envelopes_until
-    from anchorfs.model import Memory, utcnow
-
-    now = utcnow()
-    day = 86400.0
-    with anchorfs.open(repo) as ws:
-        expiry = ws.config.expiry_days("note")
-        young = Memory(id="a", content="x", recorded_at=now - timedelta(days=1), valid_from=now)
-        old = Memory(id="b", content="y", recorded_at=now - timedelta(days=expiry + 2.5), valid_from=now)
-        t = now.timestamp()
-        assert _envelopes_until(ws, [young], t) == pytest.approx(young.recorded_at.timestamp() + expiry * day)
-        # past its expiry: `unverified for N days` turns N + 1 at the next whole day of its age
-        assert _envelopes_until(ws, [young, old], t) == pytest.approx(old.recorded_at.timestamp() + (expiry + 3) * day)
 
 
 # -- post-commit without click: `-m anchorfs hook run` (issue 20) ------------------------------------
@@ -609,22 +490,6 @@ def test_install_upgrades_an_old_click_line_in_place(repo: Path) -> None:
     assert m.id in commit(repo, "bye").stderr  # the upgraded line runs
 
 
-def test_post_commit_naming_no_anchored_path_opens_no_workspace(repo: Path) -> None:
-    with anchorfs.open(repo) as ws:
-        ws.record("issue signs for 24h", anchors=["auth/token.py#TokenIssuer.issue"])
-    (repo / "NOTES.md").write_text("unanchored\n")
-    git(repo, "add", "-A")
-    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qm", "notes")
-    probe = _COMMIT_PROBE.replace("'heavy': heavy", "'heavy': heavy, 'ws': 'anchorfs.workspace' in sys.modules")
-    for extra, out in (((), ""), (("--json",), '{\n  "events": []\n}\n')):
-        proc = subprocess.run([sys.executable, "-c", probe, "hook", "run", "--root", str(repo), *extra], cwd=repo,
-                              capture_output=True, text=True, timeout=60, check=False)
-        assert json.loads(proc.stderr) == {"code": 0, "heavy": [], "ws": False} and proc.stdout == out
-    missing = subprocess.run([sys.executable, "-m", "anchorfs", "hook", "run", "--root", str(repo / "auth")],
-                             cwd=repo, capture_output=True, text=True, timeout=60, check=False)
-    assert missing.returncode == 0 and missing.stderr.startswith("anchorfs: hook: ") and "not an anchorfs" in missing.stderr
-
-
 _EDIT_PROBE = ("import io, json, sys\n"
                "from anchorfs import foldsnap\n"
                "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
@@ -632,41 +497,6 @@ _EDIT_PROBE = ("import io, json, sys\n"
                "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
                "try:\n    main(['hook', 'post-edit'])\nexcept SystemExit:\n    pass\n"
                "sys.stderr.write(json.dumps({'full': 'anchorfs.workspace' in sys.modules}))\n")
-
-
-def test_post_edit_keeping_drift_is_judged_from_the_snapshot_alone(repo: Path) -> None:
-    """An edit is re-checked from the fold snapshot without the workspace (`hook_recheck`),
-    a drift change written and said there too; any doubt takes the full path, which says it."""
-    import time
-
-    from anchorfs import catchup
-
-    with anchorfs.open(repo) as ws:
-        m = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
-        ws.record("revoke is a no-op", anchors=["auth/token.py#TokenIssuer.revoke"])
-        ws.record("readme greets", anchors=["README.md"])
-    token = repo / "auth" / "token.py"
-    edit = json.dumps(post_edit_json(repo, token))
-
-    def post_edit() -> tuple[str, bool]:
-        proc = subprocess.run([sys.executable, "-c", _EDIT_PROBE, edit], cwd=repo, capture_output=True, text=True,
-                              timeout=60, check=False)
-        return proc.stdout, bool(json.loads(proc.stderr)["full"])
-
-    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
-    token.write_text(TOKEN + "# a comment\n")
-    assert post_edit() == ("", True)  # no snapshot yet: the full path, which writes it
-    time.sleep(catchup.FINE_NS / 1e9 + 0.05)
-    token.write_text(TOKEN + "# another comment\n")
-    assert post_edit() == ("", False)  # every memory on it still fresh: said from the snapshot alone
-    token.write_text(TOKEN.replace("hours=24", "hours=12"))
-    out, full = post_edit()
-    assert not full and "made 1 memory stale" in out and m.id in out  # a change: said from the snapshot too, once
-    assert post_edit() == ("", False)  # still stale, as recorded: nothing new, nothing opened
-    (repo / ".anchorfs" / "drift.json").write_bytes(b"{damaged")
-    token.write_text(TOKEN)
-    assert post_edit() == ("", True)  # a damaged drift.json: never judged from, the full path mends it
-    assert json.loads((repo / ".anchorfs" / "drift.json").read_text())["v"] == 1
 
 
 def test_a_symbol_check_loads_its_grammar_without_the_language_packs_init() -> None:

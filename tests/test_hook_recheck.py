@@ -88,90 +88,6 @@ def _events(repo: Path) -> list[dict[str, object]]:
     return [{k: v for k, v in json.loads(line).items() if k != "at"} for line in lines]
 
 
-def test_an_edit_making_a_memory_stale_is_written_from_its_records_alone(repo: Path, tmp_path: Path) -> None:
-    issue, revoke = _many(repo)
-    token = repo / "auth" / "token.py"
-    with anchorfs.open(repo) as ws:
-        ws.drift()  # every file hashed: the hash cache holds entries the hook never asks about
-    settle()
-    assert probe(repo, edit_json(repo, token), "hook", "post-edit")[0] == ""  # writes the snapshot (full path)
-    settle()
-    twin = tmp_path / "twin"
-    shutil.copytree(repo, twin, symlinks=True)
-    for root in (repo, twin):
-        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
-    (twin / ".anchorfs" / "fold.snap").unlink()  # the twin can only take the workspace's path
-
-    entries_before = json.loads((repo / ".anchorfs" / "manifest.json").read_bytes())["entries"]
-    out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
-    assert report == {"built": 2, "workspace": False, "heavy": []}  # the two memories on the file, nothing else
-    # the hash cache saved whole: the hook decoded its file's entry alone, every other one kept as it was
-    entries_after = json.loads((repo / ".anchorfs" / "manifest.json").read_bytes())["entries"]
-    assert {"README.md", "notes.txt"} <= entries_before.keys() and entries_after.keys() == entries_before.keys()
-    assert {k: v for k, v in entries_after.items() if k != "auth/token.py"} == {
-        k: v for k, v in entries_before.items() if k != "auth/token.py"}
-    assert entries_after["auth/token.py"][:4] != entries_before["auth/token.py"][:4]  # the edited file, re-hashed
-    twin_out, twin_report = probe(twin, edit_json(twin, twin / "auth" / "token.py"), "hook", "post-edit")
-    assert twin_report["workspace"] is True and int(str(twin_report["built"])) >= 42
-    assert out == twin_out  # the same answer, word for word
-    text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
-    assert text.startswith("anchorfs: this edit of auth/token.py made 1 memory stale")
-    assert f"- {issue}: auth/token.py#TokenIssuer.issue changed · token expiry is 24 hours" in text
-    assert revoke not in text
-    # what it wrote is what the workspace's path writes
-    for name in ("drift.json",):
-        assert (repo / ".anchorfs" / name).read_bytes() == (twin / ".anchorfs" / name).read_bytes()
-    assert json.loads((repo / ".anchorfs" / "drift.json").read_text()) == {
-        "v": 1, "drift": {issue: "stale"}, "pending": {issue: "stale"}}
-    assert _events(repo) == _events(twin) == [{"id": issue, "from": "fresh", "to": "stale", "source": "post-edit",
-                                               "detail": "auth/token.py#TokenIssuer.issue changed",
-                                               "content": "token expiry is 24 hours"}]
-    # said once: the same edit again says nothing and logs nothing; the code put back is fresh again
-    assert probe(repo, edit_json(repo, token), "hook", "post-edit") == ("", {"built": 2, "workspace": False,
-                                                                            "heavy": []})
-    token.write_text(TOKEN)
-    out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
-    assert report["workspace"] is False and f"anchorfs: {issue} is fresh again after this edit" in out
-    assert [e["to"] for e in _events(repo)] == ["stale", "fresh"]
-    with anchorfs.open(repo) as ws:  # the workspace reads what the hook wrote
-        assert ws.last_drift() == {issue: "fresh"} and ws.list(drift="stale") == []
-
-
-def test_a_commit_making_a_memory_stale_is_written_from_its_records_alone(repo: Path, tmp_path: Path) -> None:
-    issue, _ = _many(repo)
-    install(repo)
-    settle()
-    (repo / "README.md").write_text("bye\n")
-    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "readme")
-    probe(repo, "", "hook", "run", "--root", str(repo))  # 20 stale: the snapshot is written by this first run
-    settle()
-    twin = tmp_path / "twin"
-    shutil.copytree(repo, twin, symlinks=True)
-    for root in (repo, twin):
-        (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=2"))
-        git(root, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "expiry")
-    (twin / ".anchorfs" / "fold.snap").unlink()
-
-    out, report = probe(repo, "", "hook", "run", "--root", str(repo))
-    assert report == {"built": 2, "workspace": False, "heavy": []}
-    twin_out, twin_report = probe(twin, "", "hook", "run", "--root", str(twin))
-    assert twin_report["workspace"] is True
-    assert out == twin_out
-    assert out.startswith("anchorfs: this commit made 1 memory stale:\n")
-    assert f"  {issue}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours\n" in out
-    assert (repo / ".anchorfs" / "drift.json").read_bytes() == (twin / ".anchorfs" / "drift.json").read_bytes()
-    assert _events(repo) == _events(twin)
-    assert _events(repo)[-1] == {"id": issue, "from": "fresh", "to": "stale", "source": "hook",
-                                 "detail": "auth/token.py#TokenIssuer.issue changed", "content": "token expiry is 24 hours"}
-    # the JSON form, a commit putting it back: fresh again, from the snapshot, once
-    (repo / "auth" / "token.py").write_text(TOKEN)
-    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "back")
-    out, report = probe(repo, "", "hook", "run", "--json", "--root", str(repo))
-    assert report["workspace"] is False
-    assert [(e["id"], e["from"], e["to"]) for e in json.loads(out)["events"]] == [(issue, "stale", "fresh")]
-    assert json.loads(probe(repo, "", "hook", "run", "--json", "--root", str(repo))[0]) == {"events": []}
-
-
 def test_a_damaged_drift_file_or_no_snapshot_takes_the_workspaces_path(repo: Path) -> None:
     issue, _ = _many(repo)
     token = repo / "auth" / "token.py"
@@ -208,7 +124,6 @@ def test_two_hooks_racing_on_one_edit_log_it_once(repo: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", _PROBE, edit_json(repo, token), "hook", "post-edit"], cwd=repo,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     outs = [p.communicate(timeout=60) for p in procs]
-    assert all(json.loads(err)["workspace"] is False for _, err in outs)
     assert sorted(bool(out) for out, _ in outs) == [False, False, True]  # said by one of them
     assert [(e["id"], e["to"]) for e in _events(repo)] == [(issue, "stale")]
 

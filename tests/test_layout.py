@@ -114,7 +114,7 @@ MCP_HOMES = {
 
 
 @pytest.mark.parametrize("module", ["drift", *DRIFT_HOMES, "mcp", *MCP_HOMES, "workspace", "revision", "digest",
-                                    "digest_memo", "snapplan", "snapindex", "foldsnap", "hashing", "filehash", "judged"])
+                                    "foldsnap", "hashing", "filehash"])
 def test_each_split_module_stays_under_the_size_of_one_concept(module: str) -> None:
     assert _lines(module) <= MAX_LINES, (module, _lines(module))
 

@@ -473,34 +473,3 @@ def test_lines_found_nowhere_are_not_searched_again_until_git_the_file_or_the_tt
     assert verdict() == (Verdict.MOVED, "split.py")
 
 
-def test_a_drift_memo_resting_on_a_move_is_not_replayed_once_the_new_file_changes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """`anchorfs drift` replays its last output while what it rested on holds (`anchorfs.memo`):
-    after a move that is also the file at `path_now`. A true edit there is stale at once."""
-    import time
-
-    import anchorfs.hashing as hashing
-    from anchorfs.__main__ import main as entry
-
-    gran = 30_000_000  # a short racy window, as tests/test_memo.py does, instead of sleeping 2 s
-    monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", gran)
-    kwdefaults = HashCache.__init__.__kwdefaults__
-    assert kwdefaults is not None
-    monkeypatch.setitem(kwdefaults, "granularity_ns", gran)
-
-    def drift() -> int:
-        time.sleep(gran / 1e9 * 1.5)  # every change so far out of the racy window
-        with pytest.raises(SystemExit) as exc:
-            entry(["--root", str(root), "drift", "--json"])
-        capsys.readouterr()
-        return exc.value.code if isinstance(exc.value.code, int) else 0
-
-    root = make(tmp_path, {"token.py": TOKEN}, use_git=True)
-    with anchorfs.open(root) as ws:
-        ws.record("the token module signs with jwt", anchors=["token.py"])
-    move(root, "token.py", "moved/token.py", use_git=True)
-    assert drift() == 0
-    assert drift() == 0
-    assert (root / ".anchorfs" / "drift.memo").exists()  # the memo this is about
-    (root / "moved" / "token.py").write_text(TOKEN.replace("return 24", "return 12"))
-    assert drift() == 90

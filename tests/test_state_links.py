@@ -12,20 +12,16 @@ fails before LanceDB is opened.
 from __future__ import annotations
 
 import errno
-import marshal
 import os
 import shutil
 import subprocess
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import anchorfs
-from anchorfs import memo
 from anchorfs.errors import WorkspaceError
 from anchorfs.ledger import FAULT_ENV, Ledger
 from anchorfs.mcp import write_mcp_config
@@ -65,7 +61,7 @@ def _plant(clone: Path, work: Path, case: str) -> str:
 
 CASES = [
     "ledger.jsonl", "ledger.jsonl dangling", "lock dangling", "lock", "manifest.json", "drift.json",
-    "drift.memo", "applied", "events.jsonl", "events.jsonl dangling", ".gitignore", "memories.lance",
+    "applied", "events.jsonl", "events.jsonl dangling", ".gitignore", "memories.lance",
     "state folder",
 ]
 
@@ -189,26 +185,6 @@ def test_a_linked_mcp_config_is_refused(template: tuple[Path, str], tmp_path: Pa
     (clone / ".mcp.json").unlink()
     assert write_mcp_config(clone) == clone / ".mcp.json"  # a real file is written as before
     assert not (clone / ".mcp.json").is_symlink()
-
-
-def test_a_memo_planted_in_a_clone_is_never_replayed(template: tuple[Path, str], tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """A committed `drift.memo` resting on no path at all would replay anything (exit 0, "fresh")
-    once its writer guessed the environment; every memo anchorfs writes rests on the ledger first."""
-    clone = tmp_path / "clone"
-    shutil.copytree(template[0], clone, symlinks=True)
-    (clone / "src" / "app.py").write_bytes(b"def handler(request):\n    return 'changed'\n")
-    root_real = os.path.realpath(clone)
-    forged: tuple[Any, ...] = (1, memo._environment(), root_real, time.time() - 1, time.time() + 3600, [], [], [],
-              {"json": '{"forged": true}\n', "text": "all fresh (forged)\n"}, 0)
-    (clone / ".anchorfs" / "drift.memo").write_bytes(marshal.dumps(forged))
-    assert memo.replay(clone, False) is None
-    code, _ = run_cli(capsys, "drift", "--root", str(clone), entry=True)
-    assert code == 90  # the full pass ran and found the change
-    (clone / ".anchorfs" / "drift.memo").unlink(missing_ok=True)
-    (clone / ".anchorfs" / "drift.memo").symlink_to(tmp_path / "forged.memo")
-    (tmp_path / "forged.memo").write_bytes(marshal.dumps(forged))
-    assert memo.replay(clone, False) is None
 
 
 @pytest.fixture

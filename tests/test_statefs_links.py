@@ -1,5 +1,4 @@
-"""A crafted clone with a link at `.anchorfs/fold.snap`, `digest.memo`, `server.sock`, `config.parsed` or `judged`
-(the anchors' verdicts folder): refused
+"""A crafted clone with a link at `.anchorfs/fold.snap`, `server.sock` or `events.jsonl`: refused
 as a link at any other state path is (`statefs.STATE_FILES`), in one line naming it, with nothing
 read through it nor written anywhere (not the target outside the clone, not the clone).
 
@@ -22,7 +21,7 @@ from anchorfs.statefs import STATE_FILES, check_state
 from conftest import anchored_clone, run_cli, tree_snapshot
 
 VICTIM = b"root:x:0:0:root:/root:/bin/bash\n"
-NAMES = ("fold.snap", "digest.memo", "server.sock", "config.parsed", "judged")
+NAMES = ("fold.snap", "server.sock", "events.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +74,7 @@ def test_a_linked_state_file_is_refused_and_nothing_is_written(
 
 
 def test_state_files_names_every_file_its_owners_keep() -> None:
-    """The names are spelled out in `statefs` (no import on the fast paths); they must not drift."""
-    from anchorfs import config, foldsnap, hook, server
+    """The names are spelled out in `statefs`; they must not drift from their owners'."""
+    from anchorfs import foldsnap, server
 
-    assert {foldsnap.SNAP_FILE, hook.DIGEST_MEMO, server.SOCKET_NAME, config.PARSED_FILE} <= set(STATE_FILES)
+    assert {foldsnap.SNAP_FILE, server.SOCKET_NAME} <= set(STATE_FILES)
