@@ -12,7 +12,7 @@ import os
 
 from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
 from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
-from .hashing import sha256_bytes
+from .guard import sha256_bytes
 from .locate import STATE_DIR
 from .model import AnchorRef, Verdict
 

@@ -33,7 +33,7 @@ import blake3
 
 from .hashing import DEFAULT_GRANULARITY_NS
 from .errors import LedgerError
-from .ledger import Entry, Ledger, fold, refold
+from .ledger import Entry, Ledger, refold
 from .model import Memory
 from .statefs import open_state, read_state
 
@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .store import Store
 
-__all__ = ["Prefix", "Follow", "Folded", "Kind", "follow", "settled", "extend", "catch_up", "reconcile", "merged", "load", "stamp", "CHECKPOINT_VERSION"]
+__all__ = ["Prefix", "Follow", "Folded", "Kind", "follow", "settled", "extend", "merged", "load", "stamp", "CHECKPOINT_VERSION"]
 
 BLOCK = 1 << 20
 """Chain block: an append re-hashes at most this much of what came before it."""
@@ -244,24 +243,6 @@ MAX_TOUCHED = 1 << 14
 """More memories touched since a snapshot than this: the full fold (which rewrites it) is as cheap."""
 
 
-def read_whole(follow: Follow) -> bool:
-    """Whether `follow` read the ledger to a whole last line, nothing moving while it read and no
-    line skipped as bad: what a snapshot may fold the lines after its prefix from."""
-    prefix = follow.prefix
-    return prefix.stat is not None and not follow.skipped and prefix.stat[2] == prefix.offset
-
-
-def touched_after(follow: Follow, top: int) -> list[str] | None:
-    """The ids of the memories the lines of a `grown` follow touch, in order of first touch, when a
-    snapshot folded to `seq` `top` can take those lines exactly; None otherwise (not grown, a line
-    without `seq` or not above `top`, too many touched, an id holding a newline). The one rule of
-    `planoverlay.overlay` (over the plan) and of the hooks' index (`snapindex._tail`)."""
-    if follow.kind != "grown" or any(e.seq is None or e.seq <= top for e in follow.entries):
-        return None
-    touched = list(dict.fromkeys(m.id for e in follow.entries for m in e.memories))
-    if len(touched) > MAX_TOUCHED or any("\n" in mid for mid in touched):
-        return None
-    return touched
 
 
 def settled(ledger: Ledger, seen: Prefix | None) -> bool:
@@ -422,61 +403,6 @@ def extend(ledger: Ledger, seen: Prefix | None, end: int) -> Prefix:
         return Prefix(end, _ZERO, _ZERO, _ZERO, None, started)
     finally:
         os.close(fd)
-
-
-def _doc(memory: Memory) -> str:
-    """A memory as the store's `doc` column holds it (`Store._rows`)."""
-    import orjson
-
-    return orjson.dumps(memory.to_dict()).decode()
-
-
-def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
-    """Make the store's rows exactly `state`: delete rows whose ids are gone (or stored twice),
-    upsert the rows that differ. Returns the ids inserted anew (their drift is unknown here)."""
-    docs = store.docs()
-    gone = [i for i, d in docs.items() if i not in state or d is None]
-    store.delete(gone)
-    todo = [m for i, m in state.items() if docs.get(i) is None or docs[i] != _doc(m)]
-    inserted = [m.id for m in todo if docs.get(m.id) is None]
-    for start in range(0, len(todo), BATCH):
-        batch = todo[start:start + BATCH]
-        if not docs:
-            store.add(batch)  # an empty store: plain appends, no merge
-        else:
-            store.upsert(batch)
-    return inserted
-
-
-def catch_up(store: "Store", ledger: Ledger, seen: Prefix | None) -> tuple[Follow, dict[str, Memory] | None, list[str]]:
-    """Bring `store` from `seen` to the ledger now (caller holds the writer lock).
-
-    Returns the follow, the whole fold when it was rebuilt (so the caller's fold cache can take
-    it) and the ids inserted anew by a rebuild.
-    """
-    f = follow(ledger, seen)
-    if f.kind == "grown":
-        mems = list(_grown(ledger, seen, f.entries))
-        for start in range(0, len(mems), BATCH):
-            store.upsert(mems[start:start + BATCH])
-        return f, None, []
-    if f.kind == "rewritten":
-        state = fold(f.entries)
-        return f, state, reconcile(store, state)
-    return f, None, []
-
-
-def _grown(ledger: Ledger, seen: Prefix | None, entries: list[Entry]) -> list[Memory]:
-    """The fold's snapshots of the memories `entries` touch. Lines appended after the prefix
-    need not outrank it (a union merge appends the other side's older entries), so a memory
-    they revise is folded with the prefix's lines that name it (`Ledger.touching`); new
-    records and earlier-version lines need nothing but themselves."""
-    ids = {m.id for e in entries if e.seq is not None for m in e.memories if e.deps_of(m.id) or e.op != "record"}
-    new = fold(entries)
-    if not ids or seen is None:
-        return list(new.values())
-    known = fold(ledger.touching(ids, seen.offset) + entries)
-    return [known.get(i, m) for i, m in new.items()]
 
 
 def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memory]:

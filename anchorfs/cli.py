@@ -45,7 +45,6 @@ from .errors import AnchorfsError
 
 if TYPE_CHECKING:
     from .drift import DriftReport
-    from .model import Memory
 
 __all__ = ["cli", "main", "EXIT_STALE"]
 

@@ -71,7 +71,7 @@ def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> str:
 
 def _one(root_real: str, anchor: AnchorRef) -> str:
     from .anchors import narrowed_text
-    from .hashing import sha256_bytes
+    from .guard import sha256_bytes
 
     if not (anchor.symbol or anchor.lines):
         # A whole file is too broad to describe one memory: its first lines (measured) added

@@ -86,7 +86,7 @@ class DriftChecker(MoveSearch):
         if probe.verdict is Verdict.DELETED:
             gone = self._follow(ref, AnchorCheck(ref, Verdict.DELETED, detail))
             if gone.verdict is Verdict.DELETED and ref.commit:  # a private ledger's memory from another branch
-                from .team import elsewhere
+                from .git import elsewhere
 
                 why = elsewhere(self.root_real, ref.commit, ref.path)
                 if why is not None:
@@ -141,7 +141,7 @@ class DriftChecker(MoveSearch):
             return False
         from .errors import HistoryError
         from .git import run_git
-        from .hashing import sha256_bytes
+        from .guard import sha256_bytes
 
         key = (self.root_real, ref)
         if key in _THEN_TOKENS:  # a commit's blob never changes: once per process

@@ -140,11 +140,6 @@ class DriftReport:
             return list(self._paths)
         return list(dict.fromkeys(map(_PATH, chain.from_iterable(map(_ANCHORS, self.checked)))))
 
-    def paths_now(self) -> list[str]:
-        """Where anchors followed to another file are now (`path_now`): files the report rests
-        on besides the anchored ones (`anchorfs.memo` records them too)."""
-        return [c.path_now for r in self._found.values() for c in r.checks if c.path_now is not None]
-
     @property
     def flagged(self) -> list[MemoryDrift]:
         """The memories that are not fresh (stale or unknown), without building the rest."""

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from anchorfs.errors import EmbedderError
-from anchorfs.textutil import _token_words, _tokens
+from anchorfs.textutil import _stem, _token_words, _tokens
 
 __all__ = ["Embedder", "HashingEmbedder", "get_embedder", "available_embedders", "DEFAULT_EMBEDDER"]
 
@@ -83,33 +83,6 @@ def _feature_hash(feature: str) -> int:
             _hash_cache.clear()
         _hash_cache[feature] = value
     return value
-
-
-_VOWELS = frozenset("aeiouy")
-
-
-def _stem(word: str) -> str:
-    """A deliberately tiny English stemmer: users/user, cached/caching/cache, queries/query.
-
-    Both sides of a comparison go through it, so an odd stem only matters when it merges two
-    unrelated words; only plain lowercase ASCII words are touched.
-    """
-    if len(word) <= 3 or not (word.isascii() and word.isalpha()):
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        stem = word[: -len(suffix)]
-        if word.endswith(suffix) and len(stem) >= 3 and _VOWELS.intersection(stem):
-            if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] not in "lsz" + "aeiou":
-                stem = stem[:-1]  # stopped -> stop, running -> run
-            word = stem
-            break
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    return word
 
 
 def _trigrams(part: str) -> list[str]:

@@ -1,25 +1,23 @@
-"""SHA-256 of bytes and of workspace files, the anchor contract's hash: the interpreter's own
-hash or OpenSSL's, whichever costs a process less for what it hashes (`new_sha256`), a file
-streamed through the one guarded open (`sha256_file`), and a batch of files read again in one C
-loop (`reread_digests`). The hash cache (`anchorfs.hashing`) decides when a file needs hashing;
+"""SHA-256 of workspace files, the anchor contract's hash: a file streamed through the one
+guarded open (`sha256_file`), and a batch of files read again in one C loop (`reread_digests`). The hash cache (`anchorfs.hashing`) decides when a file needs hashing;
 this module only hashes."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from typing import Any
+    pass
 
 try:  # the batch re-read in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
 except ImportError:  # callers go one file at a time through the guarded open
     _statmatch = None  # type: ignore[assignment]
 
-__all__ = ["new_sha256", "reread_digests", "sha256_bytes", "sha256_file"]
+__all__ = ["reread_digests", "sha256_file"]
 
 _ONE_READ = 1 << 20
 """Files up to this size are hashed from one `os.read` (`HashCache.hash_many`, `reread_digests`);
@@ -43,7 +41,9 @@ def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...
         return None
     started = time.time_ns()  # before any read, so a caller's racy rule errs towards poisoning
     out: list[bytes | None] = []
-    sha256 = _sha256_for(sum(int(k[0]) for k in keys))
+    import hashlib
+
+    sha256 = hashlib.sha256
     start = 0
     while start < len(rels):  # batches of at most _RENEW_BYTES held at once
         end, held = start, 0
@@ -57,49 +57,6 @@ def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...
         out.extend(None if data is None else sha256(data).digest() for data in got)
         start = end
     return started, out
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 of `data`: the anchor contract's hash."""
-    return new_sha256(len(data), data).hexdigest()
-
-
-_BUILTIN_BUDGET = [512 * 1024]
-"""Bytes this process may still hash with the interpreter's own SHA-256 (`new_sha256`): about
-where OpenSSL's start-up (11.7M instructions) and its faster hash (28 against 49 instructions a
-byte, by callgrind) break even; by the clock the built-in one wins further still."""
-_BUILTIN: list[Any] = []  # [the interpreter's own sha256 constructor, or None], once looked up
-
-
-def _sha256_for(size: int) -> Callable[..., Any]:
-    """A SHA-256 constructor for about `size` bytes (over one call or many): the interpreter's
-    built-in while this process has hashed less than `_BUILTIN_BUDGET` bytes with it, else
-    OpenSSL's (`hashlib`). OpenSSL hashes faster, but its start-up (`import hashlib`: the
-    library loaded, every algorithm's constructor built) costs a hook checking a few symbols'
-    spans, or a session start hashing a few hundred small files again, more than all their
-    hashing (issue 20); the budget bounds what the slower hash can ever cost a process that
-    hashes a lot. Both give the same digest."""
-    if not _BUILTIN:
-        try:
-            from _sha256 import sha256 as builtin  # Python 3.11
-        except ImportError:
-            try:
-                from _sha2 import sha256 as builtin  # type: ignore[import-not-found, no-redef]  # 3.12+
-            except ImportError:
-                builtin = None
-        _BUILTIN.append(builtin)
-    builtin = _BUILTIN[0]
-    if builtin is not None and size <= _BUILTIN_BUDGET[0]:
-        _BUILTIN_BUDGET[0] -= size
-        return builtin
-    import hashlib  # lazily: OpenSSL's start-up is a tenth of a warm `anchorfs drift`, which hashes nothing
-
-    return hashlib.sha256
-
-
-def new_sha256(size: int, data: bytes = b"") -> Any:
-    """A SHA-256 hasher (`update`, `hexdigest`) for about `size` bytes, fed `data` (`_sha256_for`)."""
-    return _sha256_for(size)(data)
 
 
 def sha256_file(

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from .errors import HistoryError
+from .locate import STATE_DIR
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -401,3 +402,27 @@ def is_tracked(cwd: Path, path: str) -> bool:
     """Whether git tracks `path` (relative to `cwd`) in the index."""
     return bool(run_git(cwd, "ls-files", "--", path, check=False).strip())
 
+
+def elsewhere(root: str, commit: str | None, path: str) -> str | None:
+    """Why a `deleted` anchor is not evidence, or None when it is: in a private ledger (not
+    tracked by git, so served on every branch) an anchor taken at a commit that is not in
+    HEAD's history, whose file is absent, rests on another branch. The detail names the
+    branch tips that hold its commit."""
+    if not commit:
+        return None
+    from pathlib import Path
+
+    top = Path(root)
+    try:
+        where = toplevel(top)
+        if where is None or is_tracked(top, f"{STATE_DIR}/ledger.jsonl"):
+            return None
+        head = current_head(Path(os.path.realpath(where)))
+        if head is None or is_ancestor(top, commit, head):
+            return None
+        tips = branches_containing(top, commit)
+    except HistoryError:
+        return None
+    on = f"branch {', '.join(tips)}" if tips else "no local branch"
+    return (f"{path} is absent here, and its anchor was taken at {commit[:12]} (on {on}), which is not in "
+            f"HEAD's history: the private ledger is served on every branch")

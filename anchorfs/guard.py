@@ -30,6 +30,7 @@ permission denied) pass through untouched.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 
@@ -229,16 +230,18 @@ def hash_guarded(
     """Hex SHA-256 of a whole workspace file through `open_guarded`, streamed (no size bound).
 
     Raw `os.read` rather than `hashlib.file_digest`, which allocates a 256 KiB buffer per call
-    (most anchored files are a few KiB: that allocation was most of a cold check); hashed by
-    `hashing.new_sha256`, whose budget gives a hook's one edited file the built-in SHA-256.
+    (most anchored files are a few KiB: that allocation was most of a cold check).
     """
-    from .hashing import new_sha256  # the interpreter's SHA-256 for a few files: no OpenSSL start-up (issue 20)
-
-    fd, st = open_guarded(path, root=root, expect=expect)
+    fd, _ = open_guarded(path, root=root, expect=expect)
     try:
-        digest = new_sha256(st.st_size)
+        digest = hashlib.sha256()
         while chunk := os.read(fd, _CHUNK):
             digest.update(chunk)
         return digest.hexdigest()
     finally:
         os.close(fd)
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of `data`: the anchor contract's hash."""
+    return hashlib.sha256(data).hexdigest()

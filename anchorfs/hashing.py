@@ -32,7 +32,10 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
 from types import TracebackType
 
-from .filehash import _ONE_READ, _sha256_for, new_sha256, reread_digests, sha256_bytes, sha256_file
+import hashlib
+
+from .filehash import _ONE_READ, reread_digests, sha256_file
+from .guard import sha256_bytes
 from .manifestfile import MANIFEST_VERSION, assemble
 from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
@@ -46,7 +49,7 @@ try:  # the warm check's loop in C, off the GIL: built at install where a C comp
 except ImportError:  # the pure-Python loop gives the same answers (tests run both)
     _statmatch = None  # type: ignore[assignment]
 
-__all__ = ["HashCache", "sha256_bytes", "new_sha256", "sha256_file", "reread_digests", "MANIFEST_VERSION"]
+__all__ = ["HashCache", "sha256_bytes", "sha256_file", "reread_digests", "MANIFEST_VERSION"]
 
 
 DEFAULT_GRANULARITY_NS = 2_000_000_000
@@ -151,8 +154,6 @@ class HashCache:
         self._memo: dict[int, tuple[list[str], int, list[_Entry | None], list[tuple[int, ...]], list[str | None],
                                     bytes | None]] = {}
         self._touched: set[str] = set()  # changed or forgotten here since the last save
-        # `vouch`'s C comparisons, as made: (when, rels, paths, keys, per path 1 when equal); see `seen_since`
-        self._seen: list[tuple[int, list[str], Sequence[str | None], list[tuple[int, ...]], bytes]] = []
         self._by_sha: tuple[int, dict[str, list[str]]] | None = None  # (version, sha -> paths): `paths_for`
         self._moves: dict[str, _Move] = {}  # key -> found move: see `move_of`
         self._moves_touched: set[str] = set()  # moves noted or dropped here since the last save
@@ -247,12 +248,8 @@ class HashCache:
                     self._memo.clear()
                 self._memo[id(rels)] = (rels, version, entries, keys, shas, packed)  # holds `rels`: no id reuse
         if window and keys is not None and packed is not None and _statmatch is not None:
-            when = time.time_ns()  # before the stats: what they saw is this late at least
             got = _statmatch.match(paths, packed)  # None: no path, a file gone, a name C cannot pass: one by one
             if got is not None:
-                if len(self._seen) >= _MEMO_KEPT:
-                    del self._seen[0]
-                self._seen.append((when, rels, paths, keys, got))
                 return list(shas) if 0 not in got else [sha if fine else None for sha, fine in zip(shas, got)]
         elif window and keys is not None:
             try:
@@ -319,29 +316,6 @@ class HashCache:
             self._publish(fresh)
         return out
 
-    def trusted_until(self, files: dict[str, tuple[int, int, int, int]], shas: dict[str, str] | None = None
-                      ) -> float | None:
-        """When the first of these files' cached hashes reaches its TTL, by this cache's clock;
-        None when one has no trusted hash for the file as it stands: none cached, poisoned as
-        racy, or cached for other stat fields than the (size, mtime_ns, ctime_ns, inode) given.
-
-        What a result resting on these hashes may be reused until (`anchorfs.memo`): a later
-        check would re-hash them from then on. `shas` receives each file's hash (partly filled
-        when the answer is None).
-        """
-        self._need_all(files)
-        first = self._clock()
-        with self._lock:
-            for rel, key in files.items():
-                e = self._entries.get(rel)
-                if e is None or e[4] is None or _ENTRY_KEY(e) != key:
-                    return None
-                if shas is not None:
-                    shas[rel] = e[4]
-                if e[5] < first:
-                    first = e[5]
-        return first + self._ttl
-
     def hash_many(self, rels: Sequence[str], paths: Sequence[str], stats: Sequence[os.stat_result], *,
                   root: str | None = None) -> list[str | None]:
         """Hash files the caller has just `lstat`-ed, in one tight loop: the cold pass's form of
@@ -364,9 +338,7 @@ class HashCache:
         limit = started - self._gran
         out: list[str | None] = []
         fresh: dict[str, _Entry] = {}
-        # one choice for the whole batch: a session start hashing its few hundred small files
-        # again (past the TTL) pays no OpenSSL start-up, a cold pass over a large tree takes it
-        sha256 = _sha256_for(sum(st.st_size for st in stats if st.st_size <= _ONE_READ))
+        sha256 = hashlib.sha256
         for rel, path, st in zip(rels, paths, stats):
             size = st.st_size
             if size > _ONE_READ or not stat.S_ISREG(st.st_mode):
@@ -494,28 +466,6 @@ class HashCache:
         self._need(rel)
         e = self._entries.get(rel)
         return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
-
-    def keys_of(self, rels: Sequence[str]) -> list[tuple[int, int, int, int] | None]:
-        """`stat_of` for many paths at once (the drift memo records thousands)."""
-        self._need_all(rels)
-        return [None if e is None else _ENTRY_KEY(e) for e in map(self._entries.get, rels)]
-
-    def seen_since(self, started_ns: int) -> dict[str, tuple[str | None, tuple[int, ...]]]:
-        """rel -> (the path `lstat`-ed, the key its stat equalled) for the files `vouch` found
-        unchanged in its C loop at `started_ns` or later: the stat a pass judged each file by,
-        which a result of that pass rests on (`memo._record_files` records it instead of taking
-        a second stat of thousands of files). The latest comparison of a file wins."""
-        out: dict[str, tuple[str | None, tuple[int, ...]]] = {}
-        for when, rels, paths, keys, got in self._seen:
-            if when >= started_ns and 0 not in got:  # every file unchanged (the common batch): in C
-                out.update(zip(rels, zip(paths, keys)))
-            elif when >= started_ns:
-                for rel, path, key, ok in zip(rels, paths, keys, got):
-                    if ok:
-                        out[rel] = (path, key)
-                    else:
-                        out.pop(rel, None)
-        return out
 
     def forget(self, rel: str) -> None:
         """Drop `rel`: its next `sha256` reads the file, and the next save drops it on disk."""

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .statefs import find_block, replace_block, replace_text
 from .errors import InputError, WorkspaceError
 
 __all__ = [
@@ -292,47 +293,6 @@ def _merge_toml(path: Path, old: str | None, entry: dict[str, Any]) -> str:
     return new
 
 
-# -- managed blocks in text files ------------------------------------------------------------------
-
-def find_block(text: str, begin_prefix: str, end: str, *, where: str = "the file") -> list[tuple[int, int]]:
-    """(start, stop) character offsets of each block from a line starting with `begin_prefix`
-    through its `end` line (inclusive, with its newline). A begin with no end is refused."""
-    spans: list[tuple[int, int]] = []
-    pos = 0
-    lines = text.splitlines(keepends=True)
-    start: int | None = None
-    for line in lines:
-        bare = line.rstrip("\r\n").strip()
-        if start is None and bare.startswith(begin_prefix):
-            start = pos
-        elif start is not None and bare == end:
-            spans.append((start, pos + len(line)))
-            start = None
-        pos += len(line)
-    if start is not None:
-        raise InputError(f"the anchorfs block in {where} has no `{end}` line; fix it by hand, nothing was written")
-    return spans
-
-
-def replace_block(text: str, block: str, begin_prefix: str, end: str, *, where: str = "the file") -> str:
-    """`text` with its managed block replaced by `block` in place (later copies removed), or
-    `block` appended after a blank line when there is none. Text outside is kept byte for byte."""
-    spans = find_block(text, begin_prefix, end, where=where)
-    if not block.endswith("\n"):
-        block += "\n"
-    if not spans:
-        if not text:
-            return block
-        # only a newline the text lacks: what was there stays a byte-identical prefix (an HTML
-        # comment line may follow a paragraph line in Markdown)
-        return text + ("" if text.endswith("\n") else "\n") + block
-    out = [text[: spans[0][0]], block]
-    for (_, stop), (nxt, _) in zip(spans, spans[1:]):
-        out.append(text[stop:nxt])
-    out.append(text[spans[-1][1]:])
-    return "".join(out)
-
-
 def rules_block() -> str:
     return f"{RULES_BEGIN}\n{RULES_TEXT}{RULES_END}\n"
 
@@ -379,19 +339,6 @@ def write_rules(root: str | os.PathLike[str], host: str) -> Written | None:
     except OSError as exc:
         raise WorkspaceError(f"cannot write {path}: {exc.strerror}") from None
     return Written(host, "rules", root / rel, True)
-
-
-def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> None:
-    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode:
-    `statefs.replace_state` (an exclusive temp file beside it, never through a planted link,
-    the mode set before the rename), so a reader sees the old file or the new, never half.
-    Its bytes are fsynced before the rename and the folder after it: the file is the person's
-    own, and a crash must not leave it empty (a rename can reach the disk before the data)."""
-    from .statefs import fsync_dir, replace_state
-
-    mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
-    replace_state(os.fspath(path), text.encode("utf-8"), mode=mode, fsync=True)
-    fsync_dir(os.path.dirname(os.path.realpath(path)))  # the folder the rename happened in (not a link)
 
 
 # -- Claude Code hooks ---------------------------------------------------------------------------

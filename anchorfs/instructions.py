@@ -347,7 +347,7 @@ def export_block(ws: "Workspace") -> tuple[str, int, int]:
 def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
     """Write (or refresh) the export block in `path`, created when missing. A link is followed
     to the file it names, which is the one replaced (atomically, its mode kept)."""
-    from .hosts import replace_block
+    from .statefs import replace_block
 
     target = os.path.realpath(path)
     old = read_text_file(target)
@@ -355,7 +355,7 @@ def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
     new = replace_block(old or "", block, _EXPORT_PREFIX, EXPORT_END, where=str(path))
     if new == old:
         return ExportResult(str(path), False, total, stale)
-    from .hosts import replace_text
+    from .statefs import replace_text
 
     try:
         replace_text(target, new, existed=old is not None)

@@ -20,7 +20,6 @@ these fields (earlier ledgers) fold in line order, as they always did, before ev
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import sys
@@ -30,7 +29,7 @@ from datetime import datetime
 
 from .errors import InputError, LedgerError
 from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
-from .statefs import FAULT_ENV, open_state, refuse_link
+from .statefs import armed, fault, open_state, refuse_link
 
 from typing import TYPE_CHECKING
 from typing import NamedTuple
@@ -55,29 +54,6 @@ __all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "curren
 
 LEDGER_VERSION = 1
 OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark", "accept", "reject")
-
-
-def armed(point: str) -> bool:
-    """Whether tests asked for a fault at `point` (for faults that must act before `fault`)."""
-    spec = os.environ.get(FAULT_ENV)
-    return spec is not None and point in spec.split(",")
-
-
-def fault(point: str) -> None:
-    """Crash or fail at a named point when tests ask for it through the environment.
-
-    Points: ledger-append, ledger-partial (half the record written, then ENOSPC), ledger-cut
-    (a torn tail cannot be cut: EPERM, as on an append-only file),
-    kill-after-ledger, kill-after-store, store-write, applied-write, drift-write,
-    manifest-write (the last three write half of their temp file first).
-    """
-    if not armed(point):
-        return
-    if point.startswith("kill"):
-        os._exit(137)
-    if point == "ledger-cut":
-        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
-    raise OSError(errno.ENOSPC, f"injected fault at {point}")
 
 
 def current_actor() -> str:
@@ -245,12 +221,6 @@ class Ledger:
         from pathlib import Path
 
         return Path(self.file)
-
-    @property
-    def lock_path(self) -> Path:
-        from pathlib import Path
-
-        return Path(self.lock_file)
 
     def lock(self) -> _WriteLock:
         """The workspace's writer lock: ledger append + store write + checkpoint, as one."""

@@ -232,7 +232,7 @@ GROUPS: tuple[tuple[str, ...], ...] = tuple(
 
 
 def _key(word: str) -> str:
-    from .embedders import _stem
+    from .textutil import _stem
 
     return _stem(word.lower())
 

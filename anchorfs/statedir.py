@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .anchors import STATE_DIR
+from .locate import STATE_DIR
 from .errors import InputError, WorkspaceError
 from .locate import ROOT_ENV
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state

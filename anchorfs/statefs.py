@@ -16,9 +16,14 @@ import errno
 import os
 import stat
 
-from .errors import WorkspaceError
+from .errors import InputError, WorkspaceError
 
 __all__ = [
+    "armed",
+    "fault",
+    "find_block",
+    "replace_block",
+    "replace_text",
     "STATE_FILES",
     "STATE_LIMIT",
     "StateTooLarge",
@@ -35,13 +40,37 @@ __all__ = [
 ]
 
 FAULT_ENV = "ANCHORFS_TEST_FAULT"
-"""Test-only fault injection: a comma-separated list of points (see `anchorfs.ledger.fault`)."""
+"""Test-only fault injection: a comma-separated list of points (see `anchorfs.statefs.fault`)."""
 
 STORE_DIR = "memories.lance"
 STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "applied", "events.jsonl",
                ".gitignore", "fold.snap", "server.sock", STORE_DIR)
 """Every name anchorfs keeps in `.anchorfs/`; none of them may be a link. Spelled out, not
 imported from their owners (`foldsnap.SNAP_FILE`, `server.SOCKET_NAME`); a test keeps the two in step."""
+
+def armed(point: str) -> bool:
+    """Whether tests asked for a fault at `point` (for faults that must act before `fault`)."""
+    spec = os.environ.get(FAULT_ENV)
+    return spec is not None and point in spec.split(",")
+
+
+def fault(point: str) -> None:
+    """Crash or fail at a named point when tests ask for it through the environment.
+
+    Points: ledger-append, ledger-partial (half the record written, then ENOSPC), ledger-cut
+    (a torn tail cannot be cut: EPERM, as on an append-only file),
+    kill-after-ledger, kill-after-store, store-write, applied-write, drift-write,
+    manifest-write (the last three write half of their temp file first).
+    """
+    if not armed(point):
+        return
+    if point.startswith("kill"):
+        os._exit(137)
+    if point == "ledger-cut":
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+    raise OSError(errno.ENOSPC, f"injected fault at {point}")
+
+
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -214,7 +243,7 @@ def replace_state(
     becomes the file's mtime (and atime) before the replace, for a reader whose trust rule
     measures from a moment other than the write (the fold snapshot). `fsync` makes the bytes
     durable before the rename; the folder's own fsync is the caller's. `fault_point` names the
-    test-only fault switch (`anchorfs.ledger.fault`): half the temp file lands, then ENOSPC.
+    test-only fault switch (`anchorfs.statefs.fault`): half the temp file lands, then ENOSPC.
     Returns the `fstat` of the file written, which the rename keeps (inode, size, mtime).
     """
     refuse_link(path)
@@ -223,7 +252,6 @@ def replace_state(
         try:
             view = memoryview(payload)
             if fault_point is not None and FAULT_ENV in os.environ:  # the switch's module (the ledger's) only then
-                from .ledger import armed, fault
 
                 if armed(fault_point):
                     view = view[os.write(fd, view[: len(view) // 2]):]
@@ -262,3 +290,55 @@ def fsync_dir(folder: str | os.PathLike[str]) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# -- managed blocks in text files ------------------------------------------------------------------
+
+def find_block(text: str, begin_prefix: str, end: str, *, where: str = "the file") -> list[tuple[int, int]]:
+    """(start, stop) character offsets of each block from a line starting with `begin_prefix`
+    through its `end` line (inclusive, with its newline). A begin with no end is refused."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    lines = text.splitlines(keepends=True)
+    start: int | None = None
+    for line in lines:
+        bare = line.rstrip("\r\n").strip()
+        if start is None and bare.startswith(begin_prefix):
+            start = pos
+        elif start is not None and bare == end:
+            spans.append((start, pos + len(line)))
+            start = None
+        pos += len(line)
+    if start is not None:
+        raise InputError(f"the anchorfs block in {where} has no `{end}` line; fix it by hand, nothing was written")
+    return spans
+
+
+def replace_block(text: str, block: str, begin_prefix: str, end: str, *, where: str = "the file") -> str:
+    """`text` with its managed block replaced by `block` in place (later copies removed), or
+    `block` appended after a blank line when there is none. Text outside is kept byte for byte."""
+    spans = find_block(text, begin_prefix, end, where=where)
+    if not block.endswith("\n"):
+        block += "\n"
+    if not spans:
+        if not text:
+            return block
+        # only a newline the text lacks: what was there stays a byte-identical prefix (an HTML
+        # comment line may follow a paragraph line in Markdown)
+        return text + ("" if text.endswith("\n") else "\n") + block
+    out = [text[: spans[0][0]], block]
+    for (_, stop), (nxt, _) in zip(spans, spans[1:]):
+        out.append(text[stop:nxt])
+    out.append(text[spans[-1][1]:])
+    return "".join(out)
+
+
+def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> None:
+    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode:
+    `statefs.replace_state` (an exclusive temp file beside it, never through a planted link,
+    the mode set before the rename), so a reader sees the old file or the new, never half.
+    Its bytes are fsynced before the rename and the folder after it: the file is the person's
+    own, and a crash must not leave it empty (a rename can reach the disk before the data)."""
+    mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
+    replace_state(os.fspath(path), text.encode("utf-8"), mode=mode, fsync=True)
+    fsync_dir(os.path.dirname(os.path.realpath(path)))  # the folder the rename happened in (not a link)

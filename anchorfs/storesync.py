@@ -9,12 +9,13 @@ a wrong answer. Functions of the workspace whose store, fold and checkpoint they
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import catchup, writeback
-from .ledger import fold
+from .ledger import Entry, Ledger, fold
+from .model import Memory
 from .statedir import _replace_atomic
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
         if catchup.settled(ws.ledger, seen):
             ws._applied_at = seen
             return
-    follow, state, inserted = catchup.catch_up(ws._store, ws.ledger, seen)
+    follow, state, inserted = _follow_into(ws._store, ws.ledger, seen)
     if inserted:  # back from another branch: its last known drift, as `reindex` gives it
         known = ws.last_drift()
         ws._store.set_drift({i: known[i] for i in inserted if known.get(i, "fresh") != "fresh"})
@@ -163,3 +164,58 @@ def rebuild(ws: "Workspace", *, embedder: str | None = None,
             ws._fold = catchup.Folded(follow.prefix, state)
         set_applied(ws, follow.prefix.offset, follow.prefix)
     return len(mems)
+
+
+def _doc(memory: Memory) -> str:
+    """A memory as the store's `doc` column holds it (`Store._rows`)."""
+    import orjson
+
+    return orjson.dumps(memory.to_dict()).decode()
+
+
+def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
+    """Make the store's rows exactly `state`: delete rows whose ids are gone (or stored twice),
+    upsert the rows that differ. Returns the ids inserted anew (their drift is unknown here)."""
+    docs = store.docs()
+    gone = [i for i, d in docs.items() if i not in state or d is None]
+    store.delete(gone)
+    todo = [m for i, m in state.items() if docs.get(i) is None or docs[i] != _doc(m)]
+    inserted = [m.id for m in todo if docs.get(m.id) is None]
+    for start in range(0, len(todo), catchup.BATCH):
+        batch = todo[start:start + catchup.BATCH]
+        if not docs:
+            store.add(batch)  # an empty store: plain appends, no merge
+        else:
+            store.upsert(batch)
+    return inserted
+
+
+def _follow_into(store: "Store", ledger: Ledger, seen: catchup.Prefix | None) -> tuple[catchup.Follow, dict[str, Memory] | None, list[str]]:
+    """Bring `store` from `seen` to the ledger now (caller holds the writer lock).
+
+    Returns the follow, the whole fold when it was rebuilt (so the caller's fold cache can take
+    it) and the ids inserted anew by a rebuild.
+    """
+    f = catchup.follow(ledger, seen)
+    if f.kind == "grown":
+        mems = list(_grown(ledger, seen, f.entries))
+        for start in range(0, len(mems), catchup.BATCH):
+            store.upsert(mems[start:start + catchup.BATCH])
+        return f, None, []
+    if f.kind == "rewritten":
+        state = fold(f.entries)
+        return f, state, reconcile(store, state)
+    return f, None, []
+
+
+def _grown(ledger: Ledger, seen: catchup.Prefix | None, entries: list[Entry]) -> list[Memory]:
+    """The fold's snapshots of the memories `entries` touch. Lines appended after the prefix
+    need not outrank it (a union merge appends the other side's older entries), so a memory
+    they revise is folded with the prefix's lines that name it (`Ledger.touching`); new
+    records and earlier-version lines need nothing but themselves."""
+    ids = {m.id for e in entries if e.seq is not None for m in e.memories if e.deps_of(m.id) or e.op != "record"}
+    new = fold(entries)
+    if not ids or seen is None:
+        return list(new.values())
+    known = fold(ledger.touching(ids, seen.offset) + entries)
+    return [known.get(i, m) for i, m in new.items()]

@@ -402,14 +402,14 @@ def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str 
     parsed, so a method is read in its class's context; a leaf cut by a line range counts by
     its part inside it.
     """
-    from .hashing import new_sha256  # OpenSSL's only past a budget: its start-up outweighs a span's hash
+    import hashlib
 
     try:
         lang = _check_source(path, source)
     except AnchorError:
         return None
     tree = _parser(lang).parse(source)
-    digest = new_sha256(max(0, min(end_byte, len(source)) - max(start_byte, 0)) + 64)  # about what is fed
+    digest = hashlib.sha256()
     update = digest.update
     stack: list[tuple[Node, bool]] = [(tree.root_node, False)]
     while stack:

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER", "ATTRIBUTE", "LEGACY_ATTRIBUTE", "PRIVATE_IGNORE", "merge_ledger", "merged_lines", "is_ledger_path",
-    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "check_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "elsewhere", "SecretError",
+    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "check_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "SecretError",
 ]
 
 DRIVER = "anchorfs-ledger"
@@ -577,32 +577,6 @@ def secret_check(ws: "Workspace", memories: "list[Memory]", allow: bool) -> str 
 
 
 # -- a private ledger across branches ------------------------------------------------------
-
-def elsewhere(root: str, commit: str | None, path: str) -> str | None:
-    """Why a `deleted` anchor is not evidence, or None when it is: in a private ledger (not
-    tracked by git, so served on every branch) an anchor taken at a commit that is not in
-    HEAD's history, whose file is absent, rests on another branch. The detail names the
-    branch tips that hold its commit."""
-    if not commit:
-        return None
-    from .errors import HistoryError
-    from .git import branches_containing, current_head, is_ancestor, is_tracked, toplevel
-
-    top = Path(root)
-    try:
-        where = toplevel(top)
-        if where is None or is_tracked(top, LEDGER_PATH):
-            return None
-        head = current_head(Path(os.path.realpath(where)))
-        if head is None or is_ancestor(top, commit, head):
-            return None
-        tips = branches_containing(top, commit)
-    except HistoryError:
-        return None
-    on = f"branch {', '.join(tips)}" if tips else "no local branch"
-    return (f"{path} is absent here, and its anchor was taken at {commit[:12]} (on {on}), which is not in "
-            f"HEAD's history: the private ledger is served on every branch")
-
 
 # -- git hooks -----------------------------------------------------------------------------
 

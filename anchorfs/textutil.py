@@ -228,12 +228,37 @@ _QUIET = frozenset(
 )
 
 
+_VOWELS = frozenset("aeiouy")
+
+
+def _stem(word: str) -> str:
+    """A deliberately tiny English stemmer: users/user, cached/caching/cache, queries/query.
+
+    Both sides of a comparison go through it, so an odd stem only matters when it merges two
+    unrelated words; only plain lowercase ASCII words are touched.
+    """
+    if len(word) <= 3 or not (word.isascii() and word.isalpha()):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) >= 3 and _VOWELS.intersection(stem):
+            if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] not in "lsz" + "aeiou":
+                stem = stem[:-1]  # stopped -> stop, running -> run
+            word = stem
+            break
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
 @lru_cache(maxsize=1 << 16)
 def term_key(word: str) -> str:
     """A word as the relevance measure compares it: lowercased and crudely stemmed. Cached:
     a query re-keys every candidate's words (half a warm query's time at 10k, uncached)."""
-    from .embedders import _stem
-
     return _stem(word.lower())
 
 

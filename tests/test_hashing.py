@@ -77,36 +77,6 @@ def test_sha256_helpers_match_hashlib_including_big_streamed_files(tmp_path: Pat
     assert sha256_file(str(p)) == sha(big)
 
 
-def test_small_hashes_spare_openssl_until_a_budget_then_take_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process hashing a few spans (a hook's symbol check) never imports `hashlib` (OpenSSL's
-    start-up, issue 20); one hashing more than the budget takes OpenSSL's faster hash; the
-    digests are the same either way."""
-    probe = textwrap.dedent("""
-        import sys
-        from anchorfs.hashing import new_sha256, sha256_bytes
-        out = [sha256_bytes(b"abc"), sha256_bytes(b"x" * 100_000)]
-        h = new_sha256(10, b"ab")
-        h.update(b"c")
-        out.append(h.hexdigest())
-        out.append("hashlib" in sys.modules or "_hashlib" in sys.modules)
-        out.append(sha256_bytes(b"y" * 500_000))  # past the budget
-        out.append("_hashlib" in sys.modules)
-        print(repr(out))
-    """)
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
-    abc, big, fed, openssl_before, over, openssl_after = eval(proc.stdout)  # noqa: S307 - our own repr
-    assert abc == fed == sha(b"abc") and big == sha(b"x" * 100_000) and over == sha(b"y" * 500_000)
-    assert openssl_before is False and openssl_after is True
-    from anchorfs import filehash
-
-    monkeypatch.setattr(filehash, "_BUILTIN_BUDGET", [5])
-    first = hashing.new_sha256(4, b"abcd")
-    assert type(first) is not type(hashlib.sha256()) and filehash._BUILTIN_BUDGET == [1]
-    assert type(hashing.new_sha256(4, b"abcd")) is type(hashlib.sha256())  # the budget spent: OpenSSL's
-    assert first.hexdigest() == sha(b"abcd")
-
-
 # -- a partial load: a hook's few files decoded, the rest only when asked for -----------------
 
 _ODD_NAMES = ["a.py", "a.py.bak", "b/a.py", 'q"uote.py', "back\\slash.py", "comma,\"x\":[.py", "ünï.py", "z.py"]
@@ -974,15 +944,6 @@ def test_racy_rule_judges_ctime_when_mtime_was_set_back(tmp_path: Path, monkeypa
     assert cache.sha256("a.py", f) == sha(b"TTL = 48\n")
 
 
-def test_hash_many_poisons_a_recent_ctime(tmp_path: Path) -> None:
-    f = write(tmp_path / "a.py", b"TTL = 24\n")  # mtime a day back, ctime now
-    st = os.lstat(f)
-    cache = HashCache(tmp_path / "manifest.json", granularity_ns=WINDOW_NS)
-    assert cache.hash_many(["a.py"], [str(f)], [st]) == [sha(b"TTL = 24\n")]
-    # Hashed, but not trusted: its ctime is inside the racy window.
-    assert cache.trusted_until({"a.py": (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)}) is None
-
-
 def test_manifest_entry_with_a_recent_ctime_is_not_trusted(tmp_path: Path) -> None:
     """A loaded entry is judged against the manifest's own mtime on ctime too, not mtime alone."""
     f = write(tmp_path / "a.py", b"TTL = 24\n")  # mtime a day back, ctime now
@@ -1088,33 +1049,6 @@ def test_two_instances_saving_merge_their_moves(ws: Path) -> None:
     assert merged.move_of("a") == ("a.py", "x/a.py", "a" * 64, True)
     assert merged.move_of("b") == ("b.py", "x/b.py", "b" * 64, False)
     assert merged.moved_from() == frozenset({"a.py"})
-
-
-def test_hash_many_spares_openssl_for_a_small_batch(tmp_path: Path) -> None:
-    """A session start past the TTL hashes every anchored file again: a few hundred small files
-    within the budget are hashed by the interpreter's own SHA-256 (no OpenSSL start-up, issue 20),
-    a larger batch by OpenSSL's; the digests are those of `hashlib`'s either way."""
-    for i in range(40):
-        (tmp_path / f"m{i}.py").write_bytes(b"x = %d\n" % i * 50)
-    (tmp_path / "big.bin").write_bytes(b"y" * 600_000)
-    probe = textwrap.dedent(f"""
-        import os, sys
-        from anchorfs.hashing import HashCache
-        root = {str(tmp_path)!r}
-        def batch(names):
-            paths = [os.path.join(root, n) for n in names]
-            cache = HashCache(os.path.join(root, "manifest.json"))
-            return cache.hash_many(names, paths, [os.lstat(p) for p in paths])
-        small = batch([f"m{{i}}.py" for i in range(40)])
-        before = "_hashlib" in sys.modules
-        big = batch(["big.bin"])
-        print(repr([small, before, big, "_hashlib" in sys.modules]))
-    """)
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                          cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
-    small, openssl_before, big, openssl_after = eval(proc.stdout)  # noqa: S307 - our own repr
-    assert small == [sha((b"x = %d\n" % i) * 50) for i in range(40)] and big == [sha(b"y" * 600_000)]
-    assert openssl_before is False and openssl_after is True
 
 
 def test_vouch_with_the_root_renews_expired_entries_in_one_batch(tmp_path: Path, loop: str) -> None:

@@ -27,7 +27,8 @@ from click.testing import CliRunner
 import anchorfs
 from anchorfs.cli import cli, main
 from anchorfs.errors import LedgerError
-from anchorfs.ledger import FAULT_ENV, Entry, Ledger, current_actor, fold
+from anchorfs.ledger import Entry, Ledger, current_actor, fold
+from anchorfs.statefs import FAULT_ENV
 from anchorfs.model import Memory, new_id, utcnow
 from anchorfs.store import Store
 from anchorfs.workspace import Workspace

@@ -23,7 +23,8 @@ import pytest
 
 import anchorfs
 from anchorfs.errors import WorkspaceError
-from anchorfs.ledger import FAULT_ENV, Ledger
+from anchorfs.ledger import Ledger
+from anchorfs.statefs import FAULT_ENV
 from anchorfs.mcp import write_mcp_config
 
 from conftest import anchored_clone, run_cli, tree_snapshot

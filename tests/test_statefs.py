@@ -12,7 +12,7 @@ import pytest
 
 from anchorfs import statefs
 from anchorfs.errors import WorkspaceError
-from anchorfs.ledger import FAULT_ENV
+from anchorfs.statefs import FAULT_ENV
 
 
 def _names(folder: Path) -> list[str]:
