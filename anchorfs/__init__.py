@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from .errors import (
+from .core.errors import (
     AnchorError,
     AnchorfsError,
     ConfigError,
@@ -27,7 +27,7 @@ from .errors import (
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from .model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict
+    from .core.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict
     from .workspace import Workspace, init, open
 
 __version__ = "0.1.0"
@@ -35,8 +35,8 @@ __version__ = "0.1.0"
 # Imported on first use (PEP 562): `anchorfs drift`'s replay path imports this package and
 # must not pay for the model, the workspace and their dependencies (about 20 ms).
 _LAZY = {
-    "AnchorCheck": "model", "AnchorRef": "model", "Drift": "model", "Hit": "model", "Memory": "model",
-    "Verdict": "model", "Workspace": "workspace", "init": "workspace", "open": "workspace",
+    "AnchorCheck": "core.model", "AnchorRef": "core.model", "Drift": "core.model", "Hit": "core.model", "Memory": "core.model",
+    "Verdict": "core.model", "Workspace": "workspace", "init": "workspace", "open": "workspace",
 }
 
 

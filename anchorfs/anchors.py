@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from .errors import AnchorError, SymbolNotFoundError, UnsafePathError
-from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
-from .guard import sha256_bytes
-from .locate import STATE_DIR
-from .model import AnchorRef, Verdict
+from .core.errors import AnchorError, SymbolNotFoundError, UnsafePathError
+from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
+from .core.guard import sha256_bytes
+from .core.locate import STATE_DIR
+from .core.model import AnchorRef, Verdict
 
 __all__ = [
     "STATE_DIR",
@@ -161,7 +161,7 @@ def resolve_path(root_real: str, path: str) -> tuple[str, str]:
 def _read_file(root_real: str, real: str, shown: str, *, again: bool = False) -> bytes:
     """The bytes of an anchor's file at write time, through the one guarded open.
 
-    No stat before the open: the checks are made on the open fd (`anchorfs.guard`), so a file
+    No stat before the open: the checks are made on the open fd (`anchorfs.core.guard`), so a file
     swapped for a link, a FIFO or another file between `resolve_path` and here is refused.
     With `again`, a swap raises `SwappedError` so the caller can resolve the path once more.
     """

@@ -32,10 +32,10 @@ from collections.abc import Mapping
 import blake3
 
 from .hashing import DEFAULT_GRANULARITY_NS
-from .errors import LedgerError
+from .core.errors import LedgerError
 from .ledger import Entry, Ledger, refold
-from .model import Memory
-from .statefs import open_state, read_state
+from .core.model import Memory
+from .core.statefs import open_state, read_state
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:

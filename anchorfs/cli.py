@@ -41,7 +41,7 @@ from .cli_base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli` 
     _time_value,
     cli,
 )
-from .errors import AnchorfsError
+from .core.errors import AnchorfsError
 
 if TYPE_CHECKING:
     from .drift import DriftReport
@@ -74,7 +74,7 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
         from .hosts import check_setup
-        from .statedir import check_init
+        from .core.statedir import check_init
         from .team import check_mode, init_mode
 
         # every refusal before the first write: a refused init leaves no .anchorfs/ behind
@@ -249,7 +249,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool) -> N
 
 def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False) -> str:
     """`drift`'s output for people: the memories that are not fresh (`every`: all), then the counts."""
-    from .model import Drift, drift_of
+    from .core.model import Drift, drift_of
 
     text = ""
     bad = report.memories if every else report.flagged

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from .errors import InputError
-from .model import KINDS, parse_time
+from .core.errors import InputError
+from .core.model import KINDS, parse_time
 
 if TYPE_CHECKING:
     from .drift import MemoryDrift
-    from .model import Memory
+    from .core.model import Memory
     from .workspace import Workspace
 
 __all__ = ["cli", "EXIT_STALE"]

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .cli_base import EXIT_STALE, _common, _Ctx, _echo, _emit_json, _session, _short, _table, cli
-from .errors import AnchorfsError
+from .core.errors import AnchorfsError
 
 __all__ = ["at", "bisect", "conflicts", "hook", "log_cmd", "merge_ledger_cmd", "mode_of", "share"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .drift import DriftReport, MemoryDrift
-    from .model import AnchorCheck, Drift, Memory
+    from .core.model import AnchorCheck, Drift, Memory
     from .workspace import Workspace
 
 __all__ = ["DIGEST_KEY", "digest", "session_start"]
@@ -85,7 +85,7 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
 
 
 def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime") -> str:
-    from .model import Drift
+    from .core.model import Drift
 
     drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
     return _line_of(memory, drift, checks, expiry_days, now)
@@ -100,7 +100,7 @@ def _line_of(memory: "Memory", drift: "Drift", checks: "tuple[AnchorCheck, ...]"
 
 
 def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
-    from .model import Drift, utcnow
+    from .core.model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
     flagged = {md.memory.id: md for md in report.flagged}

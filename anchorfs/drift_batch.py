@@ -17,9 +17,9 @@ from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 
 from .drift_report import _ANCHORS, _PATH
-from .guard import folded as fold_name
-from .locate import STATE_DIR
-from .model import Memory
+from .core.guard import folded as fold_name
+from .core.locate import STATE_DIR
+from .core.model import Memory
 
 __all__ = ["plan_of_files"]
 

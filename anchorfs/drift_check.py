@@ -23,9 +23,9 @@ from .drift_batch import _absent, _Plan, _plan_of
 from .drift_moves import _GONE, MoveSearch, _followed_lock
 from .drift_probe import _RECHECKS, _why
 from .drift_report import DriftReport, MemoryDrift
-from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
+from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
 from .hashing import HashCache
-from .model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
+from .core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class DriftChecker(MoveSearch):
         if probe.verdict is Verdict.DELETED:
             gone = self._follow(ref, AnchorCheck(ref, Verdict.DELETED, detail))
             if gone.verdict is Verdict.DELETED and ref.commit:  # a private ledger's memory from another branch
-                from .git import elsewhere
+                from .core.git import elsewhere
 
                 why = elsewhere(self.root_real, ref.commit, ref.path)
                 if why is not None:
@@ -139,9 +139,9 @@ class DriftChecker(MoveSearch):
 
         if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
             return False
-        from .errors import HistoryError
-        from .git import run_git
-        from .guard import sha256_bytes
+        from .core.errors import HistoryError
+        from .core.git import run_git
+        from .core.guard import sha256_bytes
 
         key = (self.root_real, ref)
         if key in _THEN_TOKENS:  # a commit's blob never changes: once per process

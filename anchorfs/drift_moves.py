@@ -18,9 +18,9 @@ from operator import attrgetter
 
 from .anchors import is_state_name, judge_at
 from .drift_probe import FileProbe
-from .errors import AnchorError
+from .core.errors import AnchorError
 from .hashing import HashCache
-from .model import AnchorCheck, AnchorRef, Verdict
+from .core.model import AnchorCheck, AnchorRef, Verdict
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -300,15 +300,15 @@ class MoveSearch(FileProbe):
         return self._spent <= _FOLLOW_BUDGET
 
     def _git_renames(self, commit: str) -> Any:
-        """git's renames and new files since `commit` (`anchorfs.git.renames_since`), once per
+        """git's renames and new files since `commit` (`anchorfs.core.git.renames_since`), once per
         commit per pass; None outside git or when git cannot answer. Untracked files are not
         in `added` yet: `_git_added` asks for them, once per pass, when a search needs them."""
         if commit in self._renames:
             return self._renames[commit]
         from pathlib import Path
 
-        from .errors import HistoryError
-        from .git import renames_since, toplevel
+        from .core.errors import HistoryError
+        from .core.git import renames_since, toplevel
 
         found = None
         try:
@@ -327,8 +327,8 @@ class MoveSearch(FileProbe):
         if self._untracked is None:
             from pathlib import Path
 
-            from .errors import HistoryError
-            from .git import untracked_files
+            from .core.errors import HistoryError
+            from .core.git import untracked_files
 
             try:
                 self._untracked = untracked_files(Path(self.root_real))

@@ -11,10 +11,10 @@ import os
 import stat
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, resolve_path
-from .errors import AnchorError, UnsafePathError
-from .guard import NotRegularError, SwappedError, read_guarded
+from .core.errors import AnchorError, UnsafePathError
+from .core.guard import NotRegularError, SwappedError, read_guarded
 from .hashing import HashCache
-from .model import AnchorCheck, AnchorRef, Verdict
+from .core.model import AnchorCheck, AnchorRef, Verdict
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -132,8 +132,8 @@ class FileProbe:
     def strict(self) -> bool:
         """`drift.whitespace = "strict"`: every byte counts, a reformat is a change."""
         if self._whitespace is None:
-            from .config import load_config
-            from .errors import AnchorfsError
+            from .core.config import load_config
+            from .core.errors import AnchorfsError
 
             try:
                 self._whitespace = str(load_config(self.root_real)["drift.whitespace"])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from typing import Any, overload
 
-from .model import AnchorCheck, Drift, Memory, Verdict
+from .core.model import AnchorCheck, Drift, Memory, Verdict
 
 __all__ = ["MemoryDrift", "DriftReport"]
 

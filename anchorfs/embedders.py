@@ -17,8 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from anchorfs.errors import EmbedderError
-from anchorfs.textutil import _stem, _token_words, _tokens
+from anchorfs.core.errors import EmbedderError
+from anchorfs.core.textutil import _stem, _token_words, _tokens
 
 __all__ = ["Embedder", "HashingEmbedder", "get_embedder", "available_embedders", "DEFAULT_EMBEDDER"]
 

@@ -64,11 +64,11 @@ def sha256_file(
 ) -> str:
     """Hex SHA-256 of a whole workspace file, streamed so a big file never sits in memory.
 
-    Through the one guarded open (`anchorfs.guard`): callers pass real paths, so a link
+    Through the one guarded open (`anchorfs.core.guard`): callers pass real paths, so a link
     swapped in after the check is refused instead of followed out of the workspace, a FIFO
     cannot hang the read path, and on Linux the open fd must sit at the path asked for (under
-    `root` when given). A violation raises `anchorfs.guard.GuardError`; other OSErrors pass.
+    `root` when given). A violation raises `anchorfs.core.guard.GuardError`; other OSErrors pass.
     """
-    from .guard import hash_guarded
+    from .core.guard import hash_guarded
 
     return hash_guarded(path, root=root, expect=expect)

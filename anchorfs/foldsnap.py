@@ -41,10 +41,10 @@ import blake3
 
 from . import catchup
 from .catchup import Folded, Prefix
-from .errors import AnchorfsError
+from .core.errors import AnchorfsError
 from .ledger import OPS, FoldState, Head, Ledger, fold, refold
-from .model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
-from .statefs import open_state, replace_state
+from .core.model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
+from .core.statefs import open_state, replace_state
 
 from . import __version__
 
@@ -326,7 +326,7 @@ def save(ledger: Ledger, folded: Folded) -> bool:
 
 
 def _upgrade_gitignore(ledger: Ledger) -> None:
-    from .statedir import upgrade_gitignore
+    from .core.statedir import upgrade_gitignore
 
     upgrade_gitignore(ledger.dir)
 

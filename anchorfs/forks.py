@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .model import Memory, to_iso
+from .core.model import Memory, to_iso
 
 __all__ = ["Side", "Fork"]
 

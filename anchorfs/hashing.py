@@ -35,7 +35,7 @@ from types import TracebackType
 import hashlib
 
 from .filehash import _ONE_READ, reread_digests, sha256_file
-from .guard import sha256_bytes
+from .core.guard import sha256_bytes
 from .manifestfile import MANIFEST_VERSION, assemble
 from .manifestfile import newest_hashed, parse, parse_only, splice
 from .manifestfile import plain_rel as _plain_rel
@@ -322,14 +322,14 @@ class HashCache:
         `_refresh`, without its per-file calls (a cold check of 10,000 small files is mostly
         that Python, not reading or hashing).
 
-        Each file is opened through the guarded open (`anchorfs.guard`: no link followed, the
+        Each file is opened through the guarded open (`anchorfs.core.guard`: no link followed, the
         same inode as the given stat, on Linux its place confirmed under `root`), read in one
         call and `fstat`-ed before closing: unless the read got exactly the stat's size and the
         `fstat` equals the given stat (the same file, untouched since), the result is None and
         the caller takes `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others
         are None too.
         """
-        from .guard import GuardError, open_guarded
+        from .core.guard import GuardError, open_guarded
 
         if not self._loaded:
             self._load()  # or the lazy load would later drop what is stored here
@@ -619,7 +619,7 @@ class HashCache:
 
     def _read_bytes(self) -> tuple[bytes | None, _Sig | None, int]:
         """The manifest's bytes, its signature and its mtime; (None, None, 0) when unreadable."""
-        from .statefs import STATE_LIMIT, open_state  # a link here is refused (`WorkspaceError`), never read through
+        from .core.statefs import STATE_LIMIT, open_state  # a link here is refused (`WorkspaceError`), never read through
 
         try:
             with os.fdopen(open_state(self.manifest_path, os.O_RDONLY), "rb") as f:
@@ -653,7 +653,7 @@ class HashCache:
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
-        from .statefs import fsync_dir, refuse_link, replace_state  # never written through a link, nor over one
+        from .core.statefs import fsync_dir, refuse_link, replace_state  # never written through a link, nor over one
 
         refuse_link(self.manifest_path)
         try:

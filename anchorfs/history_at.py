@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .anchors import MAX_FILE_BYTES, judge
-from .errors import HistoryError
-from .git import is_ancestor, tree_changes
+from .core.errors import HistoryError
+from .core.git import is_ancestor, tree_changes
 from .history_follow import _safe_repo_path
 from .history_repo import _Repo
 from .history_results import AtReport, AtResult
 from .history_tracker import _Tracker
-from .model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
+from .core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
 
 __all__ = [
     "drift_at",

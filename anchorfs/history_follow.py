@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
-from .errors import AnchorError, AnchorfsError
-from .git import Change
+from .core.errors import AnchorError, AnchorfsError
+from .core.git import Change
 from .history_repo import _Repo
 from .history_results import _BREAKS, _HOLDS, _span
-from .model import AnchorRef, Verdict
+from .core.model import AnchorRef, Verdict
 
 __all__ = [
     "_NULL_OIDS",

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .anchors import MAX_FILE_BYTES
-from .errors import HistoryError
-from .git import popen_git, run_git
+from .core.errors import HistoryError
+from .core.git import popen_git, run_git
 from .history_repo import _OID_RE, WORKING_TREE
 
 __all__ = [

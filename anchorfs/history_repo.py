@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .anchors import MAX_FILE_BYTES
-from .errors import HistoryError
-from .git import is_ancestor, popen_git, run_git, toplevel
+from .core.errors import HistoryError
+from .core.git import is_ancestor, popen_git, run_git, toplevel
 
 __all__ = [
     "WORKING_TREE",

@@ -14,7 +14,7 @@ from typing import Any
 from .drift import MemoryDrift
 from .history_patch import Hunk
 from .history_repo import WORKING_TREE, _Commit
-from .model import AnchorRef, Drift, Verdict
+from .core.model import AnchorRef, Drift, Verdict
 
 __all__ = [
     "_HOLDS",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .argv import option_value
 from .digest import DIGEST_KEY, _one_line, digest, session_start
-from .errors import WorkspaceError
+from .core.errors import WorkspaceError
 
 if TYPE_CHECKING:
     from .watch import DriftEvent
@@ -78,7 +78,7 @@ def _read_stdin() -> dict[str, Any]:
 def _find_root(root: str | None, event: dict[str, Any]) -> str:
     """`--root`, else ANCHORFS_ROOT, else the nearest workspace above the session's `cwd` (the
     hook's JSON), else above this process's folder."""
-    from .locate import ROOT_ENV, locate
+    from .core.locate import ROOT_ENV, locate
 
     if root is not None or os.environ.get(ROOT_ENV):
         return locate(root)

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     letting the lock go, look again, so a write that found the lock held is not missed."""
     args = sys.argv[1:] if argv is None else argv
     state, root, text_only = Path(args[0]), args[1], "--text" in args[2:]
-    from .statefs import open_state
+    from .core.statefs import open_state
     from .store import Store
 
     code = 0

@@ -6,7 +6,7 @@ Appends are flushed and fsynced before the store is touched; a write whose appen
 not happen. A torn last line (a crash mid-append) is skipped with a warning when read and cut
 off before the next append, so it can never glue onto a real record; where it cannot be cut (an
 append-only file, `chattr +a`), reads still skip it and every append is refused in one line.
-The ledger and the lock are opened through `anchorfs.statefs`: a link there is refused.
+The ledger and the lock are opened through `anchorfs.core.statefs`: a link there is refused.
 
 The fold does not care about line order (a git merge interleaves two clones' lines): an entry
 written by this version carries `seq`, a Lamport counter (one more than the highest in the
@@ -27,9 +27,9 @@ import warnings
 from collections.abc import Iterator
 from datetime import datetime
 
-from .errors import InputError, LedgerError
-from .model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
-from .statefs import armed, fault, open_state, refuse_link
+from .core.errors import InputError, LedgerError
+from .core.model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
+from .core.statefs import armed, fault, open_state, refuse_link
 
 from typing import TYPE_CHECKING
 from typing import NamedTuple

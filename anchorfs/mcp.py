@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from .errors import AnchorfsError, InputError
+from .core.errors import AnchorfsError, InputError
 from .mcp_args import _close, check_arguments
 from .mcp_install import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
@@ -51,12 +51,12 @@ from .mcp_results import (
     _short_strings,
     _written,
 )
-from .model import KINDS, Drift
+from .core.model import KINDS, Drift
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from .model import Memory
+    from .core.model import Memory
     from .workspace import Workspace
 
 __all__ = [

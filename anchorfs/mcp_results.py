@@ -15,7 +15,7 @@ import orjson
 
 if TYPE_CHECKING:
     from .drift import MemoryDrift
-    from .model import Memory
+    from .core.model import Memory
 
 __all__ = [
     "DATA_LABEL", "HIT_CHARS", "SHOW_CHARS", "WriteResult", "RecallResult", "ContextResult", "DriftResult",

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .drift import DriftChecker, MemoryDrift, envelope, expired, weak_envelope
-from .errors import HistoryError, InputError
+from .core.errors import HistoryError, InputError
 from .ledger import FoldState, fold
-from .model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_args
+from .core.model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_args
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -29,7 +29,7 @@ ANCHOR_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
 def git_head(ws: "Workspace") -> tuple[bool, str | None]:
     """(in a git repo, HEAD now): read per call since commits happen meanwhile, with a
     process only when a file HEAD rests on changed (`git.current_head`)."""
-    from .git import current_head
+    from .core.git import current_head
 
     place = ws._git_place()
     if place is None:

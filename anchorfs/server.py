@@ -290,8 +290,8 @@ def hand_off(argv: "Sequence[str]") -> int | None:
     parsed = served_command(argv)
     if parsed is None:
         return None
-    from .errors import AnchorfsError
-    from .locate import locate
+    from .core.errors import AnchorfsError
+    from .core.locate import locate
 
     try:
         root_real = locate(parsed[1])
@@ -325,7 +325,7 @@ def hand_off(argv: "Sequence[str]") -> int | None:
 
 
 def _ask(root: "str | os.PathLike[str] | None", op: str) -> dict[str, "Any"] | None:
-    from .locate import locate
+    from .core.locate import locate
 
     sock = _connect(locate(root))
     if sock is None:
@@ -359,8 +359,8 @@ def detach(root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float 
     import tempfile
     import time
 
-    from .errors import WorkspaceError
-    from .locate import locate
+    from .core.errors import WorkspaceError
+    from .core.locate import locate
 
     root_real = locate(root)
     with tempfile.TemporaryFile() as log:
@@ -444,7 +444,7 @@ class _Pool:
                 return None
             return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
-        from .config import CONFIG_FILE
+        from .core.config import CONFIG_FILE
 
         probe, git = self.root_real, None
         while True:  # where `git.toplevel` would find the repo (which one, not its contents: git writes there)
@@ -466,8 +466,8 @@ class _Pool:
         anything else is `Declined`: this process opens no other workspace."""
         from pathlib import Path
 
-        from .locate import locate
-        from .statefs import check_state
+        from .core.locate import locate
+        from .core.statefs import check_state
         from .workspace import Workspace
 
         if kwargs or locate(root) != self.root_real:
@@ -488,8 +488,8 @@ class Server:
 
     def __init__(self, root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  on_ready: "Callable[[Server], None] | None" = None) -> None:
-        from .errors import WorkspaceError
-        from .locate import locate
+        from .core.errors import WorkspaceError
+        from .core.locate import locate
 
         if getattr(_socket, "SO_PEERCRED", None) is None:
             raise WorkspaceError("anchorfs serve needs SO_PEERCRED (Linux); commands run in process here")
@@ -519,8 +519,8 @@ class Server:
         the same workspace is refused, and the client removes a stale socket only without it."""
         import fcntl
 
-        from .errors import WorkspaceError
-        from .statefs import check_state_dir
+        from .core.errors import WorkspaceError
+        from .core.statefs import check_state_dir
 
         check_state_dir(self.state)
         try:
@@ -539,7 +539,7 @@ class Server:
     def _check_path(self) -> bool:
         """True when a socket left by a dead server is at `self.path` (replaced at bind); anything
         else there (a file, a link, another user's socket) is refused and left alone."""
-        from .errors import WorkspaceError
+        from .core.errors import WorkspaceError
 
         try:
             st = os.lstat(self.path)
@@ -554,7 +554,7 @@ class Server:
     def _bind(self) -> "Any":
         """Listen at `self.path`, replacing a dead server's socket (we hold the lock: no server
         listens there)."""
-        from .errors import WorkspaceError
+        from .core.errors import WorkspaceError
 
         if self._check_path():
             os.unlink(self.path)

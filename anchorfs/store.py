@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from .errors import EmbedderError, StoreError
+from .core.errors import EmbedderError, StoreError
 from .ledger import fault
-from .model import Memory
+from .core.model import Memory
 from .ranking import SearchRow
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def search_text(memory: Memory, code: str = "") -> str:
     """What the full-text index sees: `embed_text` plus identifier parts and exact-name keys,
     then the vocabulary of the anchored `code` (see `anchorfs.codetext`), split the same way."""
     from .codetext import code_vocabulary
-    from .textutil import compound_keys, expand_for_search
+    from .core.textutil import compound_keys, expand_for_search
 
     raw = embed_text(memory)
     keys = compound_keys(raw)
@@ -128,7 +128,7 @@ def _indexer_running(state: Path) -> bool:
     rows after it lets go, so a write it may have missed starts no second one."""
     import fcntl
 
-    from .statefs import open_state
+    from .core.statefs import open_state
 
     try:
         fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
@@ -150,7 +150,7 @@ def indexer_excluded(state: Path) -> Iterator[None]:
     finds the lock held and leaves the table alone."""
     import fcntl
 
-    from .statefs import open_state
+    from .core.statefs import open_state
 
     fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
     try:
@@ -210,7 +210,7 @@ class Store:
         follows links, so one planted in a cloned `.anchorfs/` would make it read (or write)
         outside the workspace (`statefs.check_store_dir`)."""
         if self._db is None:
-            from .statefs import check_state_dir, check_store_dir
+            from .core.statefs import check_state_dir, check_store_dir
 
             check_state_dir(self.path.parent)
             check_store_dir(self.path)
@@ -230,7 +230,7 @@ class Store:
 
     def exists(self) -> bool:
         """Whether anything is at the store's path (a link there is refused, not followed)."""
-        from .statefs import refuse_link
+        from .core.statefs import refuse_link
 
         refuse_link(self.path, "store folder")
         return os.path.lexists(self.path)
@@ -674,7 +674,7 @@ class Store:
     def drop(self) -> None:
         import shutil
 
-        from .statefs import refuse_link
+        from .core.statefs import refuse_link
 
         self._table = None
         self._db = None

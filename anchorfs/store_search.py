@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .model import Memory
+from .core.model import Memory
 from .ranking import SearchRow, Terms
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class _LazyRow(SearchRow):
     @property  # type: ignore[override]
     def memory(self) -> Memory:
         if self._memory is None:
-            from .errors import StoreError
+            from .core.errors import StoreError
 
             doc = self._docs.get(self.id)
             if doc is None:
@@ -177,7 +177,7 @@ def search(
     from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
                           calibration, coverage, fts_query, term_sets)
     from .store import _read
-    from .textutil import compound_keys, expand_for_search, search_terms
+    from .core.textutil import compound_keys, expand_for_search, search_terms
 
     table = store.table()
     n = max(1, candidates, k)

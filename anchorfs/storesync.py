@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from . import catchup, writeback
 from .ledger import Entry, Ledger, fold
-from .model import Memory
-from .statedir import _replace_atomic
+from .core.model import Memory
+from .core.statedir import _replace_atomic
 
 if TYPE_CHECKING:
     from .store import Store

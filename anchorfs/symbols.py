@@ -19,9 +19,9 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from anchorfs.errors import AnchorError, SymbolNotFoundError
+from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 
-from .model import Value
+from .core.model import Value
 from .symbols_walk import _FUNC_KINDS, _VALUE_KINDS, _Ctx, _Def
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

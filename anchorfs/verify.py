@@ -30,8 +30,8 @@ from datetime import datetime
 from typing import Any
 
 from .anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
-from .errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
-from .model import Drift, Memory, StaleClaim
+from .core.errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
+from .core.model import Drift, Memory, StaleClaim
 from .verify_text import Claim, _has_extension, extract_claims, remote_context
 
 __all__ = [
@@ -220,7 +220,7 @@ class SymbolIndex:
         return list(self._by_name.get(name, ()))
 
     def _parse(self) -> None:
-        from .guard import read_guarded
+        from .core.guard import read_guarded
         from .symbols import language_for, list_symbols
 
         entries: list[_SymbolEntry] = []
@@ -401,7 +401,7 @@ class _Checker:
         return self._in_file(where.rel, where.real, name)
 
     def _in_file(self, rel: str, real: str, name: str) -> tuple[_Where, str | None]:
-        from .guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
+        from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
         from .symbols import find_symbol, language_for, list_symbols
 
         if language_for(rel) is None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .anchors import MAX_FILE_BYTES
-from .model import Drift, Memory
+from .core.model import Drift, Memory
 from .verify import SymbolIndex, _Checker
 from .verify_text import _prose_identifiers, extract_claims, remote_context
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 
 from .anchors import STATE_DIR
-from .errors import AnchorfsError, WorkspaceError
+from .core.errors import AnchorfsError, WorkspaceError
 from .hashing import DEFAULT_GRANULARITY_NS
-from .model import Drift, Value, Verdict, to_iso, utcnow
-from .statefs import open_state, read_state
+from .core.model import Drift, Value, Verdict, to_iso, utcnow
+from .core.statefs import open_state, read_state
 
 if TYPE_CHECKING:
     from typing import Any

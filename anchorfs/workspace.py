@@ -25,9 +25,9 @@ _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from . import anchors as anchors_mod
 from . import catchup, foldsnap, writeback  # recall, revision, storesync, writes: where used (a digest needs none)
-from .config import Config, load_config
+from .core.config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
-from .errors import (
+from .core.errors import (
     AnchorfsError,
     HistoryError,
     InputError,
@@ -36,11 +36,11 @@ from .errors import (
 )
 from .hashing import HashCache
 from .ledger import Entry, FoldState, Ledger
-from .locate import locate
-from .statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
-from .statefs import check_state
+from .core.locate import locate
+from .core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
+from .core.statefs import check_state
 from .writeback import DRIFTS, UNANCHORED
-from .model import (
+from .core.model import (
     Drift,
     Memory,
     Status,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import Any
 
-    from .hits import Hit  # a digest ranks no hit: `anchorfs.hits` builds a dataclass
+    from .core.hits import Hit  # a digest ranks no hit: `anchorfs.core.hits` builds a dataclass
     from .forks import Fork  # a digest lists no forks: `anchorfs.forks` builds two dataclasses
     from .writes import AnchorLike
     from .context import ContextBlock
@@ -112,7 +112,7 @@ class HistoryEvent(Value):
             object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        from .model import to_iso
+        from .core.model import to_iso
 
         return {
             "op": self.op,
@@ -196,13 +196,13 @@ class Workspace:
         when none was, the one the store was last built with, so `reindex --embedder e5` is
         remembered by the store itself and the next command does not fail on the mismatch."""
         if self._embedder is None:
-            from .config import CONFIG_FILE, env_name
+            from .core.config import CONFIG_FILE, env_name
             from .embedders import get_embedder
 
             name = self._embedder_name
             chosen = name != self.config.embedder or env_name("embedder") in os.environ
             if not chosen:  # did .anchorfs.toml name it? Read as load_config reads it (guarded: no FIFO hang)
-                from .guard import read_guarded
+                from .core.guard import read_guarded
 
                 try:
                     raw: bytes | None = read_guarded(os.path.realpath(self.root / CONFIG_FILE), root=self.root_real,
@@ -253,7 +253,7 @@ class Workspace:
         `anchorfs` logger, which plain output does not show).
         """
         if self._in_git is None:
-            from .git import prefix_of, toplevel
+            from .core.git import prefix_of, toplevel
 
             try:
                 top = toplevel(self.root)
@@ -673,7 +673,7 @@ class Workspace:
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
             from . import recall
-            from .hits import Hit
+            from .core.hits import Hit
 
             env = recall.with_history(self, [Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
         return md, env

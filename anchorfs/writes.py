@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from . import anchors as anchors_mod
 from . import storesync
 from .drift import DriftChecker
-from .errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
+from .core.errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
 from .ledger import Entry, FoldState, current_actor, fault, stamped
-from .model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
+from .core.model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
                     validate_anchor, validate_memory)
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def stamp_git(ws: "Workspace", refs: Sequence[Sequence[AnchorRef]]) -> list[tupl
     place = ws._git_place() if paths else None
     if place is None:
         return [tuple(group) for group in refs]
-    from .git import head_and_dirty
+    from .core.git import head_and_dirty
 
     try:
         head, dirty = head_and_dirty(Path(ws.root_real), paths, prefix=place[1])
@@ -117,7 +117,7 @@ def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
     """A memory's anchors as requests for the content as it stands now: moved lines and
     files followed (`path_now`, `lines_now`). A missing symbol or a file gone without a
     trace is refused naming what can be taken instead (`reanchor ID --to SPEC`)."""
-    from .errors import SymbolNotFoundError
+    from .core.errors import SymbolNotFoundError
 
     checker = DriftChecker(ws.root_real, ws.cache, whitespace=str(ws.config["drift.whitespace"]))
     wanted: list[AnchorLike] = []

@@ -8,13 +8,13 @@ What it measures, on a git repo of the Django 5.1.4 sdist with N anchored memori
   of an anchored file whose memories stay fresh, and one that makes a memory stale. Every timed
   run sees new bytes, written untimed just before, as an agent's edit would be. Budget <= 8x.
 - `hook session-start` for every kind of start: first (derived state deleted: `fold.snap`,
-  `manifest.json`, `drift.json` and any memo or `judged/`; ledger and store kept), repeated,
-  after a `record`, after an edit of an anchored file (both 2.1 s before, past the hash cache's
-  racy window, as between two sessions), and past the hash cache's TTL: the case runs with
-  `ANCHORFS_DRIFT_CACHE_TTL=1` (its warm-up too, so a memo keyed by the environment holds) and
-  each run starts 1.1 s after the last, so every cached hash has expired, as after a pause of
-  five minutes (a TTL of 0 would also never let any memo live: a cost no real start pays).
-  Budget <= 20x.
+  `fold.tail`, `manifest.json`, `drift.json` and any memo or `judged/`; ledger and store
+  kept), repeated, after a `record`, after an edit of an anchored file (both 2.1 s before,
+  past the hash cache's racy window, as between two sessions), and past the hash cache's TTL:
+  that case runs with `ANCHORFS_DRIFT_CACHE_TTL=1` (its warm-up too, so a memo keyed by the
+  environment holds) and each run starts 1.1 s after the last, so every cached hash has
+  expired, as after a pause of five minutes (the default TTL is 300 s). A TTL of 0 would also
+  expire every memo at birth: a cost no real start pays. Budget <= 20x.
 - the installed `.git/hooks/post-commit` run directly with `sh` after a commit (made untimed,
   with the hook off) touching no anchored file, an anchored file whose memories stay fresh,
   or making one stale. Budget <= 15x.
@@ -65,6 +65,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +80,7 @@ GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUT
            "GIT_AUTHOR_EMAIL": "bench@example.invalid", "GIT_COMMITTER_NAME": "bench",
            "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
            "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
-DERIVED = ("fold.snap", "manifest.json", "drift.json", "drift.memo", "digest.memo", "judged", "config.parsed")
+DERIVED = ("fold.snap", "fold.tail", "manifest.json", "drift.json", "drift.memo", "digest.memo", "judged", "config.parsed")
 ALL = ("post-edit", "session-start", "post-commit", "recall", "drift")
 BUDGET = {"post-edit": 8.0, "session-start": 20.0, "post-commit": 15.0}
 RECALL_MS, DRIFT_S, RECALL_CALLS = 30.0, 1.0, 50
@@ -105,12 +106,11 @@ def django_tree(tree: str | None) -> Path:
     if (dest / "django").is_dir():
         return dest
     cache.mkdir(parents=True, exist_ok=True)
-    found = lambda: next(iter(sorted(cache.glob("[Dd]jango-5.1.4.tar.gz"))), None)  # noqa: E731
-    if found() is None:
+    if not list(cache.glob("[Dd]jango-5.1.4.tar.gz")):  # the sdist's name is capitalised
         subprocess.run([PY, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet", SDIST,
                         "-d", str(cache)], check=True)
     tmp = Path(tempfile.mkdtemp(dir=cache))
-    with tarfile.open(found()) as tar:  # type: ignore[arg-type]
+    with tarfile.open(next(cache.glob("[Dd]jango-5.1.4.tar.gz"))) as tar:
         tar.extractall(tmp, filter="data")
     next(tmp.iterdir()).rename(dest)
     tmp.rmdir()
@@ -126,15 +126,18 @@ class Source:
 
 
 def sources(tree: Path) -> list[Source]:
-    """The tree's Python files of 40 lines or more, with their top-level functions and classes."""
+    """The tree's Python files (Django's and its tests') of 10 lines or more, with their top-level
+    functions and classes."""
     out = []
-    for path in sorted((tree / "django").rglob("*.py")):
+    for path in sorted(tree.rglob("*.py")):
         data = path.read_bytes()
-        if data.count(b"\n") < 40:
+        if data.count(b"\n") < 10:
             continue
         try:
-            body = ast.parse(data).body
-        except SyntaxError:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                body = ast.parse(data).body
+        except (SyntaxError, ValueError):
             continue
         names = [n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         out.append(Source(str(path.relative_to(tree)), data.count(b"\n"), names, data.split(b"\n", 1)[0].decode()))
@@ -177,10 +180,8 @@ class Twin:
     targets: dict[str, str]
     orig: dict[str, bytes] = field(default_factory=dict)
 
-    def write(self, name: str, data: bytes) -> Path:
-        path = self.root / self.targets[name]
-        path.write_bytes(data)
-        return path
+    def write(self, name: str, data: bytes) -> None:
+        (self.root / self.targets[name]).write_bytes(data)
 
     def appended(self, name: str, k: int) -> bytes:
         return self.orig[name].rstrip(b"\n") + f"\n# edit {k} at {time.time_ns()}\n".encode()
@@ -199,7 +200,7 @@ class Twin:
 
     def cli(self, *args: str, stdin: str | None = None, extra: dict[str, str] | None = None) -> str:
         proc = subprocess.run([PY, "-m", "anchorfs", *args], cwd=self.root, env={**self.env, **(extra or {})},
-                              input=stdin, capture_output=True, text=True)
+                              input=stdin, capture_output=True, text=True, check=False)
         if proc.returncode not in (0, 90):
             raise SystemExit(f"{self.code}: anchorfs {' '.join(args)} failed: {proc.stderr[-2000:]}")
         return proc.stdout
@@ -259,7 +260,7 @@ def cpu() -> float:
 def timed(cmd: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None) -> tuple[float, float, str]:
     """(wall s, CPU s, stdout + stderr) of one process."""
     c, t = cpu(), time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, check=False)
     wall, used = time.perf_counter() - t, cpu() - c
     if proc.returncode not in (0, 90):
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
@@ -274,8 +275,8 @@ class Case:
     group: str
     name: str
     run: Callable[[Twin], Command]
-    prep: Callable[[Twin, int], None] = lambda t, k: None
-    after: Callable[[Twin, int], None] = lambda t, k: None
+    prep: Callable[[Twin, int], object] = lambda t, k: None
+    after: Callable[[Twin, int], object] = lambda t, k: None
     settle: float = 0.0  # untimed pause after every code's prep, before the round's runs
     warm: int = 1
     expect: Callable[[str], bool] = lambda out: True
@@ -356,9 +357,22 @@ def cases(only: set[str], memories: int) -> list[Case]:
             path = t.root / ".anchorfs" / name
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
-    silent, stale = (lambda out: out.strip() == ""), (lambda out: "stale" in out)
-    said = lambda out: "hookSpecificOutput" in out  # noqa: E731
-    post_commit = lambda t: (["sh", ".git/hooks/post-commit"], None, {})  # noqa: E731
+    def silent(out: str) -> bool:
+        return out.strip() == ""
+
+    def stale(out: str) -> bool:
+        return "stale" in out
+
+    def said(out: str) -> bool:
+        return "hookSpecificOutput" in out
+
+    def record(t: Twin, k: int) -> None:
+        t.cli("record", f"note {k}: the nightly export runs at {k % 24} h")
+        quiesce(t.root, 0.2)
+
+    def post_commit(t: Twin) -> Command:
+        return ["sh", ".git/hooks/post-commit"], None, {}
+
     ttl = {"ANCHORFS_DRIFT_CACHE_TTL": "1"}
     all_cases = [
         Case("post-edit", "`hook post-edit`, unanchored file edited", hook("post-edit:quiet"),
@@ -371,8 +385,7 @@ def cases(only: set[str], memories: int) -> list[Case]:
              prep=clear, expect=said),
         Case("session-start", "`hook session-start`, repeated (nothing changed)", hook("session-start"), expect=said),
         Case("session-start", "`hook session-start` after a `record`", hook("session-start"), expect=said,
-             prep=lambda t, k: (t.cli("record", f"note {k}: the nightly export runs at {k % 24} h"), quiesce(t.root, 0.2)),
-             settle=SETTLE),
+             prep=record, settle=SETTLE),
         Case("session-start", "`hook session-start` after an edit of an anchored file", hook("session-start"),
              prep=lambda t, k: t.write("session", t.appended("session", k)), settle=SETTLE, expect=said),
         Case("session-start", "`hook session-start` past the hash cache's TTL", expect=said, settle=1.1, warm=2,

@@ -36,7 +36,7 @@ import anchorfs  # noqa: E402
 import anchorfs.hashing as hashing  # noqa: E402
 from anchorfs.drift import DriftChecker  # noqa: E402
 from anchorfs.hashing import HashCache  # noqa: E402
-from anchorfs.model import Drift  # noqa: E402
+from anchorfs.core.model import Drift  # noqa: E402
 
 
 NOTE = """
@@ -130,7 +130,7 @@ def bench_moves(n: int, write: bool) -> None:
     shared: alternating keeps a load spike from landing on one side only)."""
     import anchorfs.drift as drift_mod
     from anchorfs.anchors import take
-    from anchorfs.model import AnchorRef, Drift, Memory, Verdict, new_id
+    from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
 
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-moves-") as tmp:
         sides = {}

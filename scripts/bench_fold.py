@@ -34,7 +34,7 @@ import orjson  # noqa: E402
 
 from anchorfs import catchup, foldsnap  # noqa: E402
 from anchorfs.ledger import Entry, FoldState, Ledger, fold  # noqa: E402
-from anchorfs.model import AnchorRef, Memory, utcnow  # noqa: E402
+from anchorfs.core.model import AnchorRef, Memory, utcnow  # noqa: E402
 
 
 def build(led: Ledger, n: int) -> None:

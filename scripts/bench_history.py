@@ -29,7 +29,7 @@ from _benchlib import machine, write_section  # noqa: E402
 
 from anchorfs.anchors import narrowed_text, text_hash  # noqa: E402
 from anchorfs.history import bisect, log  # noqa: E402
-from anchorfs.model import AnchorRef, Memory, new_id  # noqa: E402
+from anchorfs.core.model import AnchorRef, Memory, new_id  # noqa: E402
 
 TOKEN_PY = '''"""Token helpers."""
 import jwt

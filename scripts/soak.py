@@ -108,7 +108,7 @@ def _count_store_retries(counts: dict[str, int]) -> None:
 
 def worker(kind: str, index: int, root: Path, log: Path, go: Path, seed: int) -> int:
     import anchorfs
-    from anchorfs.errors import AnchorfsError
+    from anchorfs.core.errors import AnchorfsError
 
     rng = random.Random(seed * 1000 + index + (0 if kind == "writer" else 500))
     out = log.open("ab", buffering=0)

@@ -22,8 +22,8 @@ from anchorfs.anchors import (
     take,
     text_hash,
 )
-from anchorfs.errors import AnchorError, SymbolNotFoundError, UnsafePathError
-from anchorfs.model import AnchorRef, Verdict
+from anchorfs.core.errors import AnchorError, SymbolNotFoundError, UnsafePathError
+from anchorfs.core.model import AnchorRef, Verdict
 
 USERS_PY = b'''class UserRepo:
     def getUserById(self, uid):

@@ -102,7 +102,7 @@ def test_a_verdict_is_never_kept_across_versions(tmp_path: Path, monkeypatch: py
     with anchorfs.open(root) as ws:
         assert ws.drift().memories[0].drift.value == "fresh"
     import anchorfs.drift_check as check
-    from anchorfs.model import Verdict
+    from anchorfs.core.model import Verdict
 
     def stricter(ref: object, data: bytes, *, strict: bool = False) -> tuple[Verdict, str, None]:
         return Verdict.CHANGED, "judged changed by a later version's rule", None

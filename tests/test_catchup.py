@@ -19,7 +19,7 @@ import pytest
 
 import anchorfs
 from anchorfs.ledger import Ledger, fold
-from anchorfs.model import Memory
+from anchorfs.core.model import Memory
 from anchorfs.workspace import Workspace
 
 from conftest import git

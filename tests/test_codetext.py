@@ -7,7 +7,7 @@ from pathlib import Path
 
 from anchorfs import codetext
 from anchorfs.codetext import anchored_text, code_vocabulary, defined_names, name_keys
-from anchorfs.model import AnchorRef, Memory, new_id
+from anchorfs.core.model import AnchorRef, Memory, new_id
 
 SOURCE = '''"""Billing retries."""
 

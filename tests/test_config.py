@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import anchorfs
-from anchorfs.config import CONFIG_FILE, KEYS, Config, env_name, load_config
-from anchorfs.errors import ConfigError
-from anchorfs.model import KINDS
+from anchorfs.core.config import CONFIG_FILE, KEYS, Config, env_name, load_config
+from anchorfs.core.errors import ConfigError
+from anchorfs.core.model import KINDS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / ".anchorfs.example.toml"
 

@@ -11,7 +11,7 @@ from conftest import TOKEN
 
 import anchorfs
 from anchorfs.context import STALE_BANNER, estimate_tokens, render_context
-from anchorfs.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict, new_id
+from anchorfs.core.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict, new_id
 
 
 def hit(content: str, drift: Drift, *, detail: str = "unchanged", verdict: Verdict = Verdict.FRESH,

@@ -24,10 +24,10 @@ import pytest
 
 import anchorfs
 from anchorfs.cli import main
-from anchorfs.errors import ConfigError, LedgerError, StoreError
+from anchorfs.core.errors import ConfigError, LedgerError, StoreError
 from anchorfs.hashing import MANIFEST_VERSION, HashCache
 from anchorfs.ledger import Entry, Ledger
-from anchorfs.model import Drift, Memory, new_id, utcnow
+from anchorfs.core.model import Drift, Memory, new_id, utcnow
 from anchorfs.workspace import Workspace
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")

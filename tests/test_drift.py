@@ -17,7 +17,7 @@ import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
 from anchorfs.hashing import HashCache
 from anchorfs import writeback
-from anchorfs.model import AnchorRef, Drift, Memory, Verdict, utcnow
+from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")
 
@@ -258,7 +258,7 @@ def test_envelopes() -> None:
     now = utcnow()
     ref = AnchorRef(path="src/auth.py", sha256="0" * 64, symbol="verify", content_hash="1" * 64, commit="a1b2c3d4e5")
     m = Memory(id="m1", content="c", anchors=(ref,), recorded_at=now)
-    from anchorfs.model import AnchorCheck
+    from anchorfs.core.model import AnchorCheck
 
     fresh = envelope(m, Drift.FRESH, (AnchorCheck(ref, Verdict.FRESH, "unchanged"),), expiry_days=30, now=now)
     assert fresh == f"[fresh · anchored {now.date().isoformat()} at a1b2c3d]"

@@ -19,7 +19,7 @@ import anchorfs.filehash as filehash_mod
 import anchorfs.hashing as hashing_mod
 from anchorfs.drift import DriftChecker, DriftReport
 from anchorfs.hashing import HashCache
-from anchorfs.model import Drift, Memory, Verdict, new_id
+from anchorfs.core.model import Drift, Memory, Verdict, new_id
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")
 

@@ -26,9 +26,9 @@ import anchorfs.drift_probe as probe_mod
 import anchorfs.hashing as hashing
 from anchorfs.anchors import narrowed_text, parse_spec, take, text_hash
 from anchorfs.drift import DriftChecker
-from anchorfs.errors import AnchorError, SymbolNotFoundError
+from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 from anchorfs.hashing import HashCache
-from anchorfs.model import AnchorCheck, AnchorRef, Drift, Verdict
+from anchorfs.core.model import AnchorCheck, AnchorRef, Drift, Verdict
 
 PY = b"class Token:\n    def issue(self):\n        return 24\n\n\ndef helper():\n    return 1\n"
 TEXT = b"alpha\nbeta\ngamma\ndelta\n"

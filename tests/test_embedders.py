@@ -18,7 +18,7 @@ from anchorfs.embedders import (
     available_embedders,
     get_embedder,
 )
-from anchorfs.errors import EmbedderError
+from anchorfs.core.errors import EmbedderError
 
 UNRELATED = "The weather in Paris is sunny and warm this afternoon"
 

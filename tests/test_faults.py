@@ -2,7 +2,7 @@
 half-written that is later read back as valid, never lose an acknowledged write, and never
 surface as a traceback.
 
-Injected through the test-only switch ANCHORFS_TEST_FAULT (see `anchorfs.statefs.fault`):
+Injected through the test-only switch ANCHORFS_TEST_FAULT (see `anchorfs.core.statefs.fault`):
 `ledger-append` (the append refused), `ledger-partial` (half the record lands, then ENOSPC),
 `store-write` (every LanceDB write), `applied-write`, `drift-write` and `manifest-write` (half
 of the temp file lands, then ENOSPC), `kill-after-ledger` / `kill-after-store` (the process
@@ -30,11 +30,11 @@ import orjson
 import pytest
 
 import anchorfs
-from anchorfs.errors import LedgerError, StoreError
+from anchorfs.core.errors import LedgerError, StoreError
 from anchorfs.hashing import HashCache
 from anchorfs.ledger import Ledger, fold
-from anchorfs.statefs import FAULT_ENV, armed, fault
-from anchorfs.model import Drift, Verdict
+from anchorfs.core.statefs import FAULT_ENV, armed, fault
+from anchorfs.core.model import Drift, Verdict
 from anchorfs.workspace import Workspace
 
 APP = "def handler(event):\n    return event['body']\n"

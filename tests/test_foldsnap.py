@@ -24,7 +24,7 @@ import anchorfs
 from anchorfs import catchup, foldsnap
 from anchorfs.catchup import Folded
 from anchorfs.ledger import Entry, FoldState, Ledger, fold, stamped
-from anchorfs.model import Memory, utcnow
+from anchorfs.core.model import Memory, utcnow
 from anchorfs.workspace import Workspace
 
 from conftest import git
@@ -305,7 +305,7 @@ def test_a_workspace_starts_from_the_snapshot_and_read_only_writes_none(tmp_path
 
 
 def test_an_earlier_gitignore_learns_of_the_snapshot(led: Ledger) -> None:
-    from anchorfs.statedir import _GITIGNORE_BEFORE
+    from anchorfs.core.statedir import _GITIGNORE_BEFORE
 
     ignore = led.path.parent / ".gitignore"
     ignore.write_text(_GITIGNORE_BEFORE[-1])
@@ -378,7 +378,7 @@ def test_state_via_the_snapshot_is_the_full_fold(tmp_path_factory: pytest.TempPa
 
 def _anchored(led: Ledger) -> FoldState:
     """A ledger whose memories rest on files: kept, superseded away, retracted, under a folder."""
-    from anchorfs.model import AnchorRef
+    from anchorfs.core.model import AnchorRef
 
     state = full_fold(led)
     now = utcnow()
@@ -420,7 +420,7 @@ def _grown_tail(led: Ledger) -> FoldState:
     """`_anchored`, its snapshot trusted, then lines after it: a new memory on auth/token.py, a1
     superseded by one on README.md, a2 (auth/keys/rsa.py) retracted, a3 reanchored onto
     auth/token.py. The full fold of all of it."""
-    from anchorfs.model import AnchorRef
+    from anchorfs.core.model import AnchorRef
 
     state = _anchored(led)
     _trusted(led)

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from conftest import git
 
 import anchorfs
-from anchorfs import git as git_mod
+from anchorfs.core import git as git_mod
 from anchorfs import history
 from anchorfs.cli import cli
-from anchorfs.errors import HistoryError
+from anchorfs.core.errors import HistoryError
 
 FILES = 40
 
@@ -191,7 +191,7 @@ def test_anchors_recorded_with_git_still_read_without_it(many_files: tuple[Path,
 # -- the batch status itself -------------------------------------------------------------------
 
 def test_head_and_dirty_in_a_subfolder_workspace(git_repo: Path) -> None:
-    from anchorfs.git import head_and_dirty
+    from anchorfs.core.git import head_and_dirty
 
     sub = git_repo / "pkg" / "sub"
     sub.mkdir(parents=True)
@@ -209,7 +209,7 @@ def test_head_and_dirty_in_a_subfolder_workspace(git_repo: Path) -> None:
 
 
 def test_head_and_dirty_before_the_first_commit(git_repo: Path) -> None:
-    from anchorfs.git import head_and_dirty
+    from anchorfs.core.git import head_and_dirty
 
     (git_repo / "a.py").write_text("x = 1\n")
     assert head_and_dirty(git_repo, ["a.py"]) == (None, {"a.py"})
@@ -229,7 +229,7 @@ def test_envelopes_follow_head_and_the_memo_keeps_only_its_entries(many_files: t
 
 def test_head_is_read_without_a_process_while_its_files_hold(git_repo: Path, git_calls: _GitCounter,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from anchorfs.git import current_head
+    from anchorfs.core.git import current_head
 
     monkeypatch.setattr(git_mod, "_RACY_NS", 0)  # the files count as old at once (no sleeping)
     top = Path(os.path.realpath(git_repo))
@@ -259,7 +259,7 @@ def test_head_is_read_without_a_process_while_its_files_hold(git_repo: Path, git
 
 
 def test_head_inside_the_racy_window_is_always_asked(git_repo: Path, git_calls: _GitCounter) -> None:
-    from anchorfs.git import current_head
+    from anchorfs.core.git import current_head
 
     (git_repo / "a.txt").write_text("a\n")
     c1 = _commit_all(git_repo, "one")

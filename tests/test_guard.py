@@ -1,4 +1,4 @@
-"""The one guarded open for workspace files (`anchorfs.guard`), on real files: what it refuses,
+"""The one guarded open for workspace files (`anchorfs.core.guard`), on real files: what it refuses,
 with which error, and that it reads and hashes what it accepts exactly."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anchorfs.guard import (
+from anchorfs.core.guard import (
     EscapedError,
     GuardError,
     NotRegularError,
@@ -24,7 +24,7 @@ from anchorfs.guard import (
     open_guarded,
     read_guarded,
 )
-from anchorfs.errors import AnchorError, UnsafePathError
+from anchorfs.core.errors import AnchorError, UnsafePathError
 
 DATA = b"def f():\n    return 1\n"
 
@@ -270,7 +270,7 @@ def test_reread_reads_a_file_exactly_when_it_is_plainly_there(tmp_path_factory: 
     file's bytes exactly when its path is plain, outside the state folder, reached without any
     link, a regular file, and its stat is the key given; else None. Never anything else."""
     from anchorfs import _statmatch
-    from anchorfs.guard import is_state_name
+    from anchorfs.core.guard import is_state_name
 
     top = tmp_path_factory.mktemp("tree")
     root = top / "ws"

@@ -10,7 +10,7 @@ import pytest
 from conftest import git
 
 from anchorfs.anchors import judge, narrowed_text, take, text_hash
-from anchorfs.errors import HistoryError
+from anchorfs.core.errors import HistoryError
 from anchorfs.history import (
     WORKING_TREE,
     _intact,
@@ -20,7 +20,7 @@ from anchorfs.history import (
     history_envelope,
     log,
 )
-from anchorfs.model import AnchorRef, Drift, Memory, Verdict, new_id
+from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
 
 TOKEN_PY = '''"""Token helpers."""
 import jwt

@@ -14,7 +14,7 @@ import anchorfs
 from anchorfs.anchors import take
 from anchorfs.cli import cli
 from anchorfs.history import WORKING_TREE, bisect, drift_at, log
-from anchorfs.model import AnchorRef, Drift, Memory, Verdict, new_id
+from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
 
 SESSION_PY = '''"""Session helpers."""
 import os

@@ -20,7 +20,7 @@ from conftest import TOKEN, git
 
 import anchorfs
 from anchorfs import catchup
-from anchorfs.errors import WorkspaceError
+from anchorfs.core.errors import WorkspaceError
 from anchorfs.hook import install, install_sync, is_installed, uninstall, uninstall_sync
 
 
@@ -29,7 +29,7 @@ from anchorfs.hook import install, install_sync, is_installed, uninstall, uninst
 _PROBE = ("import io, json, sys\n"
           "import anchorfs.foldsnap as foldsnap\n"
           "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
-          "from anchorfs.model import Memory\n"
+          "from anchorfs.core.model import Memory\n"
           "built = [0]\n"
           "real = Memory.from_dict.__func__\n"
           "def counting(cls, d):\n    built[0] += 1\n    return real(cls, d)\n"

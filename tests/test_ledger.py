@@ -26,10 +26,10 @@ from click.testing import CliRunner
 
 import anchorfs
 from anchorfs.cli import cli, main
-from anchorfs.errors import LedgerError
+from anchorfs.core.errors import LedgerError
 from anchorfs.ledger import Entry, Ledger, current_actor, fold
-from anchorfs.statefs import FAULT_ENV
-from anchorfs.model import Memory, new_id, utcnow
+from anchorfs.core.statefs import FAULT_ENV
+from anchorfs.core.model import Memory, new_id, utcnow
 from anchorfs.store import Store
 from anchorfs.workspace import Workspace
 
@@ -492,7 +492,7 @@ WORKER = textwrap.dedent(
     """
     import sys, time
     import anchorfs
-    from anchorfs.errors import RevisionError
+    from anchorfs.core.errors import RevisionError
 
     root, mode, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     ws = anchorfs.open(root)

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import anchorfs
-from anchorfs.errors import AnchorfsError, InputError
+from anchorfs.core.errors import AnchorfsError, InputError
 from anchorfs.ledger import Entry
-from anchorfs.model import (
+from anchorfs.core.model import (
     KINDS,
     AnchorRef,
     Memory,

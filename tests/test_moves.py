@@ -22,9 +22,9 @@ from click.testing import CliRunner
 
 import anchorfs
 from anchorfs.cli import cli
-from anchorfs.errors import AnchorError, SymbolNotFoundError
+from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 from anchorfs.hashing import HashCache
-from anchorfs.model import Drift, Verdict
+from anchorfs.core.model import Drift, Verdict
 
 from conftest import git
 

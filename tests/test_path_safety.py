@@ -33,9 +33,9 @@ import pytest
 import anchorfs
 from anchorfs.anchors import STATE_DIR, parse_markers, parse_spec, take
 from anchorfs.drift import DriftChecker, DriftReport
-from anchorfs.errors import AnchorError, AnchorfsError, UnsafePathError
+from anchorfs.core.errors import AnchorError, AnchorfsError, UnsafePathError
 from anchorfs.hashing import HashCache, sha256_bytes
-from anchorfs.model import AnchorRef, Drift, Memory, Verdict, new_id, utcnow
+from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id, utcnow
 
 APP = b"def handler(event):\n    return event['body']\n"
 UTIL = b"def helper():\n    return 42\n\n\ndef other():\n    return 0\n"

@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from anchorfs.anchors import is_state_name, parse_markers, parse_spec, resolve_path, take
-from anchorfs.config import CONFIG_FILE, KEYS, Config, env_name, load_config
+from anchorfs.core.config import CONFIG_FILE, KEYS, Config, env_name, load_config
 from anchorfs.drift import DriftChecker, envelope
-from anchorfs.errors import AnchorError, AnchorfsError, ConfigError, InputError
+from anchorfs.core.errors import AnchorError, AnchorfsError, ConfigError, InputError
 from anchorfs.hashing import MANIFEST_VERSION, HashCache
 from anchorfs.ledger import Entry, Ledger
-from anchorfs.model import AnchorRef, Memory, Verdict, new_id, parse_time, to_iso
+from anchorfs.core.model import AnchorRef, Memory, Verdict, new_id, parse_time, to_iso
 from anchorfs.store import search_text
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")

@@ -20,7 +20,7 @@ from conftest import TOKEN
 
 import anchorfs
 from anchorfs.cli import cli
-from anchorfs.errors import RevisionError
+from anchorfs.core.errors import RevisionError
 from anchorfs.mcp import build_server
 
 
@@ -202,7 +202,7 @@ def test_config_key_makes_the_server_ask_first(root: Path) -> None:
 def test_the_ledger_reader_keeps_proposed_and_refuses_an_unknown_status(root: Path) -> None:
     with anchorfs.open(root) as ws:
         p = ws.record("token expiry is 24 hours", propose=True)
-    from anchorfs.model import SnapshotError, check_snapshot
+    from anchorfs.core.model import SnapshotError, check_snapshot
 
     check_snapshot({"id": "x", "content": "c", "recorded_at": "2026-01-01T00:00:00Z", "status": "proposed"})
     with pytest.raises(SnapshotError, match="status must be one of proposed, active, superseded, retracted"):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import anchorfs
 from anchorfs.cli import cli
 from anchorfs.drift import weak_envelope
-from anchorfs.model import Drift
+from anchorfs.core.model import Drift
 
 TOKEN_QUERY = "how long do tokens last TOKEN_TTL_SECONDS"
 

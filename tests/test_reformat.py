@@ -18,8 +18,8 @@ from click.testing import CliRunner
 import anchorfs
 from anchorfs.cli import cli
 from anchorfs.drift import DriftChecker
-from anchorfs.errors import ConfigError
-from anchorfs.model import Drift, Memory, Verdict
+from anchorfs.core.errors import ConfigError
+from anchorfs.core.model import Drift, Memory, Verdict
 
 GO = """package calc
 

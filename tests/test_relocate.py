@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anchorfs.anchors import SCAN_BUDGET_BYTES, _find_block, _lines_text, judge, parse_spec, take, text_hash
-from anchorfs.model import Verdict
+from anchorfs.core.model import Verdict
 
 
 def whole_scan(lines: list[bytes], n: int, want: str, near: int) -> tuple[int, int] | None:

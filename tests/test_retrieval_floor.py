@@ -24,7 +24,7 @@ from anchorfs.embedders import DEFAULT_EMBEDDER
 from anchorfs.ranking import (SearchRow, bm25_units, calibrated_relevance, calibration, coverage, rank,
                               term_sets)
 from anchorfs.store import embed_text, search_text
-from anchorfs.textutil import compound_keys, search_terms
+from anchorfs.core.textutil import compound_keys, search_terms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
 import load  # noqa: E402  (evals/retrieval/load.py, shared with scripts/bench_retrieval.py)
@@ -198,7 +198,7 @@ def test_coverage_is_a_fact_of_the_pair_not_of_the_other_candidates() -> None:
 
 
 def test_rank_orders_by_relevance_and_the_score_is_the_relevance_until_demoted() -> None:
-    from anchorfs.model import Memory
+    from anchorfs.core.model import Memory
 
     rows = [SearchRow(Memory(content=c, id=f"m{i}"), 0.0, r) for i, (c, r) in enumerate(
         [("a", 0.2), ("b", 0.8), ("c", 0.4), ("d", 0.4)])]

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 import anchorfs
 from anchorfs.cli import cli
-from anchorfs.errors import InputError, NotFoundError, RevisionError
-from anchorfs.model import Status, utcnow
+from anchorfs.core.errors import InputError, NotFoundError, RevisionError
+from anchorfs.core.model import Status, utcnow
 from anchorfs.workspace import Workspace
 
 AUTH = "def issue(user):\n    ttl = 24 * 3600\n    return make_token(user, ttl)\n\n\ndef revoke(token):\n    return drop(token)\n"

@@ -400,7 +400,7 @@ def test_the_warm_workspace_is_kept_across_git_writes_and_reopened_on_a_config_e
         pool.open(str(tmp_path / "other"))
     (root / ".anchorfs" / "drift.json").unlink(missing_ok=True)
     (root / ".anchorfs" / "drift.json").symlink_to(tmp_path / "elsewhere")
-    from anchorfs.errors import WorkspaceError
+    from anchorfs.core.errors import WorkspaceError
 
     with pytest.raises(WorkspaceError, match="symbolic link"):
         pool.open(str(root))

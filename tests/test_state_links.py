@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-from anchorfs.errors import WorkspaceError
+from anchorfs.core.errors import WorkspaceError
 from anchorfs.ledger import Ledger
-from anchorfs.statefs import FAULT_ENV
+from anchorfs.core.statefs import FAULT_ENV
 from anchorfs.mcp import write_mcp_config
 
 from conftest import anchored_clone, run_cli, tree_snapshot
@@ -246,7 +246,7 @@ def test_a_torn_tail_that_cannot_be_cut_refuses_writes_and_reads_on(
 
 
 def test_open_state_never_blocks_on_a_fifo_and_refuses_links(tmp_path: Path) -> None:
-    from anchorfs import statefs
+    from anchorfs.core import statefs
 
     fifo = tmp_path / "ledger.jsonl"
     os.mkfifo(fifo)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs import statefs
-from anchorfs.errors import WorkspaceError
-from anchorfs.statefs import FAULT_ENV
+from anchorfs.core import statefs
+from anchorfs.core.errors import WorkspaceError
+from anchorfs.core.statefs import FAULT_ENV
 
 
 def _names(folder: Path) -> list[str]:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-from anchorfs.errors import WorkspaceError
-from anchorfs.statefs import STATE_FILES, check_state
+from anchorfs.core.errors import WorkspaceError
+from anchorfs.core.statefs import STATE_FILES, check_state
 
 from conftest import anchored_clone, run_cli, tree_snapshot
 

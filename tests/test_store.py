@@ -9,8 +9,8 @@ import pytest
 
 import anchorfs
 from anchorfs.embedders import HashingEmbedder
-from anchorfs.errors import EmbedderError
-from anchorfs.model import Memory, Status, new_id
+from anchorfs.core.errors import EmbedderError
+from anchorfs.core.model import Memory, Status, new_id
 from anchorfs.store import Store, embed_text
 
 

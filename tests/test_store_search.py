@@ -10,7 +10,7 @@ import pytest
 
 import anchorfs
 from anchorfs.embedders import HashingEmbedder
-from anchorfs.model import Memory, new_id
+from anchorfs.core.model import Memory, new_id
 from anchorfs.store import Store
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from anchorfs import symbols
-from anchorfs.errors import AnchorError, SymbolNotFoundError
+from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 from anchorfs.symbols import MAX_PARSE_BYTES, Symbol, find_symbol, language_for, list_symbols
 
 FIXTURES = Path(__file__).parent / "fixtures" / "symbols"

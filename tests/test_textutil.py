@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anchorfs.textutil import (
+from anchorfs.core.textutil import (
     _ASCII_PART_RE,
     _split_unicode_chunk,
     expand_for_search,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from anchorfs.anchors import parse_spec, take
-from anchorfs.model import AnchorRef, Drift, Memory
+from anchorfs.core.model import AnchorRef, Drift, Memory
 from anchorfs.verify import (
     Claim,
     ClaimResult,
@@ -684,7 +684,7 @@ def _result(mid: str, *claims: tuple[str, Drift, str]) -> MemoryVerdict:
 def test_marked_claims_set_keep_and_clear() -> None:
     from datetime import datetime, timedelta, timezone
 
-    from anchorfs.model import StaleClaim
+    from anchorfs.core.model import StaleClaim
     from anchorfs.verify import mark_reason, marked_claims
 
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -713,7 +713,7 @@ def test_marked_claims_set_keep_and_clear() -> None:
 def test_stale_claims_round_trip_and_bad_ones_are_refused() -> None:
     from datetime import datetime, timezone
 
-    from anchorfs.model import SnapshotError, StaleClaim, check_snapshot, validate_memory
+    from anchorfs.core.model import SnapshotError, StaleClaim, check_snapshot, validate_memory
 
     at = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
     m = Memory(id="m1", content="x", stale_claims=(StaleClaim("url", "https://example.com/x", "HTTP 404", at),))

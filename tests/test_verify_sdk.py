@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import anchorfs
 from anchorfs.cli import cli
-from anchorfs.model import Drift, Verdict
+from anchorfs.core.model import Drift, Verdict
 
 
 def make(tmp_path: Path) -> Path:
@@ -310,7 +310,7 @@ def test_a_mark_then_a_supersede_is_no_fork_for_a_later_reader(tmp_path: Path) -
 
 
 def test_mark_on_a_read_only_workspace_is_refused_and_writes_nothing(tmp_path: Path) -> None:
-    from anchorfs.errors import WorkspaceError
+    from anchorfs.core.errors import WorkspaceError
     from anchorfs.workspace import Workspace
 
     root, _ = make_keys(tmp_path)

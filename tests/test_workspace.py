@@ -19,7 +19,7 @@ import pytest
 from conftest import git
 
 import anchorfs
-from anchorfs.errors import (
+from anchorfs.core.errors import (
     AnchorError,
     InputError,
     LedgerError,
@@ -27,7 +27,7 @@ from anchorfs.errors import (
     UnsafePathError,
     WorkspaceError,
 )
-from anchorfs.model import AnchorRef, Drift, Verdict
+from anchorfs.core.model import AnchorRef, Drift, Verdict
 from anchorfs.store import Store
 from anchorfs.workspace import Workspace, find_root
 
@@ -592,7 +592,7 @@ def test_an_empty_anchor_list_leaves_anchors_as_they_are(ws: Workspace, repo: Pa
 
 
 def test_reanchor_refuses_a_retired_memory_naming_the_head(ws: Workspace) -> None:
-    from anchorfs.errors import RevisionError
+    from anchorfs.core.errors import RevisionError
 
     a = ws.record("retry 3 times", anchors=["notes.txt:1"])
     b = ws.supersede(a.id, "retry 5 times")
@@ -611,7 +611,7 @@ def test_reanchor_refuses_a_retired_memory_naming_the_head(ws: Workspace) -> Non
 
 
 def test_revert_of_a_successor_undoes_the_supersede_it_came_from(ws: Workspace) -> None:
-    from anchorfs.errors import RevisionError
+    from anchorfs.core.errors import RevisionError
 
     a = ws.record("api version is v1")
     b = ws.supersede(a.id, "api version is v2")
@@ -678,7 +678,7 @@ def test_content_over_the_cap_is_refused_in_one_line(repo: Path) -> None:
 
 
 def test_short_ids_resolve_from_two_characters_and_ambiguity_names_the_candidates(ws: Workspace) -> None:
-    from anchorfs.errors import NotFoundError
+    from anchorfs.core.errors import NotFoundError
 
     a = ws.record("the first memory")
     assert ws.get(a.id[:2]) == a  # `show 01`: every id made now starts with 01

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .hits import Hit
 else:
     def __getattr__(name: str) -> Any:
-        """`Hit` lives in `anchorfs.hits`, imported the first time it is asked for."""
+        """`Hit` lives in `anchorfs.core.hits`, imported the first time it is asked for."""
         if name == "Hit":
             from .hits import Hit
 

@@ -1,8 +1,8 @@
 """A query result (`Hit`): a memory with its relevance, score, drift and freshness envelope.
 
-Apart from `anchorfs.model` for its import cost only: the hooks build memories and check their
+Apart from `anchorfs.core.model` for its import cost only: the hooks build memories and check their
 anchors but never rank a hit, and each frozen dataclass costs a millisecond at import.
-`anchorfs.model` re-exports it (`from anchorfs.model import Hit` keeps working).
+`anchorfs.core.model` re-exports it (`from anchorfs.core.model import Hit` keeps working).
 """
 
 from __future__ import annotations

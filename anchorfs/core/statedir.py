@@ -2,7 +2,7 @@
 
 Apart from the `Workspace` because it runs before there is one (`anchorfs init`), and because
 `foldsnap` and `memo` upgrade the `.gitignore` and write state files whole without opening a
-workspace. Every path is opened through `anchorfs.statefs`: a link is refused, never followed.
+workspace. Every path is opened through `anchorfs.core.statefs`: a link is refused, never followed.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 FAULT_ENV = "ANCHORFS_TEST_FAULT"
-"""Test-only fault injection: a comma-separated list of points (see `anchorfs.statefs.fault`)."""
+"""Test-only fault injection: a comma-separated list of points (see `anchorfs.core.statefs.fault`)."""
 
 STORE_DIR = "memories.lance"
 STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "applied", "events.jsonl",
@@ -243,7 +243,7 @@ def replace_state(
     becomes the file's mtime (and atime) before the replace, for a reader whose trust rule
     measures from a moment other than the write (the fold snapshot). `fsync` makes the bytes
     durable before the rename; the folder's own fsync is the caller's. `fault_point` names the
-    test-only fault switch (`anchorfs.statefs.fault`): half the temp file lands, then ENOSPC.
+    test-only fault switch (`anchorfs.core.statefs.fault`): half the temp file lands, then ENOSPC.
     Returns the `fstat` of the file written, which the rename keeps (inode, size, mtime).
     """
     refuse_link(path)
