@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable, Sequence
 
 from . import drift_moves
-from .anchors import MAX_FILE_BYTES, is_state_name, judge
+from .anchor.anchors import MAX_FILE_BYTES, is_state_name, judge
 from .drift_batch import _absent, _Plan, _plan_of
 from .drift_moves import _GONE, MoveSearch, _followed_lock
 from .drift_probe import _RECHECKS, _why
@@ -134,8 +134,8 @@ class DriftChecker(MoveSearch):
         the text of then read back from git (the file at the anchor's commit, when it was
         committed as it was hashed: its sha256 must match). One `git cat-file` per such anchor,
         only when its bytes changed; never with `drift.whitespace = "strict"`."""
-        from .anchors import narrowed_tokens
-        from .symbols import language_for
+        from .anchor.anchors import narrowed_tokens
+        from .anchor.symbols import language_for
 
         if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
             return False

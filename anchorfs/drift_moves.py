@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from operator import attrgetter
 
-from .anchors import is_state_name, judge_at
+from .anchor.anchors import is_state_name, judge_at
 from .drift_probe import FileProbe
 from .core.errors import AnchorError
 from .hashing import HashCache
@@ -149,7 +149,7 @@ class MoveSearch(FileProbe):
         with that `path_now` (a candidate, still stale): git's rename, else without git the
         same inode renamed (`_same_inode`), else the same symbol under its name, other text, in
         a file new since."""
-        from .symbols import MAX_PARSE_BYTES, language_for
+        from .anchor.symbols import MAX_PARSE_BYTES, language_for
 
         narrowed = bool(ref.symbol or ref.lines)
         gone = lost.verdict is Verdict.DELETED
@@ -224,8 +224,8 @@ class MoveSearch(FileProbe):
         own name (bytes; under the same name, tokens too when it carries a token hash): in its own file under another name, then in the
         files new since (renamed, added), closest first. What `reanchor` offers for a
         missing symbol; bounded like the moved-content search."""
-        from .anchors import text_hash
-        from .symbols import MAX_PARSE_BYTES, language_for, list_symbols, token_hash
+        from .anchor.anchors import text_hash
+        from .anchor.symbols import MAX_PARSE_BYTES, language_for, list_symbols, token_hash
 
         if not ref.symbol:
             return []

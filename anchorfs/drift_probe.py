@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, resolve_path
+from .anchor.anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, resolve_path
 from .core.errors import AnchorError, UnsafePathError
 from .core.guard import NotRegularError, SwappedError, read_guarded
 from .hashing import HashCache

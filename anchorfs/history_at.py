@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .anchors import MAX_FILE_BYTES, judge
+from .anchor.anchors import MAX_FILE_BYTES, judge
 from .core.errors import HistoryError
 from .core.git import is_ancestor, tree_changes
 from .history_follow import _safe_repo_path

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
+from .anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
 from .core.errors import AnchorError, AnchorfsError
 from .core.git import Change
 from .history_repo import _Repo
@@ -142,7 +142,7 @@ class _Follower:
         return self._judge_symbol(data)
 
     def _judge_symbol(self, data: bytes, ref: AnchorRef | None = None) -> _Judged:
-        from .symbols import list_symbols
+        from .anchor.symbols import list_symbols
 
         ref = ref or self.ref
         same_file = hashlib.sha256(data).hexdigest() == ref.sha256
@@ -206,7 +206,7 @@ class _Follower:
         (judged, new path, its oid, renamed_to) or None. A rename whose text differs is
         that rename's evidence (`changed` there), unless an intact copy turns up elsewhere.
         Bounded: `_FOLLOW_FILES` files, `_FOLLOW_BYTES` bytes, asked only at a loss."""
-        from .symbols import language_for
+        from .anchor.symbols import language_for
 
         repo = self.repo
         rpath = repo.repo_path(self.ref.path)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .anchors import MAX_FILE_BYTES
+from .anchor.anchors import MAX_FILE_BYTES
 from .core.errors import HistoryError
 from .core.git import popen_git, run_git
 from .history_repo import _OID_RE, WORKING_TREE

@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
-from .anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path
+from .anchor.anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path
 from .core.errors import AnchorError
 from .core.git import Change, worktree_changes
 from .history_follow import _NULL_OIDS, _Follower, _Judged, _intact, _norm, _renamed_to

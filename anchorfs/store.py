@@ -76,8 +76,8 @@ def embed_text(memory: Memory) -> str:
 
 def search_text(memory: Memory, code: str = "") -> str:
     """What the full-text index sees: `embed_text` plus identifier parts and exact-name keys,
-    then the vocabulary of the anchored `code` (see `anchorfs.codetext`), split the same way."""
-    from .codetext import code_vocabulary
+    then the vocabulary of the anchored `code` (see `anchorfs.anchor.codetext`), split the same way."""
+    from .anchor.codetext import code_vocabulary
     from .core.textutil import compound_keys, expand_for_search
 
     raw = embed_text(memory)
@@ -313,7 +313,7 @@ class Store:
 
     def _rows(self, memories: Sequence[Memory], reuse: dict[str, tuple[str, Any]],
               drift: dict[str, str | None]) -> list[dict[str, Any]]:
-        from .codetext import anchored_text
+        from .anchor.codetext import anchored_text
 
         codes = [anchored_text(self.root_real, m) if m.anchors else "" for m in memories]
         texts = [search_text(m, c) for m, c in zip(memories, codes)]

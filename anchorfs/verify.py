@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from .anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
+from .anchor.anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
 from .core.errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
 from .core.model import Drift, Memory, StaleClaim
 from .verify_text import Claim, _has_extension, extract_claims, remote_context
@@ -221,7 +221,7 @@ class SymbolIndex:
 
     def _parse(self) -> None:
         from .core.guard import read_guarded
-        from .symbols import language_for, list_symbols
+        from .anchor.symbols import language_for, list_symbols
 
         entries: list[_SymbolEntry] = []
         for rel in self.files:
@@ -402,7 +402,7 @@ class _Checker:
 
     def _in_file(self, rel: str, real: str, name: str) -> tuple[_Where, str | None]:
         from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
-        from .symbols import find_symbol, language_for, list_symbols
+        from .anchor.symbols import find_symbol, language_for, list_symbols
 
         if language_for(rel) is None:
             return _Where(Drift.UNKNOWN, f"symbols in {rel} cannot be resolved (no grammar)"), None

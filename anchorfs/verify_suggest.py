@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .anchors import MAX_FILE_BYTES
+from .anchor.anchors import MAX_FILE_BYTES
 from .core.model import Drift, Memory
 from .verify import SymbolIndex, _Checker
 from .verify_text import _prose_identifiers, extract_claims, remote_context

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 
-from .anchors import STATE_DIR
+from .anchor.anchors import STATE_DIR
 from .core.errors import AnchorfsError, WorkspaceError
 from .hashing import DEFAULT_GRANULARITY_NS
 from .core.model import Drift, Value, Verdict, to_iso, utcnow

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
-from . import anchors as anchors_mod
+from .anchor import anchors as anchors_mod
 from . import catchup, foldsnap, writeback  # recall, revision, storesync, writes: where used (a digest needs none)
 from .core.config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import anchors as anchors_mod
+from .anchor import anchors as anchors_mod
 from . import storesync
 from .drift import DriftChecker
 from .core.errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError

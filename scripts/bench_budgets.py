@@ -87,6 +87,7 @@ RECALL_MS, DRIFT_S, RECALL_CALLS = 30.0, 1.0, 50
 BUILD = """
 import json, sys, time, anchorfs
 job = json.load(open(sys.argv[1]))
+assert anchorfs.__file__.startswith(job["code"] + "/"), f"{anchorfs.__file__} is not {job['code']}'s"
 items, batch, t = job["items"], job["batch"], time.perf_counter()
 with anchorfs.open(job["root"]) as ws:
     for j in range(0, len(items), batch):
@@ -188,7 +189,7 @@ class Twin:
 
     def staled(self, name: str, k: int) -> bytes:
         first, _, rest = self.orig[name].partition(b"\n")
-        return f"stale_{k} = {k}  # was: {first[:40]!r}\n".encode() + rest
+        return f"stale_{k % 1000} = {k}  # was: {first[:40]!r}\n".encode() + rest
 
     def git(self, *args: str) -> None:
         subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=self.root, env=self.env, check=True,
@@ -198,9 +199,9 @@ class Twin:
         self.write(name, data)
         self.git("commit", "-qm", f"edit {name}", "--", self.targets[name])
 
-    def cli(self, *args: str, stdin: str | None = None, extra: dict[str, str] | None = None) -> str:
-        proc = subprocess.run([PY, "-m", "anchorfs", *args], cwd=self.root, env={**self.env, **(extra or {})},
-                              input=stdin, capture_output=True, text=True, check=False)
+    def cli(self, *args: str) -> str:
+        proc = subprocess.run([PY, "-m", "anchorfs", *args], cwd=self.root, env=self.env, capture_output=True,
+                              text=True, check=False)
         if proc.returncode not in (0, 90):
             raise SystemExit(f"{self.code}: anchorfs {' '.join(args)} failed: {proc.stderr[-2000:]}")
         return proc.stdout
@@ -238,8 +239,9 @@ def build(codes: list[str], tree: Path, work: Path, n: int, big: bool, srcs: lis
         twin.git("commit", "-qm", "Django 5.1.4")
         twin.cli("init")
         job = work / f"{n}-{i}.json"
-        job.write_text(json.dumps({"root": str(root), "items": items, "batch": max(1000, n // 10)}))
-        procs.append(subprocess.Popen([PY, "-c", BUILD, str(job)], env=twin.env))
+        job.write_text(json.dumps({"root": str(root), "code": code, "items": items, "batch": max(1000, n // 10)}))
+        # -P and the workspace as cwd: `-c` would put the current folder before PYTHONPATH
+        procs.append(subprocess.Popen([PY, "-P", "-c", BUILD, str(job)], cwd=root, env=twin.env))
         twins.append(twin)
     for proc, twin in zip(procs, twins):
         if proc.wait() != 0:

@@ -129,7 +129,7 @@ def bench_moves(n: int, write: bool) -> None:
     identical repos, one of them with the moves, measured in alternation (this machine is
     shared: alternating keeps a load spike from landing on one side only)."""
     import anchorfs.drift as drift_mod
-    from anchorfs.anchors import take
+    from anchorfs.anchor.anchors import take
     from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
 
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-moves-") as tmp:

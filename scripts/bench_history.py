@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import machine, write_section  # noqa: E402
 
-from anchorfs.anchors import narrowed_text, text_hash  # noqa: E402
+from anchorfs.anchor.anchors import narrowed_text, text_hash  # noqa: E402
 from anchorfs.history import bisect, log  # noqa: E402
 from anchorfs.core.model import AnchorRef, Memory, new_id  # noqa: E402
 

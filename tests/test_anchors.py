@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs.anchors import (
+from anchorfs.anchor.anchors import (
     STATE_DIR,
     judge,
     narrowed_text,

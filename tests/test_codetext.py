@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from anchorfs import codetext
-from anchorfs.codetext import anchored_text, code_vocabulary, defined_names, name_keys
+from anchorfs.anchor import codetext
+from anchorfs.anchor.codetext import anchored_text, code_vocabulary, defined_names, name_keys
 from anchorfs.core.model import AnchorRef, Memory, new_id
 
 SOURCE = '''"""Billing retries."""
@@ -82,7 +82,7 @@ def test_a_batch_parses_each_anchored_file_once(tmp_path: Path, monkeypatch) -> 
     the file again (40 files: 80 parses before, as the symbols' cache of 32 had moved on) nor
     indexes anything else than a fresh read would."""
     import anchorfs
-    from anchorfs import symbols
+    from anchorfs.anchor import symbols
 
     root = tmp_path / "ws"
     (root / "src").mkdir(parents=True)

@@ -561,7 +561,7 @@ def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: 
 
     import anchorfs.drift_check as drift_mod
     import anchorfs.hashing as hashing_mod
-    from anchorfs.anchors import parse_spec, take
+    from anchorfs.anchor.anchors import parse_spec, take
 
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
         base = Path(tmp)

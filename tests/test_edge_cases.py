@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-import anchorfs.anchors as anchors_mod
+import anchorfs.anchor.anchors as anchors_mod
 import anchorfs.drift_check as drift_mod
 import anchorfs.drift_probe as probe_mod
 import anchorfs.hashing as hashing
-from anchorfs.anchors import narrowed_text, parse_spec, take, text_hash
+from anchorfs.anchor.anchors import narrowed_text, parse_spec, take, text_hash
 from anchorfs.drift import DriftChecker
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 from anchorfs.hashing import HashCache

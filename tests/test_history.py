@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from anchorfs.anchors import judge, narrowed_text, take, text_hash
+from anchorfs.anchor.anchors import judge, narrowed_text, take, text_hash
 from anchorfs.core.errors import HistoryError
 from anchorfs.history import (
     WORKING_TREE,

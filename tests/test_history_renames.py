@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import git
 
 import anchorfs
-from anchorfs.anchors import take
+from anchorfs.anchor.anchors import take
 from anchorfs.cli import cli
 from anchorfs.history import WORKING_TREE, bisect, drift_at, log
 from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id

@@ -504,11 +504,11 @@ def test_a_symbol_check_loads_its_grammar_without_the_language_packs_init() -> N
     `__init__` imports three more grammars and importlib.resources, a seventh of a hook's cost);
     the symbols found are those the pack's own loader gives."""
     probe = ("import json, sys\n"
-             "from anchorfs.symbols import list_symbols\n"
+             "from anchorfs.anchor.symbols import list_symbols\n"
              "src = b'class A:\\n    def f(self):\\n        return 1\\n\\ndef g():\\n    pass\\n'\n"
              "direct = [s.name for s in list_symbols('m.py', src)]\n"
              "loaded = 'tree_sitter_language_pack' in sys.modules\n"
-             "import anchorfs.symbols as sy\n"
+             "import anchorfs.anchor.symbols as sy\n"
              "from tree_sitter_language_pack import get_language\n"
              "sy._LANGUAGES.clear(); sy._QUERIES.clear()\n"
              "sy._LANGUAGES['python'] = get_language('python')\n"

@@ -31,7 +31,7 @@ import orjson
 import pytest
 
 import anchorfs
-from anchorfs.anchors import STATE_DIR, parse_markers, parse_spec, take
+from anchorfs.anchor.anchors import STATE_DIR, parse_markers, parse_spec, take
 from anchorfs.drift import DriftChecker, DriftReport
 from anchorfs.core.errors import AnchorError, AnchorfsError, UnsafePathError
 from anchorfs.hashing import HashCache, sha256_bytes

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from anchorfs.anchors import is_state_name, parse_markers, parse_spec, resolve_path, take
+from anchorfs.anchor.anchors import is_state_name, parse_markers, parse_spec, resolve_path, take
 from anchorfs.core.config import CONFIG_FILE, KEYS, Config, env_name, load_config
 from anchorfs.drift import DriftChecker, envelope
 from anchorfs.core.errors import AnchorError, AnchorfsError, ConfigError, InputError

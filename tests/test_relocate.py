@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anchorfs.anchors import SCAN_BUDGET_BYTES, _find_block, _lines_text, judge, parse_spec, take, text_hash
+from anchorfs.anchor.anchors import SCAN_BUDGET_BYTES, _find_block, _lines_text, judge, parse_spec, take, text_hash
 from anchorfs.core.model import Verdict
 
 

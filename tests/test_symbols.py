@@ -1,4 +1,4 @@
-"""Tests for anchorfs.symbols: qualified names, spans and errors across every grammar."""
+"""Tests for anchorfs.anchor.symbols: qualified names, spans and errors across every grammar."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs import symbols
+from anchorfs.anchor import symbols
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
-from anchorfs.symbols import MAX_PARSE_BYTES, Symbol, find_symbol, language_for, list_symbols
+from anchorfs.anchor.symbols import MAX_PARSE_BYTES, Symbol, find_symbol, language_for, list_symbols
 
 FIXTURES = Path(__file__).parent / "fixtures" / "symbols"
 
@@ -698,7 +698,7 @@ def test_parsing_from_several_threads_gives_the_same_answers() -> None:
 def test_importing_the_module_does_not_load_tree_sitter() -> None:
     """`anchorfs drift` imports this module; tree-sitter must load only when a file is parsed."""
     code = (
-        "import sys, anchorfs.symbols as s\n"
+        "import sys, anchorfs.anchor.symbols as s\n"
         "assert not [m for m in sys.modules if m.startswith('tree_sitter')], 'eager'\n"
         "s.list_symbols('a.py', b'def f(): pass\\n')\n"
         "assert 'tree_sitter' in sys.modules\n"
@@ -709,16 +709,16 @@ def test_importing_the_module_does_not_load_tree_sitter() -> None:
 def test_a_python_file_loads_only_pythons_handlers_and_no_difflib_until_a_name_is_missed() -> None:
     """A hook checking a Python file's symbols builds no other language's handlers (issue 20)."""
     code = (
-        "import sys, anchorfs.symbols as s\n"
+        "import sys, anchorfs.anchor.symbols as s\n"
         "assert [x.name for x in s.list_symbols('a.py', b'class A:\\n    def f(self): pass\\n')] == ['A', 'A.f']\n"
         "mods = set(sys.modules)\n"
-        "assert 'anchorfs.symbols_python' in mods, mods\n"
-        "assert not {'anchorfs.symbols_langs', 'anchorfs.symbols_cfamily', 'difflib'} & mods, mods\n"
+        "assert 'anchorfs.anchor.symbols_python' in mods, mods\n"
+        "assert not {'anchorfs.anchor.symbols_langs', 'anchorfs.anchor.symbols_cfamily', 'difflib'} & mods, mods\n"
         "try:\n    s.find_symbol('a.py', b'def issue(): pass\\n', 'isue')\nexcept Exception as e:\n"
         "    assert e.candidates == ('issue',), e\n"
         "assert 'difflib' in sys.modules\n"
         "s.list_symbols('a.rs', b'fn f() {}\\n')\n"
-        "assert 'anchorfs.symbols_langs' in sys.modules and 'anchorfs.symbols_cfamily' not in sys.modules\n"
+        "assert 'anchorfs.anchor.symbols_langs' in sys.modules and 'anchorfs.anchor.symbols_cfamily' not in sys.modules\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -731,7 +731,7 @@ def test_every_language_has_its_handlers() -> None:
 
 def test_one_parse_per_file_version(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many anchors into one file (recording, judging a changed file) parse it once."""
-    import anchorfs.symbols as symbols_mod
+    import anchorfs.anchor.symbols as symbols_mod
 
     calls: list[str] = []
     real = symbols_mod._parse_symbols

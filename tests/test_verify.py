@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs.anchors import parse_spec, take
+from anchorfs.anchor.anchors import parse_spec, take
 from anchorfs.core.model import AnchorRef, Drift, Memory
 from anchorfs.verify import (
     Claim,

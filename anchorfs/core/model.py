@@ -289,7 +289,7 @@ class AnchorRef(Value):
     """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text.
 
     `token_hash` (narrowed anchors in a language with a grammar) hashes the text's token
-    sequence, so a reformat can be told from a change (`anchorfs.symbols.token_hash`). Taken at
+    sequence, so a reformat can be told from a change (`anchorfs.anchor.symbols.token_hash`). Taken at
     write time, before git's commit and dirty flag are known; an anchor recorded without it
     reads its text of then back from git when it was committed clean, else keeps the byte rule.
     """

@@ -178,7 +178,7 @@ def _stale_edit(root: Path, specs: Sequence[str]) -> dict[Path, bytes]:
     """Edit the code under each anchor spec so that the anchor is stale; returns the files'
     original bytes. A whole file gets a line more; a symbol or line range, a word more on its
     last line (a changed, or for a broken parse a missing, symbol: stale either way)."""
-    from anchorfs.anchors import narrowed_text, parse_spec
+    from anchorfs.anchor.anchors import narrowed_text, parse_spec
 
     saved: dict[Path, bytes] = {}
     for spec in specs:

@@ -5,8 +5,8 @@ so every grammar is mapped onto one naming scheme: enclosing classes / namespace
 with dots, top-level definitions by their bare name. tree-sitter is imported lazily because the
 drift pass imports this module on every CLI start and most runs never parse anything.
 
-Each language's handlers live apart (`anchorfs.symbols_python`, `anchorfs.symbols_cfamily`,
-`anchorfs.symbols_langs`, on the machinery of `anchorfs.symbols_walk`) and are imported the
+Each language's handlers live apart (`anchorfs.anchor.symbols_python`, `anchorfs.anchor.symbols_cfamily`,
+`anchorfs.anchor.symbols_langs`, on the machinery of `anchorfs.anchor.symbols_walk`) and are imported the
 first time a file of theirs is parsed: a hook checking one Python file's symbols loads and
 builds none of the others (issue 20), nor `difflib`, which only a symbol not found needs.
 """
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 
-from .core.model import Value
+from ..core.model import Value
 from .symbols_walk import _FUNC_KINDS, _VALUE_KINDS, _Ctx, _Def
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -174,7 +174,7 @@ def _parser(lang: str) -> Parser:
 # --------------------------------------------------------------------------- languages
 
 _SPEC_MODULES = {"python": "symbols_python", "c": "symbols_cfamily", "cpp": "symbols_cfamily", "csharp": "symbols_cfamily"}
-"""Where each language's handlers are (any other: `anchorfs.symbols_langs`), imported when first asked for."""
+"""Where each language's handlers are (any other: `anchorfs.anchor.symbols_langs`), imported when first asked for."""
 _SPECS: dict[str, _Spec] = {}
 
 
@@ -185,7 +185,7 @@ def _spec(lang: str) -> _Spec:
     if spec is None:
         import importlib
 
-        module = importlib.import_module("anchorfs." + _SPEC_MODULES.get(lang, "symbols_langs"))
+        module = importlib.import_module(f"{__package__}." + _SPEC_MODULES.get(lang, "symbols_langs"))
         spec = _SPECS.setdefault(lang, module.SPECS[lang])
     return spec
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from .core.errors import AnchorError, SymbolNotFoundError, UnsafePathError
-from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
-from .core.guard import sha256_bytes
-from .core.locate import STATE_DIR
-from .core.model import AnchorRef, Verdict
+from ..core.errors import AnchorError, SymbolNotFoundError, UnsafePathError
+from ..core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, is_state_name, read_guarded
+from ..core.guard import sha256_bytes
+from ..core.locate import STATE_DIR
+from ..core.model import AnchorRef, Verdict
 
 __all__ = [
     "STATE_DIR",
@@ -242,7 +242,7 @@ def _line_bytes(data: bytes, start: int, end: int) -> tuple[int, int] | None:
 
 
 def narrowed_tokens(ref: AnchorRef, data: bytes) -> str | None:
-    """The token hash of a narrowed anchor's text in `data` (`anchorfs.symbols.token_hash`),
+    """The token hash of a narrowed anchor's text in `data` (`anchorfs.anchor.symbols.token_hash`),
     or None: no grammar for the file, the text not found, or a whole-file anchor."""
     from .symbols import find_symbol, language_for, token_hash
 

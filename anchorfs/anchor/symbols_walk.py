@@ -1,7 +1,7 @@
-"""The walk machinery every language's symbol handlers share (`anchorfs.symbols`): what a handler
+"""The walk machinery every language's symbol handlers share (`anchorfs.anchor.symbols`): what a handler
 finds at a node (`_Def`), the per-parse state it is handed (`_Ctx`), a language's handlers
-(`_Spec`) and the helpers they are built from. The languages are in `anchorfs.symbols_python`,
-`anchorfs.symbols_cfamily` and `anchorfs.symbols_langs`, each loaded when a file of theirs is parsed."""
+(`_Spec`) and the helpers they are built from. The languages are in `anchorfs.anchor.symbols_python`,
+`anchorfs.anchor.symbols_cfamily` and `anchorfs.anchor.symbols_langs`, each loaded when a file of theirs is parsed."""
 
 from __future__ import annotations
 

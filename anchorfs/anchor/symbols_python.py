@@ -1,4 +1,4 @@
-"""Python's definitions as symbols (`anchorfs.symbols`' walk, `anchorfs.symbols_walk`).
+"""Python's definitions as symbols (`anchorfs.anchor.symbols`' walk, `anchorfs.anchor.symbols_walk`).
 
 A module of its own: a hook checking a Python file's symbols loads no other language's handlers."""
 

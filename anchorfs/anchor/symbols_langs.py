@@ -1,4 +1,4 @@
-"""The other languages' definitions as symbols (`anchorfs.symbols`' walk, `anchorfs.symbols_walk`):
+"""The other languages' definitions as symbols (`anchorfs.anchor.symbols`' walk, `anchorfs.anchor.symbols_walk`):
 JavaScript / TypeScript, Rust, Go, Java, Ruby, PHP, Kotlin, Swift, Scala and SQL, loaded for those files alone."""
 
 from __future__ import annotations

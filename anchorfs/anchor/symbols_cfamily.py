@@ -1,4 +1,4 @@
-"""C, C++ and C#'s definitions as symbols (`anchorfs.symbols`' walk, `anchorfs.symbols_walk`), loaded for those files alone."""
+"""C, C++ and C#'s definitions as symbols (`anchorfs.anchor.symbols`' walk, `anchorfs.anchor.symbols_walk`), loaded for those files alone."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from .core.errors import AnchorfsError
-from .core.model import AnchorRef, Memory
+from ..core.errors import AnchorfsError
+from ..core.model import AnchorRef, Memory
 
 __all__ = [
     "anchored_text",
@@ -38,7 +38,7 @@ MAX_NAMES = 64
 def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
     """(repo-relative path, bytes) of a safe, regular, small enough text file, else None."""
     from .anchors import resolve_path
-    from .core.guard import read_guarded
+    from ..core.guard import read_guarded
 
     try:
         rel, real = resolve_path(root_real, path)
@@ -71,7 +71,7 @@ def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> str:
 
 def _one(root_real: str, anchor: AnchorRef) -> str:
     from .anchors import narrowed_text
-    from .core.guard import sha256_bytes
+    from ..core.guard import sha256_bytes
 
     if not (anchor.symbol or anchor.lines):
         # A whole file is too broad to describe one memory: its first lines (measured) added
@@ -148,7 +148,7 @@ def name_keys(text: str) -> set[str]:
     snake_case one as its exact-name key), so the keys can be searched for directly. One-word
     names (`attempts`, `__init__`) are left out: they are ordinary words.
     """
-    from .core.textutil import _chunks, _tokens, identifier_parts
+    from ..core.textutil import _chunks, _tokens, identifier_parts
 
     out: set[str] = set()
     for token in _tokens(text):
