@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 import blake3
 
-from .hashing import DEFAULT_GRANULARITY_NS
+from .drift.hashcache import DEFAULT_GRANULARITY_NS
 from .core.errors import LedgerError
 from .ledger import Entry, Ledger, refold
 from .core.model import Memory

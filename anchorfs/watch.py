@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from .anchor.anchors import STATE_DIR
 from .core.errors import AnchorfsError, WorkspaceError
-from .hashing import DEFAULT_GRANULARITY_NS
+from .drift.hashcache import DEFAULT_GRANULARITY_NS
 from .core.model import Drift, Value, Verdict, to_iso, utcnow
 from .core.statefs import open_state, read_state
 

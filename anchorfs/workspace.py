@@ -34,7 +34,7 @@ from .core.errors import (
     NotFoundError,
     WorkspaceError,
 )
-from .hashing import HashCache
+from .drift.hashcache import HashCache
 from .ledger import Entry, FoldState, Ledger
 from .core.locate import locate
 from .core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)

@@ -18,7 +18,7 @@ spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 # Re-install only when the requirements, the C source or the extras changed.
 stamp=".venv/.anchorfs-installed"
-want="$(cat pyproject.toml anchorfs/*.c | sha256sum | cut -c1-16)-$extras"
+want="$(cat pyproject.toml anchorfs/drift/*.c | sha256sum | cut -c1-16)-$extras"
 if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   echo "installing anchorfs${extras:+ [$extras]} ..." >&2
   if [[ ",$extras," == *",minilm,"* ]]; then

@@ -95,7 +95,7 @@ def git_repo(tmp_path: Path) -> Path:
 def count_checks(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
     """Call it to start counting: the ids of the memories `DriftChecker.check` checks from then
     on, one entry a check (a pass's one-by-one checks included), in a list it returns."""
-    from anchorfs.drift_check import DriftChecker
+    from anchorfs.drift.check import DriftChecker
 
     def start() -> list[str]:
         calls: list[str] = []
@@ -130,7 +130,7 @@ def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _racy_window(monkeypatch: pytest.MonkeyPatch, ns: int) -> None:
-    import anchorfs.hashing as hashing
+    import anchorfs.drift.hashcache as hashing
 
     monkeypatch.setattr(hashing, "DEFAULT_GRANULARITY_NS", ns)
     kwdefaults = hashing.HashCache.__init__.__kwdefaults__

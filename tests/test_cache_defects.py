@@ -101,7 +101,7 @@ def test_a_verdict_is_never_kept_across_versions(tmp_path: Path, monkeypatch: py
     (root / "conf.py").write_text(CONF + "C = 3\n")  # changed elsewhere: the line itself is intact
     with anchorfs.open(root) as ws:
         assert ws.drift().memories[0].drift.value == "fresh"
-    import anchorfs.drift_check as check
+    import anchorfs.drift.check as check
     from anchorfs.core.model import Verdict
 
     def stricter(ref: object, data: bytes, *, strict: bool = False) -> tuple[Verdict, str, None]:

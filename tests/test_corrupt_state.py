@@ -25,7 +25,7 @@ import pytest
 import anchorfs
 from anchorfs.cli import main
 from anchorfs.core.errors import ConfigError, LedgerError, StoreError
-from anchorfs.hashing import MANIFEST_VERSION, HashCache
+from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
 from anchorfs.ledger import Entry, Ledger
 from anchorfs.core.model import Drift, Memory, new_id, utcnow
 from anchorfs.workspace import Workspace

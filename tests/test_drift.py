@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
-from anchorfs.hashing import HashCache
+from anchorfs.drift.hashcache import HashCache
 from anchorfs import writeback
 from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
@@ -352,7 +352,7 @@ def test_warm_start_across_processes_does_not_rehash(ws: anchorfs.Workspace) -> 
     first = ws.drift()
     ws.close()
     script = (
-        "import anchorfs, sys, anchorfs.hashing as h\n"
+        "import anchorfs, sys, anchorfs.drift.hashcache as h\n"
         "h.HashCache.__init__.__kwdefaults__['granularity_ns'] = 0\n"  # as `no_racy_window` here
         f"ws = anchorfs.open({str(ws.root)!r})\n"
         "r = ws.drift()\n"
@@ -445,9 +445,9 @@ def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_pa
     """`check_all` vouches for unchanged files in one C loop (or Python's C-level maps where it
     is not built); every other case must land on exactly the verdict `check` gives, and only
     changed files may be hashed again."""
-    import anchorfs.drift_check as drift_mod
-    import anchorfs.filehash as filehash_mod
-    import anchorfs.hashing as hashing_mod
+    import anchorfs.drift.check as drift_mod
+    import anchorfs.drift.filehash as filehash_mod
+    import anchorfs.drift.hashcache as hashing_mod
 
     monkeypatch.setattr(drift_mod, "_CHUNK", chunk)
     if not c_loop:
@@ -559,8 +559,8 @@ def test_batch_pass_equals_one_by_one_under_any_mutation(tmp_path: Path, specs: 
     warm or cold: the fast path may only ever skip work, never change an answer."""
     import tempfile
 
-    import anchorfs.drift_check as drift_mod
-    import anchorfs.hashing as hashing_mod
+    import anchorfs.drift.check as drift_mod
+    import anchorfs.drift.hashcache as hashing_mod
     from anchorfs.anchor.anchors import parse_spec, take
 
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:

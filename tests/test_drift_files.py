@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-import anchorfs.drift as drift_mod
-import anchorfs.filehash as filehash_mod
-import anchorfs.hashing as hashing_mod
+import anchorfs.drift.batch as drift_mod
+import anchorfs.drift.filehash as filehash_mod
+import anchorfs.drift.hashcache as hashing_mod
 from anchorfs.drift import DriftChecker, DriftReport
-from anchorfs.hashing import HashCache
+from anchorfs.drift.hashcache import HashCache
 from anchorfs.core.model import Drift, Memory, Verdict, new_id
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")

@@ -21,13 +21,13 @@ import pytest
 
 import anchorfs
 import anchorfs.anchor.anchors as anchors_mod
-import anchorfs.drift_check as drift_mod
-import anchorfs.drift_probe as probe_mod
-import anchorfs.hashing as hashing
+import anchorfs.drift.check as drift_mod
+import anchorfs.drift.probe as probe_mod
+import anchorfs.drift.hashcache as hashing
 from anchorfs.anchor.anchors import narrowed_text, parse_spec, take, text_hash
 from anchorfs.drift import DriftChecker
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
-from anchorfs.hashing import HashCache
+from anchorfs.drift.hashcache import HashCache
 from anchorfs.core.model import AnchorCheck, AnchorRef, Drift, Verdict
 
 PY = b"class Token:\n    def issue(self):\n        return 24\n\n\ndef helper():\n    return 1\n"

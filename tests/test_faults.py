@@ -31,7 +31,7 @@ import pytest
 
 import anchorfs
 from anchorfs.core.errors import LedgerError, StoreError
-from anchorfs.hashing import HashCache
+from anchorfs.drift.hashcache import HashCache
 from anchorfs.ledger import Ledger, fold
 from anchorfs.core.statefs import FAULT_ENV, armed, fault
 from anchorfs.core.model import Drift, Verdict

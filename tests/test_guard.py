@@ -174,10 +174,10 @@ def _key(path: Path) -> tuple[int, int, int, int]:
 @pytest.fixture
 def reread():  # type: ignore[no-untyped-def]
     """`_statmatch.reread`: openat2 beneath the root with no link on the way (Linux 5.6+)."""
-    from anchorfs import _statmatch
+    from anchorfs.drift import _statmatch
 
     if not hasattr(_statmatch, "reread"):
-        pytest.fail("anchorfs._statmatch.reread is not built (Linux builds it)")
+        pytest.fail("anchorfs.drift._statmatch.reread is not built (Linux builds it)")
 
     def run(root: Path, rels: list[str], keys: list[tuple[int, int, int, int]], limit: int = 1 << 20):
         return _statmatch.reread(str(root), rels, _statmatch.pack(keys), limit)
@@ -269,7 +269,7 @@ def test_reread_reads_a_file_exactly_when_it_is_plainly_there(tmp_path_factory: 
     """Over random trees of files, folders, links (inside, out, up) and FIFOs: `reread` returns a
     file's bytes exactly when its path is plain, outside the state folder, reached without any
     link, a regular file, and its stat is the key given; else None. Never anything else."""
-    from anchorfs import _statmatch
+    from anchorfs.drift import _statmatch
     from anchorfs.core.guard import is_state_name
 
     top = tmp_path_factory.mktemp("tree")

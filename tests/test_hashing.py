@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-import anchorfs.hashing as hashing
-from anchorfs.hashing import MANIFEST_VERSION, HashCache, sha256_bytes, sha256_file
+import anchorfs.drift.hashcache as hashing
+from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache, sha256_bytes, sha256_file
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")
 
@@ -257,7 +257,7 @@ def test_warm_start_across_a_real_process(ws: Path) -> None:
         """
         import json, sys
         from pathlib import Path
-        from anchorfs.hashing import HashCache
+        from anchorfs.drift.hashcache import HashCache
         ws = Path(sys.argv[1])
         cache = HashCache(ws / ".anchorfs" / "manifest.json", granularity_ns=0)  # as `no_racy_window`
         got = {f"m{i}.py": cache.sha256(f"m{i}.py", ws / f"m{i}.py") for i in range(5)}
@@ -675,7 +675,7 @@ def test_concurrent_saves_never_corrupt_the_manifest(ws: Path) -> None:
         """
         import sys
         from pathlib import Path
-        from anchorfs.hashing import HashCache
+        from anchorfs.drift.hashcache import HashCache
         ws, me = Path(sys.argv[1]), sys.argv[2]
         man = ws / ".anchorfs" / "manifest.json"
         for _ in range(15):
@@ -777,7 +777,7 @@ def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """`vouch` compares a batch in `_statmatch`'s C loop, or in Python where it is not built:
     both must give the same answers."""
     if request.param == "python":
-        from anchorfs import filehash
+        from anchorfs.drift import filehash
 
         monkeypatch.setattr(hashing, "_statmatch", None)
         monkeypatch.setattr(filehash, "_statmatch", None)  # its batch re-read too
@@ -787,11 +787,11 @@ def loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 def test_the_c_loop_is_built() -> None:
     """The install builds `_statmatch` wherever a C compiler is at hand (CI has one): without
     this, every other test here would only exercise the Python fallback."""
-    assert hashing._statmatch is not None, "anchorfs._statmatch is not built: reinstall with a C compiler"
+    assert hashing._statmatch is not None, "anchorfs.drift._statmatch is not built: reinstall with a C compiler"
 
 
 def test_statmatch_compares_every_field_and_refuses_what_it_cannot_judge(tmp_path: Path) -> None:
-    from anchorfs import _statmatch
+    from anchorfs.drift import _statmatch
 
     files = [write(tmp_path / f"s{i}.txt", b"x" * i) for i in range(4)]
     paths = [str(p) for p in files]
@@ -818,7 +818,7 @@ def test_statmatch_compares_every_field_and_refuses_what_it_cannot_judge(tmp_pat
 
 def test_statmatch_threads_split_a_large_batch_and_agree(tmp_path: Path) -> None:
     """Batches of 4,096+ files are split over threads: every share must land in its place."""
-    from anchorfs import _statmatch
+    from anchorfs.drift import _statmatch
 
     paths = []
     for i in range(5000):

@@ -1,4 +1,4 @@
-"""The hash cache's file read and spliced as bytes (`anchorfs.manifestfile`)."""
+"""The hash cache's file read and spliced as bytes (`anchorfs.drift.manifest`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anchorfs import manifestfile
-from anchorfs.manifestfile import ENTRIES_KEY, MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
+from anchorfs.drift import manifest as manifestfile
+from anchorfs.drift.manifest import ENTRIES_KEY, MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
 
 GRAN = 1_000
 MTIME = 10_000_000  # the manifest file's mtime in these tests: entries before MTIME - GRAN are not racy

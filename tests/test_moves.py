@@ -23,7 +23,7 @@ from click.testing import CliRunner
 import anchorfs
 from anchorfs.cli import cli
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
-from anchorfs.hashing import HashCache
+from anchorfs.drift.hashcache import HashCache
 from anchorfs.core.model import Drift, Verdict
 
 from conftest import git

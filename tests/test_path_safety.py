@@ -34,7 +34,7 @@ import anchorfs
 from anchorfs.anchor.anchors import STATE_DIR, parse_markers, parse_spec, take
 from anchorfs.drift import DriftChecker, DriftReport
 from anchorfs.core.errors import AnchorError, AnchorfsError, UnsafePathError
-from anchorfs.hashing import HashCache, sha256_bytes
+from anchorfs.drift.hashcache import HashCache, sha256_bytes
 from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id, utcnow
 
 APP = b"def handler(event):\n    return event['body']\n"
@@ -774,7 +774,7 @@ def test_swap_at_the_drift_read_of_a_changed_file(swap_lay: Layout, into: str) -
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
         _edited_elsewhere(swap_lay)
-        report = swapped_call(swap_lay, "src/app.py", ("drift_check.py", "_changed"), into, ws.drift)
+        report = swapped_call(swap_lay, "src/app.py", ("check.py", "_changed"), into, ws.drift)
         assert isinstance(report, DriftReport)
         (result,) = [r for r in report.memories if r.memory.id == m.id]
         (check,) = result.checks
@@ -787,7 +787,7 @@ def test_swap_at_the_query_read_of_a_changed_file(swap_lay: Layout, into: str) -
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
         _edited_elsewhere(swap_lay)
-        hits = swapped_call(swap_lay, "src/app.py", ("drift_check.py", "_changed"), into,
+        hits = swapped_call(swap_lay, "src/app.py", ("check.py", "_changed"), into,
                             lambda: ws.query("handler body", k=3))
         assert isinstance(hits, list)
         (hit,) = [h for h in hits if h.memory.id == m.id]
@@ -861,7 +861,7 @@ def test_another_file_swapped_in_at_the_drift_read_is_checked_afresh(swap_lay: L
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
         _edited_elsewhere(swap_lay)
-        report = swapped_call(swap_lay, "src/app.py", ("drift_check.py", "_changed"), "file", ws.drift)
+        report = swapped_call(swap_lay, "src/app.py", ("check.py", "_changed"), "file", ws.drift)
         assert isinstance(report, DriftReport)
         (result,) = [r for r in report.memories if r.memory.id == m.id]
         (check,) = result.checks

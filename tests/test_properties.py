@@ -30,7 +30,7 @@ from anchorfs.anchor.anchors import is_state_name, parse_markers, parse_spec, re
 from anchorfs.core.config import CONFIG_FILE, KEYS, Config, env_name, load_config
 from anchorfs.drift import DriftChecker, envelope
 from anchorfs.core.errors import AnchorError, AnchorfsError, ConfigError, InputError
-from anchorfs.hashing import MANIFEST_VERSION, HashCache
+from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
 from anchorfs.ledger import Entry, Ledger
 from anchorfs.core.model import AnchorRef, Memory, Verdict, new_id, parse_time, to_iso
 from anchorfs.store import search_text

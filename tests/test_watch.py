@@ -152,7 +152,7 @@ def test_the_cache_is_warm_after_an_edit(ws: anchorfs.Workspace) -> None:
         deadline = time.monotonic() + WAIT
         while cached_hash() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-    from anchorfs.hashing import sha256_bytes
+    from anchorfs.drift.hashcache import sha256_bytes
 
     assert cached_hash() == sha256_bytes(b"edited\n")
 

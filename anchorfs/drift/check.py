@@ -6,9 +6,9 @@ and a file is only read again when its stat moved. `check` does one memory (a qu
 `check_all` does a whole workspace in batches whose files the cache vouches for at once.
 Staleness needs positive evidence: an anchor we cannot read is `unknown`, never `stale`.
 
-`DriftChecker` stands on `MoveSearch` (`anchorfs.drift_moves`: where moved content went), which
-stands on `FileProbe` (`anchorfs.drift_probe`: the pass's files, located, hashed and read once);
-the batch pass's plan is `anchorfs.drift_batch`, its results `anchorfs.drift_report`.
+`DriftChecker` stands on `MoveSearch` (`anchorfs.drift.moves`: where moved content went), which
+stands on `FileProbe` (`anchorfs.drift.probe`: the pass's files, located, hashed and read once);
+the batch pass's plan is `anchorfs.drift.batch`, its results `anchorfs.drift.report`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import os
 import stat
 from collections.abc import Callable, Sequence
 
-from . import drift_moves
-from .anchor.anchors import MAX_FILE_BYTES, is_state_name, judge
-from .drift_batch import _absent, _Plan, _plan_of
-from .drift_moves import _GONE, MoveSearch, _followed_lock
-from .drift_probe import _RECHECKS, _why
-from .drift_report import DriftReport, MemoryDrift
-from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
-from .hashing import HashCache
-from .core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
+from . import moves as drift_moves
+from ..anchor.anchors import MAX_FILE_BYTES, is_state_name, judge
+from .batch import _absent, _Plan, _plan_of
+from .moves import _GONE, MoveSearch, _followed_lock
+from .probe import _RECHECKS, _why
+from .report import DriftReport, MemoryDrift
+from ..core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
+from .hashcache import HashCache
+from ..core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class DriftChecker(MoveSearch):
         if probe.verdict is Verdict.DELETED:
             gone = self._follow(ref, AnchorCheck(ref, Verdict.DELETED, detail))
             if gone.verdict is Verdict.DELETED and ref.commit:  # a private ledger's memory from another branch
-                from .core.git import elsewhere
+                from ..core.git import elsewhere
 
                 why = elsewhere(self.root_real, ref.commit, ref.path)
                 if why is not None:
@@ -134,14 +134,14 @@ class DriftChecker(MoveSearch):
         the text of then read back from git (the file at the anchor's commit, when it was
         committed as it was hashed: its sha256 must match). One `git cat-file` per such anchor,
         only when its bytes changed; never with `drift.whitespace = "strict"`."""
-        from .anchor.anchors import narrowed_tokens
-        from .anchor.symbols import language_for
+        from ..anchor.anchors import narrowed_tokens
+        from ..anchor.symbols import language_for
 
         if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
             return False
-        from .core.errors import HistoryError
-        from .core.git import run_git
-        from .core.guard import sha256_bytes
+        from ..core.errors import HistoryError
+        from ..core.git import run_git
+        from ..core.guard import sha256_bytes
 
         key = (self.root_real, ref)
         if key in _THEN_TOKENS:  # a commit's blob never changes: once per process
@@ -261,7 +261,7 @@ class DriftChecker(MoveSearch):
         full check judged them by (a folder swapped for a link is another inode, so it never
         matches), and the folders gone then must still be gone. Anything else, or no C loop,
         judges each folder again from one `lstat` and keeps those stats for the next pass."""
-        from . import hashing
+        from . import hashcache as hashing
 
         loop = hashing._statmatch
         held = plan.folders

@@ -1,7 +1,7 @@
 """The files one drift pass looks at: an anchored path located inside the root (a folder's
 realpath checked once per pass, a link's whole chain), its hash through the racy-safe cache,
 its bytes through the guarded open, each once per pass (`FileProbe`, the base of
-`anchorfs.drift_check.DriftChecker`). A path that would leave the root is `unsafe` and never
+`anchorfs.drift.check.DriftChecker`). A path that would leave the root is `unsafe` and never
 read; an I/O error is `unreadable`, in words (`_why`).
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import stat
 
-from .anchor.anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, resolve_path
-from .core.errors import AnchorError, UnsafePathError
-from .core.guard import NotRegularError, SwappedError, read_guarded
-from .hashing import HashCache
-from .core.model import AnchorCheck, AnchorRef, Verdict
+from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, is_state_name, resolve_path
+from ..core.errors import AnchorError, UnsafePathError
+from ..core.guard import NotRegularError, SwappedError, read_guarded
+from .hashcache import HashCache
+from ..core.model import AnchorCheck, AnchorRef, Verdict
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -132,8 +132,8 @@ class FileProbe:
     def strict(self) -> bool:
         """`drift.whitespace = "strict"`: every byte counts, a reformat is a change."""
         if self._whitespace is None:
-            from .core.config import load_config
-            from .core.errors import AnchorfsError
+            from ..core.config import load_config
+            from ..core.errors import AnchorfsError
 
             try:
                 self._whitespace = str(load_config(self.root_real)["drift.whitespace"])

@@ -1,5 +1,5 @@
 """SHA-256 of workspace files, the anchor contract's hash: a file streamed through the one
-guarded open (`sha256_file`), and a batch of files read again in one C loop (`reread_digests`). The hash cache (`anchorfs.hashing`) decides when a file needs hashing;
+guarded open (`sha256_file`), and a batch of files read again in one C loop (`reread_digests`). The hash cache (`anchorfs.drift.hashcache`) decides when a file needs hashing;
 this module only hashes."""
 
 from __future__ import annotations
@@ -69,6 +69,6 @@ def sha256_file(
     cannot hang the read path, and on Linux the open fd must sit at the path asked for (under
     `root` when given). A violation raises `anchorfs.core.guard.GuardError`; other OSErrors pass.
     """
-    from .core.guard import hash_guarded
+    from ..core.guard import hash_guarded
 
     return hash_guarded(path, root=root, expect=expect)

@@ -17,7 +17,7 @@ Every doubt (torn, foreign or hand-edited manifest, clock going backwards, a fut
 expired TTL) resolves to re-hashing: a wrong cached hash would call a memory `changed` (or
 worse, `fresh`) without evidence, while a needless re-hash only costs time.
 
-The manifest's layout, its CRCs and its readers: `anchorfs.manifestfile`.
+The manifest's layout, its CRCs and its readers: `anchorfs.drift.manifest`.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from types import TracebackType
 import hashlib
 
 from .filehash import _ONE_READ, reread_digests, sha256_file
-from .core.guard import sha256_bytes
-from .manifestfile import MANIFEST_VERSION, assemble
-from .manifestfile import newest_hashed, parse, parse_only, splice
-from .manifestfile import plain_rel as _plain_rel
+from ..core.guard import sha256_bytes
+from .manifest import MANIFEST_VERSION, assemble
+from .manifest import newest_hashed, parse, parse_only, splice
+from .manifest import plain_rel as _plain_rel
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -329,7 +329,7 @@ class HashCache:
         the caller takes `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others
         are None too.
         """
-        from .core.guard import GuardError, open_guarded
+        from ..core.guard import GuardError, open_guarded
 
         if not self._loaded:
             self._load()  # or the lazy load would later drop what is stored here
@@ -619,7 +619,7 @@ class HashCache:
 
     def _read_bytes(self) -> tuple[bytes | None, _Sig | None, int]:
         """The manifest's bytes, its signature and its mtime; (None, None, 0) when unreadable."""
-        from .core.statefs import STATE_LIMIT, open_state  # a link here is refused (`WorkspaceError`), never read through
+        from ..core.statefs import STATE_LIMIT, open_state  # a link here is refused (`WorkspaceError`), never read through
 
         try:
             with os.fdopen(open_state(self.manifest_path, os.O_RDONLY), "rb") as f:
@@ -653,7 +653,7 @@ class HashCache:
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
-        from .core.statefs import fsync_dir, refuse_link, replace_state  # never written through a link, nor over one
+        from ..core.statefs import fsync_dir, refuse_link, replace_state  # never written through a link, nor over one
 
         refuse_link(self.manifest_path)
         try:

@@ -1,4 +1,4 @@
-"""Reading `.anchorfs/manifest.json`, the hash cache's file (`anchorfs.hashing`: its rules).
+"""Reading `.anchorfs/manifest.json`, the hash cache's file (`anchorfs.drift.hashcache`: its rules).
 
 Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
 `{"format": "anchorfs.manifest", "version": 2, "crc32": N, "newest": T, "moves": [[key, path, path_now,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .core.model import AnchorCheck, Drift, Memory, Verdict, utcnow
+from ..core.model import AnchorCheck, Drift, Memory, Verdict, utcnow
 
 __all__ = ["envelope", "weak_envelope", "WEAK_MARK", "expired", "age_days"]
 

@@ -16,11 +16,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from operator import attrgetter
 
-from .anchor.anchors import is_state_name, judge_at
-from .drift_probe import FileProbe
-from .core.errors import AnchorError
-from .hashing import HashCache
-from .core.model import AnchorCheck, AnchorRef, Verdict
+from ..anchor.anchors import is_state_name, judge_at
+from .probe import FileProbe
+from ..core.errors import AnchorError
+from .hashcache import HashCache
+from ..core.model import AnchorCheck, AnchorRef, Verdict
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class MoveSearch(FileProbe):
         with that `path_now` (a candidate, still stale): git's rename, else without git the
         same inode renamed (`_same_inode`), else the same symbol under its name, other text, in
         a file new since."""
-        from .anchor.symbols import MAX_PARSE_BYTES, language_for
+        from ..anchor.symbols import MAX_PARSE_BYTES, language_for
 
         narrowed = bool(ref.symbol or ref.lines)
         gone = lost.verdict is Verdict.DELETED
@@ -224,8 +224,8 @@ class MoveSearch(FileProbe):
         own name (bytes; under the same name, tokens too when it carries a token hash): in its own file under another name, then in the
         files new since (renamed, added), closest first. What `reanchor` offers for a
         missing symbol; bounded like the moved-content search."""
-        from .anchor.anchors import text_hash
-        from .anchor.symbols import MAX_PARSE_BYTES, language_for, list_symbols, token_hash
+        from ..anchor.anchors import text_hash
+        from ..anchor.symbols import MAX_PARSE_BYTES, language_for, list_symbols, token_hash
 
         if not ref.symbol:
             return []
@@ -307,8 +307,8 @@ class MoveSearch(FileProbe):
             return self._renames[commit]
         from pathlib import Path
 
-        from .core.errors import HistoryError
-        from .core.git import renames_since, toplevel
+        from ..core.errors import HistoryError
+        from ..core.git import renames_since, toplevel
 
         found = None
         try:
@@ -327,8 +327,8 @@ class MoveSearch(FileProbe):
         if self._untracked is None:
             from pathlib import Path
 
-            from .core.errors import HistoryError
-            from .core.git import untracked_files
+            from ..core.errors import HistoryError
+            from ..core.git import untracked_files
 
             try:
                 self._untracked = untracked_files(Path(self.root_real))

@@ -1,7 +1,7 @@
 """A drift pass's results: one memory's drift (`MemoryDrift`) and every checked memory's
 (`DriftReport`), the fresh ones built only when read.
 
-What `anchorfs.drift_check.DriftChecker` returns and every read path serves (`Workspace.drift`,
+What `anchorfs.drift.check.DriftChecker` returns and every read path serves (`Workspace.drift`,
 the hooks, `anchorfs drift`, MCP `check_drift`): the counts and the memories that are not fresh
 come without building the rest, so a pass over 100,000 unchanged memories costs about its stat
 loop.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from typing import Any, overload
 
-from .core.model import AnchorCheck, Drift, Memory, Verdict
+from ..core.model import AnchorCheck, Drift, Memory, Verdict
 
 __all__ = ["MemoryDrift", "DriftReport"]
 

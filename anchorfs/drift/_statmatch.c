@@ -1,4 +1,4 @@
-/* anchorfs._statmatch: the drift check's per-file loops, in C and off the GIL.
+/* anchorfs.drift._statmatch: the drift check's per-file loops, in C and off the GIL.
  *
  * A warm drift pass is one lstat per anchored file compared with the hash cache's entry
  * (`match`); a pass past the cache's TTL reads every anchored file again (`reread`). From
@@ -427,7 +427,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "anchorfs._statmatch",
+    PyModuleDef_HEAD_INIT, "anchorfs.drift._statmatch",
     "The drift check's lstat-and-compare and guarded re-read loops, off the GIL.", -1, methods,
     NULL, NULL, NULL, NULL,
 };

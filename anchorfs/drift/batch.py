@@ -3,7 +3,7 @@ distinct anchored files, the hash their anchors recorded, the folders on their w
 from the memories alone and kept between passes while the same memories come back
 (`_plan_of`), or taken from the fold snapshot without building one (`plan_of_files`).
 
-`DriftChecker.check_all` and `check_planned` (`anchorfs.drift_check`) vouch for the plan's
+`DriftChecker.check_all` and `check_planned` (`anchorfs.drift.check`) vouch for the plan's
 files in one C loop and check one by one only the memories resting on a file that failed.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 
-from .drift_report import _ANCHORS, _PATH
-from .core.guard import folded as fold_name
-from .core.locate import STATE_DIR
-from .core.model import Memory
+from .report import _ANCHORS, _PATH
+from ..core.guard import folded as fold_name
+from ..core.locate import STATE_DIR
+from ..core.model import Memory
 
 __all__ = ["plan_of_files"]
 
