@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import best_of, machine, median_of, source_tree, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
-import anchorfs.hashing as hashing  # noqa: E402
+import anchorfs.drift.hashcache as hashing  # noqa: E402
 from anchorfs.drift import DriftChecker  # noqa: E402
-from anchorfs.hashing import HashCache  # noqa: E402
+from anchorfs.drift.hashcache import HashCache  # noqa: E402
 from anchorfs.core.model import Drift  # noqa: E402
 
 
@@ -283,7 +283,7 @@ def main() -> None:
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(anchorfs.__file__).parent)], check=True)
     if hashing._statmatch is None:
-        sys.exit("anchorfs._statmatch is not built: reinstall anchorfs where a C compiler is at hand")
+        sys.exit("anchorfs.drift._statmatch is not built: reinstall anchorfs where a C compiler is at hand")
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-") as tmp:
         root, what, files, setup = build(Path(tmp), args.memories, args.offline)
         ws = anchorfs.open(root)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import machine, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
-from anchorfs.hashing import DEFAULT_GRANULARITY_NS  # noqa: E402
+from anchorfs.drift.hashcache import DEFAULT_GRANULARITY_NS  # noqa: E402
 from anchorfs.hook import install  # noqa: E402
 
 DEFAULT_GRANULARITY_S = DEFAULT_GRANULARITY_NS / 1e9
@@ -312,7 +312,7 @@ def valgrind_rereads() -> bool:
     """Whether `_statmatch.reread` reads under valgrind: one without openat2 (3.19 has none) makes
     it give up, so the renewal there takes the one-by-one fallback a kernel with openat2 never
     runs, and its count is not this machine's."""
-    probe = ("import os, sys, anchorfs._statmatch as s\n"
+    probe = ("import os, sys, anchorfs.drift._statmatch as s\n"
              "st = os.lstat(sys.argv[0])\n"
              "r = getattr(s, 'reread', None)\n"
              "d, f = os.path.split(os.path.realpath(sys.argv[0]))\n"
