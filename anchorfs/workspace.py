@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from .embedders import Embedder
     from .store import Store
     from .history import AtReport, BisectResult, LogResult
-    from .verify import SuggestReport, VerifyReport
+    from .verify.claims import SuggestReport, VerifyReport
     from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -600,7 +600,7 @@ class Workspace:
         `mark` finds the claim holds again, or it is superseded or re-anchored. Only a memory
         whose findings changed gets an entry: a verify that changed nothing writes nothing.
         """
-        from .verify import verify as verify_claims
+        from .verify.claims import verify as verify_claims
 
         if mark and self.read_only:
             raise WorkspaceError(f"the workspace at {self.root} is open read-only; verify --mark was not written")
@@ -617,7 +617,7 @@ class Workspace:
         A memory whose text makes a stale claim (found now, or marked by `verify --mark`) is
         only proposed, never anchored: its suggestion says why (`Suggestion.why`).
         """
-        from .verify import SuggestReport, suggest_report
+        from .verify.claims import SuggestReport, suggest_report
 
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
         report = suggest_report(self.root_real, active)
@@ -734,7 +734,7 @@ class Workspace:
         """`verify`'s claim checks on an instructions file, without importing it: each result's
         id is `FILE:LINE` of its claim."""
         from .instructions import shown_path, verify_items
-        from .verify import verify_texts
+        from .verify.claims import verify_texts
 
         return verify_texts(self.root_real, verify_items(path, shown_path(self, path)), net=net, timeout=timeout)
 

@@ -25,7 +25,7 @@ from .core.model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items
                     validate_anchor, validate_memory)
 
 if TYPE_CHECKING:
-    from .verify import VerifyReport
+    from .verify.claims import VerifyReport
     from .workspace import Workspace
 
 __all__ = ["AnchorLike", "validate", "author", "take_anchors", "stamp_git", "current_specs", "guard", "over_fork",
@@ -234,7 +234,7 @@ def mark(ws: "Workspace", report: "VerifyReport", checked_from: Sequence[Memory]
     """`verify --mark`: one `mark` entry per memory whose findings changed, under the lock, for
     the memories still as they were checked (`checked_from`); the ledger only, the store takes
     the new snapshots in on its next use (catch-up)."""
-    from .verify import mark_reason, marked_claims
+    from .verify.claims import mark_reason, marked_claims
 
     checked = {m.id: m for m in checked_from}
     now = utcnow()

@@ -29,7 +29,7 @@ imports; `python3 -c pass` (this interpreter) run beside them prices what the ma
 does to any process, so a ratio travels between machines and loads where milliseconds do not.
 Runs are interleaved: per round, for each code in turn (order alternating), a baseline run then
 the case's run. A case's ratio per run is its time over the median of all the baseline runs taken
-during that case (every code, every round: 2 x `--repeat` runs): a median is robust to one
+during that case (every code, every round: codes x `--repeat` runs): a median is robust to one
 disturbed baseline, and one per case follows a machine whose speed drifts over the session, which
 a single session-wide baseline would not; a pairwise ratio doubles the noise of each run. The
 table gives the median and p95 (interpolated; with 11 runs it lies between the two slowest) of
@@ -40,7 +40,7 @@ A budget is judged on the median, for the last `--code` given.
 Each `--code DIR` (an anchorfs checkout) runs with `PYTHONPATH=DIR` and this interpreter, on a
 twin workspace of its own built by that code (state formats differ between versions).
 
-Run (about 15-30 minutes in full, most of it building the 100,000-memory workspaces):
+Run (about 20 minutes in full on 2 cores, 10 of them building the 100,000-memory workspaces):
     .venv/bin/python scripts/bench_budgets.py --code /tmp/base --code /tmp/new
     .venv/bin/python scripts/bench_budgets.py --code . --memories 1000 --big 0 --repeat 3 --only post-edit,recall
 `--write` puts the tables into docs/benchmarks.md. The sdist is fetched once with `pip download`

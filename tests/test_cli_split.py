@@ -1,4 +1,4 @@
-"""`anchorfs.cli` and `anchorfs.verify` were split into modules by concept (pure moves): every
+"""`anchorfs.cli` and `anchorfs.verify.claims` were split into modules by concept (pure moves): every
 command is still on the one `cli` group, and every name is importable where it was."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import anchorfs.cli as cli_module
-import anchorfs.verify as verify_module
-from anchorfs import cli_agents, cli_git, verify_suggest, verify_text
+import anchorfs.verify.claims as verify_module
+from anchorfs import cli_agents, cli_git
+from anchorfs.verify import suggest as verify_suggest, text as verify_text
 
 COMMANDS = {
     "accept", "at", "bisect", "conflicts", "context", "demo", "drift", "export", "history", "hook", "import",

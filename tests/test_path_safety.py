@@ -724,7 +724,7 @@ def swapped_call(lay: Layout, rel: str, site: tuple[str, str], into: str, call: 
     """Run `call` with `rel` swapped (`into`: "link" out, or "fifo") at the open made from `site`;
     fail if it blocks, if the swap never happened there, or if any open landed outside the root."""
     target = os.path.join(lay.root_real, rel)
-    bait = lay.outside / ("defs.py" if site[0] == "verify.py" else "secret.py")
+    bait = lay.outside / ("defs.py" if site[0] == "claims.py" else "secret.py")
     SWAP.target, SWAP.site, SWAP.fired = target, site, False
     SWAP.into = _to_fifo if into == "fifo" else _to_file if into == "file" else _to_link(bait)
     SWAP.zone, SWAP.root, SWAP.escaped = os.path.realpath(lay.outside.parent), lay.root_real, []
@@ -821,7 +821,7 @@ def test_swap_at_the_codetext_read_keeps_the_write_and_reads_nothing_outside(swa
 def test_swap_at_the_verify_read_of_a_named_file(swap_lay: Layout, into: str) -> None:
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("requests go through `src/app.py#handler` first")
-        report = swapped_call(swap_lay, "src/app.py", ("verify.py", "_in_file"), into, ws.verify)
+        report = swapped_call(swap_lay, "src/app.py", ("claims.py", "_in_file"), into, ws.verify)
         (result,) = [r for r in report.results if r.id == m.id]  # type: ignore[attr-defined]
         (claim,) = [c for c in result.claims if c.claim.value == "src/app.py#handler"]
         assert claim.verdict is Drift.UNKNOWN, claim.detail
@@ -832,7 +832,7 @@ def test_swap_at_the_verify_read_of_a_named_file(swap_lay: Layout, into: str) ->
 def test_swap_at_the_verify_symbol_parse(swap_lay: Layout, into: str) -> None:
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("the `secret_helper` function wraps `helper`")
-        report = swapped_call(swap_lay, "src/app.py", ("verify.py", "_parse"), into, ws.verify)
+        report = swapped_call(swap_lay, "src/app.py", ("claims.py", "_parse"), into, ws.verify)
         claims = {c.claim.value: c for r in report.results if r.id == m.id for c in r.claims}  # type: ignore[attr-defined]
         assert claims["helper"].verdict is Drift.FRESH  # the other files were still parsed
         assert "lib/util.py" in claims["helper"].detail
@@ -850,7 +850,7 @@ def test_swap_at_the_history_working_tree_read(swap_lay: Layout, into: str) -> N
     with anchorfs.open(swap_lay.root) as ws:
         m = ws.record("the handler returns the body", anchors=["src/app.py:1-2"])
         _edited_elsewhere(swap_lay)
-        result = swapped_call(swap_lay, "src/app.py", ("history_tracker.py", "working_tree"), into, lambda: ws.bisect(m.id))
+        result = swapped_call(swap_lay, "src/app.py", ("tracker.py", "working_tree"), into, lambda: ws.bisect(m.id))
         assert result is not None
         assert result.culprit is None  # type: ignore[attr-defined]  # no evidence from the swapped file
 

@@ -12,7 +12,7 @@ import pytest
 
 from anchorfs.anchor.anchors import parse_spec, take
 from anchorfs.core.model import AnchorRef, Drift, Memory
-from anchorfs.verify import (
+from anchorfs.verify.claims import (
     Claim,
     ClaimResult,
     MemoryVerdict,
@@ -685,7 +685,7 @@ def test_marked_claims_set_keep_and_clear() -> None:
     from datetime import datetime, timedelta, timezone
 
     from anchorfs.core.model import StaleClaim
-    from anchorfs.verify import mark_reason, marked_claims
+    from anchorfs.verify.claims import mark_reason, marked_claims
 
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     t1 = t0 + timedelta(days=1)

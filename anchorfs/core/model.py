@@ -367,7 +367,7 @@ class StaleClaim(NamedTuple):
     it follows the ledger (fold, catch-up, `--as-of`) like every other field."""
 
     kind: str
-    """`path`, `symbol` or `url` (`anchorfs.verify.CLAIM_KINDS`)."""
+    """`path`, `symbol` or `url` (`anchorfs.verify.claims.CLAIM_KINDS`)."""
     value: str
     detail: str
     found_at: datetime

@@ -19,15 +19,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .core.errors import AnchorfsError
-from .core.git import head_commit, toplevel
-from .history_at import drift_at
-from .history_patch import Hunk
-from .history_repo import WORKING_TREE, _Blobs, _Commit, _commit_info, _count_since
-from .history_results import AnchorHistory, AtReport, AtResult, BisectResult, LogResult, Step
-from .history_follow import _intact
-from .history_walk import Progress, bisect, log, progress_bar
-from .core.model import Drift, Memory
+from ..core.errors import AnchorfsError
+from ..core.git import head_commit, toplevel
+from .at import drift_at
+from .patch import Hunk
+from .repo import WORKING_TREE, _Blobs, _Commit, _commit_info, _count_since
+from .results import AnchorHistory, AtReport, AtResult, BisectResult, LogResult, Step
+from .follow import _intact
+from .walk import Progress, bisect, log, progress_bar
+from ..core.model import Drift, Memory
 
 # `_Blobs`, `_commit_info`, `_count_since` and `_intact` are imported here too: tests patch or
 # clear them through this module.

@@ -16,9 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from .anchor.anchors import MAX_FILE_BYTES
-from .core.errors import HistoryError
-from .core.git import is_ancestor, popen_git, run_git, toplevel
+from ..anchor.anchors import MAX_FILE_BYTES
+from ..core.errors import HistoryError
+from ..core.git import is_ancestor, popen_git, run_git, toplevel
 
 __all__ = [
     "WORKING_TREE",

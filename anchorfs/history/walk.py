@@ -19,14 +19,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .core.errors import HistoryError
-from .core.git import run_git, tree_changes, worktree_changes
-from .history_follow import _NULL_OIDS
-from .history_patch import _stream_pairs
-from .history_repo import _FORMAT, WORKING_TREE, _Commit, _Repo, _parse_commit
-from .history_results import _HOLDS, AnchorHistory, BisectResult, LogResult, Step
-from .history_tracker import _Tracker
-from .core.model import AnchorRef, Memory, Verdict
+from ..core.errors import HistoryError
+from ..core.git import run_git, tree_changes, worktree_changes
+from .follow import _NULL_OIDS
+from .patch import _stream_pairs
+from .repo import _FORMAT, WORKING_TREE, _Commit, _Repo, _parse_commit
+from .results import _HOLDS, AnchorHistory, BisectResult, LogResult, Step
+from .tracker import _Tracker
+from ..core.model import AnchorRef, Memory, Verdict
 
 __all__ = [
     "Progress",

@@ -1,7 +1,7 @@
 """Anchors proposed for unanchored memories (`verify --suggest`, `import --apply`): what their
 text names that the workspace backs, each held back when the text makes a stale claim.
 
-Built on the claim checks of `anchorfs.verify` (which re-exports every public name here); split
+Built on the claim checks of `anchorfs.verify.claims` (which re-exports every public name here); split
 out so the proposing of anchors and the judging of claims stay apart.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .anchor.anchors import MAX_FILE_BYTES
-from .core.model import Drift, Memory
-from .verify import SymbolIndex, _Checker
-from .verify_text import _prose_identifiers, extract_claims, remote_context
+from ..anchor.anchors import MAX_FILE_BYTES
+from ..core.model import Drift, Memory
+from .claims import SymbolIndex, _Checker
+from .text import _prose_identifiers, extract_claims, remote_context
 
 __all__ = ["Suggestion", "SuggestReport", "suggest", "suggest_anchors", "suggest_report"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .anchor.anchors import MAX_FILE_BYTES
-from .core.errors import HistoryError
-from .core.git import popen_git, run_git
-from .history_repo import _OID_RE, WORKING_TREE
+from ..anchor.anchors import MAX_FILE_BYTES
+from ..core.errors import HistoryError
+from ..core.git import popen_git, run_git
+from .repo import _OID_RE, WORKING_TREE
 
 __all__ = [
     "_MAX_HUNKS",

@@ -18,14 +18,14 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
-from .anchor.anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path
-from .core.errors import AnchorError
-from .core.git import Change, worktree_changes
-from .history_follow import _NULL_OIDS, _Follower, _Judged, _intact, _norm, _renamed_to
-from .history_patch import _MAX_HUNKS, Hunk, _RawHunk, _blob_hunks, _headline, _worktree_patch
-from .history_repo import WORKING_TREE, _Commit, _Repo
-from .history_results import _BREAKS, _HOLDS, Step, _span
-from .core.model import AnchorRef, Verdict, to_iso
+from ..anchor.anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path
+from ..core.errors import AnchorError
+from ..core.git import Change, worktree_changes
+from .follow import _NULL_OIDS, _Follower, _Judged, _intact, _norm, _renamed_to
+from .patch import _MAX_HUNKS, Hunk, _RawHunk, _blob_hunks, _headline, _worktree_patch
+from .repo import WORKING_TREE, _Commit, _Repo
+from .results import _BREAKS, _HOLDS, Step, _span
+from ..core.model import AnchorRef, Verdict, to_iso
 
 __all__ = [
     "_Tracker",
@@ -313,7 +313,7 @@ class _Tracker(_Follower):
             _, real = resolve_path(self.repo.root_real, ref.path)
         except AnchorError:
             return None  # drift reports it unsafe; history has no evidence to add
-        from .core.guard import GuardError, NotRegularError, open_guarded
+        from ..core.guard import GuardError, NotRegularError, open_guarded
 
         try:  # the one guarded open: a link out or a FIFO swapped in is refused, never read
             fd, st = open_guarded(real, root=self.repo.root_real)
@@ -371,7 +371,7 @@ class _Tracker(_Follower):
 
     def _read_disk(self, path: str, _oid: str = "") -> bytes | None:
         """A workspace file's bytes through the one guarded open; None if gone, odd or too big."""
-        from .core.guard import GuardError, open_guarded
+        from ..core.guard import GuardError, open_guarded
 
         try:
             _, real = resolve_path(self.repo.root_real, path)

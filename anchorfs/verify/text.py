@@ -2,7 +2,7 @@
 whether it talks about another machine (`remote_context`).
 
 Text only, no file is looked at: extraction may over-collect, and the checks in
-`anchorfs.verify` decide what counts. Split out of `anchorfs.verify` (which re-exports every
+`anchorfs.verify.claims` decide what counts. Split out of `anchorfs.verify.claims` (which re-exports every
 public name here) so the reading of text and the checks against the workspace stay apart.
 """
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .drift import MemoryDrift
-from .history_patch import Hunk
-from .history_repo import WORKING_TREE, _Commit
-from .core.model import AnchorRef, Drift, Verdict
+from ..drift import MemoryDrift
+from .patch import Hunk
+from .repo import WORKING_TREE, _Commit
+from ..core.model import AnchorRef, Drift, Verdict
 
 __all__ = [
     "_HOLDS",

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .anchor.anchors import MAX_FILE_BYTES, judge
-from .core.errors import HistoryError
-from .core.git import is_ancestor, tree_changes
-from .history_follow import _safe_repo_path
-from .history_repo import _Repo
-from .history_results import AtReport, AtResult
-from .history_tracker import _Tracker
-from .core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
+from ..anchor.anchors import MAX_FILE_BYTES, judge
+from ..core.errors import HistoryError
+from ..core.git import is_ancestor, tree_changes
+from .follow import _safe_repo_path
+from .repo import _Repo
+from .results import AtReport, AtResult
+from .tracker import _Tracker
+from ..core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
 
 __all__ = [
     "drift_at",

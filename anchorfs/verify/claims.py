@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from .anchor.anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
-from .core.errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
-from .core.model import Drift, Memory, StaleClaim
-from .verify_text import Claim, _has_extension, extract_claims, remote_context
+from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, resolve_path
+from ..core.errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
+from ..core.model import Drift, Memory, StaleClaim
+from .text import Claim, _has_extension, extract_claims, remote_context
 
 __all__ = [
     "CLAIM_KINDS",
@@ -220,8 +220,8 @@ class SymbolIndex:
         return list(self._by_name.get(name, ()))
 
     def _parse(self) -> None:
-        from .core.guard import read_guarded
-        from .anchor.symbols import language_for, list_symbols
+        from ..core.guard import read_guarded
+        from ..anchor.symbols import language_for, list_symbols
 
         entries: list[_SymbolEntry] = []
         for rel in self.files:
@@ -401,8 +401,8 @@ class _Checker:
         return self._in_file(where.rel, where.real, name)
 
     def _in_file(self, rel: str, real: str, name: str) -> tuple[_Where, str | None]:
-        from .core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
-        from .anchor.symbols import find_symbol, language_for, list_symbols
+        from ..core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
+        from ..anchor.symbols import find_symbol, language_for, list_symbols
 
         if language_for(rel) is None:
             return _Where(Drift.UNKNOWN, f"symbols in {rel} cannot be resolved (no grammar)"), None
@@ -669,8 +669,8 @@ def check_memory(
 
 
 # The suggestion machinery builds on the checks above; imported last, so that what it takes
-# from here exists, and re-exported: every name stays importable from `anchorfs.verify`.
-from .verify_suggest import (  # noqa: E402
+# from here exists, and re-exported: every name stays importable from `anchorfs.verify.claims`.
+from .suggest import (  # noqa: E402
     Suggestion,
     SuggestReport,
     suggest,

@@ -24,12 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from .anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
-from .core.errors import AnchorError, AnchorfsError
-from .core.git import Change
-from .history_repo import _Repo
-from .history_results import _BREAKS, _HOLDS, _span
-from .core.model import AnchorRef, Verdict
+from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
+from ..core.errors import AnchorError, AnchorfsError
+from ..core.git import Change
+from .repo import _Repo
+from .results import _BREAKS, _HOLDS, _span
+from ..core.model import AnchorRef, Verdict
 
 __all__ = [
     "_NULL_OIDS",
@@ -142,7 +142,7 @@ class _Follower:
         return self._judge_symbol(data)
 
     def _judge_symbol(self, data: bytes, ref: AnchorRef | None = None) -> _Judged:
-        from .anchor.symbols import list_symbols
+        from ..anchor.symbols import list_symbols
 
         ref = ref or self.ref
         same_file = hashlib.sha256(data).hexdigest() == ref.sha256
@@ -206,7 +206,7 @@ class _Follower:
         (judged, new path, its oid, renamed_to) or None. A rename whose text differs is
         that rename's evidence (`changed` there), unless an intact copy turns up elsewhere.
         Bounded: `_FOLLOW_FILES` files, `_FOLLOW_BYTES` bytes, asked only at a loss."""
-        from .anchor.symbols import language_for
+        from ..anchor.symbols import language_for
 
         repo = self.repo
         rpath = repo.repo_path(self.ref.path)
