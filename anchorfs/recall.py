@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .drift import DriftChecker, MemoryDrift, envelope, expired, weak_envelope
 from .core.errors import HistoryError, InputError
-from .ledger import FoldState, fold
+from .ledger.log import FoldState, fold
 from .core.model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_args
 
 if TYPE_CHECKING:

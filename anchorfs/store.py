@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from .core.errors import EmbedderError, StoreError
-from .ledger import fault
+from .ledger.log import fault
 from .core.model import Memory
 from .ranking import SearchRow
 

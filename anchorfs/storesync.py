@@ -1,7 +1,7 @@
 """Keeping the LanceDB store the fold of the ledger: the checkpoint and the catch-up.
 
 The ledger is the record and the store only its searchable copy, so every use of the store
-first makes sure it holds the ledger as it is now (`anchorfs.catchup` follows a ledger git or a
+first makes sure it holds the ledger as it is now (`anchorfs.ledger.catchup` follows a ledger git or a
 hand rewrote). Apart from the `Workspace` because it is one concept with its own file
 (`.anchorfs/applied`) and its own failure rules: a checkpoint left behind costs a replay, never
 a wrong answer. Functions of the workspace whose store, fold and checkpoint they move on.
@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import catchup, writeback
-from .ledger import Entry, Ledger, fold
+from .ledger import catchup
+from . import writeback
+from .ledger.log import Entry, Ledger, fold
 from .core.model import Memory
 from .core.statedir import _replace_atomic
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .core.errors import AnchorfsError, InputError, WorkspaceError
-from .ledger import Entry, rank
+from .ledger.log import Entry, rank
 
 if TYPE_CHECKING:
     from .core.model import Memory
@@ -586,7 +586,7 @@ def sync(root: Path) -> int:
 
     ws = Workspace(Path(root))
     try:
-        ws.store  # noqa: B018 — the property follows the ledger (anchorfs.catchup)
+        ws.store  # noqa: B018 — the property follows the ledger (anchorfs.ledger.catchup)
     finally:
         ws.close()
     return 0

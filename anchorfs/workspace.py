@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from .anchor import anchors as anchors_mod
-from . import catchup, foldsnap, writeback  # recall, revision, storesync, writes: where used (a digest needs none)
+from .ledger import catchup, foldsnap
+from . import writeback  # recall, revision, storesync, writes: where used (a digest needs none)
 from .core.config import Config, load_config
 from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
 from .core.errors import (
@@ -35,7 +36,7 @@ from .core.errors import (
     WorkspaceError,
 )
 from .drift.hashcache import HashCache
-from .ledger import Entry, FoldState, Ledger
+from .ledger.log import Entry, FoldState, Ledger
 from .core.locate import locate
 from .core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
 from .core.statefs import check_state
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .core.hits import Hit  # a digest ranks no hit: `anchorfs.core.hits` builds a dataclass
-    from .forks import Fork  # a digest lists no forks: `anchorfs.forks` builds two dataclasses
+    from .ledger.forks import Fork  # a digest lists no forks: `anchorfs.ledger.forks` builds two dataclasses
     from .writes import AnchorLike
     from .context import ContextBlock
     from .embedders import Embedder
@@ -232,7 +233,7 @@ class Workspace:
 
         A crash between ledger and store is repaired, and a ledger that git (checkout, reset,
         rebase, merge) or a hand rewrote is followed: rows it no longer holds are deleted
-        (`anchorfs.catchup`). Checked on every use, by one `lstat` while the ledger is unchanged.
+        (`anchorfs.ledger.catchup`). Checked on every use, by one `lstat` while the ledger is unchanged.
         """
         if self._store is not None and catchup.settled(self.ledger, self._applied_at):
             return self._store
@@ -277,9 +278,9 @@ class Workspace:
         Kept per process and extended by the ledger's new lines only, so a long-lived process
         (MCP server, watch) does not re-read the whole ledger after every write; a ledger
         rewritten under it (checkout, reset, rebase, even to the same size) is folded afresh:
-        the fold is keyed on a checksum of the prefix it took in (`anchorfs.catchup`). A new
+        the fold is keyed on a checksum of the prefix it took in (`anchorfs.ledger.catchup`). A new
         process starts from the checksummed snapshot of the fold on disk where it still holds
-        (`anchorfs.foldsnap`), not from the ledger's first line.
+        (`anchorfs.ledger.foldsnap`), not from the ledger's first line.
         """
         cached = self._fold
         if cached is not None and catchup.settled(self.ledger, cached.prefix):

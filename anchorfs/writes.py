@@ -20,7 +20,7 @@ from .anchor import anchors as anchors_mod
 from . import storesync
 from .drift import DriftChecker
 from .core.errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
-from .ledger import Entry, FoldState, current_actor, fault, stamped
+from .ledger.log import Entry, FoldState, current_actor, fault, stamped
 from .core.model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
                     validate_anchor, validate_memory)
 
@@ -188,7 +188,7 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
     """Ledger first (fsynced), then the store, under the writer lock.
 
     A process that has not opened the store leaves it out: the ledger is the record, and
-    the next read catches the store up from it (`anchorfs.catchup`), so a one-shot
+    the next read catches the store up from it (`anchorfs.ledger.catchup`), so a one-shot
     `anchorfs record` never imports LanceDB (about a second of its time). A process that
     reads too (MCP server, watch, SDK) writes the store at once, as before, and so does
     the first write of all, which creates the store with the embedder chosen then.
@@ -208,7 +208,7 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
         if store is not None:
             storesync.catch_up(ws)
         guard(ws, based_on)
-        state = ws._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger)
+        state = ws._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger.log)
         entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
         size = ws.ledger.append(entries)
         fault("kill-after-ledger")

@@ -278,7 +278,7 @@ def main() -> None:
         return
 
     import anchorfs.drift as drift_mod
-    import anchorfs.foldsnap as foldsnap
+    import anchorfs.ledger.foldsnap as foldsnap
 
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(anchorfs.__file__).parent)], check=True)
@@ -424,7 +424,7 @@ def main() -> None:
         assert len(grown.checked) == len(mems) + 1 and not grown.flagged, "the appended record not in the pass"
         t_ws_grown = best_of(new_ws_drift_grown, 7)
         t_ws_grown_full = best_of(new_ws_full_drift, 3)
-        from anchorfs.ledger import Ledger
+        from anchorfs.ledger.log import Ledger
 
         ledger = Ledger(root / ".anchorfs")  # the same memories, the snapshot rewritten: the plan alone, now
         assert foldsnap.save(ledger, foldsnap.current(ledger, write=False))

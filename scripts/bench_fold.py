@@ -32,8 +32,8 @@ from _benchlib import machine, write_section  # noqa: E402
 
 import orjson  # noqa: E402
 
-from anchorfs import catchup, foldsnap  # noqa: E402
-from anchorfs.ledger import Entry, FoldState, Ledger, fold  # noqa: E402
+from anchorfs.ledger import catchup, foldsnap  # noqa: E402
+from anchorfs.ledger.log import Entry, FoldState, Ledger, fold  # noqa: E402
 from anchorfs.core.model import AnchorRef, Memory, utcnow  # noqa: E402
 
 

@@ -202,7 +202,7 @@ def _lat(values: list[float]) -> dict[str, float]:
 def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], list[str]]:
     """Read every log and the workspace back; return (figures, failed checks)."""
     import anchorfs
-    from anchorfs.ledger import Ledger, fold
+    from anchorfs.ledger.log import Ledger, fold
 
     failures: list[str] = []
     expected: dict[str, str] = {}  # acknowledged id -> status it must have now

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 import anchorfs
-from anchorfs.ledger import Ledger, fold
+from anchorfs.ledger.log import Ledger, fold
 from anchorfs.core.model import Memory
 from anchorfs.workspace import Workspace
 
@@ -183,7 +183,7 @@ def test_a_checkout_reuses_the_vectors_of_memories_both_branches_hold(ws: Worksp
 
 def test_a_checkpoint_says_what_it_took_in(ws: Workspace, repo: Path) -> None:
     """The checkpoint holds the offset (its old key) and a checksum of that prefix."""
-    from anchorfs import catchup
+    from anchorfs.ledger import catchup
 
     ws.record("one memory")
     seen = catchup.Prefix.from_bytes((repo / ".anchorfs" / "applied").read_bytes())
@@ -202,7 +202,7 @@ def test_a_checkpoint_says_what_it_took_in(ws: Workspace, repo: Path) -> None:
 
 def test_the_chained_checksum_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small blocks, so a few lines span several: extend, verify and a flipped byte in an early block."""
-    from anchorfs import catchup
+    from anchorfs.ledger import catchup
 
     monkeypatch.setattr(catchup, "BLOCK", 64)
     monkeypatch.setattr(catchup, "TAIL", 16)
@@ -225,7 +225,7 @@ def test_the_chained_checksum_across_blocks(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_the_racy_rule_distrusts_a_stat_taken_too_soon(ws: Workspace, repo: Path) -> None:
-    from anchorfs import catchup
+    from anchorfs.ledger import catchup
 
     ws.record("one memory")
     seen = catchup.follow(ws.ledger, None).prefix

@@ -26,7 +26,7 @@ import anchorfs
 from anchorfs.cli import main
 from anchorfs.core.errors import ConfigError, LedgerError, StoreError
 from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
-from anchorfs.ledger import Entry, Ledger
+from anchorfs.ledger.log import Entry, Ledger
 from anchorfs.core.model import Drift, Memory, new_id, utcnow
 from anchorfs.workspace import Workspace
 

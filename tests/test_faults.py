@@ -32,7 +32,7 @@ import pytest
 import anchorfs
 from anchorfs.core.errors import LedgerError, StoreError
 from anchorfs.drift.hashcache import HashCache
-from anchorfs.ledger import Ledger, fold
+from anchorfs.ledger.log import Ledger, fold
 from anchorfs.core.statefs import FAULT_ENV, armed, fault
 from anchorfs.core.model import Drift, Verdict
 from anchorfs.workspace import Workspace

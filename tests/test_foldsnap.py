@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import anchorfs
-from anchorfs import catchup, foldsnap
-from anchorfs.catchup import Folded
-from anchorfs.ledger import Entry, FoldState, Ledger, fold, stamped
+from anchorfs.ledger import catchup, foldsnap
+from anchorfs.ledger.catchup import Folded
+from anchorfs.ledger.log import Entry, FoldState, Ledger, fold, stamped
 from anchorfs.core.model import Memory, utcnow
 from anchorfs.workspace import Workspace
 

@@ -354,8 +354,8 @@ def test_agent_args_and_the_cli_path_agree(repo: Path) -> None:
 # -- the hooks start from the fold snapshot, and skip the fold where nothing is anchored -----------
 
 _COUNTING = ("import io, json, sys\n"
-             "import anchorfs.foldsnap as foldsnap\n"
-             "from anchorfs.ledger import Entry\n"
+             "import anchorfs.ledger.foldsnap as foldsnap\n"
+             "from anchorfs.ledger.log import Entry\n"
              "from anchorfs.__main__ import main\n"
              "foldsnap.MIN_LINES = 0\n"
              "parsed = [0]\n"
@@ -376,7 +376,7 @@ def _counted(event: str, payload: dict[str, object], cwd: Path) -> tuple[str, in
 
 
 def test_agent_hooks_answer_from_the_fold_snapshot_and_the_same_without_it(repo: Path) -> None:
-    from anchorfs.foldsnap import SNAP_FILE
+    from anchorfs.ledger.foldsnap import SNAP_FILE
 
     with anchorfs.open(repo) as ws:
         for i in range(6):

@@ -19,7 +19,7 @@ import pytest
 from conftest import TOKEN, git
 
 import anchorfs
-from anchorfs import catchup
+from anchorfs.ledger import catchup
 from anchorfs.core.errors import WorkspaceError
 from anchorfs.hook import install, install_sync, is_installed, uninstall, uninstall_sync
 
@@ -27,7 +27,7 @@ from anchorfs.hook import install, install_sync, is_installed, uninstall, uninst
 # One hook run as the host runs it, in a fresh interpreter: what it imported, and how many
 # memories it built (`Memory.from_dict`), reported on stderr; the hook's own answer on stdout.
 _PROBE = ("import io, json, sys\n"
-          "import anchorfs.foldsnap as foldsnap\n"
+          "import anchorfs.ledger.foldsnap as foldsnap\n"
           "foldsnap.MIN_LINES = 0  # a small ledger snapshotted too, as a large one is\n"
           "from anchorfs.core.model import Memory\n"
           "built = [0]\n"

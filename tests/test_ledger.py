@@ -27,7 +27,7 @@ from click.testing import CliRunner
 import anchorfs
 from anchorfs.cli import cli, main
 from anchorfs.core.errors import LedgerError
-from anchorfs.ledger import Entry, Ledger, current_actor, fold
+from anchorfs.ledger.log import Entry, Ledger, current_actor, fold
 from anchorfs.core.statefs import FAULT_ENV
 from anchorfs.core.model import Memory, new_id, utcnow
 from anchorfs.store import Store
@@ -629,7 +629,7 @@ def test_processes_racing_to_correct_the_same_memory_keep_one_chain(tmp_path: Pa
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from anchorfs.ledger import FoldState, refold  # noqa: E402
+from anchorfs.ledger.log import FoldState, refold  # noqa: E402
 
 
 def _two_sides(tmp: Path) -> tuple[list[bytes], list[bytes], list[bytes]]:
@@ -723,7 +723,7 @@ def test_an_earlier_ledger_without_the_new_fields_folds_in_line_order_as_before(
     state = fold([Entry.from_dict(x) for x in lines])
     assert state[a.id].content == "v3" and state.forks() == []  # the last line wins, whatever its time
     # a new entry written on top of it outranks every earlier-version line
-    from anchorfs.ledger import stamped
+    from anchorfs.ledger.log import stamped
 
     top = stamped(Entry.new("reanchor", [a.replace(content="v4")]), state)
     assert top.seq == 1 and top.deps_of(a.id) == (entries[2].tx,)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import anchorfs
 from anchorfs.core.errors import AnchorfsError, InputError
-from anchorfs.ledger import Entry
+from anchorfs.ledger.log import Entry
 from anchorfs.core.model import (
     KINDS,
     AnchorRef,

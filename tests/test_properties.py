@@ -31,7 +31,7 @@ from anchorfs.core.config import CONFIG_FILE, KEYS, Config, env_name, load_confi
 from anchorfs.drift import DriftChecker, envelope
 from anchorfs.core.errors import AnchorError, AnchorfsError, ConfigError, InputError
 from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
-from anchorfs.ledger import Entry, Ledger
+from anchorfs.ledger.log import Entry, Ledger
 from anchorfs.core.model import AnchorRef, Memory, Verdict, new_id, parse_time, to_iso
 from anchorfs.store import search_text
 

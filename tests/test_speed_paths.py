@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-from anchorfs.catchup import load
+from anchorfs.ledger.catchup import load
 
 
 def run_py(code: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

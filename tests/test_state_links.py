@@ -23,7 +23,7 @@ import pytest
 
 import anchorfs
 from anchorfs.core.errors import WorkspaceError
-from anchorfs.ledger import Ledger
+from anchorfs.ledger.log import Ledger
 from anchorfs.core.statefs import FAULT_ENV
 from anchorfs.mcp import write_mcp_config
 

@@ -21,7 +21,7 @@ import anchorfs
 from anchorfs import team
 from anchorfs.cli import cli
 from anchorfs.hook import install_sync
-from anchorfs.ledger import Ledger, fold
+from anchorfs.ledger.log import Ledger, fold
 from anchorfs.workspace import Workspace
 
 from conftest import git
@@ -472,7 +472,7 @@ def test_git_runs_this_clones_driver_for_the_ledger_and_its_own_union_without_it
 
 
 def _state_bytes(data: bytes) -> dict[str, dict]:
-    from anchorfs.ledger import Entry
+    from anchorfs.ledger.log import Entry
 
     return {i: m.to_dict() for i, m in fold([Entry.from_dict(orjson.loads(x)) for x in data.splitlines()]).items()}
 

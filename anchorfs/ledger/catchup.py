@@ -31,11 +31,11 @@ from collections.abc import Mapping
 
 import blake3
 
-from .drift.hashcache import DEFAULT_GRANULARITY_NS
-from .core.errors import LedgerError
-from .ledger import Entry, Ledger, refold
-from .core.model import Memory
-from .core.statefs import open_state, read_state
+from ..drift.hashcache import DEFAULT_GRANULARITY_NS
+from ..core.errors import LedgerError
+from .log import Entry, Ledger, refold
+from ..core.model import Memory
+from ..core.statefs import open_state, read_state
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class Prefix(_Frozen):
         put(self, "seen_ns", seen_ns)
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON form the checkpoint (and the fold snapshot, `anchorfs.foldsnap`) keeps."""
+        """The JSON form the checkpoint (and the fold snapshot, `anchorfs.ledger.foldsnap`) keeps."""
         return {
             "v": CHECKPOINT_VERSION,
             "offset": self.offset,  # the key earlier checkpoints had: tools reading it keep working
@@ -413,7 +413,7 @@ def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memor
 
 class Folded(_Frozen):
     """A reader's fold of the ledger (`state`) and the prefix it was folded from; `saved`, the
-    fold's line count when it was last written as the snapshot (`anchorfs.foldsnap`), None
+    fold's line count when it was last written as the snapshot (`anchorfs.ledger.foldsnap`), None
     when no snapshot on disk is known to hold it."""
 
     __slots__ = ("prefix", "state", "saved")

@@ -41,12 +41,12 @@ import blake3
 
 from . import catchup
 from .catchup import Folded, Prefix
-from .core.errors import AnchorfsError
-from .ledger import OPS, FoldState, Head, Ledger, fold, refold
-from .core.model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
-from .core.statefs import open_state, replace_state
+from ..core.errors import AnchorfsError
+from .log import OPS, FoldState, Head, Ledger, fold, refold
+from ..core.model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
+from ..core.statefs import open_state, replace_state
 
-from . import __version__
+from .. import __version__
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -326,7 +326,7 @@ def save(ledger: Ledger, folded: Folded) -> bool:
 
 
 def _upgrade_gitignore(ledger: Ledger) -> None:
-    from .core.statedir import upgrade_gitignore
+    from ..core.statedir import upgrade_gitignore
 
     upgrade_gitignore(ledger.dir)
 

@@ -27,9 +27,9 @@ import warnings
 from collections.abc import Iterator
 from datetime import datetime
 
-from .core.errors import InputError, LedgerError
-from .core.model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
-from .core.statefs import armed, fault, open_state, refuse_link
+from ..core.errors import InputError, LedgerError
+from ..core.model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
+from ..core.statefs import armed, fault, open_state, refuse_link
 
 from typing import TYPE_CHECKING
 from typing import NamedTuple
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .forks import Fork, Side
 else:
     def __getattr__(name: str) -> Any:
-        """`Fork` and `Side` live in `anchorfs.forks`, imported the first time either is asked for."""
+        """`Fork` and `Side` live in `anchorfs.ledger.forks`, imported the first time either is asked for."""
         if name in ("Fork", "Side"):
             from . import forks
 

@@ -1,8 +1,8 @@
 """A fork of the ledger's fold: one memory two entries changed without seeing each other.
 
-Apart from `anchorfs.ledger` for its import cost only: the hooks fold (or read the fold's
+Apart from `anchorfs.ledger.log` for its import cost only: the hooks fold (or read the fold's
 snapshot) but never list forks, and each frozen dataclass costs a millisecond at import.
-`anchorfs.ledger` re-exports both names (`from anchorfs.ledger import Fork` keeps working).
+`anchorfs.ledger.log` re-exports both names (`from anchorfs.ledger.log import Fork` keeps working).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .core.model import Memory, to_iso
+from ..core.model import Memory, to_iso
 
 __all__ = ["Side", "Fork"]
 
