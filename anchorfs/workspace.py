@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from .ledger.forks import Fork  # a digest lists no forks: `anchorfs.ledger.forks` builds two dataclasses
     from .writes import AnchorLike
     from .context import ContextBlock
-    from .embedders import Embedder
-    from .store import Store
+    from .store.embedders import Embedder
+    from .store.table import Store
     from .history import AtReport, BisectResult, LogResult
     from .verify.claims import SuggestReport, VerifyReport
     from .instructions import ExportResult, ImportResult
@@ -198,7 +198,7 @@ class Workspace:
         remembered by the store itself and the next command does not fail on the mismatch."""
         if self._embedder is None:
             from .core.config import CONFIG_FILE, env_name
-            from .embedders import get_embedder
+            from .store.embedders import get_embedder
 
             name = self._embedder_name
             chosen = name != self.config.embedder or env_name("embedder") in os.environ
@@ -220,7 +220,7 @@ class Workspace:
                     except (ValueError, RecursionError):
                         chosen = True
             if not chosen:
-                from .store import Store
+                from .store.table import Store
 
                 name = Store(self.state, get_embedder(name)).stored_embedder() or name
             self._embedder = get_embedder(name)

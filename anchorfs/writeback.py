@@ -19,7 +19,7 @@ from .core.model import Drift, Memory
 from .core.statefs import read_state
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .store.table import Store
 
 __all__ = ["DRIFTS", "UNANCHORED", "read", "last_drift_of", "write_back", "flush_pending"]
 

@@ -17,7 +17,7 @@ Usage: python scripts/bench_retrieval.py [--embedder NAME]... [--runs N] [--writ
   --write      replace the `## Retrieval` section of docs/benchmarks.md
   --misses     list, per embedder, the hybrid queries whose first hit is not relevant
   --calibrate  fit each embedder's relevance calibration (paste it into
-               `anchorfs.ranking.CALIBRATIONS`), with the same fit checked on held-out halves
+               `anchorfs.store.ranking.CALIBRATIONS`), with the same fit checked on held-out halves
   --check LABEL=W,W,W,W,W,W  a fit to compare with the configured one (intercept, cos, bm25,
                cover, file, exact): with --calibrate scored on the same candidates; when
                measuring (or with --from), the store-size spread recomputed from the evidence
@@ -46,8 +46,8 @@ from _benchlib import machine, write_section  # noqa: E402
 
 import load  # noqa: E402  (evals/retrieval/load.py)
 
-from anchorfs.embedders import DEFAULT_EMBEDDER, available_embedders  # noqa: E402
-from anchorfs.lexicon import GROUPS  # noqa: E402
+from anchorfs.store.embedders import DEFAULT_EMBEDDER, available_embedders  # noqa: E402
+from anchorfs.store.lexicon import GROUPS  # noqa: E402
 
 if TYPE_CHECKING:
     import numpy as np
@@ -204,7 +204,7 @@ def spread_under(sizes: dict, weights: Sequence[float]) -> dict[str, Any]:
     """The store-size spread (`size_band`) recomputed from its kept evidence with the fit
     `weights` (intercept, cos, bm25, cover, file, exact; default fusion weights): max and
     median over the queries, and the query with the max."""
-    from anchorfs.ranking import Calibration, calibrated_relevance
+    from anchorfs.store.ranking import Calibration, calibrated_relevance
 
     cal = Calibration(*weights)
     spreads: list[tuple[float, str]] = []
@@ -687,7 +687,7 @@ def parse_fit(text: str) -> tuple[str, list[float]]:
 
 
 def calibrate(name: str, check: Sequence[tuple[str, list[float]]] = ()) -> str:
-    """Fit the relevance calibration of one embedder (`anchorfs.ranking.CALIBRATIONS`).
+    """Fit the relevance calibration of one embedder (`anchorfs.store.ranking.CALIBRATIONS`).
 
     Every candidate of every fresh, CJK and nothing-query is one example (label: listed as
     relevant), its features those `Store.search` computes (all facts of the query and the
@@ -700,7 +700,7 @@ def calibrate(name: str, check: Sequence[tuple[str, list[float]]] = ()) -> str:
     the configured calibration and each fit in `check` measured on the same candidates (on
     the odd ids, the even ids and all), so two calibrations compare on one collection.
     """
-    from anchorfs.ranking import calibration
+    from anchorfs.store.ranking import calibration
     import numpy as np
 
     examples: list[tuple[dict, np.ndarray, np.ndarray, list[str]]] = []
@@ -796,7 +796,7 @@ def main() -> None:
             group.append(run)
         groups.append(group)
     for group in groups:  # the store-size spread under the configured fit and each --check fit, same stores
-        from anchorfs.ranking import calibration
+        from anchorfs.store.ranking import calibration
 
         c = calibration(group[0]["name"])
         fits = [("configured", [c.intercept, c.vec_cos, c.text_bm25, c.text_cover, c.anchor_file, c.anchor_exact]),

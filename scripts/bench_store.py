@@ -249,7 +249,7 @@ def _build(root: Path, args: argparse.Namespace, target: int, eval_mems: list[di
 def reuse(args: argparse.Namespace) -> None:
     """Query p50 against bare LanceDB, and with the index its recall@10 against the flat scan
     of the same table, on workspaces kept in `args.reuse` (each built once, with `reindex`)."""
-    import anchorfs.store as store_mod
+    import anchorfs.store.table as store_mod
 
     rng = random.Random(7)
     queries = [" ".join(rng.sample(WORDS, 3)) for _ in range(args.queries)] + IDENTS

@@ -85,7 +85,7 @@ def _rewrite(root: Path, rng: random.Random, version: int) -> None:
 
 def _count_store_retries(counts: dict[str, int]) -> None:
     """Count LanceDB commit retries (optimistic-concurrency conflicts) per kind of store write."""
-    from anchorfs import store
+    from anchorfs.store import table as store
 
     real = store._retry
 

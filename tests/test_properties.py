@@ -33,7 +33,7 @@ from anchorfs.core.errors import AnchorError, AnchorfsError, ConfigError, InputE
 from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
 from anchorfs.ledger.log import Entry, Ledger
 from anchorfs.core.model import AnchorRef, Memory, Verdict, new_id, parse_time, to_iso
-from anchorfs.store import search_text
+from anchorfs.store.table import search_text
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")
 

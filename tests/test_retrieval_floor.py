@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 import pytest
 
 import anchorfs
-from anchorfs.embedders import DEFAULT_EMBEDDER
-from anchorfs.ranking import (SearchRow, bm25_units, calibrated_relevance, calibration, coverage, rank,
+from anchorfs.store.embedders import DEFAULT_EMBEDDER
+from anchorfs.store.ranking import (SearchRow, bm25_units, calibrated_relevance, calibration, coverage, rank,
                               term_sets)
-from anchorfs.store import embed_text, search_text
+from anchorfs.store.table import embed_text, search_text
 from anchorfs.core.textutil import compound_keys, search_terms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))

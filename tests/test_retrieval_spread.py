@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs.ranking import calibration
+from anchorfs.store.ranking import calibration
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

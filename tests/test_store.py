@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import anchorfs
-from anchorfs.embedders import HashingEmbedder
+from anchorfs.store.embedders import HashingEmbedder
 from anchorfs.core.errors import EmbedderError
 from anchorfs.core.model import Memory, Status, new_id
-from anchorfs.store import Store, embed_text
+from anchorfs.store.table import Store, embed_text
 
 
 class CountingEmbedder(HashingEmbedder):
@@ -149,7 +149,7 @@ def test_query_naming_a_file_finds_a_memory_naming_what_it_defines(tmp_path: Pat
 def test_synonyms_widen_the_full_text_query(tmp_path: Path) -> None:
     """`email` also asks for `mail`, `e-mail` and `inbox`, with punctuation kept out of the
     full-text query as it is for the typed words."""
-    from anchorfs.ranking import fts_query as _fts_query
+    from anchorfs.store.ranking import fts_query as _fts_query
 
     assert _fts_query("email") == "email mail e mail inbox"
     assert _fts_query("zzqx") == "zzqx"  # nothing to add: the typed words as they were

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-from anchorfs.embedders import HashingEmbedder
+from anchorfs.store.embedders import HashingEmbedder
 from anchorfs.core.model import Memory, new_id
-from anchorfs.store import Store
+from anchorfs.store.table import Store
 
 
 def _store(tmp_path: Path, texts: list[str]) -> tuple[Store, list[Memory]]:
@@ -77,7 +77,7 @@ def test_a_store_written_row_by_row_scores_like_a_reindexed_one(tmp_path: Path) 
 
 def test_past_the_sync_bound_a_write_leaves_the_folding_to_the_indexer(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import anchorfs.store as store_mod
+    import anchorfs.store.table as store_mod
 
     monkeypatch.setattr(store_mod, "TEXT_SYNC_ROWS", 4)
     monkeypatch.setattr(store_mod, "TEXT_LAG_ROWS", 2)
@@ -100,7 +100,7 @@ def test_past_the_sync_bound_writes_append_and_the_text_index_is_folded_once_row
     the folder at 24x its live data. Now a write appends its fragment alone while the rows the
     index lacks stay within `TEXT_LAG_ROWS` (searched flat meanwhile, found all the same); past
     it the indexer folds them all in at once."""
-    import anchorfs.store as store_mod
+    import anchorfs.store.table as store_mod
 
     monkeypatch.setattr(store_mod, "TEXT_SYNC_ROWS", 4)
     monkeypatch.setattr(store_mod, "TEXT_LAG_ROWS", 3)

@@ -28,7 +28,7 @@ from anchorfs.core.errors import (
     WorkspaceError,
 )
 from anchorfs.core.model import AnchorRef, Drift, Verdict
-from anchorfs.store import Store
+from anchorfs.store.table import Store
 from anchorfs.workspace import Workspace, find_root
 
 USERS_PY = '''class UserRepo:

@@ -1,6 +1,6 @@
 """The store's search path: both sides of a hybrid query, fused into calibrated relevances.
 
-Apart from `anchorfs.store` (the table: opening, writing, indices) because reading is one
+Apart from `anchorfs.store.table` (the table: opening, writing, indices) because reading is one
 concept with its own costs. At 100,000 rows what a query pays is LanceDB's reads of single
 rows (each column of each row fetched is an I/O of its own, 25-50 us of CPU from the page
 cache): so each side reads only the columns the fusion needs for every candidate (id, the
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .core.model import Memory
+from ..core.model import Memory
 from .ranking import SearchRow, Terms
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .store import Store
+    from .table import Store
 
 __all__ = ["search", "SIDE_COLUMNS", "TERMS_KEPT"]
 
@@ -99,7 +99,7 @@ class _Docs:
 
     def fetch(self, ids: Sequence[str]) -> None:
         """Read the docs of `ids` not read yet: by row id, then by id for any row that moved."""
-        from .store import _read, id_filter
+        from .table import _read, id_filter
 
         todo = [m for m in dict.fromkeys(ids) if m not in self.got]
         if not todo:
@@ -142,7 +142,7 @@ class _LazyRow(SearchRow):
     @property  # type: ignore[override]
     def memory(self) -> Memory:
         if self._memory is None:
-            from .core.errors import StoreError
+            from ..core.errors import StoreError
 
             doc = self._docs.get(self.id)
             if doc is None:
@@ -176,8 +176,8 @@ def search(
 
     from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
                           calibration, coverage, fts_query, term_sets)
-    from .store import _read
-    from .core.textutil import compound_keys, expand_for_search, search_terms
+    from .table import _read
+    from ..core.textutil import compound_keys, expand_for_search, search_terms
 
     table = store.table()
     n = max(1, candidates, k)
@@ -241,7 +241,7 @@ def search(
 
     bonus = [0.0] * len(ids)
     if refs:
-        from .anchor.codetext import name_keys
+        from ..anchor.codetext import name_keys
 
         docs.fetch(ids)  # every candidate's anchors are read: all docs in one read
         defined = set(file_names)
@@ -309,7 +309,7 @@ def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[s
 
 def _file_names(store: "Store", refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
     """Name keys of what the files a query names (`src/billing/dunning.py`) define."""
-    from .anchor.codetext import MAX_NAMES, defined_names
+    from ..anchor.codetext import MAX_NAMES, defined_names
 
     out: list[str] = []
     for _, path, symbol, _ in refs:

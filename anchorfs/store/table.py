@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from .core.errors import EmbedderError, StoreError
-from .ledger.log import fault
-from .core.model import Memory
+from ..core.errors import EmbedderError, StoreError
+from ..ledger.log import fault
+from ..core.model import Memory
 from .ranking import SearchRow
 
 if TYPE_CHECKING:
@@ -77,8 +77,8 @@ def embed_text(memory: Memory) -> str:
 def search_text(memory: Memory, code: str = "") -> str:
     """What the full-text index sees: `embed_text` plus identifier parts and exact-name keys,
     then the vocabulary of the anchored `code` (see `anchorfs.anchor.codetext`), split the same way."""
-    from .anchor.codetext import code_vocabulary
-    from .core.textutil import compound_keys, expand_for_search
+    from ..anchor.codetext import code_vocabulary
+    from ..core.textutil import compound_keys, expand_for_search
 
     raw = embed_text(memory)
     keys = compound_keys(raw)
@@ -128,7 +128,7 @@ def _indexer_running(state: Path) -> bool:
     rows after it lets go, so a write it may have missed starts no second one."""
     import fcntl
 
-    from .core.statefs import open_state
+    from ..core.statefs import open_state
 
     try:
         fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
@@ -150,7 +150,7 @@ def indexer_excluded(state: Path) -> Iterator[None]:
     finds the lock held and leaves the table alone."""
     import fcntl
 
-    from .core.statefs import open_state
+    from ..core.statefs import open_state
 
     fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
     try:
@@ -210,7 +210,7 @@ class Store:
         follows links, so one planted in a cloned `.anchorfs/` would make it read (or write)
         outside the workspace (`statefs.check_store_dir`)."""
         if self._db is None:
-            from .core.statefs import check_state_dir, check_store_dir
+            from ..core.statefs import check_state_dir, check_store_dir
 
             check_state_dir(self.path.parent)
             check_store_dir(self.path)
@@ -230,7 +230,7 @@ class Store:
 
     def exists(self) -> bool:
         """Whether anything is at the store's path (a link there is refused, not followed)."""
-        from .core.statefs import refuse_link
+        from ..core.statefs import refuse_link
 
         refuse_link(self.path, "store folder")
         return os.path.lexists(self.path)
@@ -313,7 +313,7 @@ class Store:
 
     def _rows(self, memories: Sequence[Memory], reuse: dict[str, tuple[str, Any]],
               drift: dict[str, str | None]) -> list[dict[str, Any]]:
-        from .anchor.codetext import anchored_text
+        from ..anchor.codetext import anchored_text
 
         codes = [anchored_text(self.root_real, m) if m.anchors else "" for m in memories]
         texts = [search_text(m, c) for m, c in zip(memories, codes)]
@@ -459,7 +459,7 @@ class Store:
         again at once (a few ms on a small table; `optimize`, which also compacts and prunes,
         made the ledger tests 4x slower); past it the rows wait, searched flat, until a
         compaction by fragment count folds them in or they pass `TEXT_LAG_SHARE` of the table,
-        when the background indexer (`anchorfs.indexer --text`, one at a time) runs `optimize`:
+        when the background indexer (`anchorfs.store.indexer --text`, one at a time) runs `optimize`:
         a write never waits on a cost that grows, and the table is not rewritten per write.
         """
         if not self.settle_writes:
@@ -509,7 +509,7 @@ class Store:
 
         try:
             return subprocess.Popen(
-                [sys.executable, "-m", "anchorfs.indexer", str(self.path.parent), str(self.root_real), *args],
+                [sys.executable, "-m", "anchorfs.store.indexer", str(self.path.parent), str(self.root_real), *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True)
         except OSError:
@@ -590,7 +590,7 @@ class Store:
 
     def maybe_index(self, *, background: bool = True) -> bool:
         """Past `index_rows` rows without a vector index, build one: in a detached process by
-        default (`anchorfs.indexer`), so the write that crossed the threshold does not wait and
+        default (`anchorfs.store.indexer`), so the write that crossed the threshold does not wait and
         a CLI call that exits at once does not cut it short. Returns whether a build started."""
         if self.index_rows <= 0 or self._indexed is not None:
             return False
@@ -658,15 +658,15 @@ class Store:
         """Hybrid search: full-text and vector candidates, each with a relevance in [0, 1].
 
         A side whose weight is 0 is not searched at all (full-text alone, vectors alone).
-        Relevance is a calibrated probability (`anchorfs.ranking`, fitted per embedder) from
+        Relevance is a calibrated probability (`anchorfs.store.ranking`, fitted per embedder) from
         evidence of the (query, memory) pair alone: the cosine, BM25 in rare-term units, the
         share of the query's terms a memory holds, anchor matches; so it does not depend on
         how many memories the store holds. Each row's `score` starts as its relevance. Returns
         up to `k` candidates, best first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
         `memories` (the fold the table was written from), when given, supplies each candidate's
-        `Memory` instead of a read of its JSON (`anchorfs.store_search`).
+        `Memory` instead of a read of its JSON (`anchorfs.store.search`).
         """
-        from .store_search import search
+        from .search import search
 
         return search(self, text, query_vector, k=k, where=where, candidates=candidates,
                       vector_weight=vector_weight, text_weight=text_weight, memories=memories)
@@ -674,7 +674,7 @@ class Store:
     def drop(self) -> None:
         import shutil
 
-        from .core.statefs import refuse_link
+        from ..core.statefs import refuse_link
 
         self._table = None
         self._db = None

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .core.model import Memory
+from ..core.model import Memory
 
 __all__ = ["Calibration", "CALIBRATIONS", "SearchRow", "Terms", "calibrated_relevance", "coverage",
            "bm25_units", "term_sets", "rank", "anchor_refs", "anchor_bonus", "fts_query"]
@@ -157,7 +157,7 @@ def bm25_units(doc: Terms, asked: Iterable[str], rows: int, df: Mapping[str, int
 
 def term_sets(texts: Sequence[str]) -> list[Terms]:
     """Each full-text's `Terms`, as `coverage` and `bm25_units` compare them."""
-    from .core.textutil import search_terms
+    from ..core.textutil import search_terms
 
     return [Terms(search_terms(t)) for t in texts]
 
@@ -168,7 +168,7 @@ def coverage(query_terms: Sequence[str], docs: Sequence[frozenset[str]]) -> list
     rare a term is among them) would make one memory's coverage depend on its neighbours.
     Absolute where BM25 is not: a query about nothing covers little of any memory."""
     from .lexicon import synonyms
-    from .core.textutil import term_key
+    from ..core.textutil import term_key
 
     terms = list(dict.fromkeys(query_terms))
     if not terms:
@@ -241,7 +241,7 @@ def rank(rows: list[SearchRow]) -> list[SearchRow]:
 def anchor_refs(text: str) -> list[Ref]:
     """Code references in a query: (token, path, symbol, lines) for `PATH`, `PATH#SYM`,
     `PATH:N-M` and bare dotted or snake/camel names; plain words are no references."""
-    from .core.textutil import _tokens
+    from ..core.textutil import _tokens
 
     out: list[Ref] = []
     for token in _tokens(text):
@@ -288,7 +288,7 @@ def fts_query(fts_text: str, file_names: Sequence[str] = ()) -> str:
     memories, for the same ranking.
     """
     from .lexicon import expand_words
-    from .core.textutil import words
+    from ..core.textutil import words
 
     extra = expand_words(words(fts_text))
     if not extra and not file_names:

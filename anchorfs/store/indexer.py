@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     letting the lock go, look again, so a write that found the lock held is not missed."""
     args = sys.argv[1:] if argv is None else argv
     state, root, text_only = Path(args[0]), args[1], "--text" in args[2:]
-    from .core.statefs import open_state
-    from .store import Store
+    from ..core.statefs import open_state
+    from .table import Store
 
     code = 0
     for _ in range(4):  # bounded: a steady stream of writes leaves the rest to the next write

@@ -232,7 +232,7 @@ GROUPS: tuple[tuple[str, ...], ...] = tuple(
 
 
 def _key(word: str) -> str:
-    from .core.textutil import _stem
+    from ..core.textutil import _stem
 
     return _stem(word.lower())
 

@@ -132,7 +132,7 @@ class HashingEmbedder:
     name = "hashing"
     # How much the full-text half counts beside these (lexical) vectors is not a property of
     # the embedder any more: the relevance calibration fits each side's weight per embedder
-    # (`anchorfs.ranking.CALIBRATIONS`), so a fixed multiplier here would only be undone by the
+    # (`anchorfs.store.ranking.CALIBRATIONS`), so a fixed multiplier here would only be undone by the
     # next fit (docs/benchmarks.md, "Ranking an agent can trust").
 
     def __init__(self, dim: int = 512) -> None:

@@ -1,0 +1,1 @@
+"""store: the searchable index (LanceDB), ranking and the pluggable embedders."""
