@@ -28,7 +28,7 @@ from .core.errors import (
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .core.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict
-    from .workspace import Workspace, init, open
+    from .sdk.workspace import Workspace, init, open
 
 __version__ = "0.1.0"
 
@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 # must not pay for the model, the workspace and their dependencies (about 20 ms).
 _LAZY = {
     "AnchorCheck": "core.model", "AnchorRef": "core.model", "Drift": "core.model", "Hit": "core.model", "Memory": "core.model",
-    "Verdict": "core.model", "Workspace": "workspace", "init": "workspace", "open": "workspace",
+    "Verdict": "core.model", "Workspace": "sdk.workspace", "init": "sdk.workspace", "open": "sdk.workspace",
 }
 
 

@@ -68,14 +68,14 @@ _HOST = click.Choice(["claude", "cursor", "vscode", "codex", "all"])
 def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, ...], absolute: bool,
          write_mcp: bool, nested: bool, shared: bool | None) -> None:
     """Create the .anchorfs/ state folder here (or at --root); --for HOST wires it into an agent host."""
-    from .workspace import init as init_ws
+    from .sdk.workspace import init as init_ws
 
     if absolute and not hosts:
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
         from .hosts import check_setup
         from .core.statedir import check_init
-        from .team import check_mode, init_mode
+        from .sdk.team import check_mode, init_mode
 
         # every refusal before the first write: a refused init leaves no .anchorfs/ behind
         planned = check_init(c.root, nested=nested)
@@ -204,7 +204,7 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
 @click.pass_context
 def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str | None) -> None:
     """Rebuild the LanceDB store from the ledger alone."""
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
     with _session(ctx, root, as_json) as c:
         ws = c.ws(embedder=embedder)

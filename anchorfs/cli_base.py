@@ -24,7 +24,7 @@ from .core.model import KINDS, parse_time
 if TYPE_CHECKING:
     from .drift import MemoryDrift
     from .core.model import Memory
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = ["cli", "EXIT_STALE"]
 
@@ -83,7 +83,7 @@ class _Ctx:
 
     def ws(self, **kwargs: Any) -> "Workspace":
         if self._ws is None:
-            from .workspace import open as open_ws
+            from .sdk.workspace import open as open_ws
 
             self._ws = (_Ctx.opener or open_ws)(self.root, **kwargs)
         return self._ws

@@ -59,7 +59,7 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
     with _session(ctx, root, as_json) as c:
         path, changed = install(c.ws().root)
         from .hook import install_sync
-        from .team import install_merge
+        from .sdk.team import install_merge
 
         install_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite: the store follows the ledger
         if mode_of(c.ws().root) != "private":
@@ -188,10 +188,10 @@ def at(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
             ctx.exit(EXIT_STALE)
 
 
-# -- team memory through git (anchorfs.team) -----------------------------------------------
+# -- team memory through git (anchorfs.sdk.team) -----------------------------------------------
 
 def mode_of(root: Any) -> str:
-    from .team import mode
+    from .sdk.team import mode
 
     return mode(root)
 
@@ -208,7 +208,7 @@ def merge_ledger_cmd(root: str | None, as_json: bool, base: str, ours: str, thei
     PATH (git's %P) not a ledger: git's plain text merge, as without the driver."""
     from pathlib import Path
 
-    from .team import merge_ledger
+    from .sdk.team import merge_ledger
 
     if root is not None or as_json:  # taken by every command (`_common`), but here they could only be ignored
         raise click.UsageError("--root and --json do not apply to merge-ledger: git passes it the three files")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .drift import DriftReport, MemoryDrift
     from .core.model import AnchorCheck, Drift, Memory
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = ["DIGEST_KEY", "digest", "session_start"]
 

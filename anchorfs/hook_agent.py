@@ -23,7 +23,7 @@ from .core.errors import WorkspaceError
 
 if TYPE_CHECKING:
     from .watch import DriftEvent
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = ["AGENT_EVENTS", "DIGEST_KEY", "agent_args", "agent_main", "session_start", "post_edit",
            "digest"]
@@ -144,7 +144,7 @@ def agent_main(event_name: str, root: str | None = None) -> int:
     try:
         event = _read_stdin()
         found = _find_root(root, event)
-        from .workspace import Workspace
+        from .sdk.workspace import Workspace
 
         with Workspace(found) as ws:
             out = session_start(ws, event) if event_name == "session-start" else post_edit(ws, event)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .watch import DriftEvent
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = [
     "BEGIN", "END", "hook_path", "hook_command", "install", "uninstall", "is_installed", "committed_paths", "run",
@@ -351,7 +351,7 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     warnings.showwarning = warn  # as `anchorfs.cli.main` says a warning
     out: list[str] = []
     try:
-        from .workspace import open as open_ws
+        from .sdk.workspace import open as open_ws
 
         with open_ws(root) as ws:
             events = run(ws, rev)
@@ -388,7 +388,7 @@ def sync_command(root: Path) -> str:
     import shlex
 
     exe = shlex.quote(os.path.abspath(sys.executable))
-    return f"{exe} -m anchorfs.team sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
+    return f"{exe} -m anchorfs.sdk.team sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
 
 
 def _git_hook(root: Path, name: str) -> Path:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from .core.model import Memory
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = [
     "build_server", "serve", "write_mcp_config", "mcp_config", "check_arguments",
@@ -141,7 +141,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field
 
-    from .workspace import Workspace, find_root
+    from .sdk.workspace import Workspace, find_root
 
     ws = workspace if workspace is not None else Workspace(find_root(root), read_only=read_only)
     if propose is None:
@@ -250,7 +250,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         task: Annotated[str, Field(description="The task at hand or a question: what the memories should be about.")],
         budget: Annotated[int, Field(ge=100, le=100_000, description="Token budget for the block (about 4 characters a token).")] = 1500,
     ) -> Annotated[CallToolResult, ContextResult]:
-        from .context import estimate_tokens
+        from .sdk.context import estimate_tokens
 
         head = DATA_LABEL + "\n\n"  # labelled inside the block, which is what lands in a prompt
         block = call(lambda: ws.context(task, budget=max(1, budget - estimate_tokens(head))))

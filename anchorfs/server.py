@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = [
     "SERVED", "SOCKET_NAME", "DEFAULT_IDLE_TIMEOUT", "socket_path", "served_command", "hand_off", "ping", "stop",
@@ -468,7 +468,7 @@ class _Pool:
 
         from .core.locate import locate
         from .core.statefs import check_state
-        from .workspace import Workspace
+        from .sdk.workspace import Workspace
 
         if kwargs or locate(root) != self.root_real:
             raise Declined("not this server's workspace")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .drift import MemoryDrift
-    from .workspace import Workspace
+    from .sdk.workspace import Workspace
 
 __all__ = ["DriftEvent", "EVENTS_FILE", "IGNORE_DIRS", "record_transitions", "read_events", "watch"]
 

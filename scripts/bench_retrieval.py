@@ -52,7 +52,7 @@ from anchorfs.store.lexicon import GROUPS  # noqa: E402
 if TYPE_CHECKING:
     import numpy as np
 
-    from anchorfs.workspace import Workspace
+    from anchorfs.sdk.workspace import Workspace
 
 EMBEDDERS = ("hashing", "e5", "minilm")
 

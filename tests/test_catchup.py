@@ -20,7 +20,7 @@ import pytest
 import anchorfs
 from anchorfs.ledger.log import Ledger, fold
 from anchorfs.core.model import Memory
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 from conftest import git
 

@@ -28,7 +28,7 @@ from anchorfs.core.errors import ConfigError, LedgerError, StoreError
 from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
 from anchorfs.ledger.log import Entry, Ledger
 from anchorfs.core.model import Drift, Memory, new_id, utcnow
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")
 

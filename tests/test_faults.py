@@ -35,7 +35,7 @@ from anchorfs.drift.hashcache import HashCache
 from anchorfs.ledger.log import Ledger, fold
 from anchorfs.core.statefs import FAULT_ENV, armed, fault
 from anchorfs.core.model import Drift, Verdict
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 APP = "def handler(event):\n    return event['body']\n"
 LIB = "def helper():\n    return 42\n"

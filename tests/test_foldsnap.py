@@ -25,7 +25,7 @@ from anchorfs.ledger import catchup, foldsnap
 from anchorfs.ledger.catchup import Folded
 from anchorfs.ledger.log import Entry, FoldState, Ledger, fold, stamped
 from anchorfs.core.model import Memory, utcnow
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 from conftest import git
 

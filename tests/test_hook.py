@@ -406,7 +406,7 @@ _REPLAY = ("import io, json, sys\n"
            "from anchorfs.__main__ import main\n"
            "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
            "try:\n    main(['hook', 'session-start'])\nexcept SystemExit:\n    pass\n"
-           "sys.stderr.write(json.dumps({'full': 'anchorfs.workspace' in sys.modules}))\n")
+           "sys.stderr.write(json.dumps({'full': 'anchorfs.sdk.workspace' in sys.modules}))\n")
 
 
 def _start(repo: Path) -> tuple[str, bool]:
@@ -496,7 +496,7 @@ _EDIT_PROBE = ("import io, json, sys\n"
                "from anchorfs.__main__ import main\n"
                "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
                "try:\n    main(['hook', 'post-edit'])\nexcept SystemExit:\n    pass\n"
-               "sys.stderr.write(json.dumps({'full': 'anchorfs.workspace' in sys.modules}))\n")
+               "sys.stderr.write(json.dumps({'full': 'anchorfs.sdk.workspace' in sys.modules}))\n")
 
 
 def test_a_symbol_check_loads_its_grammar_without_the_language_packs_init() -> None:

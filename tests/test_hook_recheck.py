@@ -38,7 +38,7 @@ _PROBE = ("import io, json, sys\n"
           "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
           "try:\n    main(sys.argv[2:])\nexcept SystemExit:\n    pass\n"
           "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lancedb', 'pyarrow', 'click'))\n"
-          "sys.stderr.write(json.dumps({'built': built[0], 'workspace': 'anchorfs.workspace' in sys.modules,"
+          "sys.stderr.write(json.dumps({'built': built[0], 'workspace': 'anchorfs.sdk.workspace' in sys.modules,"
           " 'heavy': heavy}))\n")
 
 

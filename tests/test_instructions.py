@@ -10,7 +10,7 @@ import pytest
 
 import anchorfs
 from anchorfs.hosts import RULES_BEGIN, RULES_END
-from anchorfs.instructions import EXPORT_BEGIN, EXPORT_END, parse_claims
+from anchorfs.sdk.instructions import EXPORT_BEGIN, EXPORT_END, parse_claims
 
 TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"
 

@@ -31,7 +31,7 @@ from anchorfs.ledger.log import Entry, Ledger, current_actor, fold
 from anchorfs.core.statefs import FAULT_ENV
 from anchorfs.core.model import Memory, new_id, utcnow
 from anchorfs.store.table import Store
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 PY = sys.executable
 

@@ -23,7 +23,7 @@ from conftest import TOKEN
 
 import anchorfs
 from anchorfs.mcp import INSTRUCTIONS, WRITE_TOOLS, build_server, mcp_config, write_mcp_config
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 
 @pytest.fixture
@@ -1028,7 +1028,7 @@ def test_reverify_prompt_walks_the_stale_memories(root: Path) -> None:
 def test_remember_takes_allow_secret_in_a_shared_workspace(tmp_path: Path) -> None:
     """A shared workspace refuses a secret over MCP as on the CLI (nothing written); the agent
     may pass `allow_secret: true`, and the ledger keeps why. The output is the usual one."""
-    from anchorfs import team
+    from anchorfs.sdk import team
 
     root = tmp_path / "shared"
     root.mkdir()

@@ -30,7 +30,7 @@ from anchorfs.core.model import (
     validate_memory,
     validate_query_args,
 )
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 NOTES = "one\ntwo\nthree\nfour\nfive\n"
 

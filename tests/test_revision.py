@@ -20,7 +20,7 @@ import anchorfs
 from anchorfs.cli import cli
 from anchorfs.core.errors import InputError, NotFoundError, RevisionError
 from anchorfs.core.model import Status, utcnow
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 AUTH = "def issue(user):\n    ttl = 24 * 3600\n    return make_token(user, ttl)\n\n\ndef revoke(token):\n    return drop(token)\n"
 

@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs import team
+from anchorfs.sdk import team
 from anchorfs.cli import cli
 from anchorfs.hook import install_sync
 from anchorfs.ledger.log import Ledger, fold
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 from conftest import git
 
@@ -260,7 +260,7 @@ def test_git_hooks_make_the_store_follow_eagerly(tmp_path: Path) -> None:
     install_sync(alice.root)
     for name in ("post-checkout", "post-merge", "post-rewrite"):
         text = (alice.root / ".git" / "hooks" / name).read_text()
-        assert "anchorfs.team sync --root" in text and os.access(alice.root / ".git" / "hooks" / name, os.X_OK)
+        assert "anchorfs.sdk.team sync --root" in text and os.access(alice.root / ".git" / "hooks" / name, os.X_OK)
     alice.ws.record("on main")
     alice.commit("main")
     alice.git("checkout", "-q", "-b", "feature")
@@ -705,7 +705,7 @@ def test_the_secret_check_leaves_what_a_scan_never_uses_unimported() -> None:
 
     code = (
         "import sys\n"
-        "from anchorfs.team import find_secrets\n"
+        "from anchorfs.sdk.team import find_secrets\n"
         "assert find_secrets('the deploy key is AKIAIOSFODNN7EXAMPLE') == ['AWS Access Key']\n"
         "assert find_secrets('a plain note') == []\n"
         "gone = [m for m in ('requests', 'urllib3', 'multiprocessing', 'yaml') if m in sys.modules]\n"

@@ -311,7 +311,7 @@ def test_a_mark_then_a_supersede_is_no_fork_for_a_later_reader(tmp_path: Path) -
 
 def test_mark_on_a_read_only_workspace_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     from anchorfs.core.errors import WorkspaceError
-    from anchorfs.workspace import Workspace
+    from anchorfs.sdk.workspace import Workspace
 
     root, _ = make_keys(tmp_path)
     size = (root / ".anchorfs" / "ledger.jsonl").stat().st_size

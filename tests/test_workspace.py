@@ -29,7 +29,7 @@ from anchorfs.core.errors import (
 )
 from anchorfs.core.model import AnchorRef, Drift, Verdict
 from anchorfs.store.table import Store
-from anchorfs.workspace import Workspace, find_root
+from anchorfs.sdk.workspace import Workspace, find_root
 
 USERS_PY = '''class UserRepo:
     def getUserById(self, uid):

@@ -92,7 +92,7 @@ def _check_deps(d: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
 class Entry(Value):
     """One ledger line. `seq` and `deps` (None on lines from earlier versions) order the fold
     by dependency, not by line position; `allow_secret` says why a shared workspace took text
-    its secret check flagged (`anchorfs.team`). A frozen `Value` (not a dataclass: its code
+    its secret check flagged (`anchorfs.sdk.team`). A frozen `Value` (not a dataclass: its code
     generation at import was a cost of every hook)."""
 
     __slots__ = ("tx", "op", "at", "actor", "reason", "memories", "seq", "deps", "allow_secret")

@@ -27,10 +27,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .core.errors import InputError, WorkspaceError
+from ..core.errors import InputError, WorkspaceError
 
 if TYPE_CHECKING:
-    from .core.model import Memory
+    from ..core.model import Memory
     from .workspace import Workspace
 
 __all__ = [
@@ -250,8 +250,8 @@ def _heading_path(m: "Memory", tag: str) -> tuple[str, ...]:
 def import_file(ws: "Workspace", path: str | os.PathLike[str], *, apply: bool = False,
                 kind: str = "note") -> ImportResult:
     """Import the claims of one instructions file (see the module docstring)."""
-    from .core.model import Status
-    from .verify.claims import suggest
+    from ..core.model import Status
+    from ..verify.claims import suggest
 
     claims = claims_of_file(path)
     tag = source_tag(ws, path)
@@ -313,8 +313,8 @@ def _one_line(text: str, width: int = _LINE_CHARS) -> str:
 def export_block(ws: "Workspace") -> tuple[str, int, int]:
     """(block, memories, stale): the active memories with their freshness envelopes, stale ones
     first under a heading of their own, then unknown, then the rest oldest first."""
-    from .drift import envelope
-    from .core.model import Drift, Status, utcnow
+    from ..drift import envelope
+    from ..core.model import Drift, Status, utcnow
 
     active = sorted(ws.list(status="active"), key=lambda m: m.id)
     report = ws.drift()  # every active anchored memory checked now, and the drift persisted
@@ -347,7 +347,7 @@ def export_block(ws: "Workspace") -> tuple[str, int, int]:
 def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
     """Write (or refresh) the export block in `path`, created when missing. A link is followed
     to the file it names, which is the one replaced (atomically, its mode kept)."""
-    from .core.statefs import replace_block
+    from ..core.statefs import replace_block
 
     target = os.path.realpath(path)
     old = read_text_file(target)
@@ -355,7 +355,7 @@ def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
     new = replace_block(old or "", block, _EXPORT_PREFIX, EXPORT_END, where=str(path))
     if new == old:
         return ExportResult(str(path), False, total, stale)
-    from .core.statefs import replace_text
+    from ..core.statefs import replace_text
 
     try:
         replace_text(target, new, existed=old is not None)

@@ -23,25 +23,25 @@ from typing import TYPE_CHECKING
 
 _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
-from .anchor import anchors as anchors_mod
-from .ledger import catchup, foldsnap
+from ..anchor import anchors as anchors_mod
+from ..ledger import catchup, foldsnap
 from . import writeback  # recall, revision, storesync, writes: where used (a digest needs none)
-from .core.config import Config, load_config
-from .drift import DriftChecker, DriftReport, MemoryDrift, envelope
-from .core.errors import (
+from ..core.config import Config, load_config
+from ..drift import DriftChecker, DriftReport, MemoryDrift, envelope
+from ..core.errors import (
     AnchorfsError,
     HistoryError,
     InputError,
     NotFoundError,
     WorkspaceError,
 )
-from .drift.hashcache import HashCache
-from .ledger.log import Entry, FoldState, Ledger
-from .core.locate import locate
-from .core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
-from .core.statefs import check_state
+from ..drift.hashcache import HashCache
+from ..ledger.log import Entry, FoldState, Ledger
+from ..core.locate import locate
+from ..core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
+from ..core.statefs import check_state
 from .writeback import DRIFTS, UNANCHORED
-from .core.model import (
+from ..core.model import (
     Drift,
     Memory,
     Status,
@@ -58,14 +58,14 @@ if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import Any
 
-    from .core.hits import Hit  # a digest ranks no hit: `anchorfs.core.hits` builds a dataclass
-    from .ledger.forks import Fork  # a digest lists no forks: `anchorfs.ledger.forks` builds two dataclasses
+    from ..core.hits import Hit  # a digest ranks no hit: `anchorfs.core.hits` builds a dataclass
+    from ..ledger.forks import Fork  # a digest lists no forks: `anchorfs.ledger.forks` builds two dataclasses
     from .writes import AnchorLike
     from .context import ContextBlock
-    from .store.embedders import Embedder
-    from .store.table import Store
-    from .history import AtReport, BisectResult, LogResult
-    from .verify.claims import SuggestReport, VerifyReport
+    from ..store.embedders import Embedder
+    from ..store.table import Store
+    from ..history import AtReport, BisectResult, LogResult
+    from ..verify.claims import SuggestReport, VerifyReport
     from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -113,7 +113,7 @@ class HistoryEvent(Value):
             object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        from .core.model import to_iso
+        from ..core.model import to_iso
 
         return {
             "op": self.op,
@@ -197,13 +197,13 @@ class Workspace:
         when none was, the one the store was last built with, so `reindex --embedder e5` is
         remembered by the store itself and the next command does not fail on the mismatch."""
         if self._embedder is None:
-            from .core.config import CONFIG_FILE, env_name
-            from .store.embedders import get_embedder
+            from ..core.config import CONFIG_FILE, env_name
+            from ..store.embedders import get_embedder
 
             name = self._embedder_name
             chosen = name != self.config.embedder or env_name("embedder") in os.environ
             if not chosen:  # did .anchorfs.toml name it? Read as load_config reads it (guarded: no FIFO hang)
-                from .core.guard import read_guarded
+                from ..core.guard import read_guarded
 
                 try:
                     raw: bytes | None = read_guarded(os.path.realpath(self.root / CONFIG_FILE), root=self.root_real,
@@ -220,7 +220,7 @@ class Workspace:
                     except (ValueError, RecursionError):
                         chosen = True
             if not chosen:
-                from .store.table import Store
+                from ..store.table import Store
 
                 name = Store(self.state, get_embedder(name)).stored_embedder() or name
             self._embedder = get_embedder(name)
@@ -254,7 +254,7 @@ class Workspace:
         `anchorfs` logger, which plain output does not show).
         """
         if self._in_git is None:
-            from .core.git import prefix_of, toplevel
+            from ..core.git import prefix_of, toplevel
 
             try:
                 top = toplevel(self.root)
@@ -492,7 +492,7 @@ class Workspace:
         return writeback.read(self.state_dir)[0]
 
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
-        """Persist drift that changed since the last check (`anchorfs.writeback`): the store's
+        """Persist drift that changed since the last check (`anchorfs.sdk.writeback`): the store's
         column at once when the store is open here, else when it is next opened."""
         return writeback.write_back(self.state_dir, results, store=self._store, read_only=self.read_only)
 
@@ -536,19 +536,19 @@ class Workspace:
 
     def bisect(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "BisectResult":
         """The commit (or the working tree) that staled a memory, with its hunk."""
-        from .history import bisect
+        from ..history import bisect
 
         return bisect(self.root, self._resolve_id(memory_id), progress=progress)
 
     def log(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "LogResult":
         """Every step of git history that touched each of a memory's anchors."""
-        from .history import log
+        from ..history import log
 
         return log(self.root, self._resolve_id(memory_id), progress=progress)
 
     def at(self, rev: str) -> "AtReport":
         """What `drift` would have said at REV, for the memories that existed then."""
-        from .history import drift_at
+        from ..history import drift_at
 
         if not isinstance(rev, str) or not rev.strip() or rev.startswith("-"):
             raise InputError(f"bad revision {rev!r}")
@@ -601,7 +601,7 @@ class Workspace:
         `mark` finds the claim holds again, or it is superseded or re-anchored. Only a memory
         whose findings changed gets an entry: a verify that changed nothing writes nothing.
         """
-        from .verify.claims import verify as verify_claims
+        from ..verify.claims import verify as verify_claims
 
         if mark and self.read_only:
             raise WorkspaceError(f"the workspace at {self.root} is open read-only; verify --mark was not written")
@@ -618,7 +618,7 @@ class Workspace:
         A memory whose text makes a stale claim (found now, or marked by `verify --mark`) is
         only proposed, never anchored: its suggestion says why (`Suggestion.why`).
         """
-        from .verify.claims import SuggestReport, suggest_report
+        from ..verify.claims import SuggestReport, suggest_report
 
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
         report = suggest_report(self.root_real, active)
@@ -674,7 +674,7 @@ class Workspace:
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
             from . import recall
-            from .core.hits import Hit
+            from ..core.hits import Hit
 
             env = recall.with_history(self, [Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
         return md, env
@@ -718,7 +718,7 @@ class Workspace:
                     kind: str = "note") -> "ImportResult":
         """Import an instructions file's claims as memories tagged with their headings (and
         `source:FILE`); again is idempotent, a changed text supersedes. Suggested anchors are
-        taken only with `apply` (`anchorfs.instructions`)."""
+        taken only with `apply` (`anchorfs.sdk.instructions`)."""
         from .instructions import import_file
 
         return import_file(self, path, apply=apply, kind=kind)
@@ -735,11 +735,11 @@ class Workspace:
         """`verify`'s claim checks on an instructions file, without importing it: each result's
         id is `FILE:LINE` of its claim."""
         from .instructions import shown_path, verify_items
-        from .verify.claims import verify_texts
+        from ..verify.claims import verify_texts
 
         return verify_texts(self.root_real, verify_items(path, shown_path(self, path)), net=net, timeout=timeout)
 
-    # -- team memory through git (anchorfs.team) ---------------------------------------------
+    # -- team memory through git (anchorfs.sdk.team) ---------------------------------------------
 
     def conflicts(self) -> _list["Fork"]:
         """Every fork in the ledger (one memory with two successors, or a supersede racing a

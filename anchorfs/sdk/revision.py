@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from . import writes
-from .core.errors import AnchorError, InputError, RevisionError
-from .core.model import AnchorRef, Memory, Status, anchor_items, check_optional_str, new_id, utcnow, validate_memory
+from ..core.errors import AnchorError, InputError, RevisionError
+from ..core.model import AnchorRef, Memory, Status, anchor_items, check_optional_str, new_id, utcnow, validate_memory
 from .writes import AnchorLike
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core.model import Drift, Hit, Verdict
+from ..core.model import Drift, Hit, Verdict
 
 __all__ = ["ContextBlock", "render_context", "estimate_tokens", "DEFAULT_BUDGET", "STALE_BANNER"]
 

@@ -12,10 +12,10 @@ import dataclasses
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from .drift import DriftChecker, MemoryDrift, envelope, expired, weak_envelope
-from .core.errors import HistoryError, InputError
-from .ledger.log import FoldState, fold
-from .core.model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_args
+from ..drift import DriftChecker, MemoryDrift, envelope, expired, weak_envelope
+from ..core.errors import HistoryError, InputError
+from ..ledger.log import FoldState, fold
+from ..core.model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_args
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -29,7 +29,7 @@ ANCHOR_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
 def git_head(ws: "Workspace") -> tuple[bool, str | None]:
     """(in a git repo, HEAD now): read per call since commits happen meanwhile, with a
     process only when a file HEAD rests on changed (`git.current_head`)."""
-    from .core.git import current_head
+    from ..core.git import current_head
 
     place = ws._git_place()
     if place is None:
@@ -62,7 +62,7 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
     k = k_given if k_given is not None else int(ws.config["search.k"])
     if k < 1:
         raise InputError("k must be at least 1")
-    from .store.table import id_filter
+    from ..store.table import id_filter
 
     # a proposed memory is under review: not a belief of any time, so never a hit
     where: str | None = "status != 'proposed'" if include_superseded else "status = 'active'"
@@ -140,7 +140,7 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
 def with_history(ws: "Workspace", hits: list[Hit], now: datetime) -> list[Hit]:
     """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts); HEAD and
     the top level are looked up once per query, not per hit."""
-    from .history import history_envelope
+    from ..history import history_envelope
 
     if not any(a.commit for h in hits for a in h.memory.anchors):
         return hits

@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 
-from .drift import DriftReport, MemoryDrift
-from .core.errors import AnchorfsError
-from .core.model import Drift, Memory
-from .core.statefs import read_state
+from ..drift import DriftReport, MemoryDrift
+from ..core.errors import AnchorfsError
+from ..core.model import Drift, Memory
+from ..core.statefs import read_state
 
 if TYPE_CHECKING:
-    from .store.table import Store
+    from ..store.table import Store
 
 __all__ = ["DRIFTS", "UNANCHORED", "read", "last_drift_of", "write_back", "flush_pending"]
 
@@ -103,7 +103,7 @@ def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | D
             pass
     try:
         from orjson import dumps
-        from .core.statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
+        from ..core.statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
 
         _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": 1, "drift": merged, "pending": pending}),
                         "drift-write")
@@ -120,7 +120,7 @@ def flush_pending(state: str | os.PathLike[str], store: "Store", *, read_only: b
     if not pending:
         return
     from orjson import dumps
-    from .core.statedir import _replace_atomic
+    from ..core.statedir import _replace_atomic
 
     try:
         store.set_drift(pending)

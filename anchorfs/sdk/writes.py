@@ -16,16 +16,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .anchor import anchors as anchors_mod
+from ..anchor import anchors as anchors_mod
 from . import storesync
-from .drift import DriftChecker
-from .core.errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
-from .ledger.log import Entry, FoldState, current_actor, fault, stamped
-from .core.model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
+from ..drift import DriftChecker
+from ..core.errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
+from ..ledger.log import Entry, FoldState, current_actor, fault, stamped
+from ..core.model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
                     validate_anchor, validate_memory)
 
 if TYPE_CHECKING:
-    from .verify.claims import VerifyReport
+    from ..verify.claims import VerifyReport
     from .workspace import Workspace
 
 __all__ = ["AnchorLike", "validate", "author", "take_anchors", "stamp_git", "current_specs", "guard", "over_fork",
@@ -102,7 +102,7 @@ def stamp_git(ws: "Workspace", refs: Sequence[Sequence[AnchorRef]]) -> list[tupl
     place = ws._git_place() if paths else None
     if place is None:
         return [tuple(group) for group in refs]
-    from .core.git import head_and_dirty
+    from ..core.git import head_and_dirty
 
     try:
         head, dirty = head_and_dirty(Path(ws.root_real), paths, prefix=place[1])
@@ -117,7 +117,7 @@ def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
     """A memory's anchors as requests for the content as it stands now: moved lines and
     files followed (`path_now`, `lines_now`). A missing symbol or a file gone without a
     trace is refused naming what can be taken instead (`reanchor ID --to SPEC`)."""
-    from .core.errors import SymbolNotFoundError
+    from ..core.errors import SymbolNotFoundError
 
     checker = DriftChecker(ws.root_real, ws.cache, whitespace=str(ws.config["drift.whitespace"]))
     wanted: list[AnchorLike] = []
@@ -234,7 +234,7 @@ def mark(ws: "Workspace", report: "VerifyReport", checked_from: Sequence[Memory]
     """`verify --mark`: one `mark` entry per memory whose findings changed, under the lock, for
     the memories still as they were checked (`checked_from`); the ledger only, the store takes
     the new snapshots in on its next use (catch-up)."""
-    from .verify.claims import mark_reason, marked_claims
+    from ..verify.claims import mark_reason, marked_claims
 
     checked = {m.id: m for m in checked_from}
     now = utcnow()

@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .ledger import catchup
+from ..ledger import catchup
 from . import writeback
-from .ledger.log import Entry, Ledger, fold
-from .core.model import Memory
-from .core.statedir import _replace_atomic
+from ..ledger.log import Entry, Ledger, fold
+from ..core.model import Memory
+from ..core.statedir import _replace_atomic
 
 if TYPE_CHECKING:
-    from .store.table import Store
+    from ..store.table import Store
     from .workspace import Workspace
 
 __all__ = ["open_store", "checkpoint", "applied", "set_applied", "catch_up", "rebuild"]
@@ -31,7 +31,7 @@ def open_store(ws: "Workspace") -> "Store":
     on any failure the workspace holds no store, so the next use catches up again."""
     opened = ws._store is None
     if opened:
-        from .store.table import Store
+        from ..store.table import Store
 
         store = Store(ws.state, ws.embedder, compact_fragments=int(ws.config["store.compact_fragments"]),
                       index_rows=0 if ws.read_only else int(ws.config["store.index_rows"]))
@@ -123,8 +123,8 @@ def rebuild(ws: "Workspace", *, embedder: str | None = None,
     the checkpoint's checksum taken from the same bytes; the memories' count."""
     from datetime import timedelta
 
-    from .store.embedders import get_embedder
-    from .store.table import Store, indexer_excluded
+    from ..store.embedders import get_embedder
+    from ..store.table import Store, indexer_excluded
 
     if embedder is not None:
         ws._embedder_name = embedder

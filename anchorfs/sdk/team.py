@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .core.errors import AnchorfsError, InputError, WorkspaceError
-from .ledger.log import Entry, rank
+from ..core.errors import AnchorfsError, InputError, WorkspaceError
+from ..ledger.log import Entry, rank
 
 if TYPE_CHECKING:
-    from .core.model import Memory
+    from ..core.model import Memory
     from .workspace import Workspace
 
 __all__ = [
@@ -169,7 +169,7 @@ def _driver_command() -> str:
 def install_merge(root: Path) -> bool:
     """Commit-side `.gitattributes` (union, for every clone) and this clone's own override
     (`info/attributes` + the driver in the local git config); False outside git."""
-    from .core.git import run_git, toplevel
+    from ..core.git import run_git, toplevel
 
     root = Path(root)
     top = toplevel(root)
@@ -198,7 +198,7 @@ def check_mode(root: Path, shared: bool | None) -> None:
     """Raise what `init_mode(root, shared)` would refuse with, writing nothing: `anchorfs init`
     runs it before the state folder is made, so a refused init leaves no `.anchorfs/` (nor a
     merge driver in git's config) behind. The state folder's `.gitignore` is `statefs`'s check."""
-    from .core.git import toplevel
+    from ..core.git import toplevel
 
     root = Path(root)
     if shared is False:
@@ -212,7 +212,7 @@ def check_mode(root: Path, shared: bool | None) -> None:
 
 def _read_text(path: Path) -> str:
     """A text file as it is (line ends kept, any bytes round-trip); "" when absent."""
-    from .core.guard import read_guarded
+    from ..core.guard import read_guarded
 
     try:  # the one guarded open: a crafted clone's link to /dev/zero or a fifo is refused, not read
         return read_guarded(path, max_bytes=_ATTRIBUTES_MAX).decode("utf-8", "surrogateescape")
@@ -267,7 +267,7 @@ def _pattern(rel: str) -> str:
 def write_local_attributes(root: Path, top: Path | None = None) -> bool:
     """Name this clone's driver for this workspace's ledger in `$GIT_DIR/info/attributes`
     (never committed; it wins over `.gitattributes`). True when the file changed."""
-    from .core.git import toplevel
+    from ..core.git import toplevel
 
     root = Path(root)
     top = top if top is not None else toplevel(root)
@@ -288,7 +288,7 @@ def write_local_attributes(root: Path, top: Path | None = None) -> bool:
 
 def _local_attributes_path(root: Path) -> Path:
     """This clone's `$GIT_DIR/info/attributes` (a worktree's or a submodule's own included)."""
-    from .core.git import run_git
+    from ..core.git import run_git
 
     out = os.fsdecode(run_git(root, "rev-parse", "--git-path", "info/attributes").strip())
     return Path(out) if os.path.isabs(out) else Path(root) / out
@@ -303,7 +303,7 @@ def _replace(path: Path, text: str) -> None:
     """`path` replaced whole through `statefs.replace_state`: an exclusive temp under a random
     name, as a guessable one (`.gitattributes.anchorfs.PID.tmp`) was written through a link a
     crafted clone planted there."""
-    from .core.statefs import replace_state
+    from ..core.statefs import replace_state
 
     _check_replaceable(path)
     replace_state(path, text.encode("utf-8", "surrogateescape"))
@@ -315,7 +315,7 @@ def mode(root: Path) -> str:
     from .workspace import STATE_DIR
 
     root = Path(root)
-    from .core.statefs import read_state
+    from ..core.statefs import read_state
 
     try:  # a state file: read without following a link, as every other one is
         ignore = (read_state(root / STATE_DIR / ".gitignore") or b"").decode("utf-8")
@@ -334,7 +334,7 @@ def mode(root: Path) -> str:
 def init_mode(root: Path, shared: bool | None) -> None:
     """`init`'s choice: `--shared` or `--private` as asked; neither, in git, the merge driver
     for a workspace not made private (an earlier init's ledger is committable as it is)."""
-    from .core.git import toplevel
+    from ..core.git import toplevel
 
     if shared is not None:
         set_mode(root, shared)
@@ -352,8 +352,8 @@ _NOT_IN_GIT = "{root} is not in a git repository; a shared workspace's ledger is
 def set_mode(root: Path, shared: bool) -> str:
     """Make the workspace shared (ledger committed, driver installed) or private (the whole
     state folder ignored). Returns a one-line note of what to do in git, if anything."""
-    from .core.git import run_git, toplevel
-    from .core.statedir import _GITIGNORE, STATE_DIR
+    from ..core.git import run_git, toplevel
+    from ..core.statedir import _GITIGNORE, STATE_DIR
 
     root = Path(root)
     ignore = root / STATE_DIR / ".gitignore"
@@ -599,7 +599,7 @@ def _main(argv: list[str]) -> int:
         except Exception as exc:  # a git hook must never fail the checkout or merge it follows
             print(f"anchorfs: {exc}", file=sys.stderr)
             return 0
-    print("usage: python -m anchorfs.team sync --root ROOT", file=sys.stderr)
+    print("usage: python -m anchorfs.sdk.team sync --root ROOT", file=sys.stderr)
     return 2
 
 

@@ -1,0 +1,1 @@
+"""sdk: `anchorfs.open(root) -> Workspace` and the doors every user comes through."""
