@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "hook" in args:  # the agent hooks answer before click is imported (5x `python -c pass`)
         import gc
 
-        from .hook_agent import agent_args, agent_main  # not `.hook`: it imports the git half too
+        from .agents.hook_agent import agent_args, agent_main  # not `.hook`: it imports the git half too
 
         hooked = agent_args(args)
         if hooked is not None:
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             if argv is None:
                 _exit_now(code)
             sys.exit(code)
-        from .hook_git import commit_args, commit_main
+        from .agents.hook_git import commit_args, commit_main
 
         commit = commit_args(args)  # the installed post-commit line: `-m anchorfs hook run --root R`
         if commit is not None:

@@ -73,7 +73,7 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
     if absolute and not hosts:
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
-        from .hosts import check_setup
+        from .agents.hosts import check_setup
         from .core.statedir import check_init
         from .sdk.team import check_mode, init_mode
 
@@ -89,11 +89,11 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
         mcp_path = None
         written = []
         if hosts:
-            from .hosts import setup
+            from .agents.hosts import setup
 
             written = setup(path, hosts, absolute=absolute)
         if write_mcp:
-            from .mcp import write_mcp_config
+            from .agents.mcp import write_mcp_config
 
             mcp_path = write_mcp_config(path)
         if c.json:

@@ -88,7 +88,7 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
 @click.pass_context
 def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool, propose: bool | None) -> None:
     """Run the MCP server on stdio (for agent hosts; see `anchorfs init --mcp`)."""
-    from .mcp import serve
+    from .agents.mcp import serve
 
     if as_json:  # taken by every command (`_common`), but here it could only be ignored
         raise click.UsageError("--json does not apply to mcp: the server always speaks JSON-RPC on stdio")
@@ -165,7 +165,7 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Re-check memories as the files under them change; report each drift change once."""
     import logging
 
-    from .watch import watch as watch_ws
+    from .agents.watch import watch as watch_ws
 
     logging.getLogger("watchfiles").setLevel(logging.ERROR)  # its Ctrl-C notice; we say "stopped"
     with _session(ctx, root, as_json) as c:

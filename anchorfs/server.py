@@ -32,7 +32,7 @@ import sys
 
 import _socket
 
-from .argv import option_value
+from .agents.argv import option_value
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:

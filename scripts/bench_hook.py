@@ -42,7 +42,7 @@ from _benchlib import machine, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
 from anchorfs.drift.hashcache import DEFAULT_GRANULARITY_NS  # noqa: E402
-from anchorfs.hook import install  # noqa: E402
+from anchorfs.agents.hook import install  # noqa: E402
 
 DEFAULT_GRANULARITY_S = DEFAULT_GRANULARITY_NS / 1e9
 
@@ -588,7 +588,7 @@ ordered by {measured} (`--cpu` picks CPU time).
 {"" if before is None else f"The before column is `--base {args.base}` timed in the same run on a twin workspace built alike (its own: neither code pays for state the other's runs left), one run of each code in turn."}
 
 The hook reads the ledger and the hash cache only, and never imports click (`anchorfs.__main__`
-hands `hook run` to `anchorfs.hook_git.commit_main`): the cost above the baseline is the imports,
+hands `hook run` to `anchorfs.agents.hook_git.commit_main`): the cost above the baseline is the imports,
 `git diff-tree`, and where the commit touched an anchored file the check of the memories on it,
 built from the fold snapshot's index alone (`anchorfs.hook_recheck`), a drift change judged again
 under the events lock and written from those memories too: the workspace and the whole fold are
@@ -633,7 +633,7 @@ from the same run above.
 {agent_table}
 {"" if before is None else f"The before column: the `--base {args.base}` code, in the same run, on its own twin workspace, one run of each code in turn."}
 
-Both answer before click is imported (`anchorfs.__main__` hands them to `anchorfs.hook`) and read
+Both answer before click is imported (`anchorfs.__main__` hands them to `anchorfs.agents.hook`) and read
 the ledger fold (from its checksummed snapshot, `.anchorfs/fold.snap`, while it holds), the hash
 cache and the drift checker only: LanceDB is never imported (a test checks `sys.modules`).
 `session-start` replays its last digest (`.anchorfs/digest.memo`) while nothing it rested on

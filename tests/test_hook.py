@@ -12,8 +12,8 @@ import pytest
 from conftest import TOKEN, git
 
 import anchorfs
-from anchorfs.hook import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
-from anchorfs.watch import read_events
+from anchorfs.agents.hook import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
+from anchorfs.agents.watch import read_events
 
 
 def commit(repo: Path, message: str) -> subprocess.CompletedProcess[str]:
@@ -173,7 +173,7 @@ def test_cli_install_and_uninstall(repo: Path) -> None:
 
 import json  # noqa: E402
 
-from anchorfs.hook import agent_args, digest  # noqa: E402
+from anchorfs.agents.hook import agent_args, digest  # noqa: E402
 
 VENV_BIN = str(Path(sys.executable).parent)
 
@@ -420,7 +420,7 @@ def _full(repo: Path) -> str:
     """A full session-start in this process, after the racy window; its output (memoized)."""
     import time
 
-    from anchorfs.hook import _session_start_memoized
+    from anchorfs.agents.hook import _session_start_memoized
 
     time.sleep(0.05)
     return _session_start_memoized(os.path.realpath(repo))
@@ -436,7 +436,7 @@ _COMMIT_PROBE = ("import json, sys\n"
 
 
 def test_post_commit_run_answers_without_click_as_the_cli_does(repo: Path) -> None:
-    from anchorfs.hook import commit_args
+    from anchorfs.agents.hook import commit_args
 
     with anchorfs.open(repo) as ws:
         m = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])

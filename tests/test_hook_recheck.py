@@ -1,5 +1,5 @@
 """The hooks' re-check without the workspace (`anchorfs.hook_recheck`), and their hook files read
-through the one guarded open (`anchorfs.hook_git._read`).
+through the one guarded open (`anchorfs.agents.hook_git._read`).
 
 A drift change after an edit or a commit is written (`drift.json`, `events.jsonl`) and said from
 the fold snapshot's records for the touched paths alone: no workspace, no LanceDB, no other
@@ -21,7 +21,7 @@ from conftest import TOKEN, git
 import anchorfs
 from anchorfs.ledger import catchup
 from anchorfs.core.errors import WorkspaceError
-from anchorfs.hook import install, install_sync, is_installed, uninstall, uninstall_sync
+from anchorfs.agents.hook import install, install_sync, is_installed, uninstall, uninstall_sync
 
 
 # One hook run as the host runs it, in a fresh interpreter: what it imported, and how many
@@ -161,7 +161,7 @@ def test_a_hook_that_is_a_fifo_is_refused_not_read_forever(repo: Path) -> None:
     os.mkfifo(hooks / "post-commit")
     (hooks / "post-merge").symlink_to("/dev/zero")
     git(repo, "config", "core.hooksPath", ".githooks")
-    code = ("import json, sys\nfrom pathlib import Path\nfrom anchorfs.hook import install, install_sync\n"
+    code = ("import json, sys\nfrom pathlib import Path\nfrom anchorfs.agents.hook import install, install_sync\n"
             "try:\n    install(Path(sys.argv[1]))\n    said = ''\nexcept Exception as exc:\n    said = str(exc)\n"
             "print(json.dumps({'said': said, 'sync': [p.name for p in install_sync(Path(sys.argv[1]))]}))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, timeout=20,

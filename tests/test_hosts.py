@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import anchorfs
-from anchorfs.hosts import (
+from anchorfs.agents.hosts import (
     HOSTS,
     MCP_FILES,
     RULES_BEGIN,

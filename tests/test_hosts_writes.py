@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from anchorfs.hosts import MCP_FILES, RULES_FILES, setup
+from anchorfs.agents.hosts import MCP_FILES, RULES_FILES, setup
 
 
 def test_rewritten_rules_and_config_files_keep_their_mode_and_leave_no_temp(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-from anchorfs.hosts import RULES_BEGIN, RULES_END
+from anchorfs.agents.hosts import RULES_BEGIN, RULES_END
 from anchorfs.sdk.instructions import EXPORT_BEGIN, EXPORT_END, parse_claims
 
 TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(user, hours=24)\n"

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from conftest import TOKEN
 
 import anchorfs
-from anchorfs.mcp import INSTRUCTIONS, WRITE_TOOLS, build_server, mcp_config, write_mcp_config
+from anchorfs.agents.mcp import INSTRUCTIONS, WRITE_TOOLS, build_server, mcp_config, write_mcp_config
 from anchorfs.sdk.workspace import Workspace
 
 
@@ -512,7 +512,7 @@ def test_check_drift_answer_stays_small_on_many_memories(root: Path) -> None:
 
 
 def test_hits_carry_a_bounded_text_and_show_gives_more(root: Path) -> None:
-    from anchorfs.mcp import HIT_CHARS
+    from anchorfs.agents.mcp import HIT_CHARS
 
     long = "the readme greets everyone. " + "x" * 9000
     with anchorfs.open(root) as ws:
@@ -839,7 +839,7 @@ def test_content_over_the_cap_is_one_line_and_writes_nothing(root: Path) -> None
 def test_bisect_cuts_a_long_hunk(git_repo: Path) -> None:
     from conftest import git
 
-    from anchorfs.mcp import HIT_CHARS
+    from anchorfs.agents.mcp import HIT_CHARS
 
     (git_repo / "big.py").write_text("x = 0\n")
     git(git_repo, "add", "-A")
@@ -904,7 +904,7 @@ def test_read_only_server_writes_nothing_whatever_it_is_sent(root: Path) -> None
 # -- MCP conventions (issue 20): annotations, output schemas, resources, the prompt, labels -------
 
 def test_tools_come_in_a_fixed_order_with_annotations_and_output_schemas(root: Path) -> None:
-    from anchorfs.mcp import TOOL_ORDER
+    from anchorfs.agents.mcp import TOOL_ORDER
 
     async def flow(c: Client) -> list[Any]:
         return list((await c.list_tools()).tools)
@@ -929,7 +929,7 @@ def test_tools_come_in_a_fixed_order_with_annotations_and_output_schemas(root: P
 
 
 def test_structured_content_is_the_texts_json_and_memories_are_labelled_data(root: Path) -> None:
-    from anchorfs.mcp import DATA_LABEL
+    from anchorfs.agents.mcp import DATA_LABEL
 
     async def flow(c: Client) -> None:
         wrote = await c.call_tool("remember", {"content": "token expiry is 24 hours",
@@ -958,7 +958,7 @@ def test_structured_content_is_the_texts_json_and_memories_are_labelled_data(roo
 
 
 def test_resources_stale_and_one_memory(root: Path) -> None:
-    from anchorfs.mcp import DATA_LABEL
+    from anchorfs.agents.mcp import DATA_LABEL
 
     async def flow(c: Client) -> None:
         assert [str(r.uri) for r in (await c.list_resources()).resources] == ["anchorfs://stale"]
@@ -995,7 +995,7 @@ def test_resources_stale_and_one_memory(root: Path) -> None:
 
 
 def test_reverify_prompt_walks_the_stale_memories(root: Path) -> None:
-    from anchorfs.mcp import DATA_LABEL
+    from anchorfs.agents.mcp import DATA_LABEL
 
     async def prompt_text(c: Client) -> str:
         [prompt] = (await c.list_prompts()).prompts

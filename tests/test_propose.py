@@ -21,7 +21,7 @@ from conftest import TOKEN
 import anchorfs
 from anchorfs.cli import cli
 from anchorfs.core.errors import RevisionError
-from anchorfs.mcp import build_server
+from anchorfs.agents.mcp import build_server
 
 
 @pytest.fixture

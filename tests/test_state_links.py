@@ -25,7 +25,7 @@ import anchorfs
 from anchorfs.core.errors import WorkspaceError
 from anchorfs.ledger.log import Ledger
 from anchorfs.core.statefs import FAULT_ENV
-from anchorfs.mcp import write_mcp_config
+from anchorfs.agents.mcp import write_mcp_config
 
 from conftest import anchored_clone, run_cli, tree_snapshot
 

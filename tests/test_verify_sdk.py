@@ -255,7 +255,7 @@ def test_mcp_recall_and_context_flag_a_marked_memory(tmp_path: Path) -> None:
 
     from mcp import Client
 
-    from anchorfs.mcp import build_server
+    from anchorfs.agents.mcp import build_server
 
     root, mid = make_keys(tmp_path)
     with anchorfs.open(root) as ws:

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 import anchorfs
-from anchorfs.watch import IGNORE_DIRS, DriftEvent, _Index, _wanted, read_events, record_transitions, watch
+from anchorfs.agents.watch import IGNORE_DIRS, DriftEvent, _Index, _wanted, read_events, record_transitions, watch
 
 TOKEN = """class TokenIssuer:
     def issue(self, user):

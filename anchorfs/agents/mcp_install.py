@@ -1,5 +1,5 @@
 """How an agent host starts this server: the `mcpServers` entry of a workspace (`mcp_config`)
-and the host's config file written with it (`write_mcp_config`, through `anchorfs.hosts`)."""
+and the host's config file written with it (`write_mcp_config`, through `anchorfs.agents.hosts`)."""
 
 import os
 import shutil
@@ -40,7 +40,7 @@ def write_mcp_config(root: str | os.PathLike[str], *, host: str = "claude", abso
 
     It comes with the repository like the state folder: a link there is refused in one line,
     never read or written through, and a file that does not parse is refused, nothing written
-    (`anchorfs.hosts`).
+    (`anchorfs.agents.hosts`).
     """
     from .hosts import write_mcp
 

@@ -1,7 +1,7 @@
-"""The agent hooks (Claude Code's `SessionStart` and `PostToolUse`, wired by `anchorfs.hosts`).
+"""The agent hooks (Claude Code's `SessionStart` and `PostToolUse`, wired by `anchorfs.agents.hosts`).
 
 `session_start` hands the session a capped digest of the stale memories first, then the most
-recent fresh ones (`anchorfs.digest`); `post_edit` re-checks only the memories anchored to the
+recent fresh ones (`anchorfs.agents.digest`); `post_edit` re-checks only the memories anchored to the
 file an edit touched and names those it made stale, with the next step. Both read the ledger
 fold, the hash cache and the drift checker only (LanceDB is never imported: there is no search
 at a hook). They fail open: whatever goes wrong, the session goes on (exit 0, one line on
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from .argv import option_value
 from .digest import DIGEST_KEY, _one_line, digest, session_start
-from .core.errors import WorkspaceError
+from ..core.errors import WorkspaceError
 
 if TYPE_CHECKING:
     from .watch import DriftEvent
-    from .sdk.workspace import Workspace
+    from ..sdk.workspace import Workspace
 
 __all__ = ["AGENT_EVENTS", "DIGEST_KEY", "agent_args", "agent_main", "session_start", "post_edit",
            "digest"]
@@ -78,7 +78,7 @@ def _read_stdin() -> dict[str, Any]:
 def _find_root(root: str | None, event: dict[str, Any]) -> str:
     """`--root`, else ANCHORFS_ROOT, else the nearest workspace above the session's `cwd` (the
     hook's JSON), else above this process's folder."""
-    from .core.locate import ROOT_ENV, locate
+    from ..core.locate import ROOT_ENV, locate
 
     if root is not None or os.environ.get(ROOT_ENV):
         return locate(root)
@@ -144,7 +144,7 @@ def agent_main(event_name: str, root: str | None = None) -> int:
     try:
         event = _read_stdin()
         found = _find_root(root, event)
-        from .sdk.workspace import Workspace
+        from ..sdk.workspace import Workspace
 
         with Workspace(found) as ws:
             out = session_start(ws, event) if event_name == "session-start" else post_edit(ws, event)

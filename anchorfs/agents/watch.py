@@ -26,17 +26,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 
-from .anchor.anchors import STATE_DIR
-from .core.errors import AnchorfsError, WorkspaceError
-from .drift.hashcache import DEFAULT_GRANULARITY_NS
-from .core.model import Drift, Value, Verdict, to_iso, utcnow
-from .core.statefs import open_state, read_state
+from ..anchor.anchors import STATE_DIR
+from ..core.errors import AnchorfsError, WorkspaceError
+from ..drift.hashcache import DEFAULT_GRANULARITY_NS
+from ..core.model import Drift, Value, Verdict, to_iso, utcnow
+from ..core.statefs import open_state, read_state
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from .drift import MemoryDrift
-    from .sdk.workspace import Workspace
+    from ..drift import MemoryDrift
+    from ..sdk.workspace import Workspace
 
 __all__ = ["DriftEvent", "EVENTS_FILE", "IGNORE_DIRS", "record_transitions", "read_events", "watch"]
 

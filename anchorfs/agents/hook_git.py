@@ -22,7 +22,7 @@ import os
 import stat
 import sys
 
-from .core.errors import AnchorfsError, WorkspaceError
+from ..core.errors import AnchorfsError, WorkspaceError
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .watch import DriftEvent
-    from .sdk.workspace import Workspace
+    from ..sdk.workspace import Workspace
 
 __all__ = [
     "BEGIN", "END", "hook_path", "hook_command", "install", "uninstall", "is_installed", "committed_paths", "run",
@@ -45,7 +45,7 @@ _SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "ash")
 
 
 def _repo(root: Path) -> Path:
-    from .core.git import toplevel
+    from ..core.git import toplevel
 
     if toplevel(root) is None:
         raise WorkspaceError(f"{root} is not in a git repository; the hook needs one")
@@ -54,7 +54,7 @@ def _repo(root: Path) -> Path:
 
 def hook_path(root: Path) -> Path:
     """The post-commit hook git will run for the repo holding `root` (core.hooksPath honoured)."""
-    from .core.git import run_git
+    from ..core.git import run_git
 
     _repo(root)
     out = run_git(root, "rev-parse", "--git-path", "hooks/post-commit").decode().strip()
@@ -120,7 +120,7 @@ def _read(path: Path) -> str:
     so that what anchorfs did not write is written back byte for byte. Through the one guarded
     open: a link at the hook's name, a FIFO or a device there is refused (`GuardError`), never
     followed or read forever; a missing hook is `FileNotFoundError`."""
-    from .core.guard import GuardError, SwappedError, read_guarded
+    from ..core.guard import GuardError, SwappedError, read_guarded
 
     # the folders on the way resolved (a hooks folder may be a link), the hook's own name not
     where = os.path.join(os.path.realpath(path.parent), path.name)
@@ -133,7 +133,7 @@ def _read(path: Path) -> str:
 def _write(path: Path, text: str) -> None:
     """Whole or not at all (an exclusive temp beside it, then `os.replace`; a link at the hook's
     name refused), keeping the file's mode and making it executable by whoever may read it."""
-    from .core.statefs import replace_state
+    from ..core.statefs import replace_state
 
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -273,7 +273,7 @@ def _remove(path: Path, root: Path) -> bool:
 
 def committed_paths(root: str | os.PathLike[str], rev: str = "HEAD") -> list[str]:
     """Workspace-relative paths the commit touched (against its first parent; all for a root commit)."""
-    from .core.git import read_git
+    from ..core.git import read_git
 
     out = read_git(
         root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", "--relative",
@@ -351,7 +351,7 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     warnings.showwarning = warn  # as `anchorfs.cli.main` says a warning
     out: list[str] = []
     try:
-        from .sdk.workspace import open as open_ws
+        from ..sdk.workspace import open as open_ws
 
         with open_ws(root) as ws:
             events = run(ws, rev)
@@ -393,7 +393,7 @@ def sync_command(root: Path) -> str:
 
 def _git_hook(root: Path, name: str) -> Path:
     """The hook file git runs for `name` in the repo holding `root` (core.hooksPath honoured)."""
-    from .core.git import run_git
+    from ..core.git import run_git
 
     out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
     return _hook_file(root, out)

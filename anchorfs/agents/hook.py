@@ -1,7 +1,7 @@
 """The hooks: git's post-commit (and sync) hooks and the agent hosts' hooks, one import away.
 
-The code lives in `anchorfs.hook_git` (git's post-commit and sync hooks, `commit_main`) and
-`anchorfs.hook_agent` (Claude Code's `SessionStart` and `PostToolUse`, `agent_main`).
+The code lives in `anchorfs.agents.hook_git` (git's post-commit and sync hooks, `commit_main`) and
+`anchorfs.agents.hook_agent` (Claude Code's `SessionStart` and `PostToolUse`, `agent_main`).
 """
 
 from __future__ import annotations

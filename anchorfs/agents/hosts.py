@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .core.statefs import find_block, replace_block, replace_text
-from .core.errors import InputError, WorkspaceError
+from ..core.statefs import find_block, replace_block, replace_text
+from ..core.errors import InputError, WorkspaceError
 
 __all__ = [
     "HOSTS",
@@ -194,7 +194,7 @@ def _config_path(root: Path, rel: str) -> Path:
 
 
 def _read(path: Path) -> str | None:
-    from .core.statefs import read_state
+    from ..core.statefs import read_state
 
     try:
         raw = read_state(path)
@@ -210,7 +210,7 @@ def _read(path: Path) -> str | None:
 
 def _write(path: Path, text: str, *, old: str | None) -> bool:
     """Replace `path` atomically with `text` (its mode kept); False, writing nothing, when unchanged."""
-    from .core.statefs import replace_state
+    from ..core.statefs import replace_state
 
     if text == old:
         return False

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .drift import DriftReport, MemoryDrift
-    from .core.model import AnchorCheck, Drift, Memory
-    from .sdk.workspace import Workspace
+    from ..drift import DriftReport, MemoryDrift
+    from ..core.model import AnchorCheck, Drift, Memory
+    from ..sdk.workspace import Workspace
 
 __all__ = ["DIGEST_KEY", "digest", "session_start"]
 
@@ -85,7 +85,7 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
 
 
 def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime") -> str:
-    from .core.model import Drift
+    from ..core.model import Drift
 
     drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
     return _line_of(memory, drift, checks, expiry_days, now)
@@ -93,14 +93,14 @@ def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "
 
 def _line_of(memory: "Memory", drift: "Drift", checks: "tuple[AnchorCheck, ...]", expiry_days: float,
              now: "datetime") -> str:
-    from .drift.envelopes import envelope
+    from ..drift.envelopes import envelope
 
     env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
     return f"- {memory.id} {env} {_one_line(memory.content)}"
 
 
 def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
-    from .core.model import Drift, utcnow
+    from ..core.model import Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
     flagged = {md.memory.id: md for md in report.flagged}

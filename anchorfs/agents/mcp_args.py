@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .core.errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["check_arguments"]
 

@@ -4,7 +4,7 @@ A hit's or listed memory's content is cut past `HIT_CHARS`, `show`'s past `SHOW_
 so; the read results share one text form (`_read_text`), and the typed dicts are the output
 schemas the tools publish (`WriteResult`, `RecallResult`, ...).
 
-No `from __future__ import annotations` here, as in `anchorfs.mcp`: the typed dicts are read
+No `from __future__ import annotations` here, as in `anchorfs.agents.mcp`: the typed dicts are read
 by the SDK at run time (their `NotRequired` keys too).
 """
 
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 import orjson
 
 if TYPE_CHECKING:
-    from .drift import MemoryDrift
-    from .core.model import Memory
+    from ..drift import MemoryDrift
+    from ..core.model import Memory
 
 __all__ = [
     "DATA_LABEL", "HIT_CHARS", "SHOW_CHARS", "WriteResult", "RecallResult", "ContextResult", "DriftResult",

@@ -8,9 +8,9 @@ Every input an agent sends is honoured or refused (issue 16): the schemas are cl
 (`additionalProperties: false`), and the arguments are checked against them here, before the
 SDK's own validation, so an unknown name is refused naming the parameter meant and a wrong
 type is refused in one sentence, never with raw pydantic text and never with a write
-(`anchorfs.mcp_args`). Results are compact JSON; hits and memories carry a bounded text each
-(`HIT_CHARS`, `SHOW_CHARS`; `anchorfs.mcp_results`, with the tools' output schemas). How a host
-starts this server is `anchorfs.mcp_install` (`mcp_config`, `write_mcp_config`). This module
+(`anchorfs.agents.mcp_args`). Results are compact JSON; hits and memories carry a bounded text each
+(`HIT_CHARS`, `SHOW_CHARS`; `anchorfs.agents.mcp_results`, with the tools' output schemas). How a host
+starts this server is `anchorfs.agents.mcp_install` (`mcp_config`, `write_mcp_config`). This module
 wires them into the server (`build_server`, `serve`) and re-exports their public names.
 
 The `mcp` package is imported here only, and only when a server is built; nothing else in
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from .core.errors import AnchorfsError, InputError
+from ..core.errors import AnchorfsError, InputError
 from .mcp_args import _close, check_arguments
 from .mcp_install import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
@@ -51,13 +51,13 @@ from .mcp_results import (
     _short_strings,
     _written,
 )
-from .core.model import KINDS, Drift
+from ..core.model import KINDS, Drift
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from .core.model import Memory
-    from .sdk.workspace import Workspace
+    from ..core.model import Memory
+    from ..sdk.workspace import Workspace
 
 __all__ = [
     "build_server", "serve", "write_mcp_config", "mcp_config", "check_arguments",
@@ -141,7 +141,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field
 
-    from .sdk.workspace import Workspace, find_root
+    from ..sdk.workspace import Workspace, find_root
 
     ws = workspace if workspace is not None else Workspace(find_root(root), read_only=read_only)
     if propose is None:
@@ -163,7 +163,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     def written(m: "Memory", **extra: Any) -> CallToolResult:
         """A write's result; the write happened, so a failing re-check must not turn it into
         an error (an agent would retry it): its drift then reads unknown."""
-        from .drift import MemoryDrift
+        from ..drift import MemoryDrift
 
         try:
             with lock:
@@ -250,7 +250,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         task: Annotated[str, Field(description="The task at hand or a question: what the memories should be about.")],
         budget: Annotated[int, Field(ge=100, le=100_000, description="Token budget for the block (about 4 characters a token).")] = 1500,
     ) -> Annotated[CallToolResult, ContextResult]:
-        from .sdk.context import estimate_tokens
+        from ..sdk.context import estimate_tokens
 
         head = DATA_LABEL + "\n\n"  # labelled inside the block, which is what lands in a prompt
         block = call(lambda: ws.context(task, budget=max(1, budget - estimate_tokens(head))))
