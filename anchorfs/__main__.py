@@ -2,8 +2,8 @@
 
 The agent and git hooks answer before click is imported. `query`, `context`, `list`, `record`
 and `show` go to the workspace's warm server when one runs (`anchorfs serve`,
-`anchorfs.server.hand_off`), again before click or LanceDB is imported. Every other command
-line, and a server that does not answer, go to the full CLI (`anchorfs.cli`).
+`anchorfs.cli.server.hand_off`), again before click or LanceDB is imported. Every other command
+line, and a server that does not answer, go to the full CLI (`anchorfs.cli.commands`).
 """
 
 from __future__ import annotations
@@ -85,13 +85,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             if argv is None:
                 _exit_now(code)
             sys.exit(code)
-    if argv is None:  # a warm server for this workspace answers in milliseconds (anchorfs.server)
-        from .server import hand_off
+    if argv is None:  # a warm server for this workspace answers in milliseconds (anchorfs.cli.server)
+        from .cli.server import hand_off
 
         served = hand_off(args)
         if served is not None:
             sys.exit(served)
-    from .cli import main as cli_main
+    from .cli.commands import main as cli_main
 
     try:
         cli_main(args)

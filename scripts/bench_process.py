@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import machine, median_run, source_tree, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
-import anchorfs.server  # noqa: E402
+import anchorfs.cli.server  # noqa: E402
 
 WORDS = ("request response middleware session cache queryset filter migration model field form "
          "template render url route view admin auth user permission signal database index "
@@ -39,7 +39,7 @@ WORDS = ("request response middleware session cache queryset filter migration mo
 def _served(root: Path) -> int:
     """The warm server's request count (asked again if a loaded machine made one ping slow)."""
     for _ in range(20):
-        info = anchorfs.server.ping(root)
+        info = anchorfs.cli.server.ping(root)
         if info is not None:
             return int(info["served"])
         time.sleep(0.5)
@@ -128,8 +128,8 @@ def main() -> None:
             finally:
                 subprocess.run([*cmd, "serve", "--stop"], check=False, capture_output=True)
             got["`anchorfs list --limit 20` (in process)"] = median_run([*cmd, "list", "--limit", "20"], args.repeat)
-            got["for scale: the client alone (`import anchorfs.server`)"] = median_run(
-                [sys.executable, "-c", "import anchorfs.server"], args.repeat)
+            got["for scale: the client alone (`import anchorfs.cli.server`)"] = median_run(
+                [sys.executable, "-c", "import anchorfs.cli.server"], args.repeat)
             base2 = median_run([sys.executable, "-c", "pass"], args.repeat)
             base = min(base, base2)
             load = os.getloadavg()[0]

@@ -162,7 +162,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str, entry: bool = False)
     """The CLI in process (`entry`: through `anchorfs.__main__`, the fast paths first): its exit
     code and its stderr."""
     from anchorfs.__main__ import main as entry_main
-    from anchorfs.cli import main
+    from anchorfs.cli.commands import main
 
     with pytest.raises(SystemExit) as exc:
         (entry_main if entry else main)(list(args))

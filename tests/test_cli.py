@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from conftest import git
 
 import anchorfs
-from anchorfs.cli import EXIT_STALE, cli
+from anchorfs.cli.commands import EXIT_STALE, cli
 
 USERS_PY = '''class UserRepo:
     def getUserById(self, uid):

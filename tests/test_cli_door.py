@@ -1,7 +1,7 @@
 """Issue 16, the CLI door: every input honoured as documented or refused in one line, with the
 exit-code rule (2 usage, 1 anchorfs error, 90 stale) and nothing written on refusal.
 
-Commands run in this process through `anchorfs.cli.main`, the real entry (exit code, stdout
+Commands run in this process through `anchorfs.cli.commands.main`, the real entry (exit code, stdout
 and stderr as a shell sees them); real files, real git repos, real LanceDB.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from conftest import git
 
 import anchorfs
-from anchorfs.cli import EXIT_STALE, cli, main
+from anchorfs.cli.commands import EXIT_STALE, cli, main
 
 USERS_PY = '''class UserRepo:
     def getUserById(self, uid):

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 
 EVIL = "token ttl \x1b]0;pwned\x07 is 24h \x1b[2J done \u202eevil\x9b"
 

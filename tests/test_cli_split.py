@@ -1,4 +1,4 @@
-"""`anchorfs.cli` and `anchorfs.verify.claims` were split into modules by concept (pure moves): every
+"""`anchorfs.cli.commands` and `anchorfs.verify.claims` were split into modules by concept (pure moves): every
 command is still on the one `cli` group, and every name is importable where it was."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import anchorfs.cli as cli_module
+import anchorfs.cli.commands as cli_module
 import anchorfs.verify.claims as verify_module
-from anchorfs import cli_agents, cli_git
+from anchorfs.cli import agents as cli_agents, git as cli_git
 from anchorfs.verify import suggest as verify_suggest, text as verify_text
 
 COMMANDS = {
@@ -36,8 +36,8 @@ def test_every_public_verify_name_stays_in_verify() -> None:
 
 
 def test_python_m_anchorfs_cli_runs_every_command() -> None:
-    """`-m anchorfs.cli` runs the module as `__main__`, a copy: it must still reach the moved commands."""
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "--help"], capture_output=True, text=True,
+    """`-m anchorfs.cli.commands` runs the module as `__main__`, a copy: it must still reach the moved commands."""
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "--help"], capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     listed = {line.split()[0] for line in proc.stdout.split("Commands:")[1].splitlines() if line.strip()}

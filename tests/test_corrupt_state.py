@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 import anchorfs
-from anchorfs.cli import main
+from anchorfs.cli.commands import main
 from anchorfs.core.errors import ConfigError, LedgerError, StoreError
 from anchorfs.drift.hashcache import MANIFEST_VERSION, HashCache
 from anchorfs.ledger.log import Entry, Ledger

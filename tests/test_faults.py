@@ -311,7 +311,7 @@ def test_a_real_short_write_to_the_ledger_is_cut_back(ws: Workspace, root: Path)
     known = acked(ws)
     before = state_bytes(root)
     limit = len(before["ledger.jsonl"] or b"") + 300  # room for part of the record, not all of it
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "--root", str(root), "record", "y " * 3000],
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "--root", str(root), "record", "y " * 3000],
                           env=child_env(), capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: _limited(limit))
     assert proc.returncode == 1, proc.stderr

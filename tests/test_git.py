@@ -16,7 +16,7 @@ from conftest import git
 import anchorfs
 from anchorfs.core import git as git_mod
 from anchorfs import history
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.core.errors import HistoryError
 
 FILES = 40

@@ -12,7 +12,7 @@ from conftest import git
 
 import anchorfs
 from anchorfs.anchor.anchors import take
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.history import WORKING_TREE, bisect, drift_at, log
 from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
 

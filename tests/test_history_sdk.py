@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from conftest import git
 
 TOKEN = "import jwt\n\nEXPIRY_HOURS = 24\n\n\ndef issue(user):\n    return jwt.encode(user)\n"
@@ -76,7 +76,7 @@ def test_cli_bisect_log_at(git_repo: Path) -> None:
 def test_cli_at_a_revision_with_spaces_is_one_line(git_repo: Path, capsys: object) -> None:
     import pytest
 
-    from anchorfs.cli import main
+    from anchorfs.cli.commands import main
 
     root, _, _ = build(git_repo)
     for rev in ("HEAD x", "HEAD:token.py"):

@@ -143,7 +143,7 @@ def test_the_hook_never_fails_a_commit(repo: Path) -> None:
     (repo / "README.md").write_text("bye\n")
     out = commit(repo, "no workspace any more").stderr
     assert "anchorfs: hook:" in out and "not an anchorfs workspace" in out
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "hook", "run", "--root", str(repo)],
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "hook", "run", "--root", str(repo)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0
 
@@ -156,7 +156,7 @@ def test_install_outside_git_is_one_clear_error(tmp_path: Path) -> None:
 
 def test_cli_install_and_uninstall(repo: Path) -> None:
     def cli(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", *args, "--root", str(repo)],
+        proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", *args, "--root", str(repo)],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
@@ -346,7 +346,7 @@ def test_agent_args_and_the_cli_path_agree(repo: Path) -> None:
     with anchorfs.open(repo) as ws:
         ws.record("readme greets", anchors=["README.md"])
     fast = agent_hook("session-start", session_start_json(repo), cwd=repo)
-    slow = subprocess.run([sys.executable, "-m", "anchorfs.cli", "hook", "session-start", "--root", str(repo)],
+    slow = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "hook", "session-start", "--root", str(repo)],
                           input=json.dumps(session_start_json(repo)), capture_output=True, text=True, timeout=60)
     assert slow.returncode == 0 and slow.stdout == fast.stdout
 
@@ -445,7 +445,7 @@ def test_post_commit_run_answers_without_click_as_the_cli_does(repo: Path) -> No
     git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "shorter")  # the hook is run below, by hand
 
     def cli(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", *args], cwd=repo, capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", *args], cwd=repo, capture_output=True,
                               text=True, check=True)
         return proc.stdout
 
@@ -471,8 +471,8 @@ def test_post_commit_run_answers_without_click_as_the_cli_does(repo: Path) -> No
 
 def test_install_upgrades_an_old_click_line_in_place(repo: Path) -> None:
     path = repo / ".git" / "hooks" / "post-commit"
-    other = "/usr/bin/python3 -m anchorfs.cli hook run --root /elsewhere || true"
-    old = f"{sys.executable} -m anchorfs.cli hook run --root {repo} || true"
+    other = "/usr/bin/python3 -m anchorfs.cli.commands hook run --root /elsewhere || true"
+    old = f"{sys.executable} -m anchorfs.cli.commands hook run --root {repo} || true"
     path.write_text(f"#!/bin/sh\n{BEGIN}\n# note\n{old}\n{other}\n{END}\necho user\n")
     path.chmod(0o755)
     assert install(repo) == (path, True)

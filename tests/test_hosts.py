@@ -34,7 +34,7 @@ TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(use
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "anchorfs.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", *args], capture_output=True, text=True,
                           check=False, cwd=cwd, timeout=120)
 
 

@@ -193,7 +193,7 @@ import sys  # noqa: E402
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "anchorfs.cli", *args, "--root", str(root)],
+    return subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", *args, "--root", str(root)],
                           capture_output=True, text=True, timeout=120, check=False)
 
 

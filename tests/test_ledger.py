@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli, main
+from anchorfs.cli.commands import cli, main
 from anchorfs.core.errors import LedgerError
 from anchorfs.ledger.log import Entry, Ledger, current_actor, fold
 from anchorfs.core.statefs import FAULT_ENV
@@ -71,7 +71,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "anchorfs.cli", "--root", str(root), *args],
+    return subprocess.run([PY, "-m", "anchorfs.cli.commands", "--root", str(root), *args],
                           env=child_env(**env), capture_output=True, text=True, timeout=120)
 
 

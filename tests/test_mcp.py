@@ -256,7 +256,7 @@ def test_server_outside_a_workspace_fails_fast(tmp_path: Path) -> None:
     with pytest.raises(anchorfs.WorkspaceError):
         build_server(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "anchorfs.cli", "mcp", "--root", str(tmp_path)],
+        [sys.executable, "-m", "anchorfs.cli.commands", "mcp", "--root", str(tmp_path)],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 1
@@ -268,7 +268,7 @@ def test_server_outside_a_workspace_fails_fast(tmp_path: Path) -> None:
 
 def test_real_stdio_session(root: Path) -> None:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "anchorfs.cli", "mcp", "--root", str(root)],
+        command=sys.executable, args=["-m", "anchorfs.cli.commands", "mcp", "--root", str(root)],
         env={"HOME": os.environ["HOME"], "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]},
     )
 
@@ -306,7 +306,7 @@ def test_write_mcp_config_keeps_other_servers(root: Path) -> None:
 def test_init_mcp_writes_a_config_that_starts_the_server(tmp_path: Path) -> None:
     target = tmp_path / "proj"
     target.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "init", "--mcp", "--root", str(target)],
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "init", "--mcp", "--root", str(target)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     entry = json.loads((target / ".mcp.json").read_text())["mcpServers"]["anchorfs"]
@@ -654,7 +654,7 @@ def test_read_only_workspace_refuses_a_write(root: Path) -> None:
 
 
 def test_mcp_command_refuses_json(root: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli", "mcp", "--json", "--root", str(root)],
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "mcp", "--json", "--root", str(root)],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stdout == ""

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 from anchorfs.drift.hashcache import HashCache
 from anchorfs.core.model import Drift, Verdict

@@ -19,7 +19,7 @@ from mcp import Client
 from conftest import TOKEN
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.core.errors import RevisionError
 from anchorfs.agents.mcp import build_server
 
@@ -218,7 +218,7 @@ def test_anchorfs_mcp_propose_over_stdio(root: Path) -> None:
     from mcp.client.stdio import StdioServerParameters
 
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "anchorfs.cli", "mcp", "--propose", "--root", str(root)],
+        command=sys.executable, args=["-m", "anchorfs.cli.commands", "mcp", "--propose", "--root", str(root)],
         env={"HOME": os.environ["HOME"], "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]},
     )
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.drift import weak_envelope
 from anchorfs.core.model import Drift
 

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.drift import DriftChecker
 from anchorfs.core.errors import ConfigError
 from anchorfs.core.model import Drift, Memory, Verdict

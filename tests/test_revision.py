@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.core.errors import InputError, NotFoundError, RevisionError
 from anchorfs.core.model import Status, utcnow
 from anchorfs.sdk.workspace import Workspace

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from anchorfs import server
+from anchorfs.cli import server
 from tests.conftest import git
 
 

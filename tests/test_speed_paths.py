@@ -41,7 +41,7 @@ def root(tmp_path: Path) -> Path:
 
 RECORD_CHILD = """
     import sys
-    from anchorfs.cli import main
+    from anchorfs.cli.commands import main
     try:
         main(["--root", sys.argv[1], "--json", "record", sys.argv[2], "--anchor", "app.py#handler"])
     except SystemExit as exc:

@@ -76,6 +76,6 @@ def test_a_linked_state_file_is_refused_and_nothing_is_written(
 def test_state_files_names_every_file_its_owners_keep() -> None:
     """The names are spelled out in `statefs`; they must not drift from their owners'."""
     from anchorfs.ledger import foldsnap
-    from anchorfs import server
+    from anchorfs.cli import server
 
     assert {foldsnap.SNAP_FILE, server.SOCKET_NAME} <= set(STATE_FILES)

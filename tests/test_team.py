@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 import anchorfs
 from anchorfs.sdk import team
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.agents.hook import install_sync
 from anchorfs.ledger.log import Ledger, fold
 from anchorfs.sdk.workspace import Workspace

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs.cli import main
+from anchorfs.cli.commands import main
 
 from conftest import git, run_cli, tree_snapshot
 

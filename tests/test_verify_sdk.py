@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import anchorfs
-from anchorfs.cli import cli
+from anchorfs.cli.commands import cli
 from anchorfs.core.model import Drift, Verdict
 
 

@@ -178,7 +178,7 @@ def test_filter_ignores_state_git_and_unanchored_paths(ws: anchorfs.Workspace) -
 def test_cli_watch_stops_cleanly_on_ctrl_c(ws: anchorfs.Workspace) -> None:
     m = ws.record("token expiry is 24 hours", anchors=["auth/token.py"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anchorfs.cli", "watch", "--root", str(ws.root)],
+        [sys.executable, "-m", "anchorfs.cli.commands", "watch", "--root", str(ws.root)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # A suite started in the background (`.ci/run &`) ignores SIGINT, and a child inherits
         # that: Python then installs no Ctrl-C handler and the signal below would do nothing.

@@ -367,7 +367,7 @@ def _run_cli(root: Path, *args: str, fault: str | None = None) -> subprocess.Com
     if fault:
         env["ANCHORFS_TEST_FAULT"] = fault
     return subprocess.run(
-        [sys.executable, "-m", "anchorfs.cli", "--root", str(root), *args],
+        [sys.executable, "-m", "anchorfs.cli.commands", "--root", str(root), *args],
         env=env, capture_output=True, text=True, timeout=120,
     )
 

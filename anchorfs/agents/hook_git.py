@@ -76,8 +76,8 @@ def _hook_file(root: Path, out: str) -> Path:
 def hook_command(root: Path) -> str:
     """The block's command line: this interpreter, by absolute path, on this workspace.
 
-    `-m anchorfs` (not `-m anchorfs.cli`): `anchorfs.__main__` hands `hook run` to `commit_main`
-    before click is imported, a third of a quiet commit's cost. An installed `-m anchorfs.cli`
+    `-m anchorfs` (not `-m anchorfs.cli.commands`): `anchorfs.__main__` hands `hook run` to `commit_main`
+    before click is imported, a third of a quiet commit's cost. An installed `-m anchorfs.cli.commands`
     line still works and is refreshed in place by the next `install`."""
     import shlex
 
@@ -208,7 +208,7 @@ def install(root: Path) -> tuple[Path, bool]:
 
 def _refreshed(body: list[str], root: Path, command: str) -> list[str]:
     """The block's lines with this workspace's line replaced by `command` where it stood (an
-    older form, such as `-m anchorfs.cli hook run`, upgraded in place), or added at the end."""
+    older form, such as `-m anchorfs.cli.commands hook run`, upgraded in place), or added at the end."""
     out: list[str] = []
     placed = False
     for line in body:
@@ -324,11 +324,11 @@ def commit_args(argv: list[str]) -> tuple[str | None, str, bool] | None:
     return values.get("--root"), values.get("--rev", "HEAD"), as_json
 
 
-_UNPRINTABLE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"  # as `anchorfs.cli._printable`
+_UNPRINTABLE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"  # as `anchorfs.cli.commands._printable`
 
 
 def _printable(text: str) -> str:
-    """Text for a terminal, control characters as escapes (`anchorfs.cli._printable`'s rule)."""
+    """Text for a terminal, control characters as escapes (`anchorfs.cli.commands._printable`'s rule)."""
     import re
 
     return re.sub(_UNPRINTABLE, lambda m: repr(m.group())[1:-1], text)
@@ -348,7 +348,7 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
              line: "Any" = None) -> None:
         sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
 
-    warnings.showwarning = warn  # as `anchorfs.cli.main` says a warning
+    warnings.showwarning = warn  # as `anchorfs.cli.commands.main` says a warning
     out: list[str] = []
     try:
         from ..sdk.workspace import open as open_ws

@@ -152,7 +152,7 @@ def hook_command(event: str, root: str | os.PathLike[str], *, absolute: bool = F
     if not absolute:
         return f"anchorfs hook {event}"
     command, args = server_command(root, absolute=True)
-    prefix = [command, *args[: args.index("mcp")]]  # the script, or `python -m anchorfs.cli`
+    prefix = [command, *args[: args.index("mcp")]]  # the script, or `python -m anchorfs.cli.commands`
     words = [*prefix, "hook", event, "--root", str(Path(root).resolve())]
     return " ".join(shlex.quote(w) for w in words)
 

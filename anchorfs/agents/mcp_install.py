@@ -20,7 +20,7 @@ def _command() -> list[str]:
     found = shutil.which("anchorfs")
     if found:
         return [found]
-    return [os.path.abspath(sys.executable), "-m", "anchorfs.cli"]
+    return [os.path.abspath(sys.executable), "-m", "anchorfs.cli.commands"]
 
 
 def mcp_config(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
     which in an existing project would overwrite its files and commit its uncommitted work.
     """
     import anchorfs
-    from .core.errors import WorkspaceError
+    from ..core.errors import WorkspaceError
 
     tmp = None
     if keep:

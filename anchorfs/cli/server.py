@@ -6,7 +6,7 @@ loaded, listening on a Unix socket (`.anchorfs/server.sock`, or under $XDG_RUNTI
 that path is too long for AF_UNIX). The command's entry point (`anchorfs.__main__`) asks it
 first, before click or LanceDB is imported, and prints what it returns with its exit code.
 
-Identical answers: the server runs the very same click command (`anchorfs.cli.main`) in
+Identical answers: the server runs the very same click command (`anchorfs.cli.commands.main`) in
 its own process, with the caller's argv, folder and output encodings, capturing stdout,
 stderr and the exit code; there is no second implementation. The one Workspace it keeps
 warm follows other processes' writes as every long-lived one does (the ledger fold and the
@@ -32,14 +32,14 @@ import sys
 
 import _socket
 
-from .agents.argv import option_value
+from ..agents.argv import option_value
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from .sdk.workspace import Workspace
+    from ..sdk.workspace import Workspace
 
 __all__ = [
     "SERVED", "SOCKET_NAME", "DEFAULT_IDLE_TIMEOUT", "socket_path", "served_command", "hand_off", "ping", "stop",
@@ -290,8 +290,8 @@ def hand_off(argv: "Sequence[str]") -> int | None:
     parsed = served_command(argv)
     if parsed is None:
         return None
-    from .core.errors import AnchorfsError
-    from .core.locate import locate
+    from ..core.errors import AnchorfsError
+    from ..core.locate import locate
 
     try:
         root_real = locate(parsed[1])
@@ -325,7 +325,7 @@ def hand_off(argv: "Sequence[str]") -> int | None:
 
 
 def _ask(root: "str | os.PathLike[str] | None", op: str) -> dict[str, "Any"] | None:
-    from .core.locate import locate
+    from ..core.locate import locate
 
     sock = _connect(locate(root))
     if sock is None:
@@ -359,8 +359,8 @@ def detach(root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float 
     import tempfile
     import time
 
-    from .core.errors import WorkspaceError
-    from .core.locate import locate
+    from ..core.errors import WorkspaceError
+    from ..core.locate import locate
 
     root_real = locate(root)
     with tempfile.TemporaryFile() as log:
@@ -444,7 +444,7 @@ class _Pool:
                 return None
             return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
-        from .core.config import CONFIG_FILE
+        from ..core.config import CONFIG_FILE
 
         probe, git = self.root_real, None
         while True:  # where `git.toplevel` would find the repo (which one, not its contents: git writes there)
@@ -466,9 +466,9 @@ class _Pool:
         anything else is `Declined`: this process opens no other workspace."""
         from pathlib import Path
 
-        from .core.locate import locate
-        from .core.statefs import check_state
-        from .sdk.workspace import Workspace
+        from ..core.locate import locate
+        from ..core.statefs import check_state
+        from ..sdk.workspace import Workspace
 
         if kwargs or locate(root) != self.root_real:
             raise Declined("not this server's workspace")
@@ -488,8 +488,8 @@ class Server:
 
     def __init__(self, root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  on_ready: "Callable[[Server], None] | None" = None) -> None:
-        from .core.errors import WorkspaceError
-        from .core.locate import locate
+        from ..core.errors import WorkspaceError
+        from ..core.locate import locate
 
         if getattr(_socket, "SO_PEERCRED", None) is None:
             raise WorkspaceError("anchorfs serve needs SO_PEERCRED (Linux); commands run in process here")
@@ -519,8 +519,8 @@ class Server:
         the same workspace is refused, and the client removes a stale socket only without it."""
         import fcntl
 
-        from .core.errors import WorkspaceError
-        from .core.statefs import check_state_dir
+        from ..core.errors import WorkspaceError
+        from ..core.statefs import check_state_dir
 
         check_state_dir(self.state)
         try:
@@ -539,7 +539,7 @@ class Server:
     def _check_path(self) -> bool:
         """True when a socket left by a dead server is at `self.path` (replaced at bind); anything
         else there (a file, a link, another user's socket) is refused and left alone."""
-        from .core.errors import WorkspaceError
+        from ..core.errors import WorkspaceError
 
         try:
             st = os.lstat(self.path)
@@ -554,7 +554,7 @@ class Server:
     def _bind(self) -> "Any":
         """Listen at `self.path`, replacing a dead server's socket (we hold the lock: no server
         listens there)."""
-        from .core.errors import WorkspaceError
+        from ..core.errors import WorkspaceError
 
         if self._check_path():
             os.unlink(self.path)
@@ -589,8 +589,8 @@ class Server:
         """Import and fold now, not at the first request: the CLI, LanceDB, the ledger, the store."""
         import codecs
 
-        from . import cli  # noqa: F401 - imported for its commands
-        from .__main__ import _json_escape
+        from . import commands as cli  # noqa: F401 - imported for its commands
+        from ..__main__ import _json_escape
 
         codecs.register_error("anchorfs.json-escape", _json_escape)  # the callers' stdout error handler
         cwd = os.getcwd()
@@ -607,7 +607,7 @@ class Server:
         import signal
         import time
 
-        from . import cli
+        from . import commands as cli
 
         lock = self._lock()
         listener = None
@@ -733,7 +733,7 @@ class Server:
         import traceback
         import warnings
 
-        from .cli import main as cli_main
+        from .commands import main as cli_main
 
         chunks: list[tuple[int, bytes]] = []
         (oenc, oerr, otty), (eenc, eerr, etty) = req["out"], req["err"]

@@ -1,7 +1,7 @@
 """`anchorfs` commands that serve agents and their files: `context`, `mcp`, `serve`, `watch`,
 and `import` / `export` of CLAUDE.md and AGENTS.md claims.
 
-Split out of `anchorfs.cli` (which imports this module, so they register on the one `cli` group)
+Split out of `anchorfs.cli.commands` (which imports this module, so they register on the one `cli` group)
 so each module stays readable; the commands, their options and their output are unchanged.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import click
 import orjson
 
-from .cli_base import _KIND, _common, _echo, _emit_json, _session, _short, cli
+from .base import _KIND, _common, _echo, _emit_json, _session, _short, cli
 
 __all__ = ["context", "export", "import_cmd", "mcp", "serve", "watch"]
 
@@ -88,7 +88,7 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
 @click.pass_context
 def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool, propose: bool | None) -> None:
     """Run the MCP server on stdio (for agent hosts; see `anchorfs init --mcp`)."""
-    from .agents.mcp import serve
+    from ..agents.mcp import serve
 
     if as_json:  # taken by every command (`_common`), but here it could only be ignored
         raise click.UsageError("--json does not apply to mcp: the server always speaks JSON-RPC on stdio")
@@ -165,7 +165,7 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Re-check memories as the files under them change; report each drift change once."""
     import logging
 
-    from .agents.watch import watch as watch_ws
+    from ..agents.watch import watch as watch_ws
 
     logging.getLogger("watchfiles").setLevel(logging.ERROR)  # its Ctrl-C notice; we say "stopped"
     with _session(ctx, root, as_json) as c:

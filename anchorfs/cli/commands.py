@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli` before the split)
+from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND,
     EXIT_STALE,
     _common,
@@ -41,10 +41,10 @@ from .cli_base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli` 
     _time_value,
     cli,
 )
-from .core.errors import AnchorfsError
+from ..core.errors import AnchorfsError
 
 if TYPE_CHECKING:
-    from .drift import DriftReport
+    from ..drift import DriftReport
 
 __all__ = ["cli", "main", "EXIT_STALE"]
 
@@ -68,14 +68,14 @@ _HOST = click.Choice(["claude", "cursor", "vscode", "codex", "all"])
 def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, ...], absolute: bool,
          write_mcp: bool, nested: bool, shared: bool | None) -> None:
     """Create the .anchorfs/ state folder here (or at --root); --for HOST wires it into an agent host."""
-    from .sdk.workspace import init as init_ws
+    from ..sdk.workspace import init as init_ws
 
     if absolute and not hosts:
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
-        from .agents.hosts import check_setup
-        from .core.statedir import check_init
-        from .sdk.team import check_mode, init_mode
+        from ..agents.hosts import check_setup
+        from ..core.statedir import check_init
+        from ..sdk.team import check_mode, init_mode
 
         # every refusal before the first write: a refused init leaves no .anchorfs/ behind
         planned = check_init(c.root, nested=nested)
@@ -89,11 +89,11 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
         mcp_path = None
         written = []
         if hosts:
-            from .agents.hosts import setup
+            from ..agents.hosts import setup
 
             written = setup(path, hosts, absolute=absolute)
         if write_mcp:
-            from .agents.mcp import write_mcp_config
+            from ..agents.mcp import write_mcp_config
 
             mcp_path = write_mcp_config(path)
         if c.json:
@@ -204,7 +204,7 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
 @click.pass_context
 def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str | None) -> None:
     """Rebuild the LanceDB store from the ledger alone."""
-    from .sdk.workspace import Workspace
+    from ..sdk.workspace import Workspace
 
     with _session(ctx, root, as_json) as c:
         ws = c.ws(embedder=embedder)
@@ -249,7 +249,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool) -> N
 
 def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False) -> str:
     """`drift`'s output for people: the memories that are not fresh (`every`: all), then the counts."""
-    from .core.model import Drift, drift_of
+    from ..core.model import Drift, drift_of
 
     text = ""
     bad = report.memories if every else report.flagged
@@ -464,7 +464,7 @@ def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: user errors are one line on stderr and exit 1, never a traceback."""
-    from .__main__ import usable_stdout
+    from ..__main__ import usable_stdout
 
     warnings.showwarning = _warning
     usable_stdout()
@@ -490,11 +490,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # The other command modules register their commands on `cli` as they are imported (pure moves,
-# grouped by concept); imported here so `anchorfs.cli` holds every command and name as before.
-from .cli_agents import context, export, import_cmd, mcp, serve, watch  # noqa: E402, F401
-from .cli_git import at, bisect, conflicts, hook, log_cmd, merge_ledger_cmd, mode_of, share  # noqa: E402, F401
+# grouped by concept); imported here so `anchorfs.cli.commands` holds every command and name as before.
+from .agents import context, export, import_cmd, mcp, serve, watch  # noqa: E402, F401
+from .git import at, bisect, conflicts, hook, log_cmd, merge_ledger_cmd, mode_of, share  # noqa: E402, F401
 
 if __name__ == "__main__":  # pragma: no cover
-    from anchorfs.cli import main as _main  # the module proper: `-m anchorfs.cli` runs as a copy, __main__
+    from anchorfs.cli.commands import main as _main  # the module proper: `-m anchorfs.cli.commands` runs as a copy, __main__
 
     _main()

@@ -1,7 +1,7 @@
 """`anchorfs` commands over git: the `hook` group (post-commit report, agent hooks), `bisect`,
 `log`, `at`, and team memory (`merge-ledger`, `conflicts`, `share`).
 
-Split out of `anchorfs.cli` (which imports this module, so they register on the one `cli` group)
+Split out of `anchorfs.cli.commands` (which imports this module, so they register on the one `cli` group)
 so each module stays readable; the commands, their options and their output are unchanged.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from .cli_base import EXIT_STALE, _common, _Ctx, _echo, _emit_json, _session, _short, _table, cli
-from .core.errors import AnchorfsError
+from .base import EXIT_STALE, _common, _Ctx, _echo, _emit_json, _session, _short, _table, cli
+from ..core.errors import AnchorfsError
 
 __all__ = ["at", "bisect", "conflicts", "hook", "log_cmd", "merge_ledger_cmd", "mode_of", "share"]
 
@@ -32,7 +32,7 @@ def hook(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_session_start(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Claude Code's SessionStart hook: a digest of stale, then recent memories (always exits 0)."""
-    from .agents.hook import agent_main
+    from ..agents.hook import agent_main
 
     parent: _Ctx = ctx.obj
     agent_main("session-start", root or parent.root)
@@ -43,7 +43,7 @@ def hook_session_start(ctx: click.Context, root: str | None, as_json: bool) -> N
 @click.pass_context
 def hook_post_edit(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Claude Code's PostToolUse hook: the memories the edited file's change made stale (always exits 0)."""
-    from .agents.hook import agent_main
+    from ..agents.hook import agent_main
 
     parent: _Ctx = ctx.obj
     agent_main("post-edit", root or parent.root)
@@ -54,12 +54,12 @@ def hook_post_edit(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Add anchorfs to the repo's post-commit hook (an existing hook's content is kept)."""
-    from .agents.hook import install
+    from ..agents.hook import install
 
     with _session(ctx, root, as_json) as c:
         path, changed = install(c.ws().root)
-        from .agents.hook import install_sync
-        from .sdk.team import install_merge
+        from ..agents.hook import install_sync
+        from ..sdk.team import install_merge
 
         install_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite: the store follows the ledger
         if mode_of(c.ws().root) != "private":
@@ -75,7 +75,7 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Remove anchorfs's part of the post-commit hook and of the sync hooks, and nothing else."""
-    from .agents.hook import uninstall, uninstall_sync
+    from ..agents.hook import uninstall, uninstall_sync
 
     with _session(ctx, root, as_json) as c:
         path, changed = uninstall(c.ws().root)
@@ -94,7 +94,7 @@ def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
     """What the hook runs: the memories the commit made stale (always exits 0)."""
-    from .agents.hook import run
+    from ..agents.hook import run
 
     with _session(ctx, root, as_json) as c:
         try:
@@ -123,7 +123,7 @@ def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> N
 @click.pass_context
 def bisect(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
     """The commit that staled a memory (git), with its hunk; the working tree counts too."""
-    from .history import progress_bar
+    from ..history import progress_bar
 
     with _session(ctx, root, as_json) as c:
         with progress_bar() as progress:
@@ -140,7 +140,7 @@ def bisect(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) 
 @click.pass_context
 def log_cmd(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) -> None:
     """Every commit that touched a memory's anchors, with the verdict each earned."""
-    from .history import progress_bar
+    from ..history import progress_bar
 
     with _session(ctx, root, as_json) as c:
         with progress_bar() as progress:
@@ -191,7 +191,7 @@ def at(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
 # -- team memory through git (anchorfs.sdk.team) -----------------------------------------------
 
 def mode_of(root: Any) -> str:
-    from .sdk.team import mode
+    from ..sdk.team import mode
 
     return mode(root)
 
@@ -208,7 +208,7 @@ def merge_ledger_cmd(root: str | None, as_json: bool, base: str, ours: str, thei
     PATH (git's %P) not a ledger: git's plain text merge, as without the driver."""
     from pathlib import Path
 
-    from .sdk.team import merge_ledger
+    from ..sdk.team import merge_ledger
 
     if root is not None or as_json:  # taken by every command (`_common`), but here they could only be ignored
         raise click.UsageError("--root and --json do not apply to merge-ledger: git passes it the three files")

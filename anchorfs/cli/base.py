@@ -2,8 +2,8 @@
 each command takes (`_common`), the session that opens the workspace at most once and closes
 it (`_session`), and the output helpers (terminal-safe text, JSON, tables).
 
-Apart from `anchorfs.cli` so the command modules (`cli`, `cli_agents`, `cli_git`) import it
-without importing each other; `anchorfs.cli` re-exports every name, as before the split.
+Apart from `anchorfs.cli.commands` so the command modules (`cli`, `cli_agents`, `cli_git`) import it
+without importing each other; `anchorfs.cli.commands` re-exports every name, as before the split.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from .core.errors import InputError
-from .core.model import KINDS, parse_time
+from ..core.errors import InputError
+from ..core.model import KINDS, parse_time
 
 if TYPE_CHECKING:
-    from .drift import MemoryDrift
-    from .core.model import Memory
-    from .sdk.workspace import Workspace
+    from ..drift import MemoryDrift
+    from ..core.model import Memory
+    from ..sdk.workspace import Workspace
 
 __all__ = ["cli", "EXIT_STALE"]
 
@@ -74,7 +74,7 @@ def _short(text: str, width: int = 60) -> str:
 
 class _Ctx:
     opener: "Callable[..., Workspace] | None" = None
-    """Set by `anchorfs serve` (`anchorfs.server`) in its own process: its warm workspace."""
+    """Set by `anchorfs serve` (`anchorfs.cli.server`) in its own process: its warm workspace."""
 
     def __init__(self, root: str | None, as_json: bool) -> None:
         self.root = root
@@ -83,7 +83,7 @@ class _Ctx:
 
     def ws(self, **kwargs: Any) -> "Workspace":
         if self._ws is None:
-            from .sdk.workspace import open as open_ws
+            from ..sdk.workspace import open as open_ws
 
             self._ws = (_Ctx.opener or open_ws)(self.root, **kwargs)
         return self._ws
