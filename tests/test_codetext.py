@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from anchorfs.anchor import codetext
+from anchorfs.anchor import anchors, codetext
 from anchorfs.anchor.codetext import anchored_text, code_vocabulary, defined_names, name_keys
 from anchorfs.core.model import AnchorRef, Memory, new_id
 
@@ -55,6 +55,7 @@ def test_text_is_capped_per_anchor_and_per_memory(tmp_path: Path, monkeypatch) -
     root = _root(tmp_path)
     (tmp_path / "big.py").write_text("".join(f"value_{i} = {i}\n" for i in range(5000)))
     monkeypatch.setattr(codetext, "MAX_ANCHOR_CHARS", 100)
+    monkeypatch.setattr(anchors, "MAX_ANCHOR_CHARS", 100)
     monkeypatch.setattr(codetext, "MAX_MEMORY_CHARS", 150)
     one = anchored_text(root, _mem(AnchorRef("big.py", lines=(1, 4000))))
     assert len(one) == 100
@@ -107,5 +108,5 @@ def test_a_batch_parses_each_anchored_file_once(tmp_path: Path, monkeypatch) -> 
         assert hit.memory.content == "handler 7 bills"  # the code's words are in the index
     # and the kept text is what a fresh read gives
     m = hit.memory
-    codetext._NARROWED.clear()
+    codetext._NARROWED.clear()  # kept in anchors, read here
     assert "charge_invoice_7" in anchored_text(os.path.realpath(root), m)

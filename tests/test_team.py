@@ -260,7 +260,7 @@ def test_git_hooks_make_the_store_follow_eagerly(tmp_path: Path) -> None:
     install_sync(alice.root)
     for name in ("post-checkout", "post-merge", "post-rewrite"):
         text = (alice.root / ".git" / "hooks" / name).read_text()
-        assert "anchorfs.sdk.team sync --root" in text and os.access(alice.root / ".git" / "hooks" / name, os.X_OK)
+        assert "anchorfs.agents.hook_git sync --root" in text and os.access(alice.root / ".git" / "hooks" / name, os.X_OK)
     alice.ws.record("on main")
     alice.commit("main")
     alice.git("checkout", "-q", "-b", "feature")

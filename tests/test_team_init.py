@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from anchorfs.cli.commands import main
 
 from conftest import git, run_cli, tree_snapshot
 

@@ -22,10 +22,9 @@ from anchorfs.verify.claims import (
     check_urls,
     extract_claims,
     remote_context,
-    suggest,
-    suggest_anchors,
     verify,
 )
+from anchorfs.verify.suggest import suggest, suggest_anchors
 
 PROVIDER = '''"""Token issuing."""
 

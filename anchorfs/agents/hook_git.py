@@ -388,7 +388,7 @@ def sync_command(root: Path) -> str:
     import shlex
 
     exe = shlex.quote(os.path.abspath(sys.executable))
-    return f"{exe} -m anchorfs.sdk.team sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
+    return f"{exe} -m anchorfs.agents.hook_git sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
 
 
 def _git_hook(root: Path, name: str) -> Path:
@@ -447,3 +447,30 @@ def uninstall_sync(root: Path) -> list[Path]:
     root = Path(root)
     _repo(root)
     return [path for path in (_git_hook(root, name) for name in SYNC_HOOKS) if _remove(path, root)]
+
+
+def sync(root: str | os.PathLike[str]) -> int:
+    """Bring the store to the ledger as it is now (git's post-checkout/merge/rewrite hooks)."""
+    from ..sdk.workspace import Workspace
+
+    ws = Workspace(root)
+    try:
+        ws.store  # noqa: B018 — the property follows the ledger (anchorfs.ledger.catchup)
+    finally:
+        ws.close()
+    return 0
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "sync" and argv[1] == "--root":
+        try:
+            return sync(argv[2])
+        except Exception as exc:  # a git hook must never fail the checkout or merge it follows
+            print(f"anchorfs: {exc}", file=sys.stderr)
+            return 0
+    print("usage: python -m anchorfs.agents.hook_git sync --root ROOT", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(_main(sys.argv[1:]))

@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
+import sys
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ from ..core.statefs import find_block, replace_block, replace_text
 from ..core.errors import InputError, WorkspaceError
 
 __all__ = [
+    "MCP_CONFIG_FILE",
+    "mcp_config",
+    "write_mcp_config",
     "HOSTS",
     "Written",
     "RULES_BEGIN",
@@ -131,7 +136,6 @@ def server_command(root: str | os.PathLike[str], *, absolute: bool = False) -> t
     install's script (or interpreter) and the workspace's absolute root."""
     if not absolute:
         return "anchorfs", ["mcp"]
-    from .mcp_install import mcp_config
 
     entry = mcp_config(root)
     return str(entry["command"]), [str(a) for a in entry["args"]]
@@ -480,3 +484,41 @@ def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> N
             data = _load_json(path, _read(path))
             if not isinstance(data.get("hooks", {}), dict):
                 raise InputError(f"{path}: `hooks` is not an object; fix or remove it first, nothing was written")
+
+
+# -- the MCP server's entry in a host's config ---------------------------------------------------
+
+MCP_CONFIG_FILE = ".mcp.json"
+
+
+def _command() -> list[str]:
+    """How an agent host should start this anchorfs: its own script, else this interpreter."""
+    script = Path(sys.executable).with_name("anchorfs")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("anchorfs")
+    if found:
+        return [found]
+    return [os.path.abspath(sys.executable), "-m", "anchorfs"]
+
+
+def mcp_config(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """The `mcpServers` entry for this workspace, as agent hosts read it from `.mcp.json`."""
+    command = _command()
+    return {
+        "type": "stdio",
+        "command": command[0],
+        "args": [*command[1:], "mcp", "--root", str(Path(root).resolve())],
+    }
+
+
+def write_mcp_config(root: str | os.PathLike[str], *, host: str = "claude", absolute: bool = True) -> Path:
+    """Write (or update) `host`'s MCP config (`.mcp.json` for Claude Code); other servers in
+    it are kept. `absolute` (the default here, as `init --mcp` always wrote) names this install's
+    script and the workspace's root; `anchorfs init --for HOST` writes the portable form.
+
+    It comes with the repository like the state folder: a link there is refused in one line,
+    never read or written through, and a file that does not parse is refused, nothing written
+    (`anchorfs.agents.hosts`).
+    """
+    return write_mcp(root, host, absolute=absolute).path

@@ -10,7 +10,7 @@ SDK's own validation, so an unknown name is refused naming the parameter meant a
 type is refused in one sentence, never with raw pydantic text and never with a write
 (`anchorfs.agents.mcp_args`). Results are compact JSON; hits and memories carry a bounded text each
 (`HIT_CHARS`, `SHOW_CHARS`; `anchorfs.agents.mcp_results`, with the tools' output schemas). How a host
-starts this server is `anchorfs.agents.mcp_install` (`mcp_config`, `write_mcp_config`). This module
+starts this server is `anchorfs.agents.hosts` (`mcp_config`, `write_mcp_config`). This module
 wires them into the server (`build_server`, `serve`) and re-exports their public names.
 
 The `mcp` package is imported here only, and only when a server is built; nothing else in
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from ..core.errors import AnchorfsError, InputError
 from .mcp_args import _close, check_arguments
-from .mcp_install import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
+from .hosts import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
     _PAGE,
     _SHORT_CHARS,

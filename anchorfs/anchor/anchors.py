@@ -291,8 +291,6 @@ def take(
         here = ref.replace(path=rel)
         text, _ = narrowed_text(here, data)
         content_hash = text_hash(text)
-        from .codetext import remember
-
         remember(here, sha, text)  # the store write that follows indexes this text
         tokens = narrowed_tokens(here, data)
         if ref.content_hash is not None and ref.content_hash.lower() != content_hash:
@@ -433,3 +431,23 @@ def judge_at(ref: AnchorRef, path: str, data: bytes, *,
                                  f"{len(lines)}-line file was not searched, past the "
                                  f"{SCAN_BUDGET_BYTES >> 20} MiB relocation bound)"), None
     return Verdict.CHANGED, f"{shown} changed", None
+
+
+MAX_ANCHOR_CHARS = 4000
+"""The most characters of an anchor's text the index reads."""
+
+_NARROWED: dict[tuple[str, str | None, tuple[int, int] | None, str], str] = {}
+"""An anchor's text by (path, symbol, lines, SHA-256 of the file's bytes): a pure function of
+those bytes, so a write's store rows take the text its anchors were just narrowed to
+(`remember`) instead of parsing each file again."""
+NARROWED_KEPT = 4096
+
+
+def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> str:
+    """`anchors.take` narrowed `anchor` to `text` in a file whose bytes hash to `file_sha256`;
+    the text as the index reads it."""
+    if len(_NARROWED) >= NARROWED_KEPT:  # bounded: a long-lived server takes anchor after anchor
+        _NARROWED.clear()
+    kept = _NARROWED[(anchor.path, anchor.symbol, anchor.lines, file_sha256)] = (
+        text.decode("utf-8", "replace")[:MAX_ANCHOR_CHARS])
+    return kept

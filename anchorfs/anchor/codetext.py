@@ -29,15 +29,15 @@ __all__ = [
     "MAX_MEMORY_CHARS",
 ]
 
+from .anchors import _NARROWED, MAX_ANCHOR_CHARS, narrowed_text, remember, resolve_path
+
 MAX_READ_BYTES = 2 * 1024 * 1024
-MAX_ANCHOR_CHARS = 4000
 MAX_MEMORY_CHARS = 8000
 MAX_NAMES = 64
 
 
 def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
     """(repo-relative path, bytes) of a safe, regular, small enough text file, else None."""
-    from .anchors import resolve_path
     from ..core.guard import read_guarded
 
     try:
@@ -52,25 +52,7 @@ def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
     return rel, data
 
 
-_NARROWED: dict[tuple[str, str | None, tuple[int, int] | None, str], str] = {}
-"""An anchor's text by (path, symbol, lines, SHA-256 of the file's bytes): a pure function of
-those bytes, so a write's store rows take the text its anchors were just narrowed to
-(`remember`) instead of parsing each file again."""
-NARROWED_KEPT = 4096
-
-
-def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> str:
-    """`anchors.take` narrowed `anchor` to `text` in a file whose bytes hash to `file_sha256`;
-    the text as the index reads it."""
-    if len(_NARROWED) >= NARROWED_KEPT:  # bounded: a long-lived server takes anchor after anchor
-        _NARROWED.clear()
-    kept = _NARROWED[(anchor.path, anchor.symbol, anchor.lines, file_sha256)] = (
-        text.decode("utf-8", "replace")[:MAX_ANCHOR_CHARS])
-    return kept
-
-
 def _one(root_real: str, anchor: AnchorRef) -> str:
-    from .anchors import narrowed_text
     from ..core.guard import sha256_bytes
 
     if not (anchor.symbol or anchor.lines):

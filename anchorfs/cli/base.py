@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from ..core.errors import InputError
+from ..core.errors import AnchorfsError, InputError
 from ..core.model import KINDS, parse_time
 
 if TYPE_CHECKING:
@@ -262,3 +263,35 @@ def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None
             state["bar"].stop()
 
     return update, finish
+
+
+def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
+
+
+def run(argv: Sequence[str] | None = None) -> None:
+    """Run the `anchorfs` group on `argv`: user errors are one line on stderr and exit 1, never
+    a traceback. The command modules must be imported first (`commands.main` does)."""
+    from . import usable_stdout
+
+    warnings.showwarning = _warning
+    usable_stdout()
+    try:
+        # Without standalone mode click returns a `ctx.exit(code)` (drift's 90) instead of raising.
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="anchorfs", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.stderr.write("anchorfs: aborted\n")
+        sys.exit(130)
+    except AnchorfsError as exc:
+        sys.stderr.write(_printable(f"anchorfs: error: {exc}") + "\n")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        os._exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from .base import run
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND,
     EXIT_STALE,
@@ -41,7 +41,6 @@ from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.comma
     _time_value,
     cli,
 )
-from ..core.errors import AnchorfsError
 
 if TYPE_CHECKING:
     from ..drift import DriftReport
@@ -458,35 +457,10 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
             ctx.exit(EXIT_STALE)
 
 
-def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: user errors are one line on stderr and exit 1, never a traceback."""
-    from ..__main__ import usable_stdout
-
-    warnings.showwarning = _warning
-    usable_stdout()
-    try:
-        # Without standalone mode click returns a `ctx.exit(code)` (drift's 90) instead of raising.
-        code = cli.main(args=list(argv) if argv is not None else None, prog_name="anchorfs", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        sys.stderr.write("anchorfs: aborted\n")
-        sys.exit(130)
-    except AnchorfsError as exc:
-        sys.stderr.write(_printable(f"anchorfs: error: {exc}") + "\n")
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        os._exit(0)
-    sys.exit(code if isinstance(code, int) else 0)
+    """Entry point: every command registered (below), then `base.run`: user errors are one
+    line on stderr and exit 1, never a traceback."""
+    run(argv)
 
 
 # The other command modules register their commands on `cli` as they are imported (pure moves,

@@ -589,8 +589,7 @@ class Server:
         """Import and fold now, not at the first request: the CLI, LanceDB, the ledger, the store."""
         import codecs
 
-        from . import commands as cli  # noqa: F401 - imported for its commands
-        from ..__main__ import _json_escape
+        from . import _json_escape
 
         codecs.register_error("anchorfs.json-escape", _json_escape)  # the callers' stdout error handler
         cwd = os.getcwd()
@@ -607,7 +606,7 @@ class Server:
         import signal
         import time
 
-        from . import commands as cli
+        from .base import _Ctx
 
         lock = self._lock()
         listener = None
@@ -617,7 +616,7 @@ class Server:
             self.warm()
             listener = self._bind()
             self.started = time.time()
-            cli._Ctx.opener = self.pool.open
+            _Ctx.opener = self.pool.open
             if self.on_ready is not None:
                 self.on_ready(self)
             last = time.monotonic()
@@ -645,7 +644,7 @@ class Server:
                     conn.close()
                 last = time.monotonic()
         finally:
-            cli._Ctx.opener = None
+            _Ctx.opener = None
             for s, handler in old.items():
                 signal.signal(s, handler)
             if listener is not None:
@@ -733,7 +732,7 @@ class Server:
         import traceback
         import warnings
 
-        from .commands import main as cli_main
+        from .base import run as cli_main
 
         chunks: list[tuple[int, bytes]] = []
         (oenc, oerr, otty), (eenc, eerr, etty) = req["out"], req["err"]

@@ -12,25 +12,13 @@ from datetime import datetime, timezone
 from operator import attrgetter
 from enum import StrEnum
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
 from .errors import InputError
 
-from typing import TYPE_CHECKING
-from typing import NamedTuple
-
 if TYPE_CHECKING:
-    from typing import Any, ClassVar
     from dataclasses import Field
-
-    from .hits import Hit
-else:
-    def __getattr__(name: str) -> Any:
-        """`Hit` lives in `anchorfs.core.hits`, imported the first time it is asked for."""
-        if name == "Hit":
-            from .hits import Hit
-
-            globals()["Hit"] = Hit
-            return Hit
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Value",
@@ -691,3 +679,45 @@ def claim_key(content: str, kind: str, anchors: "tuple[AnchorRef, ...]") -> tupl
     ground = frozenset((a.path, a.symbol, a.lines, a.content_hash if (a.symbol or a.lines) else a.sha256)
                        for a in anchors)
     return content.strip(), kind, ground
+
+
+# -- a query result -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One query result. `relevance` in [0, 1] is how well the memory matches the query;
+    `score = relevance x drift factor x age factor` orders the results; `weak` marks a
+    relevance under the floor (`search.relevance_floor`): the closest thing, not an answer."""
+
+    memory: Memory
+    similarity: float
+    score: float
+    drift: Drift
+    checks: tuple[AnchorCheck, ...]
+    envelope: str
+    relevance: float = 1.0
+    weak: bool = False
+    conflict: tuple[str, ...] = ()
+    """The ids standing against this memory in a fork (`Workspace.conflicts`); empty when none."""
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "id": m.id,
+            "content": m.content,
+            "kind": m.kind,
+            "tags": list(m.tags),
+            "status": m.status,
+            "relevance": round(self.relevance, 6),
+            "score": round(self.score, 6),
+            "weak": self.weak,
+            "similarity": round(self.similarity, 6),
+            "drift": self.drift.value,
+            "envelope": self.envelope,
+            "recorded_at": to_iso(m.recorded_at),
+            "valid_until": to_iso(m.valid_until),
+            "superseded_by": m.superseded_by,
+            "anchors": [c.to_dict() for c in self.checks],
+            "stale_claims": [c.to_dict() for c in m.stale_claims],
+            "conflict": list(self.conflict),
+        }

@@ -62,7 +62,7 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
     k = k_given if k_given is not None else int(ws.config["search.k"])
     if k < 1:
         raise InputError("k must be at least 1")
-    from ..store.table import id_filter
+    from ..store.search import id_filter
 
     # a proposed memory is under review: not a belief of any time, so never a hit
     where: str | None = "status != 'proposed'" if include_superseded else "status = 'active'"

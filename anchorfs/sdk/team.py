@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER", "ATTRIBUTE", "LEGACY_ATTRIBUTE", "PRIVATE_IGNORE", "merge_ledger", "merged_lines", "is_ledger_path",
-    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "check_mode", "mode", "is_shared", "find_secrets", "secret_check", "sync", "SecretError",
+    "install_merge", "write_attributes", "write_local_attributes", "set_mode", "init_mode", "check_mode", "mode", "is_shared", "find_secrets", "secret_check", "SecretError",
 ]
 
 DRIVER = "anchorfs-ledger"
@@ -312,7 +312,7 @@ def _replace(path: Path, text: str) -> None:
 def mode(root: Path) -> str:
     """`private` when `.anchorfs/.gitignore` ignores everything, `shared` when `.gitattributes`
     holds the ledger's line (union, or an earlier version's driver line), else `unset`."""
-    from .workspace import STATE_DIR
+    from ..core.locate import STATE_DIR
 
     root = Path(root)
     from ..core.statefs import read_state
@@ -577,31 +577,3 @@ def secret_check(ws: "Workspace", memories: "list[Memory]", allow: bool) -> str 
 
 
 # -- a private ledger across branches ------------------------------------------------------
-
-# -- git hooks -----------------------------------------------------------------------------
-
-def sync(root: Path) -> int:
-    """Bring the store to the ledger as it is now (git's post-checkout/merge/rewrite hooks)."""
-    from .workspace import Workspace
-
-    ws = Workspace(Path(root))
-    try:
-        ws.store  # noqa: B018 — the property follows the ledger (anchorfs.ledger.catchup)
-    finally:
-        ws.close()
-    return 0
-
-
-def _main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "sync" and argv[1] == "--root":
-        try:
-            return sync(Path(argv[2]))
-        except Exception as exc:  # a git hook must never fail the checkout or merge it follows
-            print(f"anchorfs: {exc}", file=sys.stderr)
-            return 0
-    print("usage: python -m anchorfs.sdk.team sync --root ROOT", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(_main(sys.argv[1:]))

@@ -58,14 +58,15 @@ if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
     from typing import Any
 
-    from ..core.hits import Hit  # a digest ranks no hit: `anchorfs.core.hits` builds a dataclass
+    from ..core.model import Hit
     from ..ledger.forks import Fork  # a digest lists no forks: `anchorfs.ledger.forks` builds two dataclasses
     from .writes import AnchorLike
     from .context import ContextBlock
     from ..store.embedders import Embedder
     from ..store.table import Store
     from ..history import AtReport, BisectResult, LogResult
-    from ..verify.claims import SuggestReport, VerifyReport
+    from ..verify.claims import VerifyReport
+    from ..verify.suggest import SuggestReport
     from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -618,7 +619,7 @@ class Workspace:
         A memory whose text makes a stale claim (found now, or marked by `verify --mark`) is
         only proposed, never anchored: its suggestion says why (`Suggestion.why`).
         """
-        from ..verify.claims import SuggestReport, suggest_report
+        from ..verify.suggest import SuggestReport, suggest_report
 
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
         report = suggest_report(self.root_real, active)
@@ -674,7 +675,7 @@ class Workspace:
         env = envelope(m, md.drift, md.checks, expiry_days=self.config.expiry_days(m.kind))
         if self.config["history.envelope"]:  # the same line a query gives (git names the commits)
             from . import recall
-            from ..core.hits import Hit
+            from ..core.model import Hit
 
             env = recall.with_history(self, [Hit(m, 0.0, 0.0, md.drift, md.checks, env)], utcnow())[0].envelope
         return md, env

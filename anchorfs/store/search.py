@@ -11,12 +11,13 @@ the widest column) is read by row id for the few candidates the drift pass reads
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from ..core.errors import StoreError
 from ..core.model import Memory
 from .ranking import SearchRow, Terms
 
@@ -99,7 +100,6 @@ class _Docs:
 
     def fetch(self, ids: Sequence[str]) -> None:
         """Read the docs of `ids` not read yet: by row id, then by id for any row that moved."""
-        from .table import _read, id_filter
 
         todo = [m for m in dict.fromkeys(ids) if m not in self.got]
         if not todo:
@@ -155,6 +155,26 @@ class _LazyRow(SearchRow):
         self._memory = value
 
 
+_T = TypeVar("_T")
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def id_filter(ids: Iterable[str]) -> str:
+    return "id IN (" + ", ".join(_quote(i) for i in ids) + ")"
+
+
+def _read(fn: Callable[[], _T], what: str) -> _T:
+    """A read of a damaged table (data files deleted or garbled) is a StoreError, never a traceback."""
+    try:
+        return fn()
+    except Exception as exc:  # lancedb raises plain RuntimeError / OSError / ValueError
+        brief = " ".join(str(exc).split())[:300]  # one line for the CLI, however lance words it
+        raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
+
+
 def search(
     store: "Store",
     text: str,
@@ -176,7 +196,6 @@ def search(
 
     from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
                           calibration, coverage, fts_query, term_sets)
-    from .table import _read
     from ..core.textutil import compound_keys, expand_for_search, search_terms
 
     table = store.table()

@@ -14,7 +14,7 @@ import os
 import warnings
 from datetime import timedelta
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..core.errors import EmbedderError, StoreError
-from ..ledger.log import fault
+from ..core.statefs import fault
 from ..core.model import Memory
 from .ranking import SearchRow
+from .search import _read, id_filter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,14 +91,6 @@ def search_text(memory: Memory, code: str = "") -> str:
     return text
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def id_filter(ids: Iterable[str]) -> str:
-    return "id IN (" + ", ".join(_quote(i) for i in ids) + ")"
-
-
 def _retry(fn: Callable[[], _T], what: str) -> _T:
     """LanceDB commits are optimistic: retry a conflicting commit a few times before giving up."""
     delay = 0.02
@@ -112,15 +105,6 @@ def _retry(fn: Callable[[], _T], what: str) -> _T:
                 continue
             raise StoreError(f"store {what} failed: {exc}; run `anchorfs reindex` if it persists") from exc
     raise AssertionError("unreachable")
-
-
-def _read(fn: Callable[[], _T], what: str) -> _T:
-    """A read of a damaged table (data files deleted or garbled) is a StoreError, never a traceback."""
-    try:
-        return fn()
-    except Exception as exc:  # lancedb raises plain RuntimeError / OSError / ValueError
-        brief = " ".join(str(exc).split())[:300]  # one line for the CLI, however lance words it
-        raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
 
 
 def _indexer_running(state: Path) -> bool:

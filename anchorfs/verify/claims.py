@@ -48,11 +48,6 @@ __all__ = [
     "check_memory",
     "verify",
     "verify_texts",
-    "suggest_anchors",
-    "suggest",
-    "suggest_report",
-    "Suggestion",
-    "SuggestReport",
     "marked_claims",
     "mark_reason",
 ]
@@ -666,14 +661,3 @@ def check_memory(
     claims = _Checker(root, index).check(memory)
     urls = check_urls((c.value for c, w in claims if w is None), timeout=timeout) if net else {}
     return _assemble(memory, claims, urls)
-
-
-# The suggestion machinery builds on the checks above; imported last, so that what it takes
-# from here exists, and re-exported: every name stays importable from `anchorfs.verify.claims`.
-from .suggest import (  # noqa: E402
-    Suggestion,
-    SuggestReport,
-    suggest,
-    suggest_anchors,
-    suggest_report,
-)
