@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .core.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict
     from .sdk.workspace import Workspace, init, open
 
-__version__ = "0.1.0"
+from .core import __version__
 
 # Imported on first use (PEP 562): `anchorfs drift`'s replay path imports this package and
 # must not pay for the model, the workspace and their dependencies (about 20 ms).

@@ -293,11 +293,16 @@ def test_the_cli_on_a_damaged_store_prints_one_line_and_reindex_repairs_it(ws_ro
 
 # --------------------------------------------------------------------------- the hash cache's manifest
 
-def _manifest_with(root: Path, version: int, sha: str) -> bytes:
-    """A manifest the cache would trust (right CRC, old mtime), vouching `sha` for notes.txt."""
+def _manifest_with(root: Path, version: int, sha: str, owner: list | None = None) -> bytes:
+    """A manifest the cache would trust (right CRC, old mtime, this clone's owner), vouching
+    `sha` for notes.txt."""
+    from anchorfs.core import __version__
+
     st = (root / "notes.txt").stat()
+    folder = os.lstat(state(root))
     body = orjson.dumps({"notes.txt": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha, time.time()]})
-    head = orjson.dumps({"format": "anchorfs.manifest", "version": version, "crc32": zlib.crc32(body)})
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": version,
+                         "owner": owner or [__version__, folder.st_dev, folder.st_ino], "crc32": zlib.crc32(body)})
     return head[:-1] + b',"entries":' + body + b"}"
 
 
@@ -332,15 +337,19 @@ def test_a_damaged_manifest_is_a_cold_cache(ws_root: Path, ids: dict[str, str], 
     assert "notes.txt" in entries  # rewritten whole by this process
 
 
-@pytest.mark.parametrize(("version", "believed"), [(99, False), (1, True)], ids=["future-version", "control-v1"])
-def test_a_future_version_manifest_is_not_believed(ws_root: Path, ids: dict[str, str], version: int, believed: bool) -> None:
-    """An entry that matches the edited file's stat but carries the old hash: under version 1 it
-    is trusted (the control: this is what a cache is for), under an unknown version never."""
+@pytest.mark.parametrize(("version", "owner", "believed"),
+                         [(99, None, False), (3, ["0.0.1", 0, 0], False), (2, None, False), (3, None, True)],
+                         ids=["future-version", "another-owner", "earlier-version", "control"])
+def test_a_future_version_manifest_is_not_believed(ws_root: Path, ids: dict[str, str], version: int,
+                                                   owner: list | None, believed: bool) -> None:
+    """An entry that matches the edited file's stat but carries the old hash: written by this
+    anchorfs for this clone it is trusted (the control: this is what a cache is for); of
+    another version, another anchorfs or another clone (a copy by git, rsync, a tarball) never."""
     old_sha = hashlib.sha256(NOTES).hexdigest()
     (ws_root / "notes.txt").write_bytes(NOTES.replace(b"delta", b"DELTA"))
     long_ago = time.time_ns() - 3600 * 10**9
     os.utime(ws_root / "notes.txt", ns=(long_ago, long_ago))
-    (state(ws_root) / "manifest.json").write_bytes(_manifest_with(ws_root, version, old_sha))
+    (state(ws_root) / "manifest.json").write_bytes(_manifest_with(ws_root, version, old_sha, owner))
     with anchorfs.open(ws_root) as ws:
         drift = {m.memory.id: m.drift for m in ws.drift().memories}
     assert drift[ids["whole"]] is (Drift.FRESH if believed else Drift.STALE)
@@ -366,6 +375,8 @@ DRIFT_DAMAGE: dict[str, Callable[[dict[str, str]], bytes]] = {
     "wrong-types": lambda ids: orjson.dumps({"v": 1, "drift": {ids["notes"]: [1], ids["whole"]: {"a": 1}},
                                              "pending": {ids["notes"]: [1], ids["whole"]: 5}}),
     "drift-a-string": lambda ids: orjson.dumps({"v": 1, "drift": "stale", "pending": "x"}),
+    "another-clone": lambda ids: orjson.dumps({"v": 2, "owner": ["0.1.0", 0, 0], "drift": {ids["notes"]: "stale"},
+                                               "pending": {}}),
 }
 
 
@@ -379,7 +390,9 @@ def test_a_damaged_drift_cache_is_cold_and_rebuilt_by_the_next_check(ws_root: Pa
         assert set(ws.last_drift().values()) <= {"fresh", "stale", "unknown"}
         ws.drift()
         assert ws.last_drift() == {}  # all fresh, as when recorded: nothing to remember
-    assert orjson.loads(path.read_bytes()) == {"v": 1, "drift": {}, "pending": {}}  # rewritten whole
+    kept = orjson.loads(path.read_bytes())
+    assert (kept["v"], kept["drift"], kept["pending"]) == (2, {}, {})  # rewritten whole
+    assert kept["owner"][1:] == [os.lstat(state(ws_root)).st_dev, os.lstat(state(ws_root)).st_ino]
 
 
 def test_a_drift_cache_with_wrong_types_never_reaches_the_store(ws_root: Path, ids: dict[str, str]) -> None:

@@ -102,7 +102,7 @@ def assert_consistent(root: Path, expected: dict[str, str]) -> None:
         assert HashCache(state / "manifest.json")._read_disk()[0], "the manifest does not load"
     if (state / "drift.json").exists():
         data = orjson.loads((state / "drift.json").read_bytes())
-        assert data["v"] == 1 and set(data["drift"].values()) <= {d.value for d in Drift}
+        assert data["v"] == 2 and set(data["drift"].values()) <= {d.value for d in Drift}
     with anchorfs.open(root) as again:
         rows = store_rows(again)  # opening the store replays any tail it missed
         assert len(rows) == len({i for i, _ in rows}), "a memory is in the store twice"

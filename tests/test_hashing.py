@@ -51,8 +51,17 @@ def read_manifest(path: Path) -> dict:
 def write_manifest(path: Path, entries: dict, *, version: int = MANIFEST_VERSION) -> None:
     """A manifest in the documented layout, CRC included (what `save` writes)."""
     body = orjson.dumps(entries)
-    head = orjson.dumps({"format": "anchorfs.manifest", "version": version, "crc32": zlib.crc32(body)})
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": version, "owner": _owner(path),
+                         "crc32": zlib.crc32(body)})
     path.write_bytes(head[:-1] + b',"entries":' + body + b"}")
+
+
+def _owner(manifest_path: Path) -> list:
+    """The owner a manifest in this state folder names (`HashCache._owner`)."""
+    from anchorfs.core import __version__
+
+    st = os.lstat(manifest_path.parent)
+    return [__version__, st.st_dev, st.st_ino]
 
 
 @pytest.fixture
@@ -959,48 +968,14 @@ def test_manifest_entry_with_a_recent_ctime_is_not_trusted(tmp_path: Path) -> No
 
 # -- found moves (issue 18): kept in the manifest for the next process --------------------------
 
-def _moves_manifest(entries: dict, moves: list) -> bytes:
-    """A version-2 manifest with `moves`, both CRCs right (what `save` writes)."""
+def _moves_manifest(entries: dict, moves: list, path: Path) -> bytes:
+    """A manifest with `moves`, both CRCs right (what `save` writes), for the state folder of `path`."""
     body = orjson.dumps(entries)
     listed = orjson.dumps(moves)
-    head = orjson.dumps({"format": "anchorfs.manifest", "version": 2, "crc32": zlib.crc32(body),
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": MANIFEST_VERSION, "owner": _owner(path),
+                         "crc32": zlib.crc32(body),
                          "moves": orjson.Fragment(listed), "moves_crc32": zlib.crc32(listed)})
     return head[:-1] + b',"entries":' + body + b"}"
-
-
-def test_a_version_1_manifest_reads_warm_and_is_upgraded_with_its_moves_at_the_next_save(ws: Path) -> None:
-    p = write(ws / "a.py", b"a\n")
-    st = p.stat()
-    write_manifest(manifest(ws), {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"),
-                                           time.time()]}, version=1)
-    old = HashCache(manifest(ws))
-    assert old.sha256("a.py", p) == sha(b"a\n") and old.hashes == 0  # read fine: warm
-    assert old.moved_from() == frozenset() and old.move_of("gone.py\nx") is None
-    old.note_move("gone.py\nx", "gone.py", "moved/gone.py", "b" * 64, True)
-    assert old.save() is True
-    doc = read_manifest(manifest(ws))
-    assert doc["version"] == MANIFEST_VERSION == 2
-    assert doc["moves"] == [["gone.py\nx", "gone.py", "moved/gone.py", "b" * 64, True]]
-
-    new = HashCache(manifest(ws))
-    assert new.move_of("gone.py\nx") == ("gone.py", "moved/gone.py", "b" * 64, True)
-    assert new.moved_from() == frozenset({"gone.py"})
-    assert new.sha256("a.py", p) == sha(b"a\n") and new.hashes == 0
-    new.note_move("gone.py\nx", "gone.py", "moved/gone.py", "b" * 64, True)  # the same: nothing to save
-    assert new.save() is False
-    new.drop_moves_from("gone.py")  # the file is back: its moves are void
-    assert new.move_of("gone.py\nx") is None and new.moved_from() == frozenset()
-    assert new.save() is True and "moves" not in read_manifest(manifest(ws))
-
-
-def test_a_version_1_manifest_alone_is_rewritten_as_version_2(ws: Path) -> None:
-    p = write(ws / "a.py", b"a\n")
-    st = p.stat()
-    write_manifest(manifest(ws), {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"),
-                                           time.time()]}, version=1)
-    cache = HashCache(manifest(ws))
-    assert cache.sha256("a.py", p) == sha(b"a\n") and cache.hashes == 0
-    assert cache.save() is True and read_manifest(manifest(ws))["version"] == 2
 
 
 @pytest.mark.parametrize("lead", [
@@ -1017,7 +992,7 @@ def test_a_crafted_move_with_a_right_crc_drops_the_moves_and_keeps_the_entries(w
     p = write(ws / "a.py", b"a\n")
     st = p.stat()
     entries = {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"), time.time()]}
-    manifest(ws).write_bytes(_moves_manifest(entries, [lead]))
+    manifest(ws).write_bytes(_moves_manifest(entries, [lead], manifest(ws)))
     cache = HashCache(manifest(ws))
     assert cache.move_of("k") is None and cache.moved_from() == frozenset()
     assert cache.sha256("a.py", p) == sha(b"a\n") and cache.hashes == 0  # the entries' own CRC still holds
@@ -1027,7 +1002,7 @@ def test_moves_with_a_wrong_crc_are_dropped_and_unsafe_moves_are_never_noted(ws:
     p = write(ws / "a.py", b"a\n")
     st = p.stat()
     entries = {"a.py": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha(b"a\n"), time.time()]}
-    good = _moves_manifest(entries, [["k", "gone.py", "moved.py", "b" * 64, True]])
+    good = _moves_manifest(entries, [["k", "gone.py", "moved.py", "b" * 64, True]], manifest(ws))
     assert HashCache(manifest(ws)).move_of("k") is None  # no manifest yet
     manifest(ws).write_bytes(good)
     assert HashCache(manifest(ws)).move_of("k") == ("gone.py", "moved.py", "b" * 64, True)

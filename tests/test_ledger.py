@@ -740,3 +740,18 @@ def test_bad_dependency_fields_are_a_bad_line(root: Path) -> None:
     e = Entry.from_dict({**good, "seq": 3, "deps": {a.id: ["t1", "t2"]}, "allow_secret": "because"})
     assert e.seq == 3 and e.deps_of(a.id) == ("t1", "t2") and e.allow_secret == "because"
     assert Entry.from_dict(orjson.loads(orjson.dumps(e.to_dict()))) == e
+
+
+def test_mentions_names_only_the_paths_the_ledger_spells(tmp_path: Path) -> None:
+    """What lets a hook answer an edit of a file no memory names without folding: a path the
+    ledger's bytes never spell as a JSON string is left out (a text that only mentions it does
+    not anchor it); an odd name is kept, for the full path to judge."""
+    from anchorfs.core.model import AnchorRef
+
+    state = tmp_path / ".anchorfs"
+    state.mkdir()
+    led = Ledger(state)
+    assert led.mentions(["a.py"]) == []  # no ledger yet
+    anchored = Memory(id="m1", content="see b.py too", anchors=(AnchorRef("src/ünï.py", "0" * 64),))
+    led.append([Entry.new("record", [anchored])])
+    assert led.mentions(["src/ünï.py", "a.py", "b.py", 'odd"name.py']) == ["src/ünï.py", 'odd"name.py']

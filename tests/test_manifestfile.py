@@ -10,7 +10,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorfs.drift import manifest as manifestfile
-from anchorfs.drift.manifest import ENTRIES_KEY, MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
+from anchorfs.drift.manifest import ENTRIES_KEY, MANIFEST_VERSION, newest_hashed
+
+OWNER = ["0.1.0", 1, 2]
+"""The owner these tests' manifests name: the anchorfs version and a state folder's device and inode."""
+
+
+def parse(data: bytes, mtime: int, gran: int) -> Any:
+    return manifestfile.parse(data, mtime, gran, OWNER)
+
+
+def parse_only(data: bytes, mtime: int, gran: int, only: list[str]) -> Any:
+    return manifestfile.parse_only(data, mtime, gran, only, OWNER)
+
+
+def splice(data: bytes, mtime: int, gran: int, changes: dict[str, Any]) -> bytes | None:
+    return manifestfile.splice(data, mtime, gran, changes, OWNER)
+
+
+def assemble(body: bytes, newest: int, moves: bytes = b"") -> bytes:
+    return manifestfile.assemble(body, newest, OWNER, moves)
 
 GRAN = 1_000
 MTIME = 10_000_000  # the manifest file's mtime in these tests: entries before MTIME - GRAN are not racy
@@ -69,9 +88,10 @@ def test_what_a_splice_cannot_vouch_for_is_left_to_the_whole_write() -> None:
     unhashed = dict(entries, b=[2, MTIME, MTIME, 8, None, 2.5])  # racy but holding no hash: nothing to poison
     assert splice(_file(unhashed), MTIME, GRAN, change) is not None
     body = orjson.dumps(entries)
-    no_newest = orjson.dumps({"format": manifestfile.FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body)})
+    no_newest = orjson.dumps({"format": manifestfile.FORMAT, "version": MANIFEST_VERSION, "owner": OWNER,
+                              "crc32": zlib.crc32(body)})
     assert splice(no_newest[:-1] + b"," + ENTRIES_KEY + body + b"}", MTIME, GRAN, change) is None
-    assert splice(good.replace(b'"version":2', b'"version":1'), MTIME, GRAN, change) is None
+    assert splice(good.replace(b'"version":3', b'"version":2'), MTIME, GRAN, change) is None
     assert splice(good.replace(b"a" * 64, b"c" * 64), MTIME, GRAN, change) is None  # the CRC fails
     assert splice(b"{", MTIME, GRAN, change) is None
 
@@ -118,3 +138,13 @@ def test_a_number_orjson_refuses_makes_the_whole_file_a_cold_cache() -> None:
         head = orjson.loads(damaged[:damaged.find(ENTRIES_KEY) - 1] + b"}")
         restamped = damaged.replace(b'"crc32":%d' % head["crc32"], b'"crc32":%d' % zlib.crc32(body))
         assert parse(restamped, MTIME, GRAN) == ({}, {}, False), bad
+
+
+def test_a_manifest_of_another_owner_is_a_cold_cache() -> None:
+    """A copy from another clone (another state folder) or of another anchorfs vouches for nothing."""
+    entries = {"a.py": [1, 2, 3, 4, "a" * 64, 1.0]}
+    data = _file(entries)
+    assert parse(data, MTIME, GRAN)[0] == entries
+    for other in (["0.1.0", 1, 3], ["9.9.9", 1, 2], None):
+        assert manifestfile.parse(data, MTIME, GRAN, other) == ({}, {}, False)
+        assert manifestfile.parse_only(data, MTIME, GRAN, ["a.py"], other) in (None, ({}, {}, False))

@@ -16,17 +16,17 @@ import zlib
 from pathlib import Path
 
 import orjson
-
 import pytest
 from click.testing import CliRunner
+from conftest import git
 
 import anchorfs
 from anchorfs.cli.commands import cli
+from anchorfs.core import __version__
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
-from anchorfs.drift.hashcache import HashCache
 from anchorfs.core.model import Drift, Verdict
-
-from conftest import git
+from anchorfs.drift.hashcache import HashCache
+from anchorfs.drift.manifest import MANIFEST_VERSION
 
 TOKEN = """import jwt
 
@@ -362,7 +362,9 @@ def test_a_crafted_kept_move_never_makes_a_path_outside_be_read(tmp_path: Path, 
     ref = m.anchors[0]
     listed = orjson.dumps([[f"{ref.spec}\n{ref.sha256}", "token.py", target, ref.sha256, True]])
     body = orjson.dumps({})
-    head = orjson.dumps({"format": "anchorfs.manifest", "version": 2, "crc32": zlib.crc32(body),
+    folder = os.lstat(root / ".anchorfs")
+    head = orjson.dumps({"format": "anchorfs.manifest", "version": MANIFEST_VERSION,
+                         "owner": [__version__, folder.st_dev, folder.st_ino], "crc32": zlib.crc32(body),
                          "moves": orjson.Fragment(listed), "moves_crc32": zlib.crc32(listed)})
     (root / ".anchorfs" / "manifest.json").write_bytes(head[:-1] + b',"entries":' + body + b"}")
     assert HashCache(root / ".anchorfs" / "manifest.json").moved_from() == {"token.py"}  # the lead is read

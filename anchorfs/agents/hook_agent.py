@@ -105,6 +105,21 @@ def _edited_path(root_real: str, event: dict[str, Any]) -> str | None:
     return rel.replace(os.sep, "/")
 
 
+def _may_rest_on(root_real: str, event: dict[str, Any]) -> bool:
+    """Whether a memory may rest on the file the tool wrote: its path is named in the ledger
+    (`Ledger.mentions`), after the state folder is checked for links as opening it would."""
+    from ..core.locate import STATE_DIR
+    from ..core.statefs import check_state
+    from ..ledger.log import Ledger
+
+    rel = _edited_path(root_real, event)
+    if rel is None:
+        return False
+    state = os.path.join(root_real, STATE_DIR)
+    check_state(state)
+    return bool(Ledger(state).mentions([rel]))
+
+
 def post_edit(ws: "Workspace", event: dict[str, Any]) -> str:
     """The PostToolUse hook's stdout: the memories this edit made stale (and those it made fresh
     again), as `additionalContext`; "" when the edit touched nothing anchored."""
@@ -144,6 +159,8 @@ def agent_main(event_name: str, root: str | None = None) -> int:
     try:
         event = _read_stdin()
         found = _find_root(root, event)
+        if event_name == "post-edit" and not _may_rest_on(found, event):
+            return 0  # no memory names the edited file: nothing to say, no fold to pay
         from ..sdk.workspace import Workspace
 
         with Workspace(found) as ws:

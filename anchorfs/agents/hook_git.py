@@ -351,10 +351,19 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     warnings.showwarning = warn  # as `anchorfs.cli.commands.main` says a warning
     out: list[str] = []
     try:
-        from ..sdk.workspace import open as open_ws
+        from ..core.locate import STATE_DIR, locate
+        from ..core.statefs import check_state
+        from ..ledger.log import Ledger
 
-        with open_ws(root) as ws:
-            events = run(ws, rev)
+        found = locate(root)
+        state = os.path.join(found, STATE_DIR)
+        check_state(state)  # as opening the workspace would: a link there is refused first
+        events: list["DriftEvent"] = []
+        if Ledger(state).mentions(committed_paths(found, rev)):  # else no memory rests on what it touched
+            from ..sdk.workspace import Workspace
+
+            with Workspace(found) as ws:
+                events = run(ws, rev)
     except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
         sys.stderr.write(f"anchorfs: hook: {exc}\n")
         return 0

@@ -542,12 +542,24 @@ class HashCache:
 
     # -- the manifest ----------------------------------------------------------------------
 
+    def _owner(self) -> list[Any] | None:
+        """Whose manifest this is: [the anchorfs version, the state folder's device and inode]
+        (None without a state folder). A manifest of another owner (a copy that came by git,
+        rsync or a tarball, or another anchorfs) is a cold cache."""
+        try:
+            st = os.lstat(os.path.dirname(self.manifest_path) or ".")
+        except OSError:
+            return None
+        from ..core import __version__
+
+        return [__version__, st.st_dev, st.st_ino]
+
     def _load(self) -> None:
         data, sig, mtime = self._read_bytes()
         partial = None
         if data is not None and self._only is not None and len(self._only) <= _ONLY_MAX:
-            partial = parse_only(data, mtime, self._gran, self._only)
-        entries, moves, old = partial if partial is not None else (parse(data, mtime, self._gran) if data else ({}, {}, False))
+            partial = parse_only(data, mtime, self._gran, self._only, self._owner())
+        entries, moves, old = partial if partial is not None else (parse(data, mtime, self._gran, self._owner()) if data else ({}, {}, False))
         with self._lock:
             if not self._loaded:
                 self._entries = entries
@@ -585,7 +597,7 @@ class HashCache:
         if self._rest is None:
             return
         data, mtime = self._rest
-        entries, _, _ = parse(data, mtime, self._gran)
+        entries, _, _ = parse(data, mtime, self._gran, self._owner())
         entries.update(self._entries)  # the entries decoded (and changed) here stand
         self._entries = entries
         self._rest = None
@@ -614,7 +626,7 @@ class HashCache:
         data, sig, mtime = self._read_bytes()
         if data is None:
             return {}, sig, {}, False
-        entries, moves, old = parse(data, mtime, self._gran)
+        entries, moves, old = parse(data, mtime, self._gran, self._owner())
         return entries, sig, moves, old
 
     def _read_bytes(self) -> tuple[bytes | None, _Sig | None, int]:
@@ -663,7 +675,9 @@ class HashCache:
         if self._rest is not None and cur == self._disk_sig and not self._moves_touched:
             # a partial load, the file as it read it: only the changed entries' bytes are new
             data, mtime = self._rest
-            spliced = splice(data, mtime, self._gran, {rel: self._entries.get(rel) for rel in self._touched})
+            owner = self._owner()
+            spliced = splice(data, mtime, self._gran, {rel: self._entries.get(rel) for rel in self._touched},
+                             owner) if owner is not None else None
             if spliced is not None:
                 st = replace_state(self.manifest_path, spliced, fsync=True, fault_point="manifest-write")
                 fsync_dir(os.path.dirname(self.manifest_path))
@@ -691,7 +705,10 @@ class HashCache:
         if moves:  # the listed moves' bytes as they are, which their CRC is over
             listed = dumps([[key, *m] for key, m in moves.items()])
             part = b',"moves":' + listed + b',"moves_crc32":' + dumps(zlib.crc32(listed))
-        payload = assemble(dumps(entries), newest_hashed(entries.values()), part)
+        owner = self._owner()
+        if owner is None:
+            raise FileNotFoundError(errno.ENOENT, "no state folder", os.path.dirname(self.manifest_path))
+        payload = assemble(dumps(entries), newest_hashed(entries.values()), owner, part)
         new_sig = _sig(replace_state(self.manifest_path, payload, fsync=True, fault_point="manifest-write"))
         fsync_dir(os.path.dirname(self.manifest_path))
         self._entries = entries

@@ -39,17 +39,20 @@ Parsed = tuple[dict[str, list[Any]], dict[str, tuple[str, str, str, bool]], bool
 __all__ = ["FORMAT", "ENTRIES_KEY", "READABLE", "MANIFEST_VERSION", "parse", "parse_only", "splice", "assemble",
            "newest_hashed", "moves_of", "plain_rel"]
 
-MANIFEST_VERSION = 2
-"""Bumped on any incompatible change; other versions load as a cold cache (but 1, upgraded)."""
-READABLE = (1, MANIFEST_VERSION)
-"""Versions whose layout this module reads: 1 is 2 without `moves`."""
+MANIFEST_VERSION = 3
+"""Bumped on any incompatible change; other versions load as a cold cache. 3: the head names
+its owner (`owner`: the anchorfs version and the state folder's device and inode)."""
+READABLE = (MANIFEST_VERSION,)
+"""Versions whose layout this module reads."""
 FORMAT = "anchorfs.manifest"
 ENTRIES_KEY = b'"entries":'
 
 
-def _head_ok(doc: Any) -> bool:
+def _head_ok(doc: Any, owner: list[Any] | None) -> bool:
+    """A head this writer wrote for this clone and this anchorfs (`owner`, None: nobody)."""
     return (type(doc) is dict and doc.get("format") == FORMAT and type(doc.get("version")) is int
-            and doc["version"] in READABLE and type(doc.get("crc32")) is int)
+            and doc["version"] in READABLE and type(doc.get("crc32")) is int
+            and owner is not None and doc.get("owner") == owner)
 
 
 def _body(data: bytes, crc: int) -> memoryview | None:
@@ -82,13 +85,13 @@ def _tail(doc: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str, bool]], b
     return ({} if old else moves_of(doc.get("moves"), doc.get("moves_crc32"))), old
 
 
-def parse(data: bytes, mtime_ns: int, gran: int) -> Parsed:
+def parse(data: bytes, mtime_ns: int, gran: int, owner: list[Any] | None) -> Parsed:
     """Every entry of the manifest `data` (its file's mtime `mtime_ns`), racy ones poisoned."""
     try:
         doc: Any = orjson.loads(data)
     except ValueError:  # a JSONDecodeError, a UnicodeDecodeError, a nesting too deep
         return {}, {}, False
-    if not _head_ok(doc) or type(doc.get("entries")) is not dict or _body(data, doc["crc32"]) is None:
+    if not _head_ok(doc, owner) or type(doc.get("entries")) is not dict or _body(data, doc["crc32"]) is None:
         return {}, {}, False  # not written by us (or edited by hand): trust nothing in it
     entries: dict[str, list[Any]] = doc["entries"]
     if not _poison(entries.values(), mtime_ns, gran):
@@ -125,7 +128,7 @@ def _split_new(data: bytes) -> tuple[Any, int, bytes | None] | None:
         doc: Any = orjson.loads(data[:start - 1] + b"}")
     except ValueError:  # JSONDecodeError, UnicodeDecodeError
         return None
-    if not _head_ok(doc):
+    if not _head_ok(doc, doc.get("owner") if type(doc) is dict else None):  # whose: the callers' to judge
         return None
     body = _body(data, doc["crc32"])
     ok = body is not None and body[:1] == b"{" and body[-1:] == b"}"
@@ -155,7 +158,7 @@ def _find(raw: bytes, spelt: bytes) -> tuple[int, int, int] | None:
     return at, at + len(key) - 1, stop + 1
 
 
-def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Parsed | None:
+def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str], owner: list[Any] | None) -> Parsed | None:
     """`parse`, keeping the entries of `only` alone and decoding no other: the header (before
     the entries), the CRC over all the entries' bytes, then each path's entry found by its key
     as the writer spells it (`_find`). None when this cannot be read so (the caller takes
@@ -164,7 +167,7 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str]) -> Pa
     if split is None:
         return None
     doc, _, raw = split
-    if raw is None:
+    if raw is None or doc.get("owner") != owner:
         return {}, {}, False  # as `parse`: a file not ours is a cold cache
     entries: dict[str, list[Any]] = {}
     for rel in only:
@@ -197,14 +200,16 @@ def newest_hashed(entries: Iterable[list[Any]]) -> int:
     return newest
 
 
-def assemble(body: bytes, newest: int, moves: bytes = b"") -> bytes:
+def assemble(body: bytes, newest: int, owner: list[Any], moves: bytes = b"") -> bytes:
     """The manifest's bytes from the entries' (`body`, which the CRC is over), `newest`, and the
     moves' part as it stands (`,"moves":[...],"moves_crc32":M`, or nothing)."""
-    head = orjson.dumps({"format": FORMAT, "version": MANIFEST_VERSION, "crc32": zlib.crc32(body), "newest": newest})
+    head = orjson.dumps({"format": FORMAT, "version": MANIFEST_VERSION, "owner": owner, "crc32": zlib.crc32(body),
+                         "newest": newest})
     return head[:-1] + moves + b"," + ENTRIES_KEY + body + b"}"
 
 
-def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] | None]) -> bytes | None:
+def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] | None],
+           owner: list[Any]) -> bytes | None:
     """The manifest `data` (its file's mtime `mtime_ns`) with the entries of `changes` replaced
     (None: dropped), every other entry's bytes kept as they are: a hook that re-hashed one file
     rewrites a 10,000-entry manifest without decoding or encoding the rest (issue 20). None when
@@ -216,7 +221,8 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
     if split is None:
         return None
     doc, start, raw = split
-    if raw is None or doc["version"] != MANIFEST_VERSION or type(doc.get("newest")) is not int:
+    if raw is None or doc["version"] != MANIFEST_VERSION or type(doc.get("newest")) is not int \
+            or doc.get("owner") != owner:
         return None
     newest: int = doc["newest"]
     if newest >= mtime_ns - gran:
@@ -256,7 +262,7 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
     kept.append(raw[pos:-1])
     items = [p.strip(b",") for p in kept]
     new_body = b"{" + b",".join([p for p in items if p] + added) + b"}"
-    return assemble(new_body, newest, moves)
+    return assemble(new_body, newest, owner, moves)
 
 
 def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:

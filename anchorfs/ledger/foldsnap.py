@@ -46,7 +46,7 @@ from .log import OPS, FoldState, Head, Ledger, fold, refold
 from ..core.model import Memory, SnapshotError, check_snapshot, from_iso, to_iso
 from ..core.statefs import open_state, replace_state
 
-from .. import __version__
+from ..core import __version__
 
 if TYPE_CHECKING:
     from pathlib import Path

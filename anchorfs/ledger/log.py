@@ -24,10 +24,10 @@ import os
 import stat
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from ..core.errors import InputError, LedgerError
+from ..core.errors import AnchorfsError, InputError, LedgerError
 from ..core.model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
 from ..core.statefs import armed, fault, open_state, refuse_link
 
@@ -341,6 +341,32 @@ class Ledger:
         else:
             fcntl.flock(fd, fcntl.LOCK_UN)
             return False
+        finally:
+            os.close(fd)
+
+    def mentions(self, rels: Sequence[str]) -> list[str]:
+        """The paths of `rels` whose JSON string (orjson's spelling, the writer's) appears in the
+        ledger's bytes (one mapped scan): a path left out was never anchored, so no memory rests
+        on it and a hook may answer at once without folding. Conservative: the string anywhere
+        keeps the path, and so does anything unusual (an odd name, an unreadable ledger)."""
+        import mmap
+
+        import orjson
+
+        odd = [r for r in rels if any(c in r for c in '"\\') or not r.isprintable()]
+        try:
+            fd = open_state(self.file, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            return odd
+        except (OSError, AnchorfsError):
+            return list(rels)
+        try:
+            if os.fstat(fd).st_size == 0:
+                return odd
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+                return [r for r in rels if r in odd or data.find(orjson.dumps(r)) >= 0]
+        except (OSError, ValueError):
+            return list(rels)
         finally:
             os.close(fd)
 

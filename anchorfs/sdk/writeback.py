@@ -21,7 +21,7 @@ from ..core.statefs import read_state
 if TYPE_CHECKING:
     from ..store.table import Store
 
-__all__ = ["DRIFTS", "UNANCHORED", "read", "last_drift_of", "write_back", "flush_pending"]
+__all__ = ["DRIFTS", "UNANCHORED", "read", "write_back", "flush_pending"]
 
 DRIFTS = ("fresh", "stale", "unknown")  # a tuple, so `[1] in DRIFTS` is False, not a TypeError
 UNANCHORED = "unanchored"
@@ -44,8 +44,8 @@ def read(state: str | os.PathLike[str]) -> tuple[dict[str, str], dict[str, str],
     except (OSError, ValueError):  # UnicodeError and a nesting too deep are ValueErrors too
         return {}, {}, True
     try:
-        if data.get("v") != 1:
-            raise ValueError("unknown version")
+        if data.get("v") != _VERSION or data.get("owner") != _owner(state):
+            raise ValueError("another version, or a copy from another clone")
         # Only known drift values: a hand-edited `[1]` would reach the store's update as a key.
         raw_known, raw_pending = dict(data["drift"]), dict(data.get("pending") or {})
         for key in (*raw_known, *raw_pending):
@@ -57,14 +57,20 @@ def read(state: str | os.PathLike[str]) -> tuple[dict[str, str], dict[str, str],
         return {}, {}, True
 
 
-def last_drift_of(memory: Memory, known: dict[str, str]) -> str:
-    """One memory's last known drift from `read(...)[0]`: `unanchored` without anchors,
-    else its recorded drift, else fresh (anchors are hashed when taken)."""
-    if memory.stale_claims:  # its own text found stale (`verify --mark`), anchored or not
-        return Drift.STALE.value
-    if not memory.anchors:
-        return UNANCHORED
-    return known.get(memory.id, Drift.FRESH.value)
+_VERSION = 2
+"""2: the record names its owner (the anchorfs version, the state folder's device and inode)."""
+
+
+def _owner(state: str | os.PathLike[str]) -> list[object] | None:
+    """Whose record this is: a copy from another clone, or of another anchorfs, is a cold one."""
+    from ..core import __version__
+
+    try:
+        st = os.lstat(state)
+    except OSError:
+        return None
+    return [__version__, st.st_dev, st.st_ino]
+
 
 
 def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | DriftReport, *, store: "Store | None",
@@ -105,7 +111,7 @@ def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | D
         from orjson import dumps
         from ..core.statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
 
-        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": 1, "drift": merged, "pending": pending}),
+        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": _VERSION, "owner": _owner(state), "drift": merged, "pending": pending}),
                         "drift-write")
     except OSError:
         return 0
@@ -124,7 +130,7 @@ def flush_pending(state: str | os.PathLike[str], store: "Store", *, read_only: b
 
     try:
         store.set_drift(pending)
-        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": 1, "drift": known, "pending": {}}),
+        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": _VERSION, "owner": _owner(state), "drift": known, "pending": {}}),
                         "drift-write")
     except (AnchorfsError, OSError):
         pass

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anchorfs
-from anchorfs.workspace import Workspace
+from anchorfs.sdk.workspace import Workspace
 
 __all__ = [
     "HERE",
