@@ -627,7 +627,7 @@ def test_processes_racing_to_correct_the_same_memory_keep_one_chain(tmp_path: Pa
 
 # -- a fold that does not care about line order (issue 21) ----------------------------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from anchorfs.ledger.log import FoldState, refold  # noqa: E402
 
@@ -755,3 +755,45 @@ def test_mentions_names_only_the_paths_the_ledger_spells(tmp_path: Path) -> None
     anchored = Memory(id="m1", content="see b.py too", anchors=(AnchorRef("src/ünï.py", "0" * 64),))
     led.append([Entry.new("record", [anchored])])
     assert led.mentions(["src/ünï.py", "a.py", "b.py", 'odd"name.py']) == ["src/ünï.py", 'odd"name.py']
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.sampled_from(["record", "supersede", "retract", "revert", "reanchor"]),
+                              st.integers(0, 3), st.integers(0, 50)), min_size=1, max_size=12))
+def test_fold_on_paths_is_the_whole_fold_of_those_memories(tmp_path_factory: pytest.TempPathFactory,
+                                                          ops: list[tuple[str, int, int]]) -> None:
+    """What a hook folds for the files it touched (`Ledger.fold_on`) is, memory for memory, what
+    the whole fold says, and holds every memory anchored there now (supersedes that move a
+    memory to another file, retracts and reverts among them)."""
+    import anchorfs
+
+    root = tmp_path_factory.mktemp("foldon")
+    paths = ["a.py", "b.py", "src/c.py", "src/d.py"]
+    for p in paths:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).write_text(f"{p} = 1\n")
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        ids: list[str] = []
+        for op, where, pick in ops:
+            try:
+                if op == "record" or not ids:
+                    ids.append(ws.record(f"note {len(ids)} on {paths[where]}", anchors=[paths[where]]).id)
+                elif op == "supersede":
+                    ids.append(ws.supersede(ids[pick % len(ids)], f"moved to {paths[where]}", anchors=[paths[where]]).id)
+                elif op == "retract":
+                    ws.retract(ids[pick % len(ids)])
+                elif op == "revert":
+                    ws.revert(ids[pick % len(ids)])
+                else:
+                    ws.reanchor(ids[pick % len(ids)], anchors=[paths[where]])
+            except anchorfs.AnchorfsError:
+                pass  # a refused door (a retracted memory superseded, ...): nothing written
+        whole = fold(ws.ledger.read())
+        for asked in (["a.py"], ["src"], ["src/d.py", "b.py"], ["nothing.py"]):
+            got = ws.ledger.fold_on(asked)
+            assert all(got[i] == whole[i] for i in got), asked
+            on = {i for i, m in whole.items()
+                  if any(a.path == p or a.path.startswith(p + "/") for a in m.anchors for p in asked)}
+            assert on <= set(got), asked

@@ -126,7 +126,7 @@ def post_edit(ws: "Workspace", event: dict[str, Any]) -> str:
     from .watch import record_transitions
 
     rel = _edited_path(ws.root_real, event)
-    if rel is None or rel not in ws.anchored_paths():
+    if rel is None:
         return ""
     return _post_edit_output(rel, record_transitions(ws, [rel], source="post-edit"))
 

@@ -286,8 +286,7 @@ def run(ws: "Workspace", rev: str = "HEAD") -> list["DriftEvent"]:
     """The hook's work: re-check the memories on the paths `rev` touched, log transitions."""
     from .watch import record_transitions
 
-    anchored = ws.anchored_paths()
-    paths = [p for p in committed_paths(ws.root, rev) if p in anchored]
+    paths = ws.ledger.mentions(committed_paths(ws.root, rev))  # a path the ledger never names holds no memory
     return record_transitions(ws, paths, source="hook") if paths else []
 
 

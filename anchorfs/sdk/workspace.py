@@ -697,9 +697,12 @@ class Workspace:
         changed since the last check. The change is persisted, so each one is returned once.
 
         A memory never checked counts as fresh before (its anchors were hashed when recorded),
-        so a quiet re-check writes nothing and never opens the store.
+        so a quiet re-check writes nothing and never opens the store. A process that has not
+        folded the ledger (a hook) folds only the entries naming `paths` (`Ledger.fold_on`):
+        the same memories, as the whole fold has them.
         """
-        targets = [m for m in self._memories().values() if m.status == Status.ACTIVE and m.anchors]
+        held = self._memories() if paths is None or self._fold is not None else self.ledger.fold_on(list(paths))
+        targets = [m for m in held.values() if m.status == Status.ACTIVE and m.anchors]
         if paths is not None:
             hit = covered_by(paths)
             targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
