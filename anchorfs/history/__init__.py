@@ -1,4 +1,4 @@
-"""History: when, in which commit and by whom a memory's ground moved.
+"""history: when, in which commit and by whom a memory's ground moved.
 
 A content hash says an anchor no longer holds; version control can say which step broke it.
 `bisect` walks HEAD's first-parent chain from the commit each anchor was taken at, then the
@@ -7,11 +7,11 @@ above a span moves it, only an edit inside it (or a deletion) invalidates it. `l
 walk seen whole, `drift_at` is what `drift` would have said at a revision, `history_envelope`
 turns both into the one-line freshness envelope.
 
-This module is what callers import; each part of history is a module of its own:
-`history_repo` (the repository seen from git: commits, blobs), `history_patch` (git's
-zero-context diffs, parsed), `history_results` (what a walk returns), `history_follow` (where a
-step's lost text went: renames, moves, splits), `history_tracker` (one anchor carried down the
-walk), `history_walk` (`bisect`, `log`), `history_at` (`drift_at`). The envelope lives here.
+This package's face is what callers import; each part of history is a module of its own:
+`repo` (the repository seen from git: commits, blobs), `patch` (git's zero-context diffs,
+parsed), `results` (what a walk returns), `follow` (where a step's lost text went: renames,
+moves, splits), `tracker` (one anchor carried down the walk), `walk` (`bisect`, `log`), `at`
+(`drift_at`). The envelope lives here. Imports `core`, `anchor` and `drift`.
 """
 
 from __future__ import annotations

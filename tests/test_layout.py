@@ -1,0 +1,34 @@
+"""The house's shape (docs/architecture.md): packages by concept, each saying what it is for, no
+module past one concept's size. The import direction itself is `.importlinter`'s contract,
+checked by `lint-imports` in scripts/test.sh."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import anchorfs
+
+PACKAGE = Path(anchorfs.__file__).parent
+PACKAGES = ("core", "anchor", "drift", "verify", "history", "ledger", "store", "sdk", "agents", "cli")
+MAX_LINES = 800
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_the_packages_are_the_architectures() -> None:
+    found = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert found == set(PACKAGES)
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_says_what_it_is_for(package: str) -> None:
+    doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8")))
+    assert doc is not None and doc.startswith(f"{package}: ") and len(doc.splitlines()) >= 2, package
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_past_one_concepts_size(module: Path) -> None:
+    assert len(module.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
