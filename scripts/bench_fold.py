@@ -101,13 +101,6 @@ def main() -> None:
         t_after = median(lambda: foldsnap.current(led), args.repeat)
         assert dict(foldsnap.current(led).state) == dict(full)
 
-        def plan() -> None:
-            got = foldsnap.read_plan(led)
-            assert got is not None and got.n == sum(1 for m in full.values() if m.status == "active" and m.anchors)
-            got.close()
-
-        t_plan = median(plan, args.repeat)
-        plan_size = orjson.loads(foldsnap.snap_path(led).read_bytes().split(b"\n", 1)[0])["plan"][1]
         with open(led.path, "ab") as fh:  # 100 lines appended since the snapshot
             fh.write(b"".join(orjson.dumps(dataclasses.replace(
                 Entry.new("record", [Memory(id=f"late{k:05d}{'y' * 17}", content=f"late {k}")]),
@@ -121,8 +114,6 @@ def main() -> None:
         ("fold from the ledger's first line (before: every process)", t_before, "1.00x"),
         ("from `fold.snap`, prefix settled (after)", t_after, f"{t_after / t_before:.2f}x"),
         ("from `fold.snap` + 100 lines appended since", t_grown, f"{t_grown / t_before:.2f}x"),
-        ("the drift plan alone (`foldsnap.read_plan`, prefix settled: what `ws.drift()` reads)", t_plan,
-         f"{t_plan / t_before:.3f}x"),
         ("writing `fold.snap` (encode, fsync, replace)", t_write, f"{t_write / t_before:.2f}x"),
     ]
     table = "| case | CPU time (median of {}) | vs the full fold |\n|---|---:|---:|\n".format(args.repeat)
@@ -131,7 +122,7 @@ def main() -> None:
 
 `python scripts/bench_fold.py --entries {args.entries}`: a synthetic ledger of {args.entries:,} entries
 ({size / 1e6:.0f} MB: records with one anchor each, every 20th a supersede), {memories:,} memories; the
-snapshot is {snap_size / 1e6:.0f} MB, of which the drift plan line {plan_size / 1e6:.1f} MB. One run; each row the
+snapshot is {snap_size / 1e6:.0f} MB. One run; each row the
 median of {args.repeat}.
 
 {table}
@@ -139,11 +130,7 @@ median of {args.repeat}.
 The snapshot keeps the fold (each memory's snapshot, the heads, the ids named as replaced, the
 top `seq`) and the ledger prefix it was folded from; a reader trusts it on the ledger's settled
 stat, else on the prefix's checksum, and folds in only the lines after it. What is left is
-reading it: every memory is checked by the ledger reader's rules and built again. A
-whole-workspace drift pass needs none of that: it reads the header and the plan line alone
-(the distinct anchored files, their recorded hashes, which memory rests on which, a blake3 of
-each record; checksummed on its own) and builds a memory only where a file failed
-(`anchorfs/driftplan.py`).
+reading it: every memory is built again (its rules ran when it was folded from the ledger).
 Reproduce: `python scripts/bench_fold.py --write`.
 """
     print(text)
