@@ -128,7 +128,7 @@ def bench_moves(n: int, write: bool) -> None:
     """The drift pass with 1% of `n` anchored files moved vs none moved, in one run: two
     identical repos, one of them with the moves, measured in alternation (this machine is
     shared: alternating keeps a load spike from landing on one side only)."""
-    import anchorfs.drift as drift_mod
+    import anchorfs.drift.moves as drift_mod
     from anchorfs.anchor.anchors import take
     from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
 
@@ -277,7 +277,7 @@ def main() -> None:
         bench_moves(args.files, args.write)
         return
 
-    import anchorfs.drift as drift_mod
+    import anchorfs.drift.batch as drift_mod
     import anchorfs.ledger.foldsnap as foldsnap
 
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).
@@ -377,11 +377,10 @@ def main() -> None:
         memo_file = ws.state / "drift.memo"
         time.sleep(2.1)  # a workspace not edited in the last two seconds (the racy window): warm
         short = subprocess.run(cmd, check=True, capture_output=True).stdout  # the full pass that saves the memo
-        assert memo_file.exists(), "the full pass saved no drift memo"
         every = subprocess.run([*cmd, "--all"], check=True, capture_output=True).stdout
         replayed = subprocess.run(cmd, check=True, capture_output=True).stdout
-        assert replayed == short, "replay != full pass"
-        memo_size = memo_file.stat().st_size
+        assert replayed == short, "two passes differ"
+        memo_size = memo_file.stat().st_size if memo_file.exists() else 0  # no memo since issue 36
         t_proc = median_of(lambda: subprocess.run(cmd, check=True, capture_output=True), 11)
 
         def full_pass_process() -> None:
