@@ -188,8 +188,11 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
     """Memories, newest first, with their drift checked now."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
-        mems = ws.list(limit=limit, status=status, drift=drift_filter)
-        drifts = ws.drift_of(mems)
+        mems = ws.list(status=status)
+        drifts = ws.drift_of(mems)  # one pass: the filter and the column read the same check
+        if drift_filter is not None:
+            mems = [m for m in mems if drifts[m.id] == drift_filter]
+        mems = mems[:limit] if limit else mems
         if c.json:
             _emit_json({"memories": [{**m.to_dict(), "drift": drifts[m.id]} for m in mems]})
             return

@@ -377,68 +377,33 @@ class Ledger:
         import orjson
 
         needles = [n for p in paths for n in (orjson.dumps(p), orjson.dumps(p)[:-1] + b"/")]
-        try:
-            fd = open_state(self.file, os.O_RDONLY)
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
-        try:
-            end = os.fstat(fd).st_size
-            data = os.pread(fd, end, 0)
-        finally:
-            os.close(fd)
-        ids: set[str] = set()
-        for needle in needles:
-            at = data.find(needle)
-            while at >= 0:
-                start = data.rfind(b"\n", 0, at) + 1
-                stop = data.find(b"\n", at)
-                if stop >= 0:
-                    try:
-                        ids.update(m.id for m in Entry.from_dict(orjson.loads(data[start:stop])).memories)
-                    except (ValueError, KeyError, TypeError, AttributeError):
-                        pass  # a bad line: the full reads warn about it
-                at = data.find(needle, stop if stop >= 0 else len(data))
+        data = self._head()
+        ids = {m.id for e in _entries_naming(data, needles) for m in e.memories}
         if not ids:
             return {}
-        state = fold(self.touching(sorted(ids), end))
+        state = fold(_entries_naming(data, [i.encode() for i in sorted(ids)]))
         return {mid: m for mid, m in state.items() if mid in ids}
 
     def touching(self, ids: Iterable[str], end: int) -> list[Entry]:
         """The entries in the first `end` bytes whose line names any of `ids`, in line order:
         all a fold needs to know those memories (one read, a byte search per id)."""
-        wanted = [i.encode() for i in ids]
-        if not wanted or end <= 0:
+        if end <= 0:
             return []
+        data = self._head(end)
+        return _entries_naming(data, [i.encode() for i in ids]) if data else []
+
+    def _head(self, end: int | None = None) -> bytes:
+        """The ledger's first `end` bytes (all of it when None); b"" when there is none."""
         try:
             fd = open_state(self.file, os.O_RDONLY)
         except FileNotFoundError:
-            return []
+            return b""
         except OSError as exc:
             raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
         try:
-            data = os.pread(fd, end, 0)
+            return os.pread(fd, os.fstat(fd).st_size if end is None else end, 0)
         finally:
             os.close(fd)
-        starts: set[int] = set()
-        for key in wanted:
-            at = data.find(key)
-            while at >= 0:
-                starts.add(data.rfind(b"\n", 0, at) + 1)
-                at = data.find(key, at + len(key))
-        import orjson  # at use, as every ledger read: a hook reading the fold snapshot never imports it
-
-        out: list[Entry] = []
-        for start in sorted(starts):
-            stop = data.find(b"\n", start)
-            if stop < 0:
-                continue  # a torn tail: never a record
-            try:
-                out.append(Entry.from_dict(orjson.loads(data[start:stop])))
-            except (ValueError, KeyError, TypeError, AttributeError):  # orjson's JSONDecodeError is a ValueError
-                continue  # warned about by the full reads
-        return out
 
     def read(self, start: int = 0, *, until: datetime | None = None, end: int | None = None) -> Iterator[Entry]:
         """Entries from byte offset `start` (to `end`); a bad line is skipped with a warning, never a crash."""
@@ -632,6 +597,29 @@ def stamped(entry: Entry, state: dict[str, Memory]) -> Entry:
         state = fold([])
     deps = tuple((m.id, state.heads_of(m.id)) for m in entry.memories)
     return entry.replace(seq=state.top + 1, deps=deps)  # type: ignore[no-any-return]
+
+
+def _entries_naming(data: bytes, keys: Sequence[bytes]) -> list[Entry]:
+    """The whole lines of ledger bytes `data` holding any of `keys`, parsed, in line order; a
+    torn tail or a bad line is left out (the full reads warn about it)."""
+    import orjson
+
+    starts: set[int] = set()
+    for key in keys:
+        at = data.find(key)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            at = data.find(key, at + len(key))
+    out: list[Entry] = []
+    for start in sorted(starts):
+        stop = data.find(b"\n", start)
+        if stop < 0:
+            continue  # a torn tail: never a record
+        try:
+            out.append(Entry.from_dict(orjson.loads(data[start:stop])))
+        except (ValueError, KeyError, TypeError, AttributeError):  # orjson's JSONDecodeError is a ValueError
+            continue
+    return out
 
 
 def fold(entries: Iterable[Entry]) -> FoldState:
