@@ -169,12 +169,10 @@ def test_a_damaged_snapshot_is_not_there(led: Ledger, damage: str) -> None:
     elif damage == "folder":  # a copy from another state folder (a clone, `cp -r`)
         data = orjson.dumps({**header, "folder": [1, 2]}) + b"\n" + body
     elif damage == "memory":  # well-formed JSON with its checksum right, a memory of a shape no fold writes
-        first = body[:body.index(b"\n")]
-        rest = body[len(first) + 1:]  # the records
-        rec, others = rest.split(b"\n", 1)
+        counts, view_line, rec, others = body.split(b"\n", 3)  # the counts, the drift view, the records
         bad = orjson.loads(rec)
-        del bad[1][0][6]["recorded_at"]  # a shape no fold writes (its rules ran when it was folded)
-        nb = first + b"\n" + orjson.dumps(bad) + b"\n" + others
+        bad[1][0][6][6] = None  # a memory row without recorded_at: a shape no fold writes
+        nb = counts + b"\n" + view_line + b"\n" + orjson.dumps(bad) + b"\n" + others
         import blake3
 
         data = orjson.dumps({**header, "size": len(nb), "body": blake3.blake3(nb).hexdigest()}) + b"\n" + nb
@@ -455,3 +453,66 @@ class _NoScan:
         monkeypatch.setattr(mmap, "mmap", refused)
 
 
+
+
+def _drift_answer(report: Any) -> tuple[Any, ...]:
+    by_id = {md.memory.id: (md.drift.value, [c.to_dict() for c in md.checks]) for md in report.memories}
+    return report.to_dict(), by_id, report.anchored_paths(), sorted(m.id for m in report.checked)
+
+
+def test_a_new_process_drift_reads_the_snapshots_view_and_answers_as_the_fold(tmp_path: Path) -> None:
+    """A pass from the drift view (no memory built but those on a changed file) gives the very
+    report of a pass over the folded memories: stale, gone, fresh, retired, superseded, two
+    memories on one file that disagree on its hash, claims `verify --mark` found stale."""
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "docs" / "index.md").write_text("the docs\n")
+    for name in ("a.py", "b.py", "c.py", "d.py"):
+        (root / "src" / name).write_text("".join(f"{name[0]}_{i} = {i}\n" for i in range(20)))
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        ws.record("about a", anchors=["src/a.py"])
+        ws.record("a line of a", anchors=["src/a.py:3"])
+        before = ws.record("b as it was", anchors=["src/b.py"])
+        (root / "src" / "b.py").write_text("changed before the second record\n")
+        ws.record("b as it is", anchors=["src/b.py"])  # two memories that disagree on b's hash
+        ws.record("c goes away", anchors=["src/c.py:2-3"])
+        old = ws.record("d at first", anchors=["src/d.py"])
+        ws.supersede(old.id, "d now", anchors=["src/d.py:5"])
+        ws.retract(ws.record("retired", anchors=["src/a.py"]).id)
+        ws.record("the runbook is docs/runbook.md.")  # unanchored: a claim `verify --mark` finds stale
+        ws.record("src/a.py and docs/gone.md", anchors=["src/a.py:1"])
+        ws.verify(mark=True)
+    assert before.id
+    (root / "src" / "a.py").write_text("".join(f"a_{i} = {i * 2}\n" for i in range(20)))
+    (root / "src" / "c.py").unlink()
+    settle()
+    led = Workspace(root).ledger
+    foldsnap.current(led)  # the snapshot written, then vouched for on the stat
+    settle()
+    foldsnap.current(led)
+    assert foldsnap.drift_view(led) is not None
+    fresh_process = Workspace(root)
+    from_view = fresh_process.drift()
+    assert fresh_process._fold is None  # no fold was made for it
+    folded = Workspace(root)
+    folded._memories()
+    from_fold = folded.drift()
+    assert _drift_answer(from_view) == _drift_answer(from_fold)
+    counts = from_view.to_dict()
+    assert {md.memory.content: md.drift.value for md in from_view.memories} == {
+        "about a": "stale", "a line of a": "stale", "b as it was": "stale", "b as it is": "fresh",
+        "c goes away": "stale", "d now": "fresh", "src/a.py and docs/gone.md": "stale",
+        "the runbook is docs/runbook.md.": "stale"}
+
+
+def test_a_grown_ledger_has_no_view_to_offer(led: Ledger) -> None:
+    """A record after the snapshot: its view is not the whole ledger, so drift folds."""
+    state = build(led)
+    foldsnap.current(led)
+    settle()
+    foldsnap.current(led)
+    assert foldsnap.drift_view(led) is not None
+    write(led, state, "record", [Memory(id="late", content="x")])
+    assert foldsnap.drift_view(led) is None

@@ -53,13 +53,15 @@ class Symbol(Value):
     end_byte: int
 
     def __init__(self, name: str, kind: str, start_line: int, end_line: int, start_byte: int, end_byte: int) -> None:
-        _set = object.__setattr__
-        _set(self, "name", name)
-        _set(self, "kind", kind)
-        _set(self, "start_line", start_line)
-        _set(self, "end_line", end_line)
-        _set(self, "start_byte", start_byte)
-        _set(self, "end_byte", end_byte)
+        cls = self.__class__
+        object.__setattr__(self, "__class__", cls._Open)  # see `Value._Open`
+        self.name = name
+        self.kind = kind
+        self.start_line = start_line
+        self.end_line = end_line
+        self.start_byte = start_byte
+        self.end_byte = end_byte
+        self.__class__ = cls
 
 
 _EXTENSIONS: dict[str, str] = {

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import gc
 import os
+from datetime import datetime
 import stat as stat_mod
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import blake3
 
@@ -45,7 +46,7 @@ from . import catchup
 from .catchup import Folded, Prefix
 from ..core.errors import AnchorfsError
 from .log import OPS, FoldState, Head, Ledger, fold, refold
-from ..core.model import Memory, SnapshotError, from_iso, to_iso
+from ..core.model import AnchorRef, Memory, SnapshotError, StaleClaim, from_iso, to_iso
 from ..core.statefs import open_state, replace_state
 
 from ..core import __version__
@@ -53,14 +54,14 @@ from ..core import __version__
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "Snapshot", "current", "decode", "encode", "load", "save",
-           "snap_file", "snap_path"]
+__all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "DriftView", "Snapshot", "current", "decode", "drift_view",
+           "encode", "load", "save", "snap_file", "snap_path"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 9
-"""9: the counts and the records only, keyed by the anchorfs version too. A file of another
-version is simply not used."""
+VERSION = 11
+"""11: each memory a positional row, and the drift view. A file of another version is simply
+not used."""
 MIN_LINES = 64
 """A ledger this short folds in about a millisecond: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -102,40 +103,46 @@ def _folder(ledger: Ledger) -> _Folder | None:
 
 # -- the format ------------------------------------------------------------------------------
 
+def _row(m: Memory) -> list[Any]:
+    """A memory as a positional row (its fields in `Memory`'s order, each anchor a row too):
+    read back about twice as fast as its dict, and a third smaller."""
+    recorded = to_iso(m.recorded_at)
+    valid_from = to_iso(m.valid_from)
+    return [m.id, m.content, m.kind, list(m.tags),
+            [[a.path, a.sha256, a.symbol, list(a.lines) if a.lines else None, a.content_hash, a.commit, a.dirty,
+              a.token_hash] for a in m.anchors],
+            m.author, recorded, None if valid_from == recorded else valid_from, to_iso(m.valid_until), m.status,
+            m.supersedes, m.superseded_by, m.reason, to_iso(m.verified_at),
+            [c.to_dict() for c in m.stale_claims] or None]
+
+
 def _records(state: FoldState) -> Iterator[list[Any]]:
-    """One [id, heads, named, lone] per memory, in the fold's dict order."""
+    """One [id, heads, named] per memory, in the fold's dict order; each head
+    [seq, line, tx, op, actor, at, memory row]."""
     heads_all, named_all = state.heads, state.named
-    for mid, memory in state.items():
-        heads = heads_all.get(mid)
+    for mid in state:
         named = named_all.get(mid)
-        out_heads = None
-        if heads is not None:
-            out_heads = [[h.rank[0] if len(h.rank) == 3 else None, h.rank[1] if len(h.rank) == 2 else None,
-                          h.tx, h.op, h.actor, to_iso(h.at), h.memory.to_dict()] for h in heads.values()]
-        yield [mid, out_heads, sorted(named) if named is not None else None,
-               memory.to_dict() if not heads else None]
+        yield [mid, [[h.rank[0] if len(h.rank) == 3 else None, h.rank[1] if len(h.rank) == 2 else None,
+                      h.tx, h.op, h.actor, to_iso(h.at), _row(h.memory)] for h in heads_all[mid].values()],
+               sorted(named) if named is not None else None]
 
 
 def encode(folded: Folded, folder: _Folder) -> bytes:
     """The file's bytes: a header line (format, versions, prefix, folder, the body's size and
-    checksum), then the body: a line with the fold's counts, then one line per memory record."""
+    checksum), then the body: a line with the fold's counts, the drift view (`_view`), then one
+    line per memory record."""
     state = folded.state
     if not isinstance(state, FoldState):
         raise TypeError("only a FoldState is snapshotted")
     import orjson
 
     head = orjson.dumps({"top": state.top, "lines": state.lines})
-    body = b"".join([head, b"\n", *(orjson.dumps(rec) + b"\n" for rec in _records(state))])
+    view = orjson.dumps(_view(state))
+    body = b"".join([head, b"\n", view, b"\n", *(orjson.dumps(rec) + b"\n" for rec in _records(state))])
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "anchorfs": __version__,
                            "prefix": folded.prefix.to_dict(), "folder": list(folder),
                            "size": len(body), "body": blake3.blake3(body).hexdigest()})
     return header + b"\n" + body
-
-
-def _memory(d: Any, mid: str) -> Memory:
-    if d["id"] != mid:
-        raise ValueError("a snapshot under another id")
-    return Memory.from_dict(d)
 
 
 def _str(x: Any) -> str:
@@ -150,53 +157,182 @@ def _int(x: Any) -> int:
     return x
 
 
+def _time(text: Any) -> datetime:
+    if type(text) is not str:
+        raise ValueError("not a time")
+    at = from_iso(text)
+    assert at is not None
+    return at
+
+
+def _memory(row: Any, mid: str) -> Memory:
+    """A memory row read back; any surprise (a field count, a type) raises."""
+    (id_, content, kind, tags, anchors, author, recorded_s, valid_from, valid_until, status, supersedes,
+     superseded_by, reason, verified_at, claims) = row
+    if id_ != mid or type(content) is not str or type(kind) is not str or type(status) is not str:
+        raise ValueError("a bad memory row")
+    recorded = _time(recorded_s)
+    refs = []
+    for path, sha256, symbol, lines, content_hash, commit, dirty, token_hash in anchors:
+        refs.append(AnchorRef(_str(path), sha256, symbol, (int(lines[0]), int(lines[1])) if lines else None,
+                              content_hash, commit, dirty, token_hash))
+    return Memory(id_, content, kind, tuple(map(_str, tags)), tuple(refs), author, recorded,
+                  recorded if valid_from is None else _time(valid_from),
+                  None if valid_until is None else _time(valid_until), status, supersedes, superseded_by, reason,
+                  None if verified_at is None else _time(verified_at),
+                  tuple([StaleClaim.from_dict(c) for c in claims]) if claims else ())
+
+
 def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
     """One memory record read back (id, heads, named ids, the memory the fold gives), checked as
     the ledger reader checks a line; any surprise raises."""
-    if type(rec) is not list or len(rec) != 4:
-        raise ValueError("a bad memory record")
-    mid, heads_in, named_in, lone = _str(rec[0]), rec[1], rec[2], rec[3]
-    if not mid:
-        raise ValueError("a memory without an id")
-    if heads_in is None:
-        raise ValueError("a memory without heads")  # every memory folded has a heads entry
-    if type(heads_in) is not list:
-        raise ValueError("bad heads")
-    from_dict = Memory.from_dict
+    mid, heads_in, named_in = rec
+    if type(mid) is not str or not mid or type(heads_in) is not list or not heads_in:
+        raise ValueError("a bad memory record")  # every memory folded has a head
     heads: dict[str, Head] = {}
-    for h in heads_in:
-        if type(h) is not list or len(h) != 7:
+    for seq, line, tx, op, actor, at_s, row in heads_in:
+        if type(tx) is not str or type(actor) is not str or op not in OPS or tx in heads:
             raise ValueError("a bad head")
-        seq, line, tx, op, actor, at_s, snap = h
-        if type(tx) is not str or type(actor) is not str or type(at_s) is not str or op not in OPS \
-                or tx in heads:
-            raise ValueError("a bad head")
-        at = from_iso(at_s)
-        if at is None:
-            raise ValueError("a head without a time")
+        memory = _memory(row, mid)
+        at = memory.recorded_at if at_s == row[6] else _time(at_s)  # a head's time is most often its record's
         if seq is not None:
             if type(seq) is not int or seq < 1 or line is not None:
                 raise ValueError("a bad rank")
             rank: tuple[Any, ...] = (seq, at, tx)
         else:
             rank = (0, _int(line))
-        if snap["id"] != mid:
-            raise ValueError("a snapshot under another id")
-        heads[tx] = Head(rank, tx, op, actor, at, from_dict(snap))
+        heads[tx] = Head(rank, tx, op, actor, at, memory)
     named: set[str] | None = None
     if named_in is not None:
         if type(named_in) is not list:
             raise ValueError("bad names")
         named = {_str(t) for t in named_in}
-    if heads and lone is not None:
-        raise ValueError("a lone snapshot beside heads")
     if len(heads) == 1:
         memory = next(iter(heads.values())).memory
-    elif heads:
-        memory = max(heads.values(), key=lambda x: x.rank).memory
     else:
-        memory = _memory(lone, mid)
+        memory = max(heads.values(), key=lambda x: x.rank).memory
     return mid, heads, named, memory
+
+
+_RECORDS = 2
+"""The body's line of the first memory record: the counts, then the drift view, come first."""
+
+
+def _view(state: FoldState) -> dict[str, list[Any]]:
+    """What a drift pass over the whole fold asks (`Workspace.drift`), so a new process's pass
+    builds no memory: the active anchored memories (`at`: their records' positions, `ids`),
+    in the fold's order; their distinct anchored paths in order of first use (`uniq`); per
+    path, the hash every anchor on it recorded, None when they differ (`want`), and the
+    memories resting on it (`owners`, positions among the anchored); the anchored ones with
+    `stale_claims` (`claims`), and the records of the unanchored ones with some (`marked`)."""
+    ids: list[str] = []
+    at: list[int] = []
+    claims: list[int] = []
+    marked: list[int] = []
+    want: dict[str, str | None] = {}
+    owners: dict[str, list[int]] = {}
+    for k, m in enumerate(state.values()):
+        if m.status != "active":
+            continue
+        if not m.anchors:
+            if m.stale_claims:
+                marked.append(k)
+            continue
+        t = len(ids)
+        ids.append(m.id)
+        at.append(k)
+        if m.stale_claims:
+            claims.append(t)
+        for a in m.anchors:
+            mine = owners.get(a.path)
+            if mine is None:
+                owners[a.path], want[a.path] = [t], a.sha256
+            else:
+                if mine[-1] != t:
+                    mine.append(t)
+                if want[a.path] != a.sha256:
+                    want[a.path] = None
+    return {"ids": ids, "at": at, "uniq": list(want), "want": list(want.values()), "owners": list(owners.values()),
+            "claims": claims, "marked": marked}
+
+
+class _Rows(Sequence[Memory]):
+    """The memories of some records of a snapshot's body, each built from its line when first
+    read (a drift pass reads only those resting on a changed file); `ids` without building any."""
+
+    __slots__ = ("_body", "_lines", "_at", "ids", "_built")
+
+    def __init__(self, body: bytes, at: list[int], ids: list[str]) -> None:
+        self._body, self._at, self.ids = body, at, ids
+        self._lines: list[bytes] | None = None
+        self._built: dict[int, Memory] = {}
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    if TYPE_CHECKING:
+        @overload
+        def __getitem__(self, i: int) -> Memory: ...
+
+        @overload
+        def __getitem__(self, i: slice) -> list[Memory]: ...
+
+    def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        at = self._at[i]
+        memory = self._built.get(at)
+        if memory is None:
+            import orjson
+
+            if self._lines is None:
+                self._lines = self._body.split(b"\n")
+            mid, _, _, memory = _record(orjson.loads(self._lines[_RECORDS + at]))
+            if self.ids and mid != self.ids[i]:
+                raise ValueError("a view naming another record")
+            self._built[at] = memory
+        return memory
+
+
+class DriftView:
+    """The drift view of a snapshot that is the whole ledger (`_view`): `targets` builds a
+    memory only when read, `marked` is built."""
+
+    __slots__ = ("targets", "uniq", "want", "owners", "claims", "marked")
+
+    def __init__(self, body: bytes, view: dict[str, Any]) -> None:
+        ids, at, uniq, want, owners = view["ids"], view["at"], view["uniq"], view["want"], view["owners"]
+        claims, marked = view["claims"], view["marked"]
+        if not (type(ids) is type(at) is type(uniq) is type(want) is type(owners) is type(claims)
+                is type(marked) is list) or len(ids) != len(at) or not len(uniq) == len(want) == len(owners):
+            raise ValueError("a bad drift view")
+        self.targets = _Rows(body, at, ids)
+        self.uniq: list[str] = [_str(p) for p in uniq]
+        self.want: list[str | None] = want
+        self.owners: list[list[int]] = owners
+        self.claims: list[int] = claims
+        self.marked = _Rows(body, marked, [])[:]
+
+
+def drift_view(ledger: Ledger) -> DriftView | None:
+    """The drift view of the snapshot on disk when it is the whole ledger now (settled: one
+    `lstat` of the ledger), else None: the caller folds (`current`), which also brings the
+    snapshot up to date for the next process."""
+    read = _read(ledger)
+    if read is None:
+        return None
+    data, st = read
+    try:
+        checked = _checked(data, st.st_mtime_ns, _folder(ledger))
+        if checked is None or not catchup.settled(ledger, checked[0]):
+            return None
+        body = checked[1]
+        start = body.index(b"\n") + 1
+        import orjson
+
+        return DriftView(body, orjson.loads(body[start:body.index(b"\n", start)]))
+    except _SURPRISES:
+        return None
 
 
 def _state(body: bytes) -> FoldState:
@@ -205,7 +341,7 @@ def _state(body: bytes) -> FoldState:
     import orjson
 
     lines = body.split(b"\n")
-    if len(lines) < 2 or lines[-1] != b"":
+    if len(lines) < _RECORDS + 1 or lines[-1] != b"":
         raise ValueError("a torn record")
     head = orjson.loads(lines[0])
     if not isinstance(head, dict):
@@ -214,7 +350,7 @@ def _state(body: bytes) -> FoldState:
     state.top, state.lines = _int(head["top"]), _int(head["lines"])
     heads_all, named_all = state.heads, state.named
     loads = orjson.loads
-    for line in lines[1:-1]:
+    for line in lines[_RECORDS:-1]:
         mid, heads, named, memory = _record(loads(line))
         if mid in state:
             raise ValueError("a memory twice")

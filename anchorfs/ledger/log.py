@@ -109,16 +109,18 @@ class Entry(Value):
     def __init__(self, tx: str, op: str, at: datetime, actor: str, reason: str | None, memories: tuple[Memory, ...],
                  seq: int | None = None, deps: tuple[tuple[str, tuple[str, ...]], ...] | None = None,
                  allow_secret: str | None = None) -> None:
-        _set = object.__setattr__
-        _set(self, "tx", tx)
-        _set(self, "op", op)
-        _set(self, "at", at)
-        _set(self, "actor", actor)
-        _set(self, "reason", reason)
-        _set(self, "memories", memories)
-        _set(self, "seq", seq)
-        _set(self, "deps", deps)
-        _set(self, "allow_secret", allow_secret)
+        cls = self.__class__
+        object.__setattr__(self, "__class__", cls._Open)  # see `Value._Open`
+        self.tx = tx
+        self.op = op
+        self.at = at
+        self.actor = actor
+        self.reason = reason
+        self.memories = memories
+        self.seq = seq
+        self.deps = deps
+        self.allow_secret = allow_secret
+        self.__class__ = cls
 
     def deps_of(self, memory_id: str) -> tuple[str, ...]:
         """The entries whose snapshots of `memory_id` this one replaced."""

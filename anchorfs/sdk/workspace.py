@@ -502,19 +502,30 @@ class Workspace:
         stale counts stale, anchored or not (`DriftReport.with_claims`), while drift.json keeps
         what the anchors alone say.
 
-        The lists are kept while the fold is the same object (a fold is never changed in
-        place): at 100,000 memories picking them out again costs as much as the pass itself."""
-        state = self._memories()
-        held = self.__dict__.get("_drift_targets")
-        if held is not None and held[0] is state:
-            targets, marked = held[1], held[2]
-        else:
-            active = [m for m in state.values() if m.status == Status.ACTIVE]
-            targets = [m for m in active if m.anchors]
-            marked = [m for m in active if m.stale_claims and not m.anchors]
-            self._drift_targets = (state, targets, marked)
+        A process that has not folded the ledger takes what the pass asks from the fold
+        snapshot when it is the whole ledger (`foldsnap.drift_view`): only the memories resting
+        on a changed file are built. Otherwise the lists are kept while the fold is the same
+        object (a fold is never changed in place): at 100,000 memories picking them out again
+        costs as much as the pass itself."""
         checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
-        report = checker.check_all(targets, progress)
+        view = foldsnap.drift_view(self.ledger) if self._fold is None else None
+        if view is not None:
+            from ..drift.batch import plan_of_files
+
+            plan = plan_of_files(self.root_real, view.uniq, view.want, view.owners.__getitem__)
+            report = checker.check_planned(plan, view.targets, progress, claims=view.claims, paths=view.uniq)
+            marked: Sequence[Memory] = view.marked
+        else:
+            state = self._memories()
+            held = self.__dict__.get("_drift_targets")
+            if held is not None and held[0] is state:
+                targets, marked = held[1], held[2]
+            else:
+                active = [m for m in state.values() if m.status == Status.ACTIVE]
+                targets = [m for m in active if m.anchors]
+                marked = [m for m in active if m.stale_claims and not m.anchors]
+                self._drift_targets = (state, targets, marked)
+            report = checker.check_all(targets, progress)
         self.cache.save()
         self._write_back(report)
         return report.with_claims(marked)

@@ -91,9 +91,10 @@ def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | D
         was_flagged = {k for k, v in known.items() if v != "fresh"}
         if was_flagged:
             now_flagged = {r.memory.id for r in flagged}
-            for m in results.checked:
-                if m.id in was_flagged and m.id not in now_flagged:
-                    changes[m.id] = "fresh"
+            checked = results.checked  # a pass from the fold snapshot's view names its memories unbuilt
+            for mid in getattr(checked, "ids", None) or [m.id for m in checked]:
+                if mid in was_flagged and mid not in now_flagged:
+                    changes[mid] = "fresh"
     else:
         changes = {r.memory.id: r.drift.value for r in results if known.get(r.memory.id, "fresh") != r.drift.value}
     if not changes and not damaged:
