@@ -277,7 +277,7 @@ def main() -> None:
         bench_moves(args.files, args.write)
         return
 
-    import anchorfs.drift.batch as drift_mod
+    import anchorfs.drift.check as drift_mod
     import anchorfs.ledger.foldsnap as foldsnap
 
     # Measure what users run: compiled bytecode (PYTHONDONTWRITEBYTECODE may be set here).

@@ -42,7 +42,7 @@ from _benchlib import machine, write_section  # noqa: E402
 
 import anchorfs  # noqa: E402
 from anchorfs.drift.hashcache import DEFAULT_GRANULARITY_NS  # noqa: E402
-from anchorfs.agents.hook import install  # noqa: E402
+from anchorfs.agents.hook_git import install  # noqa: E402
 
 DEFAULT_GRANULARITY_S = DEFAULT_GRANULARITY_NS / 1e9
 
@@ -633,7 +633,7 @@ from the same run above.
 {agent_table}
 {"" if before is None else f"The before column: the `--base {args.base}` code, in the same run, on its own twin workspace, one run of each code in turn."}
 
-Both answer before click is imported (`anchorfs.__main__` hands them to `anchorfs.agents.hook`) and read
+Both answer before click is imported (`anchorfs.__main__` hands them to `anchorfs.agents.hook_agent` and `hook_git`) and read
 the ledger fold (from its checksummed snapshot, `.anchorfs/fold.snap`, while it holds), the hash
 cache and the drift checker only: LanceDB is never imported (a test checks `sys.modules`).
 `session-start` replays its last digest (`.anchorfs/digest.memo`) while nothing it rested on

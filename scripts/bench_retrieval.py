@@ -554,7 +554,7 @@ Reading the figures:
 - Earlier rounds. The figures from here on are those the code of then gave (today's script
   measures today's code, so it does not reproduce them); they say why things are as they are.
 - What changed in issue 8's round, all general (nothing is specific to a query of the set):
-  - anchored code as document expansion (`anchorfs/codetext.py`): at every store write
+  - anchored code as document expansion (`anchorfs/anchor/anchors.py`): at every store write
     (record, supersede, reanchor, reindex, catch-up from the ledger) the text of each
     narrowed anchor (symbol body or line range; at most 4000 characters per anchor, 8000 per
     memory, files over 2 MiB skipped) is read from the file as it is now, reduced to its

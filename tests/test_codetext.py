@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from anchorfs.anchor import anchors, codetext
-from anchorfs.anchor.codetext import anchored_text, code_vocabulary, defined_names, name_keys
+from anchorfs.anchor import anchors
+from anchorfs.anchor import anchors as codetext
+from anchorfs.anchor.anchors import anchored_text, code_vocabulary, defined_names, name_keys
 from anchorfs.core.model import AnchorRef, Memory, new_id
 
 SOURCE = '''"""Billing retries."""

@@ -10,7 +10,7 @@ import pytest
 from conftest import TOKEN
 
 import anchorfs
-from anchorfs.sdk.context import STALE_BANNER, estimate_tokens, render_context
+from anchorfs.sdk.recall import STALE_BANNER, estimate_tokens, render_context
 from anchorfs.core.model import AnchorCheck, AnchorRef, Drift, Hit, Memory, Verdict, new_id
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import anchorfs
 from anchorfs.drift import DriftChecker, envelope, expired
 from anchorfs.drift.hashcache import HashCache
-from anchorfs.sdk import writeback
+from anchorfs.sdk import storesync as writeback
 from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, utcnow
 
 pytestmark = pytest.mark.usefixtures("no_racy_window")

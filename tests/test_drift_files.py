@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import anchorfs
-import anchorfs.drift.batch as drift_mod
+import anchorfs.drift.check as drift_mod
 import anchorfs.drift.filehash as filehash_mod
 import anchorfs.drift.hashcache as hashing_mod
 from anchorfs.drift import DriftChecker, DriftReport

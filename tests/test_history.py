@@ -629,7 +629,7 @@ SMALL_BOUND = 4096
 def bounded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The size bound lowered to a few KiB; the sizes of every blob the walk read."""
     import anchorfs.history as history_mod
-    from anchorfs.history import at as history_at, follow as history_follow, patch as history_patch, repo as history_repo, tracker as history_tracker
+    from anchorfs.history import walk as history_at, follow as history_follow, patch as history_patch, repo as history_repo, tracker as history_tracker
 
     for mod in (history_at, history_follow, history_patch, history_repo, history_tracker):  # every module of history that reads the bound
         monkeypatch.setattr(mod, "MAX_FILE_BYTES", SMALL_BOUND)

@@ -12,7 +12,7 @@ import pytest
 from conftest import TOKEN, git
 
 import anchorfs
-from anchorfs.agents.hook import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
+from anchorfs.agents.hook_git import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
 from anchorfs.agents.watch import read_events
 
 
@@ -173,7 +173,7 @@ def test_cli_install_and_uninstall(repo: Path) -> None:
 
 import json  # noqa: E402
 
-from anchorfs.agents.hook import agent_args, digest  # noqa: E402
+from anchorfs.agents.hook_agent import agent_args, digest  # noqa: E402
 
 VENV_BIN = str(Path(sys.executable).parent)
 
@@ -418,15 +418,6 @@ def _start(repo: Path) -> tuple[str, bool]:
     return proc.stdout, bool(json.loads(proc.stderr)["full"])
 
 
-def _full(repo: Path) -> str:
-    """A full session-start in this process, after the racy window; its output (memoized)."""
-    import time
-
-    from anchorfs.agents.hook import _session_start_memoized
-
-    time.sleep(0.05)
-    return _session_start_memoized(os.path.realpath(repo))
-
 
 # -- post-commit without click: `-m anchorfs hook run` (issue 20) ------------------------------------
 
@@ -438,7 +429,7 @@ _COMMIT_PROBE = ("import json, sys\n"
 
 
 def test_post_commit_run_answers_without_click_as_the_cli_does(repo: Path) -> None:
-    from anchorfs.agents.hook import commit_args
+    from anchorfs.agents.hook_git import commit_args
 
     with anchorfs.open(repo) as ws:
         m = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])

@@ -20,7 +20,7 @@ from conftest import TOKEN, git
 import anchorfs
 from anchorfs.ledger import catchup
 from anchorfs.core.errors import WorkspaceError
-from anchorfs.agents.hook import install, install_sync, is_installed, uninstall, uninstall_sync
+from anchorfs.agents.hook_git import install, install_sync, is_installed, uninstall, uninstall_sync
 
 
 # One hook run as the host runs it, in a fresh interpreter: what it imported, and how many
@@ -160,7 +160,7 @@ def test_a_hook_that_is_a_fifo_is_refused_not_read_forever(repo: Path) -> None:
     os.mkfifo(hooks / "post-commit")
     (hooks / "post-merge").symlink_to("/dev/zero")
     git(repo, "config", "core.hooksPath", ".githooks")
-    code = ("import json, sys\nfrom pathlib import Path\nfrom anchorfs.agents.hook import install, install_sync\n"
+    code = ("import json, sys\nfrom pathlib import Path\nfrom anchorfs.agents.hook_git import install, install_sync\n"
             "try:\n    install(Path(sys.argv[1]))\n    said = ''\nexcept Exception as exc:\n    said = str(exc)\n"
             "print(json.dumps({'said': said, 'sync': [p.name for p in install_sync(Path(sys.argv[1]))]}))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, timeout=20,

@@ -810,7 +810,7 @@ def test_swap_at_the_record_read_refuses_the_write(swap_lay: Layout, into: str) 
 @pytest.mark.parametrize("into", SWAP_INTO)
 def test_swap_at_the_codetext_read_keeps_the_write_and_reads_nothing_outside(swap_lay: Layout, into: str) -> None:
     with anchorfs.open(swap_lay.root) as ws:
-        m = swapped_call(swap_lay, "src/app.py", ("codetext.py", "_read"), into,
+        m = swapped_call(swap_lay, "src/app.py", ("anchors.py", "_read"), into,
                          lambda: ws.record("the handler returns the body", anchors=["src/app.py:1-2"]))
         assert isinstance(m, Memory)
         assert m.anchors[0].sha256 == sha256_bytes(APP)  # taken before the swap

@@ -712,7 +712,7 @@ def test_a_python_file_loads_only_pythons_handlers_and_no_difflib_until_a_name_i
         "import sys, anchorfs.anchor.symbols as s\n"
         "assert [x.name for x in s.list_symbols('a.py', b'class A:\\n    def f(self): pass\\n')] == ['A', 'A.f']\n"
         "mods = set(sys.modules)\n"
-        "assert 'anchorfs.anchor.symbols_python' in mods, mods\n"
+        "assert 'anchorfs.anchor.symbols_walk' in mods, mods\n"
         "assert not {'anchorfs.anchor.symbols_langs', 'anchorfs.anchor.symbols_cfamily', 'difflib'} & mods, mods\n"
         "try:\n    s.find_symbol('a.py', b'def issue(): pass\\n', 'isue')\nexcept Exception as e:\n"
         "    assert e.candidates == ('issue',), e\n"

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 import anchorfs
 from anchorfs.sdk import team
 from anchorfs.cli.commands import cli
-from anchorfs.agents.hook import install_sync
+from anchorfs.agents.hook_git import install_sync
 from anchorfs.ledger.log import Ledger, fold
 from anchorfs.sdk.workspace import Workspace
 
@@ -589,7 +589,7 @@ def test_hook_uninstall_removes_the_sync_hooks_and_nothing_else(tmp_path: Path) 
         assert str(other) in text and f"--root {root} " not in text  # only this workspace's line went
     assert "echo checked-out" in (hooks / "post-checkout").read_text()
     # the second workspace uninstalls too: the person's lines come back byte for byte
-    from anchorfs.agents.hook import uninstall_sync
+    from anchorfs.agents.hook_git import uninstall_sync
 
     assert sorted(p.name for p in uninstall_sync(other)) == ["post-checkout", "post-merge", "post-rewrite"]
     for name, data in mine.items():

@@ -93,7 +93,7 @@ def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "
 
 def _line_of(memory: "Memory", drift: "Drift", checks: "tuple[AnchorCheck, ...]", expiry_days: float,
              now: "datetime") -> str:
-    from ..drift.envelopes import envelope
+    from ..drift.report import envelope
 
     env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
     return f"- {memory.id} {env} {_one_line(memory.content)}"

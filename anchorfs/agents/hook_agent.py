@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .argv import option_value
+from ..core.statedir import option_value
 from .digest import DIGEST_KEY, _one_line, digest, session_start
 from ..core.errors import WorkspaceError
 
@@ -78,7 +78,7 @@ def _read_stdin() -> dict[str, Any]:
 def _find_root(root: str | None, event: dict[str, Any]) -> str:
     """`--root`, else ANCHORFS_ROOT, else the nearest workspace above the session's `cwd` (the
     hook's JSON), else above this process's folder."""
-    from ..core.locate import ROOT_ENV, locate
+    from ..core.statedir import ROOT_ENV, locate
 
     if root is not None or os.environ.get(ROOT_ENV):
         return locate(root)
@@ -108,7 +108,7 @@ def _edited_path(root_real: str, event: dict[str, Any]) -> str | None:
 def _may_rest_on(root_real: str, event: dict[str, Any]) -> bool:
     """Whether a memory may rest on the file the tool wrote: its path is named in the ledger
     (`Ledger.mentions`), after the state folder is checked for links as opening it would."""
-    from ..core.locate import STATE_DIR
+    from ..core.statedir import STATE_DIR
     from ..core.statefs import check_state
     from ..ledger.log import Ledger
 

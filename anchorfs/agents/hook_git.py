@@ -350,7 +350,7 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     warnings.showwarning = warn  # as `anchorfs.cli.commands.main` says a warning
     out: list[str] = []
     try:
-        from ..core.locate import STATE_DIR, locate
+        from ..core.statedir import STATE_DIR, locate
         from ..core.statefs import check_state
         from ..ledger.log import Ledger
 

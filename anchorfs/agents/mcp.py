@@ -8,7 +8,7 @@ Every input an agent sends is honoured or refused (issue 16): the schemas are cl
 (`additionalProperties: false`), and the arguments are checked against them here, before the
 SDK's own validation, so an unknown name is refused naming the parameter meant and a wrong
 type is refused in one sentence, never with raw pydantic text and never with a write
-(`anchorfs.agents.mcp_args`). Results are compact JSON; hits and memories carry a bounded text each
+(`anchorfs.agents.mcp_results`). Results are compact JSON; hits and memories carry a bounded text each
 (`HIT_CHARS`, `SHOW_CHARS`; `anchorfs.agents.mcp_results`, with the tools' output schemas). How a host
 starts this server is `anchorfs.agents.hosts` (`mcp_config`, `write_mcp_config`). This module
 wires them into the server (`build_server`, `serve`) and re-exports their public names.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from ..core.errors import AnchorfsError, InputError
-from .mcp_args import _close, check_arguments
+from .mcp_results import _close, check_arguments
 from .hosts import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
     _PAGE,
@@ -250,7 +250,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         task: Annotated[str, Field(description="The task at hand or a question: what the memories should be about.")],
         budget: Annotated[int, Field(ge=100, le=100_000, description="Token budget for the block (about 4 characters a token).")] = 1500,
     ) -> Annotated[CallToolResult, ContextResult]:
-        from ..sdk.context import estimate_tokens
+        from ..sdk.recall import estimate_tokens
 
         head = DATA_LABEL + "\n\n"  # labelled inside the block, which is what lands in a prompt
         block = call(lambda: ws.context(task, budget=max(1, budget - estimate_tokens(head))))

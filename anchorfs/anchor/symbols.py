@@ -5,7 +5,7 @@ so every grammar is mapped onto one naming scheme: enclosing classes / namespace
 with dots, top-level definitions by their bare name. tree-sitter is imported lazily because the
 drift pass imports this module on every CLI start and most runs never parse anything.
 
-Each language's handlers live apart (`anchorfs.anchor.symbols_python`, `anchorfs.anchor.symbols_cfamily`,
+Each language's handlers live apart (Python's beside the walk in `anchorfs.anchor.symbols_walk`, `anchorfs.anchor.symbols_cfamily`,
 `anchorfs.anchor.symbols_langs`, on the machinery of `anchorfs.anchor.symbols_walk`) and are imported the
 first time a file of theirs is parsed: a hook checking one Python file's symbols loads and
 builds none of the others (issue 20), nor `difflib`, which only a symbol not found needs.
@@ -175,7 +175,7 @@ def _parser(lang: str) -> Parser:
 
 # --------------------------------------------------------------------------- languages
 
-_SPEC_MODULES = {"python": "symbols_python", "c": "symbols_cfamily", "cpp": "symbols_cfamily", "csharp": "symbols_cfamily"}
+_SPEC_MODULES = {"python": "symbols_walk", "c": "symbols_cfamily", "cpp": "symbols_cfamily", "csharp": "symbols_cfamily"}
 """Where each language's handlers are (any other: `anchorfs.anchor.symbols_langs`), imported when first asked for."""
 _SPECS: dict[str, _Spec] = {}
 

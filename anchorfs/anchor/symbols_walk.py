@@ -1,15 +1,18 @@
 """The walk machinery every language's symbol handlers share (`anchorfs.anchor.symbols`): what a handler
 finds at a node (`_Def`), the per-parse state it is handed (`_Ctx`), a language's handlers
-(`_Spec`) and the helpers they are built from. The languages are in `anchorfs.anchor.symbols_python`,
-`anchorfs.anchor.symbols_cfamily` and `anchorfs.anchor.symbols_langs`, each loaded when a file of theirs is parsed."""
+(`_Spec`) and the helpers they are built from, and Python's handlers (`SPECS`). The other
+languages are in `anchorfs.anchor.symbols_cfamily` and `anchorfs.anchor.symbols_langs`, each loaded
+when a file of theirs is parsed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-
 from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from tree_sitter import Node
+
+__all__ = ["SPECS"]
 
 
 _TYPE_KINDS = frozenset(
@@ -182,3 +185,32 @@ def _unless_in_func(handler: _Handler) -> _Handler:
         return None if ctx.in_func else handler(ctx, node)
 
     return wrapped
+
+
+# --------------------------------------------------------------------------- Python's handlers (the others: symbols_cfamily, symbols_langs)
+
+
+def _py_assignment(ctx: _Ctx, node: Node) -> _Def | None:
+    left = node.child_by_field_name("left")
+    if left is None or left.type != "identifier":
+        return None
+    parent = node.parent
+    span = parent if parent is not None and parent.type == "expression_statement" else node
+    return _Def((ctx.text(left),), "variable", span, opens=False)
+
+
+_PYTHON = _Spec(
+    handlers={
+        "class_definition": lambda ctx, node: _Def(
+            (_name(ctx, node),), "class", _wrap(node, ("decorated_definition",))
+        ),
+        "function_definition": _named_fn(wrappers=("decorated_definition",)),
+        "assignment": _unless_in_func(_py_assignment),
+    },
+    setters={},
+)
+
+
+SPECS: dict[str, _Spec] = {
+    "python": _PYTHON,
+}

@@ -32,7 +32,7 @@ def hook(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_session_start(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Claude Code's SessionStart hook: a digest of stale, then recent memories (always exits 0)."""
-    from ..agents.hook import agent_main
+    from ..agents.hook_agent import agent_main
 
     parent: _Ctx = ctx.obj
     agent_main("session-start", root or parent.root)
@@ -43,7 +43,7 @@ def hook_session_start(ctx: click.Context, root: str | None, as_json: bool) -> N
 @click.pass_context
 def hook_post_edit(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Claude Code's PostToolUse hook: the memories the edited file's change made stale (always exits 0)."""
-    from ..agents.hook import agent_main
+    from ..agents.hook_agent import agent_main
 
     parent: _Ctx = ctx.obj
     agent_main("post-edit", root or parent.root)
@@ -54,11 +54,11 @@ def hook_post_edit(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Add anchorfs to the repo's post-commit hook (an existing hook's content is kept)."""
-    from ..agents.hook import install
+    from ..agents.hook_git import install
 
     with _session(ctx, root, as_json) as c:
         path, changed = install(c.ws().root)
-        from ..agents.hook import install_sync
+        from ..agents.hook_git import install_sync
         from ..sdk.team import install_merge
 
         install_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite: the store follows the ledger
@@ -75,7 +75,7 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
     """Remove anchorfs's part of the post-commit hook and of the sync hooks, and nothing else."""
-    from ..agents.hook import uninstall, uninstall_sync
+    from ..agents.hook_git import uninstall, uninstall_sync
 
     with _session(ctx, root, as_json) as c:
         path, changed = uninstall(c.ws().root)
@@ -94,7 +94,7 @@ def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
     """What the hook runs: the memories the commit made stale (always exits 0)."""
-    from ..agents.hook import run
+    from ..agents.hook_git import run
 
     with _session(ctx, root, as_json) as c:
         try:

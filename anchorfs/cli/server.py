@@ -32,7 +32,7 @@ import sys
 
 import _socket
 
-from ..agents.argv import option_value
+from ..core.statedir import option_value
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ def hand_off(argv: "Sequence[str]") -> int | None:
     if parsed is None:
         return None
     from ..core.errors import AnchorfsError
-    from ..core.locate import locate
+    from ..core.statedir import locate
 
     try:
         root_real = locate(parsed[1])
@@ -325,7 +325,7 @@ def hand_off(argv: "Sequence[str]") -> int | None:
 
 
 def _ask(root: "str | os.PathLike[str] | None", op: str) -> dict[str, "Any"] | None:
-    from ..core.locate import locate
+    from ..core.statedir import locate
 
     sock = _connect(locate(root))
     if sock is None:
@@ -360,7 +360,7 @@ def detach(root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float 
     import time
 
     from ..core.errors import WorkspaceError
-    from ..core.locate import locate
+    from ..core.statedir import locate
 
     root_real = locate(root)
     with tempfile.TemporaryFile() as log:
@@ -466,7 +466,7 @@ class _Pool:
         anything else is `Declined`: this process opens no other workspace."""
         from pathlib import Path
 
-        from ..core.locate import locate
+        from ..core.statedir import locate
         from ..core.statefs import check_state
         from ..sdk.workspace import Workspace
 
@@ -489,7 +489,7 @@ class Server:
     def __init__(self, root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  on_ready: "Callable[[Server], None] | None" = None) -> None:
         from ..core.errors import WorkspaceError
-        from ..core.locate import locate
+        from ..core.statedir import locate
 
         if getattr(_socket, "SO_PEERCRED", None) is None:
             raise WorkspaceError("anchorfs serve needs SO_PEERCRED (Linux); commands run in process here")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 
 from .errors import HistoryError
-from .locate import STATE_DIR
+from .statedir import STATE_DIR
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:

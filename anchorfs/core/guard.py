@@ -35,7 +35,7 @@ import os
 import stat
 
 from .errors import AnchorError, UnsafePathError
-from .locate import STATE_DIR
+from .statedir import STATE_DIR
 
 __all__ = [
     "GuardError",

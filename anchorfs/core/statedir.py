@@ -8,17 +8,17 @@ workspace. Every path is opened through `anchorfs.core.statefs`: a link is refus
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .locate import STATE_DIR
 from .errors import InputError, WorkspaceError
-from .locate import ROOT_ENV
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
 
-__all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR"]
+__all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR", "ROOT_ENV", "locate", "option_value"]
+
 
 _GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\njudged/\n"
 _GITIGNORE_BEFORE = (
@@ -115,3 +115,43 @@ def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) ->
     except OSError as exc:
         raise WorkspaceError(f"cannot create {state}: {exc.strerror}") from None
     return path.resolve()
+
+
+# -- Finding the workspace root, as git finds `.git`, and reading `--root` from a command line.
+
+STATE_DIR = ".anchorfs"
+ROOT_ENV = "ANCHORFS_ROOT"
+
+
+def locate(root: str | os.PathLike[str] | None = None, *, start: str | None = None) -> str:
+    """The real path of `root`, else of $ANCHORFS_ROOT, else of the nearest parent of `start`
+    (default: the cwd; a hook passes the session's folder) holding `.anchorfs/`."""
+    if root is not None:
+        path = os.path.expanduser(os.fspath(root))
+        if not os.path.isdir(os.path.join(path, STATE_DIR)):
+            raise WorkspaceError(f"{os.path.normpath(path)} is not an anchorfs workspace (no {STATE_DIR}/); "
+                                 "run `anchorfs init`")
+        return os.path.realpath(path)
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return locate(env)
+    here = candidate = os.path.realpath(start if start is not None else os.getcwd())
+    while True:
+        if os.path.isdir(os.path.join(candidate, STATE_DIR)):
+            return candidate
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            raise WorkspaceError(f"no anchorfs workspace in {here} or its parents; run `anchorfs init`")
+        candidate = parent
+
+
+def option_value(argv: Sequence[str], i: int, name: str = "--root") -> tuple[str, int] | None:
+    """`argv[i]` read as `NAME VALUE` or `NAME=VALUE`: (VALUE, the index of the last word it
+    took); None when `argv[i]` is not that option. A NAME with no word after it gives an empty
+    VALUE, which every caller refuses as click does."""
+    arg = argv[i]
+    if arg == name:
+        return (argv[i + 1], i + 1) if i + 1 < len(argv) else ("", i)
+    if arg.startswith(name + "="):
+        return arg[len(name) + 1:], i
+    return None

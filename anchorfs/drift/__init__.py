@@ -10,7 +10,7 @@ Imports `core` and `anchor` only.
 from __future__ import annotations
 
 from .check import DriftChecker
-from .envelopes import WEAK_MARK, envelope, expired, weak_envelope
+from .report import WEAK_MARK, envelope, expired, weak_envelope
 from .hashcache import HashCache
 from .report import DriftReport, MemoryDrift
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..core.errors import AnchorfsError
 from ..core.git import head_commit, toplevel
-from .at import drift_at
+from .walk import drift_at
 from .patch import Hunk
 from .repo import WORKING_TREE, _Blobs, _Commit, _commit_info, _count_since
 from .results import AnchorHistory, AtReport, AtResult, BisectResult, LogResult, Step

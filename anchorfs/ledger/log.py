@@ -25,32 +25,21 @@ import stat
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import AnchorfsError, InputError, LedgerError
 from ..core.model import Memory, SnapshotError, Value, check_snapshot, from_iso, new_id, to_iso, utcnow
 from ..core.statefs import armed, fault, open_state, refuse_link
 
-from typing import TYPE_CHECKING
-from typing import NamedTuple
-
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
-if TYPE_CHECKING:
-    from typing import Any, Iterable
-    from .forks import Fork, Side
-else:
-    def __getattr__(name: str) -> Any:
-        """`Fork` and `Side` live in `anchorfs.ledger.forks`, imported the first time either is asked for."""
-        if name in ("Fork", "Side"):
-            from . import forks
 
-            globals().update(Fork=forks.Fork, Side=forks.Side)
-            return getattr(forks, name)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "current_actor", "FoldState",
+           "Fork", "Side", "Head", "rank", "stamped"]
 
-__all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "current_actor", "FoldState", "Fork", "Side",
-           "Head", "rank", "stamped"]
 
 LEDGER_VERSION = 1
 OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark", "accept", "reject")
@@ -560,7 +549,7 @@ class FoldState(dict[str, Memory]):
         """
         if self._forks is not None:
             return self._forks
-        from .forks import Fork, Side
+        from .log import Fork, Side
 
         out: list[Fork] = []
         for mid in sorted(self.heads):
@@ -652,3 +641,33 @@ def refold(state: dict[str, Memory], entries: Iterable[Entry]) -> dict[str, Memo
 
 if sys.platform == "win32":  # pragma: no cover
     raise ImportError("anchorfs needs a POSIX system (fcntl locks)")
+
+
+# -- forks: a fork of the ledger's fold: one memory two entries changed without seeing each other.
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side of a fork: the memory it left standing (a successor, or the memory itself
+    retracted or kept), and who wrote it."""
+
+    id: str
+    memory: Memory
+    op: str
+    actor: str
+    at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "content": self.memory.content, "author": self.memory.author,
+                "status": self.memory.status, "op": self.op, "actor": self.actor, "at": to_iso(self.at)}
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """One memory that two entries changed without seeing each other (two successors, or a
+    supersede racing a retract), each side still standing: listed, never resolved by a guess."""
+
+    memory: Memory
+    sides: tuple[Side, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.memory.id, "content": self.memory.content, "sides": [s.to_dict() for s in self.sides]}

@@ -312,7 +312,7 @@ def _replace(path: Path, text: str) -> None:
 def mode(root: Path) -> str:
     """`private` when `.anchorfs/.gitignore` ignores everything, `shared` when `.gitattributes`
     holds the ledger's line (union, or an earlier version's driver line), else `unset`."""
-    from ..core.locate import STATE_DIR
+    from ..core.statedir import STATE_DIR
 
     root = Path(root)
     from ..core.statefs import read_state

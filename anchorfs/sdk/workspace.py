@@ -25,7 +25,7 @@ _list = list  # `Workspace.list` shadows the builtin in annotations below it
 
 from ..anchor import anchors as anchors_mod
 from ..ledger import catchup, foldsnap
-from . import writeback  # recall, revision, storesync, writes: where used (a digest needs none)
+from . import storesync as writeback  # recall, revision, storesync, writes: where used (a digest needs none)
 from ..core.config import Config, load_config
 from ..drift import DriftChecker, DriftReport, MemoryDrift, envelope
 from ..core.errors import (
@@ -37,10 +37,10 @@ from ..core.errors import (
 )
 from ..drift.hashcache import HashCache
 from ..ledger.log import Entry, FoldState, Ledger
-from ..core.locate import locate
+from ..core.statedir import locate
 from ..core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
 from ..core.statefs import check_state
-from .writeback import DRIFTS, UNANCHORED
+from .storesync import DRIFTS, UNANCHORED
 from ..core.model import (
     Drift,
     Memory,
@@ -59,9 +59,9 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..core.model import Hit
-    from ..ledger.forks import Fork  # a digest lists no forks: `anchorfs.ledger.forks` builds two dataclasses
+    from ..ledger.log import Fork  # a digest lists no forks: `anchorfs.ledger.log` builds two dataclasses
     from .writes import AnchorLike
-    from .context import ContextBlock
+    from .recall import ContextBlock
     from ..store.embedders import Embedder
     from ..store.table import Store
     from ..history import AtReport, BisectResult, LogResult
@@ -493,7 +493,7 @@ class Workspace:
         return writeback.read(self.state_dir)[0]
 
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
-        """Persist drift that changed since the last check (`anchorfs.sdk.writeback`): the store's
+        """Persist drift that changed since the last check (`anchorfs.sdk.storesync`): the store's
         column at once when the store is open here, else when it is next opened."""
         return writeback.write_back(self.state_dir, results, store=self._store, read_only=self.read_only)
 
@@ -510,7 +510,7 @@ class Workspace:
         checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
         view = foldsnap.drift_view(self.ledger) if self._fold is None else None
         if view is not None:
-            from ..drift.batch import plan_of_files
+            from ..drift.check import plan_of_files
 
             plan = plan_of_files(self.root_real, view.uniq, view.want, view.owners.__getitem__)
             report = checker.check_planned(plan, view.targets, progress, claims=view.claims, paths=view.uniq)
@@ -667,7 +667,7 @@ class Workspace:
 
         `budget` is in tokens (estimated at four characters each); `k` bounds the candidates.
         """
-        from .context import DEFAULT_BUDGET, render_context
+        from .recall import DEFAULT_BUDGET, render_context
 
         budget = DEFAULT_BUDGET if budget is None else int(budget)
         if budget < 1:

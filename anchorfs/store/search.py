@@ -260,7 +260,7 @@ def search(
 
     bonus = [0.0] * len(ids)
     if refs:
-        from ..anchor.codetext import name_keys
+        from ..anchor.anchors import name_keys
 
         docs.fetch(ids)  # every candidate's anchors are read: all docs in one read
         defined = set(file_names)
@@ -328,7 +328,7 @@ def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[s
 
 def _file_names(store: "Store", refs: Sequence[tuple[str, str, str | None, tuple[int, int] | None]]) -> list[str]:
     """Name keys of what the files a query names (`src/billing/dunning.py`) define."""
-    from ..anchor.codetext import MAX_NAMES, defined_names
+    from ..anchor.anchors import MAX_NAMES, defined_names
 
     out: list[str] = []
     for _, path, symbol, _ in refs:

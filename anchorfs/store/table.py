@@ -77,8 +77,8 @@ def embed_text(memory: Memory) -> str:
 
 def search_text(memory: Memory, code: str = "") -> str:
     """What the full-text index sees: `embed_text` plus identifier parts and exact-name keys,
-    then the vocabulary of the anchored `code` (see `anchorfs.anchor.codetext`), split the same way."""
-    from ..anchor.codetext import code_vocabulary
+    then the vocabulary of the anchored `code` (see `anchorfs.anchor.anchors`), split the same way."""
+    from ..anchor.anchors import code_vocabulary
     from ..core.textutil import compound_keys, expand_for_search
 
     raw = embed_text(memory)
@@ -297,7 +297,7 @@ class Store:
 
     def _rows(self, memories: Sequence[Memory], reuse: dict[str, tuple[str, Any]],
               drift: dict[str, str | None]) -> list[dict[str, Any]]:
-        from ..anchor.codetext import anchored_text
+        from ..anchor.anchors import anchored_text
 
         codes = [anchored_text(self.root_real, m) if m.anchors else "" for m in memories]
         texts = [search_text(m, c) for m, c in zip(memories, codes)]
@@ -443,7 +443,7 @@ class Store:
         again at once (a few ms on a small table; `optimize`, which also compacts and prunes,
         made the ledger tests 4x slower); past it the rows wait, searched flat, until a
         compaction by fragment count folds them in or they pass `TEXT_LAG_SHARE` of the table,
-        when the background indexer (`anchorfs.store.indexer --text`, one at a time) runs `optimize`:
+        when the background indexer (`index_main --text`, one at a time) runs `optimize`:
         a write never waits on a cost that grows, and the table is not rewritten per write.
         """
         if not self.settle_writes:
@@ -493,7 +493,7 @@ class Store:
 
         try:
             return subprocess.Popen(
-                [sys.executable, "-m", "anchorfs.store.indexer", str(self.path.parent), str(self.root_real), *args],
+                [sys.executable, "-c", _INDEXER, str(self.path.parent), str(self.root_real), *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True)
         except OSError:
@@ -574,7 +574,7 @@ class Store:
 
     def maybe_index(self, *, background: bool = True) -> bool:
         """Past `index_rows` rows without a vector index, build one: in a detached process by
-        default (`anchorfs.store.indexer`), so the write that crossed the threshold does not wait and
+        default (`index_main`), so the write that crossed the threshold does not wait and
         a CLI call that exits at once does not cut it short. Returns whether a build started."""
         if self.index_rows <= 0 or self._indexed is not None:
             return False
@@ -669,3 +669,58 @@ class Store:
             shutil.rmtree(self.path)
         elif os.path.lexists(self.path):  # a stray file where the table belongs
             self.path.unlink()
+
+
+# -- the background indexer: the vector index and the full-text settle, in a process of its own
+
+_INDEXER = "import sys; from anchorfs.store.table import index_main; sys.exit(index_main(sys.argv[1:]))"
+
+
+class _Named:
+    """The embedder as the table names it: all the store needs to open and index it."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name, self.dim = name, dim
+
+
+def index_main(argv: list[str]) -> int:
+    """`STATE ROOT [--text]`: build the vector index if there is none (not with `--text`),
+    then fold unindexed rows into the indices (`Store.settle`'s background half); after
+    letting the lock go, look again, so a write that found the lock held is not missed. Run
+    detached by `Store._spawn_indexer`: one builder at a time per workspace
+    (`.anchorfs/index.lock`); a failed build leaves the table as it was (flat search, same
+    answers), and the next write past the threshold tries again."""
+    import fcntl
+
+    from ..core.statefs import open_state
+
+    state, root, text_only = Path(argv[0]), argv[1], "--text" in argv[2:]
+
+    code = 0
+    for _ in range(4):  # bounded: a steady stream of writes leaves the rest to the next write
+        try:
+            fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
+        except OSError:
+            return 1
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return code  # another builder has it
+            probe = Store(state, _Named("", 0), root=root)  # type: ignore[arg-type]
+            table = probe._connect().open_table("memories")
+            meta = table.schema.metadata or {}
+            name = meta.get(b"anchorfs.embedder", b"").decode()
+            dim = int(meta.get(b"anchorfs.dim", b"0").decode() or 0)
+            store = Store(state, _Named(name, dim), root=root)  # type: ignore[arg-type]
+            if not text_only and store.vector_index() is None:
+                code = 0 if store.build_index() else 1
+            if store.text_unindexed():
+                store.maybe_compact(force=True)
+        except Exception:  # noqa: BLE001 - a detached helper: nobody reads a traceback; the table is as it was
+            return 1
+        finally:
+            os.close(fd)
+        if not store.text_unindexed():
+            return code
+    return code
