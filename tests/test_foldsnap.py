@@ -493,6 +493,22 @@ def test_a_new_process_drift_reads_the_snapshots_view_and_answers_as_the_fold(tm
     settle()
     foldsnap.current(led)
     assert foldsnap.drift_view(led) is not None
+    twin = tmp_path / "twin"
+    shutil.copytree(root, twin, symlinks=True)  # its snapshot another folder's: it folds
+    paths = ["src/a.py", "src/c.py", "src"]
+    seen: list[Any] = []
+    for some in ([paths[0]], [paths[1]], [paths[2]]):
+        settle()
+        foldsnap.current(Workspace(root).ledger)  # vouched for again: the last re-check wrote drift.json only
+        by_view, by_fold = Workspace(root), Workspace(twin)
+        by_fold._memories()
+        got = [(was, md.memory.id, md.drift.value) for was, md in by_view.recheck(some)]
+        assert by_view._fold is None and foldsnap.drift_view(by_view.ledger) is not None
+        assert got == [(was, md.memory.id, md.drift.value) for was, md in by_fold.recheck(some)]
+        seen += got
+    assert sorted(d for _, _, d in seen) == ["stale"] * 4  # a's two, c's, then b's older one under `src`
+    settle()
+    foldsnap.current(led)
     fresh_process = Workspace(root)
     from_view = fresh_process.drift()
     assert fresh_process._fold is None  # no fold was made for it

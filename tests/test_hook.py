@@ -391,10 +391,9 @@ def test_agent_hooks_answer_from_the_fold_snapshot_and_the_same_without_it(repo:
     (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=1"))
     edit = post_edit_json(repo, repo / "auth" / "token.py")
     out, parsed = _counted("post-edit", edit, repo)
-    # an edit's hook folds only the lines naming the file (`Ledger.fold_on`: each found, then
-    # folded): the six on token.py, never the readme's
-    assert parsed == 12 and "made 6 memories stale" in out
-    snap.write_bytes(b"garbage" * 100)  # a damaged snapshot: the real fold, the same answer
+    # an edit's hook takes the memories on the file from the snapshot's drift view: no line parsed
+    assert parsed == 0 and "made 6 memories stale" in out
+    snap.write_bytes(b"garbage" * 100)  # a damaged snapshot: only the lines naming the file, the same answer
     (repo / "auth" / "token.py").write_text(TOKEN)
     out, parsed = _counted("post-edit", edit, repo)
     assert parsed == 12 and "fresh again" in out

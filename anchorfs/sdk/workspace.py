@@ -709,14 +709,22 @@ class Workspace:
 
         A memory never checked counts as fresh before (its anchors were hashed when recorded),
         so a quiet re-check writes nothing and never opens the store. A process that has not
-        folded the ledger (a hook) folds only the entries naming `paths` (`Ledger.fold_on`):
-        the same memories, as the whole fold has them.
+        folded the ledger (a hook) takes the memories on `paths` from the fold snapshot's drift
+        view when it is the whole ledger, else folds only the entries naming them
+        (`Ledger.fold_on`): the same memories, as the whole fold has them.
         """
-        held = self._memories() if paths is None or self._fold is not None else self.ledger.fold_on(list(paths))
-        targets = [m for m in held.values() if m.status == Status.ACTIVE and m.anchors]
-        if paths is not None:
-            hit = covered_by(paths)
-            targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
+        targets: Sequence[Memory]
+        view = None if paths is None or self._fold is not None else foldsnap.drift_view(self.ledger)
+        if view is not None:
+            hit = covered_by(paths or ())
+            on = {t for path, owners in zip(view.uniq, view.owners) if hit(path) for t in owners}
+            targets = [view.targets[t] for t in sorted(on)]
+        else:
+            held = self._memories() if paths is None or self._fold is not None else self.ledger.fold_on(list(paths))
+            targets = [m for m in held.values() if m.status == Status.ACTIVE and m.anchors]
+            if paths is not None:
+                hit = covered_by(paths)
+                targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
         if not targets:
             return []
         known = self.last_drift()
