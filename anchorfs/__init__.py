@@ -10,19 +10,8 @@
 from __future__ import annotations
 
 from .core.errors import (
-    AnchorError,
-    AnchorfsError,
-    ConfigError,
-    EmbedderError,
-    HistoryError,
-    InputError,
-    LedgerError,
-    NotFoundError,
-    RevisionError,
-    StoreError,
-    SymbolNotFoundError,
-    UnsafePathError,
-    WorkspaceError,
+    AnchorError, AnchorfsError, ConfigError, EmbedderError, HistoryError, InputError, LedgerError, NotFoundError,
+    RevisionError, StoreError, SymbolNotFoundError, UnsafePathError, WorkspaceError,
 )
 
 from typing import TYPE_CHECKING
@@ -32,8 +21,7 @@ if TYPE_CHECKING:
 
 from .core import __version__
 
-# Imported on first use (PEP 562): `anchorfs drift`'s replay path imports this package and
-# must not pay for the model, the workspace and their dependencies (about 20 ms).
+# Imported on first use (PEP 562), so a command that imports this package does not pay for them.
 _LAZY = {
     "AnchorCheck": "core.model", "AnchorRef": "core.model", "Drift": "core.model", "Hit": "core.model", "Memory": "core.model",
     "Verdict": "core.model", "Workspace": "sdk.workspace", "init": "sdk.workspace", "open": "sdk.workspace",
@@ -55,26 +43,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 __all__ = [
-    "open",
-    "init",
-    "Workspace",
-    "Memory",
-    "AnchorRef",
-    "AnchorCheck",
-    "Hit",
-    "Verdict",
-    "Drift",
-    "AnchorfsError",
-    "AnchorError",
-    "UnsafePathError",
-    "SymbolNotFoundError",
-    "InputError",
-    "ConfigError",
-    "WorkspaceError",
-    "NotFoundError",
-    "LedgerError",
-    "StoreError",
-    "RevisionError",
-    "EmbedderError",
-    "HistoryError",
+    "open", "init", "Workspace", "Memory", "AnchorRef", "AnchorCheck", "Hit", "Verdict", "Drift",
+    "AnchorfsError", "AnchorError", "UnsafePathError", "SymbolNotFoundError", "InputError", "ConfigError",
+    "WorkspaceError", "NotFoundError", "LedgerError", "StoreError", "RevisionError", "EmbedderError", "HistoryError",
 ]

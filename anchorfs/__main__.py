@@ -1,16 +1,15 @@
 """The `anchorfs` command's entry point (also `python -m anchorfs`).
 
-The agent and git hooks answer before click is imported. `query`, `context`, `list`, `record`
-and `show` go to the workspace's warm server when one runs (`anchorfs serve`,
-`anchorfs.cli.server.hand_off`), again before click or LanceDB is imported. Every other command
-line, and a server that does not answer, go to the full CLI (`anchorfs.cli.commands`).
+The agent and git hooks answer before click is imported; some commands go to the workspace's
+warm server when one runs (`anchorfs.cli.server.hand_off`); the rest go to the full CLI.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from .cli import usable_stdout
 
@@ -18,11 +17,7 @@ __all__ = ["main", "usable_stdout"]
 
 
 def _exit_now(code: int) -> None:
-    """End a hook's process without the interpreter's teardown, which frees every object the
-    pass built one by one (about 5% of a first session's digest at 10,000 memories, more the
-    larger the store): its output flushed first. Every state file a hook writes went through
-    os-level calls, closed (and fsync'd) before its function returned, and no thread of its
-    outlives the call; nothing else of the teardown is ours."""
+    """End a hook's process without the interpreter's teardown, its output flushed first."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
@@ -32,33 +27,33 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _hook(own: bool, run: Callable[..., int], *args: object) -> NoReturn:
+    """Run a hook and exit with its code; in a process of its own (`own`), without collection or teardown."""
+    if own:
+        import gc
+
+        gc.disable()
+    code = run(*args)
+    if own:
+        _exit_now(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Answer a hook, hand off to a warm server, or run the full CLI; exits with its code."""
     args = sys.argv[1:] if argv is None else list(argv)
     usable_stdout()
-    if "hook" in args:  # the agent hooks answer before click is imported (5x `python -c pass`)
-        import gc
-
-        from .agents.hook_agent import agent_args, agent_main  # not `.hook`: it imports the git half too
+    if "hook" in args:  # the agent hooks answer before click is imported
+        from .agents.hook_agent import agent_args, agent_main
 
         hooked = agent_args(args)
         if hooked is not None:
-            if argv is None:  # this process is the hook's: it builds its fold and manifest, then exits
-                gc.disable()  # no collection pays for itself (about 9M instructions of a stale edit's hook)
-            code = agent_main(hooked[0], hooked[1])
-            if argv is None:
-                _exit_now(code)
-            sys.exit(code)
+            _hook(argv is None, agent_main, hooked[0], hooked[1])
         from .agents.hook_git import commit_args, commit_main
 
         commit = commit_args(args)  # the installed post-commit line: `-m anchorfs hook run --root R`
         if commit is not None:
-            if argv is None:
-                gc.disable()
-            code = commit_main(*commit)
-            if argv is None:
-                _exit_now(code)
-            sys.exit(code)
+            _hook(argv is None, commit_main, *commit)
     if argv is None:  # a warm server for this workspace answers in milliseconds (anchorfs.cli.server)
         from .cli.server import hand_off
 

@@ -1,19 +1,10 @@
 """The git hooks: post-commit says which memories a commit made stale; the sync hooks keep
 the store following the ledger after a checkout, merge or rewrite.
 
-`install` writes a block between marker lines into the repo's post-commit hook (honouring
-`core.hooksPath`), keeping whatever the hook already holds; `uninstall` removes only that
-block. The block calls the interpreter that installed it, by absolute path, so the hook works
-from any shell without anchorfs on PATH, and ends in `|| true`: a post-commit hook cannot
-stop a commit, and a memory check must never look like a failed one. A hook file is read
-through the one guarded open (no link followed, regular files only, 1 MiB at most: a hooks
-folder inside a crafted clone can hold a link to /dev/zero) and written whole (an exclusive
-temp beside it, then `os.replace`); a link there is never written through.
-
-`commit_main` is what the installed line runs (`python -m anchorfs hook run`, handed over by
-`anchorfs.__main__` before click is imported). It re-checks only the memories anchored to the
-paths the new commit touched (the working tree is what is checked, as everywhere in
-anchorfs) and logs each transition to `.anchorfs/events.jsonl`. LanceDB is never imported.
+`install` writes a block between marker lines into the hook, keeping what it already holds;
+`uninstall` removes only that block. The block calls the installing interpreter by absolute path
+and ends in `|| true`: a memory check must never look like a failed commit. A link at a hook's
+name is never followed or written through. `commit_main` runs before click is imported.
 """
 
 from __future__ import annotations
@@ -54,19 +45,17 @@ def _repo(root: Path) -> Path:
 
 def hook_path(root: Path) -> Path:
     """The post-commit hook git will run for the repo holding `root` (core.hooksPath honoured)."""
-    from ..core.git import run_git
-
     _repo(root)
-    out = run_git(root, "rev-parse", "--git-path", "hooks/post-commit").decode().strip()
-    return _hook_file(root, out)
+    return _git_hook(root, "post-commit")
 
 
-def _hook_file(root: Path, out: str) -> Path:
-    """The hook file at git's `out` (relative to `root`): the folders on the way resolved, its
-    own name not, so a link there is met by the guarded read (and refused), never followed to
-    a file elsewhere that anchorfs would then write into."""
+def _git_hook(root: Path, name: str) -> Path:
+    """The hook file git runs for `name`: the folders on the way resolved, its own name not (a link is refused)."""
     from pathlib import Path
 
+    from ..core.git import run_git
+
+    out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
     if os.path.isabs(out):
         return Path(out)
     where = root / out
@@ -74,11 +63,7 @@ def _hook_file(root: Path, out: str) -> Path:
 
 
 def hook_command(root: Path) -> str:
-    """The block's command line: this interpreter, by absolute path, on this workspace.
-
-    `-m anchorfs` (not `-m anchorfs.cli.commands`): `anchorfs.__main__` hands `hook run` to `commit_main`
-    before click is imported, a third of a quiet commit's cost. An installed `-m anchorfs.cli.commands`
-    line still works and is refreshed in place by the next `install`."""
+    """The block's command line: this interpreter, by absolute path, on this workspace."""
     import shlex
 
     exe = shlex.quote(os.path.abspath(sys.executable))
@@ -116,10 +101,7 @@ _HOOK_MAX = 1 << 20  # the largest hook file read: no shell hook comes near it
 
 
 def _read(path: Path) -> str:
-    """A hook file as it is: line ends kept (no newline translation) and any byte round-trips,
-    so that what anchorfs did not write is written back byte for byte. Through the one guarded
-    open: a link at the hook's name, a FIFO or a device there is refused (`GuardError`), never
-    followed or read forever; a missing hook is `FileNotFoundError`."""
+    """A hook file byte for byte, through the guarded open (a link, FIFO or device refused)."""
     from ..core.guard import GuardError, SwappedError, read_guarded
 
     # the folders on the way resolved (a hooks folder may be a link), the hook's own name not
@@ -131,8 +113,7 @@ def _read(path: Path) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Whole or not at all (an exclusive temp beside it, then `os.replace`; a link at the hook's
-    name refused), keeping the file's mode and making it executable by whoever may read it."""
+    """Whole or not at all, keeping the file's mode and making it executable by whoever may read it."""
     from ..core.statefs import replace_state
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,8 +125,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def is_installed(root: Path) -> bool:
-    """Whether the post-commit hook holds this workspace's line (a hook anchorfs could not
-    have written, a link or no regular file, does not)."""
+    """Whether the post-commit hook holds this workspace's line."""
     path = hook_path(root)
     try:
         parts = _split(_read(path))
@@ -181,22 +161,10 @@ def install(root: Path) -> tuple[Path, bool]:
     except OSError as exc:
         raise WorkspaceError(f"cannot read the hook {path}: {exc.strerror}") from None
     if text and not _is_shell(text):
-        raise WorkspaceError(
-            f"{path} is not a shell script; add this line to it yourself: {command}"
-        )
+        raise WorkspaceError(f"{path} is not a shell script; add this line to it yourself: {command}")
     parts = _split(text)
     if parts is None:
-        body = [_NOTE, command]
-        if not text.strip():
-            new = "#!/bin/sh\n" + _block([_NOTE, _CREATED, command])
-        else:
-            # Right after the shebang: a hook that ends in `exit` would never reach the end.
-            lines = text.splitlines(keepends=True)
-            if lines[0].startswith("#!"):
-                head = lines[0] if lines[0].endswith("\n") else lines[0] + "\n"
-                new = head + _block(body) + "".join(lines[1:])
-            else:
-                new = _block(body) + text
+        new = _added(text, command)
     else:
         before, body, after = parts
         new = before + _block(_refreshed(body, root, command)) + after
@@ -207,8 +175,7 @@ def install(root: Path) -> tuple[Path, bool]:
 
 
 def _refreshed(body: list[str], root: Path, command: str) -> list[str]:
-    """The block's lines with this workspace's line replaced by `command` where it stood (an
-    older form, such as `-m anchorfs.cli.commands hook run`, upgraded in place), or added at the end."""
+    """The block's lines with this workspace's line replaced by `command` where it stood, or added."""
     out: list[str] = []
     placed = False
     for line in body:
@@ -229,12 +196,19 @@ def _block(body: list[str]) -> str:
     return "\n".join([BEGIN, *body, END]) + "\n"
 
 
-def uninstall(root: Path) -> tuple[Path, bool]:
-    """Remove this workspace's line from the post-commit hook (and the block once empty);
-    (hook path, changed). The sync hooks go with `uninstall_sync`.
+def _added(text: str, command: str) -> str:
+    """`text` with a new block holding `command`, right after any shebang (a hook may end in `exit`)."""
+    if not text.strip():
+        return "#!/bin/sh\n" + _block([_NOTE, _CREATED, command])
+    lines = text.splitlines(keepends=True)
+    if lines[0].startswith("#!"):
+        head = lines[0] if lines[0].endswith("\n") else lines[0] + "\n"
+        return head + _block([_NOTE, command]) + "".join(lines[1:])
+    return _block([_NOTE, command]) + text
 
-    A hook that held nothing but our block is deleted; anything else in it stays as it was.
-    """
+
+def uninstall(root: Path) -> tuple[Path, bool]:
+    """Remove this workspace's line from the post-commit hook; (hook path, changed)."""
     from pathlib import Path
 
     root = Path(root)
@@ -243,15 +217,10 @@ def uninstall(root: Path) -> tuple[Path, bool]:
 
 
 def _remove(path: Path, root: Path) -> bool:
-    """Take this workspace's line out of the anchorfs block of the hook at `path`; the block
-    goes once no other workspace's line is in it, and the file once it holds nothing but
-    what anchorfs wrote (the block, and the `#!/bin/sh` it added to a file it created).
-    Everything else stays byte for byte. True when the file changed."""
+    """Take this workspace's line out of the hook at `path`, and what anchorfs alone wrote; True when changed."""
     try:
         text = _read(path)
-    except FileNotFoundError:
-        return False
-    except AnchorfsError:  # a link or no regular file: anchorfs never wrote there, so nothing of it is ours
+    except (FileNotFoundError, AnchorfsError):  # a link or no regular file: nothing of it is ours
         return False
     parts = _split(text)
     if parts is None:
@@ -291,8 +260,7 @@ def run(ws: "Workspace", rev: str = "HEAD") -> list["DriftEvent"]:
 
 
 def commit_args(argv: list[str]) -> tuple[str | None, str, bool] | None:
-    """(root, rev, as_json) when `argv` is `hook run` with at most `--root R`, `--rev REV` and
-    `--json` around it (as the CLI places them); None for anything else, which click parses."""
+    """(root, rev, as_json) when `argv` is a plain `hook run`; None for anything else, which click parses."""
     values: dict[str, str] = {}
     as_json = False
     words: list[str] = []
@@ -339,8 +307,7 @@ def _short(text: str, width: int) -> str:
 
 
 def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> int:
-    """`anchorfs hook run` without click (what the installed post-commit line runs): what the
-    CLI's `hook run` prints, and 0 whatever the check met (a missing workspace included)."""
+    """`anchorfs hook run` without click: what the CLI's `hook run` prints, and 0 whatever happened."""
     import warnings
 
     def warn(message: "Any", category: "Any", filename: str, lineno: int, file: "Any" = None,
@@ -399,18 +366,8 @@ def sync_command(root: Path) -> str:
     return f"{exe} -m anchorfs.agents.hook_git sync --root {shlex.quote(str(root))} >/dev/null 2>&1 || true"
 
 
-def _git_hook(root: Path, name: str) -> Path:
-    """The hook file git runs for `name` in the repo holding `root` (core.hooksPath honoured)."""
-    from ..core.git import run_git
-
-    out = run_git(root, "rev-parse", "--git-path", f"hooks/{name}").decode().strip()
-    return _hook_file(root, out)
-
-
 def install_sync(root: Path) -> list[Path]:
-    """Add (or refresh) this workspace's line in git's post-checkout, post-merge and
-    post-rewrite hooks (a read would catch up anyway; these make it eager). Returns the hooks
-    changed; a hook that is not a shell script is left alone."""
+    """Add (or refresh) this workspace's line in the sync hooks that are shell scripts; the hooks changed."""
     from pathlib import Path
 
     root = Path(root)
@@ -429,13 +386,7 @@ def install_sync(root: Path) -> list[Path]:
             continue
         parts = _split(text)
         if parts is None:
-            if not text.strip():
-                new = "#!/bin/sh\n" + _block([_NOTE, _CREATED, command])
-            else:
-                lines = text.splitlines(keepends=True)
-                head = lines[0] if lines[0].endswith("\n") else lines[0] + "\n"
-                new = head + _block([_NOTE, command]) + "".join(lines[1:]) if lines[0].startswith("#!") \
-                    else _block([_NOTE, command]) + text
+            new = _added(text, command)
         else:
             before, body, after = parts
             kept = [line for line in body if not _for_root(line, root)]
@@ -447,9 +398,7 @@ def install_sync(root: Path) -> list[Path]:
 
 
 def uninstall_sync(root: Path) -> list[Path]:
-    """Take this workspace's line out of the post-checkout, post-merge and post-rewrite hooks
-    (`install_sync`'s); every other line stays byte for byte, and a hook file goes only when
-    nothing but what anchorfs wrote is left in it. Returns the hooks changed."""
+    """Take this workspace's line out of the sync hooks (as `_remove` does); the hooks changed."""
     from pathlib import Path
 
     root = Path(root)

@@ -1,24 +1,8 @@
 """Wiring anchorfs into the agent hosts: each host's MCP config, rules file and (Claude Code) hooks.
 
-Agents do not go looking for a memory tool; their host hands them one, from a file in the
-project. Each host reads its own file in its own format:
-
-- Claude Code: `.mcp.json` (`mcpServers`), `CLAUDE.md`, hooks in `.claude/settings.json`;
-- Cursor: `.cursor/mcp.json` (`mcpServers`), rules in `.cursor/rules/anchorfs.mdc`;
-- VS Code: `.vscode/mcp.json` (`servers`, `type: "stdio"`);
-- Codex: `.codex/config.toml` (`[mcp_servers.anchorfs]`), `AGENTS.md`.
-
-Every file is merged, never clobbered: other servers, settings and hooks stay as they were, and
-a file that does not parse is refused in one line with nothing written. The entry is portable
-by default (`anchorfs mcp`, no absolute path: the server finds the workspace from the folder
-the host starts it in, as git finds `.git`), so a committed config works for every teammate;
-`absolute=True` writes this interpreter's script and `--root` instead, for a machine where
-`anchorfs` is not on PATH.
-
-These files come with the repository, so a link at a config file is refused (as for
-`.anchorfs/`), and a rules file or folder that resolves outside the workspace is never written
-through. The rules text sits between marker lines, replaced in place and never duplicated;
-text around it is kept byte for byte.
+Every file is merged, never clobbered; one that does not parse, or a link, is refused with nothing
+written. The entry is portable by default (`anchorfs mcp` finds the workspace as git finds `.git`);
+`absolute=True` names this install's script and `--root` instead.
 """
 
 from __future__ import annotations
@@ -38,41 +22,19 @@ from ..core.statefs import find_block, replace_block, replace_text
 from ..core.errors import InputError, WorkspaceError
 
 __all__ = [
-    "MCP_CONFIG_FILE",
-    "mcp_config",
-    "write_mcp_config",
-    "HOSTS",
-    "Written",
-    "RULES_BEGIN",
-    "RULES_END",
-    "RULES_TEXT",
-    "server_command",
-    "server_entry",
-    "hook_command",
-    "write_mcp",
-    "write_rules",
-    "write_claude_hooks",
-    "setup",
-    "check_setup",
-    "replace_block",
-    "find_block",
+    "MCP_CONFIG_FILE", "mcp_config", "write_mcp_config", "HOSTS", "Written", "RULES_BEGIN", "RULES_END", "RULES_TEXT",
+    "server_command", "server_entry", "hook_command", "write_mcp", "write_rules", "write_claude_hooks", "setup",
+    "check_setup", "replace_block", "find_block",
 ]
 
 HOSTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex")
 SERVER_NAME = "anchorfs"
 
 MCP_FILES: dict[str, str] = {
-    "claude": ".mcp.json",
-    "cursor": ".cursor/mcp.json",
-    "vscode": ".vscode/mcp.json",
-    "codex": ".codex/config.toml",
+    "claude": ".mcp.json", "cursor": ".cursor/mcp.json", "vscode": ".vscode/mcp.json", "codex": ".codex/config.toml",
 }
 _SERVERS_KEY = {"claude": "mcpServers", "cursor": "mcpServers", "vscode": "servers"}
-RULES_FILES: dict[str, str] = {
-    "claude": "CLAUDE.md",
-    "cursor": ".cursor/rules/anchorfs.mdc",
-    "codex": "AGENTS.md",
-}
+RULES_FILES: dict[str, str] = {"claude": "CLAUDE.md", "cursor": ".cursor/rules/anchorfs.mdc", "codex": "AGENTS.md"}
 CLAUDE_SETTINGS = ".claude/settings.json"
 
 RULES_BEGIN = "<!-- anchorfs:begin (written by `anchorfs init`; edits between these lines are replaced) -->"
@@ -132,11 +94,9 @@ class Written:
 # -- what the entries say ------------------------------------------------------------------------
 
 def server_command(root: str | os.PathLike[str], *, absolute: bool = False) -> tuple[str, list[str]]:
-    """(command, args) that start the MCP server: `anchorfs mcp`, or with `absolute` this
-    install's script (or interpreter) and the workspace's absolute root."""
+    """(command, args) that start the MCP server: `anchorfs mcp`, or this install's with `--root` (`absolute`)."""
     if not absolute:
         return "anchorfs", ["mcp"]
-
     entry = mcp_config(root)
     return str(entry["command"]), [str(a) for a in entry["args"]]
 
@@ -151,8 +111,7 @@ def server_entry(host: str, root: str | os.PathLike[str], *, absolute: bool = Fa
 
 
 def hook_command(event: str, root: str | os.PathLike[str], *, absolute: bool = False) -> str:
-    """The shell command a Claude Code hook runs: `anchorfs hook session-start` (portable: Claude
-    Code runs hooks in the project), or this install's script with `--root` (`absolute`)."""
+    """The shell command a Claude Code hook runs: `anchorfs hook EVENT`, or this install's (`absolute`)."""
     if not absolute:
         return f"anchorfs hook {event}"
     command, args = server_command(root, absolute=True)
@@ -173,8 +132,7 @@ def _inside(root_real: str, path: str) -> bool:
 
 
 def _config_path(root: Path, rel: str) -> Path:
-    """`root/rel` for a config file: its folders real folders inside the workspace (made when
-    missing), and the file itself not a link (refused in one line, never read or written through)."""
+    """`root/rel` for a config file: its folders inside the workspace (made when missing), itself no link."""
     root_real = os.path.realpath(root)
     path = root / rel
     folder = path.parent
@@ -238,13 +196,20 @@ def _load_json(path: Path, text: str | None) -> dict[str, Any]:
     return data
 
 
+def _object_at(path: Path, data: dict[str, Any], key: str) -> Any:
+    """`data[key]` (an empty object set when missing), refused when it is not an object."""
+    value = data.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: `{key}` is not an object; fix or remove it first, nothing was written")
+    return value
+
+
 def _dump_json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def write_mcp(root: str | os.PathLike[str], host: str, *, absolute: bool = False) -> Written:
-    """Merge anchorfs's server into `host`'s MCP config file; other servers and keys are kept,
-    and keys the user added to anchorfs's own entry (`env`, a timeout) too."""
+    """Merge anchorfs's server into `host`'s MCP config file; every other server and key is kept."""
     _check_host(host)
     root = Path(root)
     path = _config_path(root, MCP_FILES[host])
@@ -254,10 +219,7 @@ def write_mcp(root: str | os.PathLike[str], host: str, *, absolute: bool = False
         new = _merge_toml(path, old, entry)
     else:
         data = _load_json(path, old)
-        key = _SERVERS_KEY[host]
-        servers = data.setdefault(key, {})
-        if not isinstance(servers, dict):
-            raise InputError(f"{path}: `{key}` is not an object; fix or remove it first, nothing was written")
+        servers = _object_at(path, data, _SERVERS_KEY[host])
         current = servers.get(SERVER_NAME)
         servers[SERVER_NAME] = {**current, **entry} if isinstance(current, dict) else entry
         new = _dump_json(data)
@@ -284,13 +246,10 @@ def _merge_toml(path: Path, old: str | None, entry: dict[str, Any]) -> str:
     elif not isinstance(servers, dict):
         raise InputError(f"{path}: `mcp_servers` is not a table; fix or remove it first, nothing was written")
     current = servers.get(SERVER_NAME)
-    if isinstance(current, dict):
-        for key, value in entry.items():
-            current[key] = value
-    else:
-        table = tomlkit.table()
-        for key, value in entry.items():
-            table[key] = value
+    table = current if isinstance(current, dict) else tomlkit.table()
+    for key, value in entry.items():
+        table[key] = value
+    if table is not current:
         servers[SERVER_NAME] = table
     new = tomlkit.dumps(doc)
     tomllib.loads(new)  # what is written must read back
@@ -302,8 +261,7 @@ def rules_block() -> str:
 
 
 def _rules_path(root: Path, rel: str) -> Path:
-    """A rules file to write: a link is followed only to a file inside the workspace (CLAUDE.md
-    linked to AGENTS.md is common); anything resolving outside is refused."""
+    """A rules file to write: a link is followed only to a file inside the workspace."""
     root_real = os.path.realpath(root)
     path = root / rel
     try:
@@ -355,22 +313,17 @@ def _is_ours(command: Any, sub: str) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    prog = " ".join(words[:3])
-    if "anchorfs" not in prog:
-        return False
-    return any(words[i] == "hook" and words[i + 1] == sub for i in range(len(words) - 1))
+    return "anchorfs" in " ".join(words[:3]) and any(
+        words[i] == "hook" and words[i + 1] == sub for i in range(len(words) - 1))
 
 
 def write_claude_hooks(root: str | os.PathLike[str], *, absolute: bool = False) -> Written:
-    """`SessionStart` and `PostToolUse` hooks in `.claude/settings.json`, merged: other settings
-    and hooks are kept, and anchorfs's own entries are updated in place, never added twice."""
+    """anchorfs's hooks merged into `.claude/settings.json`, its own entries updated in place."""
     root = Path(root)
     path = _config_path(root, CLAUDE_SETTINGS)
     old = _read(path)
     data = _load_json(path, old)
-    hooks = data.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InputError(f"{path}: `hooks` is not an object; fix or remove it first, nothing was written")
+    hooks = _object_at(path, data, "hooks")
     for event, (matcher, sub) in HOOK_EVENTS.items():
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
@@ -410,9 +363,7 @@ def expand_hosts(names: Iterable[str]) -> list[str]:
 
 
 def setup(root: str | os.PathLike[str], hosts: Sequence[str], *, absolute: bool = False) -> list[Written]:
-    """Everything `init --for HOSTS` writes: each host's MCP config and rules block, and Claude
-    Code's hooks. Every file is parsed before any is written, so a broken one (invalid JSON or
-    TOML, a link) fails the whole call with nothing written."""
+    """Everything `init --for HOSTS` writes (MCP configs, rules blocks, Claude Code's hooks), all checked first."""
     root = Path(root)
     chosen = expand_hosts(hosts)
     _preflight(root, chosen)
@@ -438,14 +389,12 @@ def _folder_ok(root: Path, rel: str) -> None:
 
 
 def check_setup(root: str | os.PathLike[str], hosts: Sequence[str], *, mcp_only: bool = False) -> None:
-    """Raise what `setup(root, hosts)` would refuse with (`mcp_only`: what `write_mcp` for each
-    host would), writing nothing: `anchorfs init` runs it before the state folder is made."""
+    """Raise what `setup(root, hosts)` (`mcp_only`: `write_mcp`) would refuse with, writing nothing."""
     _preflight(Path(root), expand_hosts(hosts), mcp_only=mcp_only)
 
 
 def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> None:
-    """Refuse before writing anything: each config file must parse, none may be a link, and
-    no folder on the way may lead outside the workspace."""
+    """Refuse before writing: a config file that does not parse, a link, a folder leading outside."""
     rels = [MCP_FILES[h] for h in hosts]
     if not mcp_only:
         rels += [RULES_FILES[h] for h in hosts if h in RULES_FILES] + ([CLAUDE_SETTINGS] if "claude" in hosts else [])
@@ -461,10 +410,7 @@ def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> N
             if host == "codex":
                 _merge_toml(path, text, server_entry(host, root))
             else:
-                data = _load_json(path, text)
-                key = _SERVERS_KEY[host]
-                if not isinstance(data.get(key, {}), dict):
-                    raise InputError(f"{path}: `{key}` is not an object; fix or remove it first, nothing was written")
+                _object_at(path, _load_json(path, text), _SERVERS_KEY[host])
         rules = None if mcp_only else RULES_FILES.get(host)
         if rules is not None and os.path.lexists(root / rules):
             real = os.path.realpath(root / rules)
@@ -481,9 +427,7 @@ def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> N
         if os.path.islink(path):
             raise WorkspaceError(f"refusing {path}: it is a symbolic link (anchorfs never writes through one there)")
         if os.path.lexists(path):
-            data = _load_json(path, _read(path))
-            if not isinstance(data.get("hooks", {}), dict):
-                raise InputError(f"{path}: `hooks` is not an object; fix or remove it first, nothing was written")
+            _object_at(path, _load_json(path, _read(path)), "hooks")
 
 
 # -- the MCP server's entry in a host's config ---------------------------------------------------
@@ -513,12 +457,5 @@ def mcp_config(root: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def write_mcp_config(root: str | os.PathLike[str], *, host: str = "claude", absolute: bool = True) -> Path:
-    """Write (or update) `host`'s MCP config (`.mcp.json` for Claude Code); other servers in
-    it are kept. `absolute` (the default here, as `init --mcp` always wrote) names this install's
-    script and the workspace's root; `anchorfs init --for HOST` writes the portable form.
-
-    It comes with the repository like the state folder: a link there is refused in one line,
-    never read or written through, and a file that does not parse is refused, nothing written
-    (`anchorfs.agents.hosts`).
-    """
+    """Write (or update) `host`'s MCP config; `absolute` (the default, as `init --mcp` wrote) names this install."""
     return write_mcp(root, host, absolute=absolute).path

@@ -1,22 +1,11 @@
 """The MCP server: anchorfs's SDK as tools an agent can call, over stdio.
 
-Each tool is one call into `Workspace`. The descriptions carry the discipline, since they are
-all an agent reads: anchor a claim to the lines it rests on, supersede rather than edit when
-the code moved, and re-verify a stale memory before relying on it.
+Each tool is one call into `Workspace`; the descriptions carry the discipline, since they are
+all an agent reads. Arguments are checked against the closed schemas (`mcp_results`). The `mcp`
+package is imported only when a server is built.
 
-Every input an agent sends is honoured or refused (issue 16): the schemas are closed
-(`additionalProperties: false`), and the arguments are checked against them here, before the
-SDK's own validation, so an unknown name is refused naming the parameter meant and a wrong
-type is refused in one sentence, never with raw pydantic text and never with a write
-(`anchorfs.agents.mcp_results`). Results are compact JSON; hits and memories carry a bounded text each
-(`HIT_CHARS`, `SHOW_CHARS`; `anchorfs.agents.mcp_results`, with the tools' output schemas). How a host
-starts this server is `anchorfs.agents.hosts` (`mcp_config`, `write_mcp_config`). This module
-wires them into the server (`build_server`, `serve`) and re-exports their public names.
-
-The `mcp` package is imported here only, and only when a server is built; nothing else in
-anchorfs pays for it. No `from __future__ import annotations` in this module: the SDK reads
-the tools' signatures with `inspect.signature(eval_str=True)`, which cannot see names
-imported inside `build_server`, so the annotations must be real objects.
+No `from __future__ import annotations`: the SDK reads the tools' signatures with
+`inspect.signature(eval_str=True)`, which cannot see names imported inside `build_server`.
 """
 
 import os
@@ -26,30 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from ..core.errors import AnchorfsError, InputError
-from .mcp_results import _close, check_arguments
 from .hosts import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
-    _PAGE,
-    _SHORT_CHARS,
-    DATA_LABEL,
-    HIT_CHARS,
-    SHOW_CHARS,
-    BisectOutput,
-    ContextResult,
-    DriftResult,
-    HistoryResult,
-    RecallResult,
-    ShowResult,
-    WriteResult,
-    _capped_hit,
-    _cut,
-    _json,
-    _listed,
-    _memory_view,
-    _read_text,
-    _reverify_text,
-    _short_strings,
-    _written,
+    _PAGE, _SHORT_CHARS, DATA_LABEL, HIT_CHARS, SHOW_CHARS, BisectOutput, ContextResult, DriftResult, HistoryResult,
+    RecallResult, ShowResult, WriteResult, _capped_hit, _close, _cut, _json, _listed, _memory_view, _read_text,
+    _reverify_text, _short_strings, _written, check_arguments,
 )
 from ..core.model import KINDS, Drift
 
@@ -124,18 +94,9 @@ def _for_agent(message: str, root: Path) -> str:
 
 def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,
                  workspace: "Workspace | None" = None, propose: bool | None = None) -> "MCPServer":
-    """An MCP server over the workspace at `root` (found like git when None).
-
-    The workspace is opened here, before any transport starts, so a server started outside a
-    workspace fails at once with anchorfs's one-line error. `read_only` leaves out the tools
-    that write memories (`WRITE_TOOLS`) and opens the workspace read-only, so nothing in
-    `.anchorfs/` is written (no hash cache, no drift write-back). `propose` (None: the
-    `mcp.propose` key) makes `remember` and `supersede` write `proposed` memories, served only
-    once a person accepts them (`anchorfs accept ID`).
-
-    Beside the tools: the resources `anchorfs://stale` and `anchorfs://memory/{id}`, and the
-    prompt `reverify_stale`, which walks an agent through its stale memories.
-    """
+    """An MCP server over the workspace at `root` (found like git when None), opened first so a server
+    outside a workspace fails at once. `read_only` leaves out `WRITE_TOOLS` and writes nothing; `propose`
+    (None: the `mcp.propose` key) makes `remember` and `supersede` write `proposed` memories."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -149,20 +110,19 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     propose = propose and not read_only
     lock = threading.Lock()  # the SDK runs sync tools on worker threads; a Workspace is not thread-safe
 
-    def call(fn: Callable[[], T]) -> T:
+    def call(fn: Callable[[], T], error: type[Exception] = ToolError) -> T:
         try:
             with lock:
                 return fn()
         except AnchorfsError as exc:
-            raise ToolError(_for_agent(str(exc), ws.root)) from None
+            raise error(_for_agent(str(exc), ws.root)) from None
 
     def result(data: Mapping[str, Any], text: str | None = None) -> CallToolResult:
         return CallToolResult(content=[TextContent(type="text", text=_json(data) if text is None else text)],
                               structured_content=dict(data))
 
     def written(m: "Memory", **extra: Any) -> CallToolResult:
-        """A write's result; the write happened, so a failing re-check must not turn it into
-        an error (an agent would retry it): its drift then reads unknown."""
+        """A write's result; a re-check failing after the write reads unknown, never an error."""
         from ..drift import MemoryDrift
 
         try:
@@ -173,8 +133,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         return result({"memory": _written(m, md), **extra})
 
     class _Server(MCPServer):
-        """Checks every call's arguments against the tool's closed schema before the SDK does,
-        and lists the tools in one fixed order (`TOOL_ORDER`)."""
+        """Checks every call's arguments against the tool's closed schema, and lists tools in `TOOL_ORDER`."""
 
         async def list_tools(self) -> Any:
             tools = await super().list_tools()
@@ -203,12 +162,10 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         version=_version(),
         log_level="WARNING",
     )
-    # Hints for the host (MCP tool annotations): nothing here reaches outside the repository,
-    # and no write destroys anything (every change is a new ledger line, `revert` undoes it).
+    # Hints for the host: nothing reaches outside the repository, no write destroys anything.
     reading = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     writing = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-    # The same call again changes nothing: the same claim is returned as a duplicate, a
-    # retracted memory cannot be retracted twice.
+    # The same call again changes nothing (a duplicate claim is returned as such).
     repeatable = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                  open_world_hint=False)
     Id = Annotated[str, Field(description="A memory id, or a unique prefix of at least 4 characters.")]
@@ -340,11 +297,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     # -- resources, and the prompt that walks the stale memories ---------------------------
 
     def read(fn: Callable[[], T]) -> T:
-        try:
-            with lock:
-                return fn()
-        except AnchorfsError as exc:
-            raise ResourceError(_for_agent(str(exc), ws.root)) from None
+        return call(fn, ResourceError)
 
     @server.resource(STALE_URI, name="stale", title="Stale memories", mime_type="application/json",
                      description="The memories whose anchored code changed (stale) or could not be read "

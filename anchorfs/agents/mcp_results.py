@@ -1,14 +1,7 @@
-"""The MCP tools' arguments and results. Arguments are checked against the closed schemas an
-agent sees (`check_arguments`) and refused in one sentence naming the parameter meant, before
-the SDK's own validation (issue 16). Results: compact JSON, every text bounded, memories
-labelled as data.
+"""The MCP tools' arguments, checked against the closed schemas an agent sees (`check_arguments`),
+and their results: compact JSON, every text bounded, memories labelled as data.
 
-A hit's or listed memory's content is cut past `HIT_CHARS`, `show`'s past `SHOW_CHARS`, saying
-so; the read results share one text form (`_read_text`), and the typed dicts are the output
-schemas the tools publish (`WriteResult`, `RecallResult`, ...).
-
-No `from __future__ import annotations` here, as in `anchorfs.agents.mcp`: the typed dicts are read
-by the SDK at run time (their `NotRequired` keys too).
+No `from __future__ import annotations`: the SDK reads the typed dicts at run time.
 """
 
 import difflib
@@ -73,11 +66,7 @@ def _short_strings(obj: Any, limit: int = HIT_CHARS) -> Any:
 
 
 def _read_text(tool: str, data: Mapping[str, Any]) -> str:
-    """The text an agent reads for a recall, context or check_drift result.
-
-    One helper for the three read results, so their envelopes read alike (the ranking work owns
-    this format); context is its markdown block, the others compact JSON.
-    """
+    """The text an agent reads for a recall, context or check_drift result."""
     if tool == "context":
         return str(data["markdown"])
     if tool == "recall":
@@ -86,8 +75,7 @@ def _read_text(tool: str, data: Mapping[str, Any]) -> str:
 
 
 def _recall_text(data: Mapping[str, Any]) -> str:
-    """Recall as the CLI prints a query: one line per hit, its score, relevance, id and envelope,
-    then the content; when no hit clears the relevance floor, it says so first."""
+    """Recall as the CLI prints a query: per hit, score, relevance, id and envelope, then the content."""
     hits = list(data.get("hits") or ())
     if not hits:
         return "no memories found"
@@ -103,8 +91,7 @@ def _recall_text(data: Mapping[str, Any]) -> str:
 
 
 def _drift_word(md: "MemoryDrift") -> str:
-    """A memory's drift in DESIGN's words: `unanchored` when it rests on nothing, unless its
-    own text was found stale (`verify --mark`): then `stale`, as every read serves it."""
+    """A memory's drift, `unanchored` when it rests on nothing (unless its own text was found stale)."""
     return md.drift.value if md.memory.anchors or md.drift.value == "stale" else "unanchored"
 
 
@@ -191,9 +178,7 @@ def _written(m: "Memory", md: "MemoryDrift") -> dict[str, Any]:
     if flagged:
         out["changed"] = flagged
     d = m.to_dict()
-    for key in ("supersedes", "superseded_by", "verified_at"):
-        if d[key] is not None:
-            out[key] = d[key]
+    out.update({key: d[key] for key in ("supersedes", "superseded_by", "verified_at") if d[key] is not None})
     return out
 
 
@@ -242,7 +227,7 @@ class BisectOutput(TypedDict):
     result: dict[str, Any]
 
 
-# -- The MCP tools' arguments, honoured or refused in one sentence (issue 16).
+# -- The MCP tools' arguments, honoured or refused in one sentence.
 
 _GIVEN: dict[str, tuple[str, str]] = {
     # parameter -> (what it carries, an example value), for "<what> given as `<name>`: <example>"
@@ -379,12 +364,7 @@ def _fits(schema: Mapping[str, Any], value: Any) -> tuple[bool, Any]:
 
 
 def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments as the tool will take them, or InputError naming the right way.
-
-    Strict against the tool's published input schema: an unknown name is refused naming the
-    parameter meant, a missing one naming what it carries, a wrong type or a value out of
-    range naming what is accepted. Null stands for "left out" where the schema allows null.
-    """
+    """The arguments as the tool will take them, strictly by its schema, or InputError naming the right way."""
     props: Mapping[str, Any] = schema.get("properties", {})
     params = list(props)
     for key in arguments:

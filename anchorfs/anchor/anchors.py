@@ -1,9 +1,9 @@
-"""Anchors: parse specs and `@anchor(...)` markers, guard paths, take hashes, judge drift.
+"""Anchors: parse specs and `@anchor(...)` markers, guard paths, take hashes, judge drift, and
+read the code under a memory's anchors for the index.
 
 Taking an anchor (write time) and judging it (read time) share one notion of "the anchored
-text", so a memory can only be stale on positive evidence that this exact text changed.
-Line texts are compared with line endings normalized: a CRLF <-> LF conversion changes a
-whole-file anchor (its bytes differ) but leaves narrowed text intact, so it is `fresh`.
+text", so a memory is stale only on evidence that this exact text changed. Narrowed text is
+compared with line endings normalized: a CRLF <-> LF conversion leaves it `fresh`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,9 @@ __all__ = ["STATE_DIR", "MAX_FILE_BYTES", "SCAN_BUDGET_BYTES", "parse_spec", "pa
 
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
-"""Files above this are refused at write time. At check time a whole-file anchor is still judged
-by its (streamed) hash; a narrowed one on a file grown past it is `unreadable`."""
+"""Files above this are refused at write time; at check time a narrowed anchor on one is `unreadable`."""
 
-# Patterns as text, compiled where a spec or a marker is parsed (`re`'s own cache keeps each):
-# `re` and the `enum` it builds cost a workspace's open half a `python3 -c pass` (issue 20),
-# and checking drift parses no spec.
+# Patterns as text, compiled where a spec or a marker is parsed (`re`'s cache keeps each)
 _LINES_RE = r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$"
 _SYMBOL_RE = r"^[^\s#]+$"
 _MARKER_RE = r"@anchor\s*\("  # `@anchor (file=x)` is a marker too, never dropped
@@ -48,8 +45,6 @@ def text_hash(text: bytes) -> str:
 
 
 def _parse_lines(text: str, where: str) -> tuple[int, int]:
-    import re
-
     m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
     if not m:
         raise AnchorError(f"bad lines {text!r} in {where}: expected START-END or LINE")
@@ -68,8 +63,6 @@ def parse_spec(spec: str) -> AnchorRef:
     """`PATH` | `PATH#SYMBOL` | `PATH:START-END` | `PATH:LINE` -> an untaken AnchorRef."""
     if not isinstance(spec, str):
         raise AnchorError(f"an anchor must be a spec string or an AnchorRef, not {type(spec).__name__}")
-    import re
-
     text = spec.strip()
     if not text:
         raise AnchorError("empty anchor spec")
@@ -109,8 +102,6 @@ def _split_marker_args(body: str, marker: str) -> dict[str, str]:
 def parse_markers(text: str) -> list[AnchorRef]:
     """Every `@anchor(...)` marker in a memory's text; a malformed one is an error, never dropped."""
     refs: list[AnchorRef] = []
-    import re
-
     for m in re.finditer(_MARKER_RE, text):
         close = text.find(")", m.end())
         if close < 0:
@@ -130,11 +121,8 @@ def parse_markers(text: str) -> list[AnchorRef]:
 
 
 def resolve_path(root_real: str, path: str) -> tuple[str, str]:
-    """Map a user path to (repo-relative POSIX path, real absolute path), refusing escapes.
-
-    `root_real` must already be a realpath. The check is on the realpath, so a symlink anywhere
-    on the way out is caught, not just `..` segments.
-    """
+    """Map a user path to (repo-relative POSIX path, real absolute path), refusing escapes (checked
+    on the realpath, so a symlink on the way out is caught). `root_real` must be a realpath."""
     if not path or not path.strip():
         raise UnsafePathError("empty anchor path")
     if "\0" in path:
@@ -157,12 +145,8 @@ def resolve_path(root_real: str, path: str) -> tuple[str, str]:
 
 
 def _read_file(root_real: str, real: str, shown: str, *, again: bool = False) -> bytes:
-    """The bytes of an anchor's file at write time, through the one guarded open.
-
-    No stat before the open: the checks are made on the open fd (`anchorfs.core.guard`), so a file
-    swapped for a link, a FIFO or another file between `resolve_path` and here is refused.
-    With `again`, a swap raises `SwappedError` so the caller can resolve the path once more.
-    """
+    """The bytes of an anchor's file at write time, through the guarded open. With `again`, a
+    swap raises `SwappedError` so the caller can resolve the path once more."""
     try:
         return read_guarded(real, root=root_real, max_bytes=MAX_FILE_BYTES)
     except FileNotFoundError:
@@ -217,9 +201,7 @@ def narrowed_text(ref: AnchorRef, data: bytes) -> tuple[bytes, tuple[int, int]]:
     if start > end:
         raise AnchorError(f"bad lines {start}-{end} in {ref.path}: start {start} is after end {end}")
     if end > len(lines):
-        raise AnchorError(
-            f"lines {start}-{end} are past the end of {ref.path} ({len(lines)} lines)"
-        )
+        raise AnchorError(f"lines {start}-{end} are past the end of {ref.path} ({len(lines)} lines)")
     return _lines_text(lines, start, end), (start, end)
 
 
@@ -240,8 +222,8 @@ def _line_bytes(data: bytes, start: int, end: int) -> tuple[int, int] | None:
 
 
 def narrowed_tokens(ref: AnchorRef, data: bytes) -> str | None:
-    """The token hash of a narrowed anchor's text in `data` (`anchorfs.anchor.symbols.token_hash`),
-    or None: no grammar for the file, the text not found, or a whole-file anchor."""
+    """The token hash of a narrowed anchor's text in `data` (`symbols.token_hash`), or None: no
+    grammar, the text not found, or a whole-file anchor."""
     from .symbols import find_symbol, language_for, token_hash
 
     if language_for(ref.path) is None or not (ref.symbol or ref.lines):
@@ -257,13 +239,7 @@ def narrowed_tokens(ref: AnchorRef, data: bytes) -> str | None:
     return token_hash(ref.path, data, *span) if span is not None else None
 
 
-def take(
-    root_real: str,
-    ref: AnchorRef,
-    *,
-    commit: str | None = None,
-    dirty: bool | None = None,
-) -> AnchorRef:
+def take(root_real: str, ref: AnchorRef, *, commit: str | None = None, dirty: bool | None = None) -> AnchorRef:
     """Validate and hash an anchor at write time; the hash is always computed here."""
     rel, real = resolve_path(root_real, ref.path)
     try:  # a name that is not UTF-8 (surrogate-escaped by Python) cannot be stored in the ledger
@@ -278,10 +254,8 @@ def take(
         data = _read_file(root_real, real, ref.path)
     sha = sha256_bytes(data)
     if ref.sha256 is not None and ref.sha256.lower() != sha:
-        raise AnchorError(
-            f"the given sha256 for {rel} does not match the file ({sha[:12]}...); "
-            "anchorfs computes hashes itself, leave it out"
-        )
+        raise AnchorError(f"the given sha256 for {rel} does not match the file ({sha[:12]}...); "
+                          "anchorfs computes hashes itself, leave it out")
     content_hash = tokens = None
     if ref.symbol or ref.lines:
         if ref.symbol and ref.lines:
@@ -295,41 +269,23 @@ def take(
             raise AnchorError(f"the given content_hash for {ref.spec} does not match the file")
     elif ref.content_hash is not None:  # a whole-file anchor has none: a given one cannot agree
         raise AnchorError(f"a content_hash was given for {rel}, a whole-file anchor that has none; leave it out")
-    return AnchorRef(
-        path=rel,
-        sha256=sha,
-        symbol=ref.symbol,
-        lines=ref.lines,
-        content_hash=content_hash,
-        commit=commit,
-        dirty=dirty,
-        token_hash=tokens,
-    )
+    return AnchorRef(path=rel, sha256=sha, symbol=ref.symbol, lines=ref.lines, content_hash=content_hash,
+                     commit=commit, dirty=dirty, token_hash=tokens)
 
 
 SCAN_BUDGET_BYTES = 32 * 1024 * 1024
-"""What one relocation search may hash (window bytes, plus `_WINDOW_COST` per window tried).
+"""What one relocation search may hash (window bytes, plus `_WINDOW_COST` per window tried):
+only the text's hash is known, so every window is hashed whole. The search goes outward from
+the old place; past this budget the rest of the file is not searched (`changed`, saying so)."""
 
-Only the anchored text's hash is known, not the text, so every candidate window must be hashed
-whole: a search of a whole file costs its size times the anchor's line count. It goes outward
-from the old place, so a block that moved nearby is found after a few windows; past this
-budget the rest of the file is not searched and the verdict is `changed`, saying so."""
-
-_WINDOW_COST = 256
-"""A window's fixed cost in budget bytes (slicing, hashing, comparing: about a microsecond)."""
+_WINDOW_COST = 256  # a window's fixed cost in budget bytes
 
 
-def _find_block(
-    lines: list[bytes], n: int, want: str, near: int, *, budget: int = SCAN_BUDGET_BYTES
-) -> tuple[tuple[int, int] | None, bool]:
+def _find_block(lines: list[bytes], n: int, want: str, near: int, *,
+                budget: int = SCAN_BUDGET_BYTES) -> tuple[tuple[int, int] | None, bool]:
     """Where an n-line block with hash `want` now stands, nearest to its old start `near`
     (ties: the earlier one), and whether the search was complete (False: budget spent first).
-
-    Windows are tried in order of distance from `near`, lower first on a tie, so the first hit
-    is the answer a whole scan would pick. Each window is a slice of one joined buffer, hashed
-    without building its text, and only the lines the budget can reach are joined: the cost is
-    bounded by the budget, whatever the file's size.
-    """
+    Each window is a slice of one buffer joined from the lines the budget can reach."""
     import hashlib
     from itertools import accumulate
 
@@ -367,12 +323,8 @@ def _find_block(
 
 
 def judge(ref: AnchorRef, data: bytes, *, strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
-    """Judge an anchor against the file's current bytes (already known to be readable).
-
-    `fresh`: the anchored text is where it was (the file may have changed elsewhere);
-    `moved`: identical at other lines; `reformatted`: other bytes, the same tokens (only for
-    anchors that carry a token hash, and not with `strict`, `drift.whitespace = "strict"`).
-    """
+    """Judge an anchor against the file's current bytes: `fresh` (the text where it was), `moved`
+    (identical elsewhere), `reformatted` (same tokens; not with `strict`), `changed`..."""
     sha = sha256_bytes(data)
     if sha == ref.sha256:
         return Verdict.FRESH, "unchanged", ref.lines
@@ -392,7 +344,7 @@ def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple
 def judge_at(ref: AnchorRef, path: str, data: bytes, *,
              strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
     """Judge a narrowed anchor's text in `data`, the bytes of `path` (its own file, or where it
-    moved): the same verdicts as `judge`, its wording naming `path` when it is another file."""
+    moved), as `judge` does."""
     here = path == ref.path
     shown = ref.spec if here else f"{ref.spec} now at {path}"
     if ref.symbol:
@@ -435,15 +387,14 @@ MAX_ANCHOR_CHARS = 4000
 """The most characters of an anchor's text the index reads."""
 
 _NARROWED: dict[tuple[str, str | None, tuple[int, int] | None, str], str] = {}
-"""An anchor's text by (path, symbol, lines, SHA-256 of the file's bytes): a pure function of
-those bytes, so a write's store rows take the text its anchors were just narrowed to
-(`remember`) instead of parsing each file again."""
+"""An anchor's text by (path, symbol, lines, SHA-256 of the file): a write's store rows take the
+text its anchors were just narrowed to (`remember`) instead of parsing each file again."""
 NARROWED_KEPT = 4096
 
 
 def remember(anchor: AnchorRef, file_sha256: str, text: bytes) -> str:
-    """`anchors.take` narrowed `anchor` to `text` in a file whose bytes hash to `file_sha256`;
-    the text as the index reads it."""
+    """Keep the text `take` narrowed `anchor` to in a file hashing to `file_sha256`; returns it
+    as the index reads it."""
     if len(_NARROWED) >= NARROWED_KEPT:  # bounded: a long-lived server takes anchor after anchor
         _NARROWED.clear()
     kept = _NARROWED[(anchor.path, anchor.symbol, anchor.lines, file_sha256)] = (
@@ -460,12 +411,9 @@ MAX_NAMES = 64
 
 def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
     """(repo-relative path, bytes) of a safe, regular, small enough text file, else None."""
-    from ..core.guard import read_guarded
-
     try:
         rel, real = resolve_path(root_real, path)
-        # The guarded open: a link, FIFO or other file swapped in since `resolve_path` is refused
-        # (a `GuardError`, an AnchorfsError), a file over the bound or grown past it too.
+        # guarded: a link, FIFO or file swapped in since `resolve_path` is refused, as a large one
         data = read_guarded(real, root=root_real, max_bytes=MAX_READ_BYTES)
     except (AnchorfsError, OSError, ValueError):
         return None
@@ -475,11 +423,7 @@ def _read(root_real: str, path: str) -> tuple[str, bytes] | None:
 
 
 def _one(root_real: str, anchor: AnchorRef) -> str:
-    from ..core.guard import sha256_bytes
-
-    if not (anchor.symbol or anchor.lines):
-        # A whole file is too broad to describe one memory: its first lines (measured) added
-        # nothing, so a whole-file anchor contributes only its path, as before.
+    if not (anchor.symbol or anchor.lines):  # a whole file is too broad to describe one memory
         return ""
     found = _read(root_real, anchor.path)
     if found is None:
@@ -517,8 +461,7 @@ def anchored_text(root_real: str, memory: Memory) -> str:
     return "\n".join(parts)
 
 
-# Words every program is full of: language keywords and the commonest builtins. They would
-# make any two memories about code look alike.
+# Language keywords and the commonest builtins: they would make any two memories look alike.
 _KEYWORDS = frozenset(
     """and as assert async await break case catch class const continue def default defer del
     do elif else enum except export extends false final finally fn for from func function go
@@ -545,13 +488,8 @@ def code_vocabulary(text: str) -> str:
 
 
 def name_keys(text: str) -> set[str]:
-    """Multi-word identifiers in a text, each dotted segment joined and lowercased:
-    `DunningState.attempts` -> {"dunningstate"}, `should_give_up()` -> {"shouldgiveup"}.
-
-    The same form the full-text index holds them in (a camelCase name as one token, a
-    snake_case one as its exact-name key), so the keys can be searched for directly. One-word
-    names (`attempts`, `__init__`) are left out: they are ordinary words.
-    """
+    """Multi-word identifiers in a text, each dotted segment joined and lowercased, as the index
+    holds them: `DunningState.attempts` -> {"dunningstate"}. One-word names are left out."""
     from ..core.textutil import _chunks, _tokens, identifier_parts
 
     out: set[str] = set()
@@ -567,11 +505,7 @@ _SEGMENT_RE = re.compile(r"[./\\#:\-]")
 
 def defined_names(root_real: str, path: str) -> list[str]:
     """Name keys of what a file defines (its symbols), at most MAX_NAMES; [] when the file is
-    unsafe, missing, too large, or in a language without symbol support.
-
-    A query naming a file asks about that file, and a memory about one of its functions often
-    names the function without anchoring it (`DunningState.attempts counts retries`).
-    """
+    unsafe, missing, too large, or in a language without symbol support."""
     from .symbols import list_symbols
 
     found = _read(root_real, path)

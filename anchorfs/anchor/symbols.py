@@ -2,13 +2,9 @@
 
 A symbol anchor (`auth/token.py#TokenIssuer.issue`) must name the same code across languages,
 so every grammar is mapped onto one naming scheme: enclosing classes / namespaces / impls joined
-with dots, top-level definitions by their bare name. tree-sitter is imported lazily because the
-drift pass imports this module on every CLI start and most runs never parse anything.
-
-Each language's handlers live apart (Python's beside the walk in `anchorfs.anchor.symbols_walk`, `anchorfs.anchor.symbols_cfamily`,
-`anchorfs.anchor.symbols_langs`, on the machinery of `anchorfs.anchor.symbols_walk`) and are imported the
-first time a file of theirs is parsed: a hook checking one Python file's symbols loads and
-builds none of the others (issue 20), nor `difflib`, which only a symbol not found needs.
+with dots, top-level definitions by their bare name. tree-sitter is imported lazily, and each
+language's handlers (`symbols_walk` for Python, `symbols_cfamily`, `symbols_langs`) the first
+time a file of theirs is parsed.
 """
 
 from __future__ import annotations
@@ -33,16 +29,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["Symbol", "language_for", "list_symbols", "find_symbol", "token_hash", "MAX_PARSE_BYTES"]
 
-#: Files above this size are not parsed: a symbol anchor on a generated or vendored blob is
-#: not worth a multi-second parse on every drift check.
+#: Files above this size are not parsed (a generated blob is not worth a parse on every check).
 MAX_PARSE_BYTES: int = 4 * 1024 * 1024
 
 _BINARY_SNIFF_BYTES = 8192
 
 
 class Symbol(Value):
-    """One definition: its qualified name and the exact span its anchor hashes (a frozen
-    `Value`, not a dataclass: its code generation at import was a cost of every hook)."""
+    """One definition: its qualified name and the exact span its anchor hashes."""
 
     __slots__ = ("name", "kind", "start_line", "end_line", "start_byte", "end_byte")
     name: str
@@ -65,53 +59,21 @@ class Symbol(Value):
 
 
 _EXTENSIONS: dict[str, str] = {
-    ".py": "python",
-    ".pyi": "python",
-    ".pyw": "python",
-    ".ts": "typescript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-    ".tsx": "tsx",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".jsx": "javascript",
-    ".rs": "rust",
-    ".go": "go",
-    ".java": "java",
-    ".c": "c",
-    # Headers go to the C++ grammar: it parses plain C headers well, the C grammar
-    # cannot parse C++ headers at all.
-    ".h": "cpp",
-    ".cc": "cpp",
-    ".cpp": "cpp",
-    ".cxx": "cpp",
-    ".c++": "cpp",
-    ".hh": "cpp",
-    ".hpp": "cpp",
-    ".hxx": "cpp",
-    ".h++": "cpp",
-    ".ipp": "cpp",
-    ".tpp": "cpp",
-    ".inl": "cpp",
-    ".cs": "csharp",
-    ".rb": "ruby",
-    ".rake": "ruby",
-    ".gemspec": "ruby",
-    ".php": "php",
-    ".kt": "kotlin",
-    ".kts": "kotlin",
-    ".swift": "swift",
-    ".scala": "scala",
-    ".sc": "scala",
-    ".sql": "sql",
+    ".py": "python", ".pyi": "python", ".pyw": "python",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".rs": "rust", ".go": "go", ".java": "java", ".c": "c",
+    # Headers go to the C++ grammar: it parses plain C headers well, the C grammar cannot parse C++ ones.
+    ".h": "cpp", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".c++": "cpp", ".hh": "cpp", ".hpp": "cpp",
+    ".hxx": "cpp", ".h++": "cpp", ".ipp": "cpp", ".tpp": "cpp", ".inl": "cpp",
+    ".cs": "csharp", ".rb": "ruby", ".rake": "ruby", ".gemspec": "ruby", ".php": "php",
+    ".kt": "kotlin", ".kts": "kotlin", ".swift": "swift", ".scala": "scala", ".sc": "scala", ".sql": "sql",
 }
 
 
 def language_for(path: str) -> str | None:
     """The grammar name for `path` by its extension, or None when symbols cannot be resolved."""
-    ext = os.path.splitext(path)[1].lower()
-    return _EXTENSIONS.get(ext)
+    return _EXTENSIONS.get(os.path.splitext(path)[1].lower())
 
 
 # --------------------------------------------------------------------------- parsers
@@ -123,9 +85,8 @@ _THREAD = threading.local()
 
 
 def _language(lang: str) -> Language:
-    """The grammar of `lang`, loaded once. Straight from the language pack's `bindings/` folder
-    when it is there: the pack's `__init__` imports three grammars and `importlib.resources`
-    (a seventh of an agent hook's cost, issue 20); else, or on any surprise, its `get_language`."""
+    """The grammar of `lang`, loaded once: straight from the language pack's `bindings/` folder
+    (the pack's `__init__` is costly to import), else through its `get_language`."""
     language = _LANGUAGES.get(lang)
     if language is None:
         with _LANG_LOCK:
@@ -172,17 +133,15 @@ def _parser(lang: str) -> Parser:
     return parser
 
 
-
 # --------------------------------------------------------------------------- languages
 
 _SPEC_MODULES = {"python": "symbols_walk", "c": "symbols_cfamily", "cpp": "symbols_cfamily", "csharp": "symbols_cfamily"}
-"""Where each language's handlers are (any other: `anchorfs.anchor.symbols_langs`), imported when first asked for."""
+"""Where each language's handlers are (any other: `symbols_langs`), imported when first asked for."""
 _SPECS: dict[str, _Spec] = {}
 
 
 def _spec(lang: str) -> _Spec:
-    """The handlers of `lang`, from its module (`_SPEC_MODULES`): a hook checking one Python file
-    loads no other language's handlers."""
+    """The handlers of `lang`, from its module (`_SPEC_MODULES`)."""
     spec = _SPECS.get(lang)
     if spec is None:
         import importlib
@@ -202,18 +161,14 @@ def _check_source(path: str, source: bytes) -> str:
         ext = os.path.splitext(base)[1] or base
         raise AnchorError(f"no grammar for {ext!r} files; anchor the whole file or lines instead")
     if len(source) > MAX_PARSE_BYTES:
-        raise AnchorError(
-            f"{path} is too large to parse for symbols ({len(source)} bytes, limit "
-            f"{MAX_PARSE_BYTES}); anchor the whole file or lines instead"
-        )
+        raise AnchorError(f"{path} is too large to parse for symbols ({len(source)} bytes, limit "
+                          f"{MAX_PARSE_BYTES}); anchor the whole file or lines instead")
     if b"\0" in source[:_BINARY_SNIFF_BYTES]:
         raise AnchorError(f"{path} is a binary file; anchor the whole file instead")
     try:
         source.decode("utf-8")
     except UnicodeDecodeError:
-        raise AnchorError(
-            f"{path} is not valid UTF-8 text; anchor the whole file instead"
-        ) from None
+        raise AnchorError(f"{path} is not valid UTF-8 text; anchor the whole file instead") from None
     return lang
 
 
@@ -226,20 +181,15 @@ def _span(first: Node, last: Node) -> tuple[int, int, int, int]:
 
 
 def _query(lang: str) -> Query:
-    """One query matching every node type the language's handlers look at.
-
-    Matching in C and visiting only the matches is several times faster than walking every
-    node from Python; the scopes come from nesting, which tree nodes guarantee.
-    """
+    """One query matching every node type the language's handlers look at (matching in C is
+    faster than walking every node from Python; scopes come from nesting)."""
     query = _QUERIES.get(lang)
     if query is None:
         from tree_sitter import Query
 
         language = _language(lang)
         spec = _spec(lang)
-        kinds = sorted(
-            k for k in {*spec.handlers, *spec.setters} if language.id_for_node_kind(k, True)
-        )
+        kinds = sorted(k for k in {*spec.handlers, *spec.setters} if language.id_for_node_kind(k, True))
         query = Query(language, "[" + " ".join(f"({k})" for k in kinds) + "] @def")
         with _LANG_LOCK:
             query = _QUERIES.setdefault(lang, query)
@@ -258,8 +208,7 @@ _CACHED_SOURCE_BYTES = 256 * 1024
 
 @lru_cache(maxsize=32)
 def _cached_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
-    """One parse per file version: recording many memories anchored in one file, judging many
-    anchors of one changed file, and indexing their code all ask for the same symbols."""
+    """One parse per file version: writes, drift checks and indexing ask for the same symbols."""
     return _parse_symbols(path, source)
 
 
@@ -284,9 +233,7 @@ def _parse_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
         found.append((symbol, d.weak or d.kind in _VALUE_KINDS))
 
     # Open scopes, innermost last: (end byte, scope, kind of its symbol, is a function body).
-    open_scopes: list[tuple[int, tuple[str, ...], str | None, bool]] = [
-        (len(source) + 1, (), None, False)
-    ]
+    open_scopes: list[tuple[int, tuple[str, ...], str | None, bool]] = [(len(source) + 1, (), None, False)]
     for node in nodes:
         start = node.start_byte
         while len(open_scopes) > 1 and open_scopes[-1][0] <= start:
@@ -309,9 +256,7 @@ def _parse_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
             if result.opens:
                 parts = result.parts if result.absolute else ctx.scope + result.parts
                 child_scope = result.child_scope if result.child_scope is not None else parts
-                open_scopes.append(
-                    (node.end_byte, child_scope, result.kind, result.kind in _FUNC_KINDS)
-                )
+                open_scopes.append((node.end_byte, child_scope, result.kind, result.kind in _FUNC_KINDS))
         elif result:
             for d in result:
                 emit(d)
@@ -322,9 +267,8 @@ def _parse_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
     return tuple(symbols)
 
 
-def _namespace_region_end(
-    ctx: _Ctx, node: Node, setters: dict[str, Callable[[_Ctx, Node], tuple[str, ...] | None]]
-) -> Node:
+def _namespace_region_end(ctx: _Ctx, node: Node,
+                          setters: dict[str, Callable[[_Ctx, Node], tuple[str, ...] | None]]) -> Node:
     """`namespace X;` names the siblings after it, up to the next such statement."""
     last = node
     sibling = node.next_named_sibling
@@ -348,11 +292,8 @@ def _ratio(matcher: difflib.SequenceMatcher[str], candidate: str) -> float:
 
 
 def _suggest(name: str, names: list[str]) -> tuple[str, ...]:
-    """Up to 3 names close to `name` as a whole or by their last part, best first.
-
-    Both ratios count, and only names about as close as the best one are offered, so a typo
-    of a method suggests that method and not its class or its nested helpers.
-    """
+    """Up to 3 names close to `name` as a whole or by their last part, best first; only names
+    about as close as the best one (a typo of a method suggests the method, not its class)."""
     import difflib  # here: only a symbol not found asks for suggestions
 
     whole = difflib.SequenceMatcher(autojunk=False)
@@ -396,13 +337,9 @@ def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str 
     """SHA-256 of the syntax tree over `source[start_byte:end_byte]`, layout left out; None when
     `path` has no grammar (or cannot be parsed: binary, too large, not UTF-8).
 
-    Why a tree and not a plain token list: every leaf counts with its type and text (comments
-    too: a changed comment is a change), and so does the nesting of the named nodes, so a
-    Python re-indent that moves a statement into or out of a block changes the hash while a
-    gofmt re-indent, a prettier reflow or a re-wrapped argument list does not. Whitespace
-    between tokens is never hashed; whitespace inside a token (a string) is. The whole file is
-    parsed, so a method is read in its class's context; a leaf cut by a line range counts by
-    its part inside it.
+    Every leaf counts with its type and text (comments too), and so does the nesting of named
+    nodes: a Python re-indent that moves a statement into a block changes the hash, a reflow does
+    not. Whitespace between tokens is never hashed; a leaf cut by the span counts by its part inside.
     """
     import hashlib
 

@@ -1,4 +1,4 @@
-"""C, C++ and C#'s definitions as symbols (`anchorfs.anchor.symbols`' walk, `anchorfs.anchor.symbols_walk`), loaded for those files alone."""
+"""C, C++ and C#'s definitions as symbols (on `anchorfs.anchor.symbols_walk`), loaded for those files alone."""
 
 from __future__ import annotations
 
@@ -12,16 +12,8 @@ __all__ = ["SPECS"]
 
 # --------------------------------------------------------------------------- C / C++
 
-_DECLARATOR_WRAPPERS = frozenset(
-    {
-        "pointer_declarator",
-        "reference_declarator",
-        "parenthesized_declarator",
-        "attributed_declarator",
-        "array_declarator",
-        "init_declarator",
-    }
-)
+_DECLARATOR_WRAPPERS = frozenset({"pointer_declarator", "reference_declarator", "parenthesized_declarator",
+                                  "attributed_declarator", "array_declarator", "init_declarator"})
 
 
 def _c_declarator_parts(ctx: _Ctx, decl: Node | None, *, want_function: bool) -> tuple[str, ...]:
@@ -42,25 +34,13 @@ def _c_declarator_parts(ctx: _Ctx, decl: Node | None, *, want_function: bool) ->
     return _cpp_qualified_parts(ctx, decl)
 
 
-_CPP_LEAF_NAMES = frozenset(
-    {
-        "identifier",
-        "field_identifier",
-        "type_identifier",
-        "namespace_identifier",
-        "destructor_name",
-        "operator_name",
-        "primitive_type",
-    }
-)
+_CPP_LEAF_NAMES = frozenset({"identifier", "field_identifier", "type_identifier", "namespace_identifier",
+                             "destructor_name", "operator_name", "primitive_type"})
 
 
 def _cpp_qualified_parts(ctx: _Ctx, node: Node | None) -> tuple[str, ...]:
-    """`ns::Class<T>::operator[]` -> ("ns", "Class", "operator[]"), read from the tree.
-
-    Walking the fields rather than splitting text keeps operator names such as `operator<=>`
-    intact and drops template arguments only where they are arguments.
-    """
+    """`ns::Class<T>::operator[]` -> ("ns", "Class", "operator[]"), read from the tree (not split
+    from text: `operator<=>` stays whole, template arguments go only where they are arguments)."""
     parts: list[str] = []
     while node is not None and node.type == "qualified_identifier":
         scope = node.child_by_field_name("scope")
@@ -98,15 +78,8 @@ def _c_prototype(ctx: _Ctx, node: Node) -> list[_Def] | None:
     for decl in node.children_by_field_name("declarator"):
         parts = _c_declarator_parts(ctx, decl, want_function=True)
         if parts:
-            found.append(
-                _Def(
-                    parts,
-                    _c_fn_kind(ctx, parts),
-                    _wrap(node, ("template_declaration",)),
-                    weak=True,
-                    opens=False,
-                )
-            )
+            found.append(_Def(parts, _c_fn_kind(ctx, parts), _wrap(node, ("template_declaration",)), weak=True,
+                              opens=False))
     return found or None
 
 
@@ -122,9 +95,7 @@ def _c_record(kind: str) -> _Handler:
             parent = node.parent
             if parent is None or parent.type != "type_definition":
                 return None
-            parts = _c_declarator_parts(
-                ctx, parent.child_by_field_name("declarator"), want_function=False
-            )
+            parts = _c_declarator_parts(ctx, parent.child_by_field_name("declarator"), want_function=False)
             span = parent
         if not parts:
             return None
@@ -136,11 +107,7 @@ def _c_record(kind: str) -> _Handler:
 
 def _c_typedef(ctx: _Ctx, node: Node) -> list[_Def] | None:
     typ = node.child_by_field_name("type")
-    if (
-        typ is not None
-        and typ.child_by_field_name("body") is not None
-        and typ.child_by_field_name("name") is None
-    ):
+    if typ is not None and typ.child_by_field_name("body") is not None and typ.child_by_field_name("name") is None:
         return None  # the anonymous struct/enum takes the typedef's name itself
     found = []
     for decl in node.children_by_field_name("declarator"):
@@ -169,7 +136,7 @@ _C_HANDLERS: dict[str, _Handler] = {
     "preproc_function_def": _unless_in_func(_named("macro", opens=False, sep="")),
 }
 
-_C = _Spec(handlers=_C_HANDLERS, setters={})
+_C = _Spec(handlers=_C_HANDLERS)
 _CPP = _Spec(
     handlers={
         **_C_HANDLERS,
@@ -177,7 +144,6 @@ _CPP = _Spec(
         "namespace_definition": _cpp_namespace,
         "alias_declaration": _unless_in_func(_named("type", opens=False, sep="")),
     },
-    setters={},
 )
 
 
@@ -221,8 +187,4 @@ _CSHARP = _Spec(
 )
 
 
-SPECS: dict[str, _Spec] = {
-    "c": _C,
-    "cpp": _CPP,
-    "csharp": _CSHARP,
-}
+SPECS: dict[str, _Spec] = {"c": _C, "cpp": _CPP, "csharp": _CSHARP}

@@ -1,5 +1,5 @@
-"""The other languages' definitions as symbols (`anchorfs.anchor.symbols`' walk, `anchorfs.anchor.symbols_walk`):
-JavaScript / TypeScript, Rust, Go, Java, Ruby, PHP, Kotlin, Swift, Scala and SQL, loaded for those files alone."""
+"""The other languages' definitions as symbols (on `anchorfs.anchor.symbols_walk`): JavaScript /
+TypeScript, Rust, Go, Java, Ruby, PHP, Kotlin, Swift, Scala and SQL, loaded for those files alone."""
 
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ __all__ = ["SPECS"]
 # ------------------------------------------------------------------------ JavaScript / TypeScript
 
 _JS_WRAPPERS = ("export_statement", "ambient_declaration")
-_JS_FUNC_VALUES = frozenset(
-    {"arrow_function", "function_expression", "function", "generator_function"}
-)
+_JS_FUNC_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 
 
 def _js_declarator(ctx: _Ctx, node: Node) -> _Def | None:
@@ -72,41 +70,23 @@ def _ts_module(kind: str) -> _Handler:
     return handler
 
 
-def _js_named(kind: str) -> _Handler:
+def _js_named(kind: str, *, weak: bool = False) -> _Handler:
+    """A named declaration; a method's span is its own node, anything else's takes its wrappers."""
+
     def handler(ctx: _Ctx, node: Node) -> _Def | None:
         name = _name(ctx, node)
         if not name:
             return None
-        return _Def((name,), kind, _wrap(node, _JS_WRAPPERS))
-
-    return handler
-
-
-def _js_method(*, weak: bool = False) -> _Handler:
-    def handler(ctx: _Ctx, node: Node) -> _Def | None:
-        name = _name(ctx, node)
-        if not name:
-            return None
-        return _Def((name,), "method", node, weak=weak)
-
-    return handler
-
-
-def _js_function(*, weak: bool = False) -> _Handler:
-    def handler(ctx: _Ctx, node: Node) -> _Def | None:
-        name = _name(ctx, node)
-        if not name:
-            return None
-        return _Def((name,), "function", _wrap(node, _JS_WRAPPERS), weak=weak)
+        return _Def((name,), kind, node if kind == "method" else _wrap(node, _JS_WRAPPERS), weak=weak)
 
     return handler
 
 
 _JS_HANDLERS: dict[str, _Handler] = {
     "class_declaration": _js_named("class"),
-    "function_declaration": _js_function(),
-    "generator_function_declaration": _js_function(),
-    "method_definition": _js_method(),
+    "function_declaration": _js_named("function"),
+    "generator_function_declaration": _js_named("function"),
+    "method_definition": _js_named("method"),
     "field_definition": _js_field("property"),
     "variable_declarator": _js_declarator,
 }
@@ -116,19 +96,18 @@ _TS_HANDLERS: dict[str, _Handler] = {
     "abstract_class_declaration": _js_named("class"),
     "interface_declaration": _js_named("interface"),
     "enum_declaration": _js_named("enum"),
-    "type_alias_declaration": lambda ctx, node: _Def(
-        (_name(ctx, node),), "type", _wrap(node, _JS_WRAPPERS), opens=False
-    ),
+    "type_alias_declaration": lambda ctx, node: _Def((_name(ctx, node),), "type", _wrap(node, _JS_WRAPPERS),
+                                                     opens=False),
     "internal_module": _ts_module("namespace"),
     "module": _ts_module("module"),
-    "function_signature": _js_function(weak=True),
-    "method_signature": _js_method(weak=True),
-    "abstract_method_signature": _js_method(weak=True),
+    "function_signature": _js_named("function", weak=True),
+    "method_signature": _js_named("method", weak=True),
+    "abstract_method_signature": _js_named("method", weak=True),
     "public_field_definition": _js_field("name"),
 }
 
-_JAVASCRIPT = _Spec(handlers=_JS_HANDLERS, setters={})
-_TYPESCRIPT = _Spec(handlers=_TS_HANDLERS, setters={})
+_JAVASCRIPT = _Spec(handlers=_JS_HANDLERS)
+_TYPESCRIPT = _Spec(handlers=_TS_HANDLERS)
 
 
 # --------------------------------------------------------------------------- Rust
@@ -156,24 +135,16 @@ def _rust_type_name(ctx: _Ctx, node: Node | None) -> str:
     return ""
 
 
-def _rust_item(kind: str, *, opens: bool = True, local: bool = True) -> _Handler:
+def _rust_item(kind: str | None, *, opens: bool = True, local: bool = True, weak: bool = False) -> _Handler:
+    """An item by its name; `kind` None: a function or a method, by what encloses it."""
+
     def handler(ctx: _Ctx, node: Node) -> _Def | None:
         if not local and ctx.in_func:
             return None
         name = _name(ctx, node)
         if not name:
             return None
-        return _Def((name,), kind, _rust_span_start(node), node, opens=opens)
-
-    return handler
-
-
-def _rust_fn(*, weak: bool = False) -> _Handler:
-    def handler(ctx: _Ctx, node: Node) -> _Def | None:
-        name = _name(ctx, node)
-        if not name:
-            return None
-        return _Def((name,), ctx.fn_kind(), _rust_span_start(node), node, weak=weak)
+        return _Def((name,), kind or ctx.fn_kind(), _rust_span_start(node), node, opens=opens, weak=weak)
 
     return handler
 
@@ -187,8 +158,8 @@ def _rust_impl(ctx: _Ctx, node: Node) -> _Def | None:
 
 _RUST = _Spec(
     handlers={
-        "function_item": _rust_fn(),
-        "function_signature_item": _rust_fn(weak=True),
+        "function_item": _rust_item(None),
+        "function_signature_item": _rust_item(None, weak=True),
         "struct_item": _rust_item("struct"),
         "enum_item": _rust_item("enum"),
         "union_item": _rust_item("union"),
@@ -200,7 +171,6 @@ _RUST = _Spec(
         "static_item": _rust_item("constant", opens=False, local=False),
         "macro_definition": _rust_item("macro", opens=False),
     },
-    setters={},
 )
 
 
@@ -241,9 +211,7 @@ def _go_type_spec(ctx: _Ctx, node: Node) -> _Def | None:
     if not name:
         return None
     typ = node.child_by_field_name("type")
-    kind = {"struct_type": "struct", "interface_type": "interface"}.get(
-        typ.type if typ is not None else "", "type"
-    )
+    kind = {"struct_type": "struct", "interface_type": "interface"}.get(typ.type if typ is not None else "", "type")
     return _Def((name,), kind, _go_single_parent(node, "type_declaration"))
 
 
@@ -271,7 +239,6 @@ _GO = _Spec(
         "const_spec": _go_value_spec("constant", "const_declaration"),
         "var_spec": _go_value_spec("variable", "var_declaration"),
     },
-    setters={},
 )
 
 
@@ -302,7 +269,6 @@ _JAVA = _Spec(
         "annotation_type_element_declaration": _named("method", sep=""),
         "variable_declarator": _java_field,
     },
-    setters={},
 )
 
 
@@ -340,7 +306,6 @@ _RUBY = _Spec(
         "singleton_method": _rb_method,
         "assignment": _unless_in_func(_rb_constant),
     },
-    setters={},
 )
 
 
@@ -445,7 +410,6 @@ _KOTLIN = _Spec(
         "property_declaration": _unless_in_func(_kt_property),
         "type_alias": _unless_in_func(_kt_typealias),
     },
-    setters={},
 )
 
 
@@ -468,14 +432,7 @@ def _swift_property(ctx: _Ctx, node: Node) -> list[_Def] | None:
         if ident is None and pattern.type == "simple_identifier":
             ident = pattern
         if ident is not None:
-            found.append(
-                _Def(
-                    (ctx.text(ident),),
-                    "property",
-                    node if len(patterns) == 1 else pattern,
-                    opens=False,
-                )
-            )
+            found.append(_Def((ctx.text(ident),), "property", node if len(patterns) == 1 else pattern, opens=False))
     return found or None
 
 
@@ -490,7 +447,6 @@ _SWIFT = _Spec(
         "property_declaration": _unless_in_func(_swift_property),
         "typealias_declaration": _unless_in_func(_named("type", opens=False, sep="")),
     },
-    setters={},
 )
 
 
@@ -526,7 +482,6 @@ _SCALA = _Spec(
         "val_definition": _unless_in_func(_scala_value("variable")),
         "var_definition": _unless_in_func(_scala_value("variable")),
     },
-    setters={},
 )
 
 
@@ -582,21 +537,10 @@ _SQL = _Spec(
         "create_trigger": _sql_object("trigger"),
         "create_index": _sql_index,
     },
-    setters={},
 )
 
 
 SPECS: dict[str, _Spec] = {
-    "javascript": _JAVASCRIPT,
-    "typescript": _TYPESCRIPT,
-    "tsx": _TYPESCRIPT,
-    "rust": _RUST,
-    "go": _GO,
-    "java": _JAVA,
-    "ruby": _RUBY,
-    "php": _PHP,
-    "kotlin": _KOTLIN,
-    "swift": _SWIFT,
-    "scala": _SCALA,
-    "sql": _SQL,
+    "javascript": _JAVASCRIPT, "typescript": _TYPESCRIPT, "tsx": _TYPESCRIPT, "rust": _RUST, "go": _GO, "java": _JAVA,
+    "ruby": _RUBY, "php": _PHP, "kotlin": _KOTLIN, "swift": _SWIFT, "scala": _SCALA, "sql": _SQL,
 }

@@ -1,8 +1,6 @@
-"""The walk machinery every language's symbol handlers share (`anchorfs.anchor.symbols`): what a handler
-finds at a node (`_Def`), the per-parse state it is handed (`_Ctx`), a language's handlers
-(`_Spec`) and the helpers they are built from, and Python's handlers (`SPECS`). The other
-languages are in `anchorfs.anchor.symbols_cfamily` and `anchorfs.anchor.symbols_langs`, each loaded
-when a file of theirs is parsed."""
+"""The walk machinery every language's symbol handlers share (`anchorfs.anchor.symbols`): what a
+handler finds at a node (`_Def`), the per-parse state it is handed (`_Ctx`), a language's handlers
+(`_Spec`) and the helpers they are built from, and Python's handlers (`SPECS`)."""
 
 from __future__ import annotations
 
@@ -15,22 +13,8 @@ if TYPE_CHECKING:
 __all__ = ["SPECS"]
 
 
-_TYPE_KINDS = frozenset(
-    {
-        "class",
-        "struct",
-        "interface",
-        "trait",
-        "impl",
-        "enum",
-        "object",
-        "record",
-        "extension",
-        "protocol",
-        "union",
-        "annotation",
-    }
-)
+_TYPE_KINDS = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "object", "record", "extension",
+                         "protocol", "union", "annotation"})
 _FUNC_KINDS = frozenset({"function", "method"})
 # Values yield their name to a definition spelled the same (a Java builder's field `secret`
 # and its method `secret()`): the definition is what an anchor on that name means.
@@ -42,18 +26,9 @@ class _Def:
 
     __slots__ = ("parts", "kind", "first", "last", "weak", "opens", "child_scope", "absolute")
 
-    def __init__(
-        self,
-        parts: tuple[str, ...],
-        kind: str,
-        first: Node,
-        last: Node | None = None,
-        *,
-        weak: bool = False,
-        opens: bool = True,
-        child_scope: tuple[str, ...] | None = None,
-        absolute: bool = False,
-    ) -> None:
+    def __init__(self, parts: tuple[str, ...], kind: str, first: Node, last: Node | None = None, *,
+                 weak: bool = False, opens: bool = True, child_scope: tuple[str, ...] | None = None,
+                 absolute: bool = False) -> None:
         self.parts = parts  # appended to the enclosing scope (or the whole name when absolute)
         self.kind = kind
         self.first = first  # span start node
@@ -89,16 +64,15 @@ _Handler = Callable[[_Ctx, "Node"], "_Def | list[_Def] | None"]
 
 
 class _Spec:
-    """A language's handlers, by the node types they look at (a plain class: a frozen dataclass
-    cost every process that checks a symbol its build)."""
+    """A language's handlers, by the node types they look at."""
 
     __slots__ = ("handlers", "setters")
 
     def __init__(self, *, handlers: dict[str, _Handler],
-                 setters: dict[str, Callable[[_Ctx, Node], tuple[str, ...] | None]]) -> None:
+                 setters: dict[str, Callable[[_Ctx, Node], tuple[str, ...] | None]] | None = None) -> None:
         self.handlers = handlers
         # Nodes that apply a namespace to their following siblings (C# file-scoped, PHP `namespace X;`).
-        self.setters = setters
+        self.setters = setters if setters is not None else {}
 
 
 def _wrap(node: Node, wrappers: tuple[str, ...]) -> Node:
@@ -113,9 +87,7 @@ def _name(ctx: _Ctx, node: Node, field: str = "name") -> str:
     return ctx.text(node.child_by_field_name(field)).strip()
 
 
-_TEMPLATE_ARGS = r"<[^<>]*>"
-"""Compiled at its first use (re's cache), not at import: a hook checking Python pays none,
-not even `re`'s import (with the `enum` it builds, half a `python3 -c pass`)."""
+_TEMPLATE_ARGS = r"<[^<>]*>"  # compiled at first use (re's cache): a hook checking Python never imports `re`
 
 
 def _strip_generics(text: str) -> str:
@@ -166,9 +138,7 @@ def _named(kind: str, *, field: str = "name", opens: bool = True, sep: str = "."
     return handler
 
 
-def _named_fn(
-    *, field: str = "name", wrappers: tuple[str, ...] = (), weak: bool = False
-) -> _Handler:
+def _named_fn(*, field: str = "name", wrappers: tuple[str, ...] = (), weak: bool = False) -> _Handler:
     """A function whose kind (function or method) depends on what encloses it."""
 
     def handler(ctx: _Ctx, node: Node) -> _Def | None:
@@ -187,7 +157,7 @@ def _unless_in_func(handler: _Handler) -> _Handler:
     return wrapped
 
 
-# --------------------------------------------------------------------------- Python's handlers (the others: symbols_cfamily, symbols_langs)
+# --------------------------------------------------------------------------- Python's handlers
 
 
 def _py_assignment(ctx: _Ctx, node: Node) -> _Def | None:
@@ -201,16 +171,12 @@ def _py_assignment(ctx: _Ctx, node: Node) -> _Def | None:
 
 _PYTHON = _Spec(
     handlers={
-        "class_definition": lambda ctx, node: _Def(
-            (_name(ctx, node),), "class", _wrap(node, ("decorated_definition",))
-        ),
+        "class_definition": lambda ctx, node: _Def((_name(ctx, node),), "class",
+                                                   _wrap(node, ("decorated_definition",))),
         "function_definition": _named_fn(wrappers=("decorated_definition",)),
         "assignment": _unless_in_func(_py_assignment),
     },
-    setters={},
 )
 
 
-SPECS: dict[str, _Spec] = {
-    "python": _PYTHON,
-}
+SPECS: dict[str, _Spec] = {"python": _PYTHON}

@@ -1,8 +1,5 @@
 """cli: the `anchorfs` command (click commands that parse, call one SDK method, format) and the
-warm server.
-
-This file stays free of heavy imports: `anchorfs.__main__` calls `usable_stdout` and reaches
-`cli.server` for the warm hand-off before click is imported.
+warm server. Free of heavy imports: `anchorfs.__main__` uses it before click is imported.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ __all__ = ["usable_stdout"]
 
 
 def _json_escape(err: UnicodeError) -> tuple[str, int]:
-    """A character the stream cannot encode, as a JSON `\\uXXXX` escape (surrogate pairs
-    above the BMP): JSON output stays valid and reads back as the same text."""
+    """A character the stream cannot encode, as a JSON `\\uXXXX` escape (surrogate pairs above the BMP)."""
     assert isinstance(err, UnicodeEncodeError)
     out = []
     for ch in err.object[err.start:err.end]:
@@ -29,9 +25,8 @@ def _json_escape(err: UnicodeError) -> tuple[str, int]:
 
 
 def usable_stdout() -> None:
-    """Output never ends in a traceback: a closed stdout (`>&-`) discards it, keeping the exit
-    code hooks and cron read, and a stream that cannot encode a character (an ASCII locale)
-    writes it as a JSON `\\u` escape."""
+    """Output never ends in a traceback: a closed stdout discards it, and a character the stream
+    cannot encode is written as a JSON `\\u` escape."""
     if sys.stdout is None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     elif hasattr(sys.stdout, "reconfigure"):

@@ -1,8 +1,5 @@
 """`anchorfs` commands that serve agents and their files: `context`, `mcp`, `serve`, `watch`,
-and `import` / `export` of CLAUDE.md and AGENTS.md claims.
-
-Split out of `anchorfs.cli.commands` (which imports this module, so they register on the one `cli` group)
-so each module stays readable; the commands, their options and their output are unchanged.
+and `import` / `export` of CLAUDE.md and AGENTS.md claims (registered on `cli` when imported).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The plumbing every `anchorfs` command module shares: the click group `cli`, the options
 each command takes (`_common`), the session that opens the workspace at most once and closes
 it (`_session`), and the output helpers (terminal-safe text, JSON, tables).
-
-Apart from `anchorfs.cli.commands` so the command modules (`cli`, `cli_agents`, `cli_git`) import it
-without importing each other; `anchorfs.cli.commands` re-exports every name, as before the split.
 """
 
 from __future__ import annotations
@@ -36,12 +33,7 @@ _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u206
 
 
 def _printable(text: str) -> str:
-    """Text for a terminal: control characters shown as escapes, never sent raw.
-
-    Memory text comes from agents and cloned ledgers: `\\033]0;...\\007` would retitle the
-    terminal, `\\033[2J` clear it, a bidi override reorder what the reader sees. Newlines and
-    tabs stay; JSON output needs none of this (orjson escapes every control character).
-    """
+    """Text for a terminal: control characters and bidi overrides as escapes (newlines, tabs stay)."""
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
@@ -128,10 +120,7 @@ def _split_spec(spec: str) -> tuple[str, str]:
 
 
 def _from_cwd(ws: "Workspace", specs: Sequence[str]) -> list[str]:
-    """Anchor specs with their paths taken from the current folder first, as git pathspecs are:
-    in `src/flask/`, `app.py#Flask.run` is `src/flask/app.py#Flask.run`. A path that names
-    nothing there but does from the workspace root keeps its root-relative meaning; one that
-    names nothing either way is passed on resolved, so the error shows it as resolved."""
+    """Anchor specs with their paths taken from the current folder first, as git pathspecs are."""
     try:
         rel = os.path.relpath(os.path.realpath(os.getcwd()), ws.root_real)
     except (OSError, ValueError):
@@ -153,8 +142,7 @@ def _from_cwd(ws: "Workspace", specs: Sequence[str]) -> list[str]:
 
 
 def _read_text(text: str | None, from_file: str | None) -> str:
-    """A memory's text: the argument, `-` for stdin, or `--file PATH` (long text, no argv
-    limit). Read as UTF-8; trailing newlines dropped (`echo ... | anchorfs record -`)."""
+    """A memory's text: the argument, `-` for stdin, or `--file PATH`, as UTF-8, trailing newlines dropped."""
     if from_file is not None and text is not None:
         raise click.UsageError("give the text, - (stdin) or --file PATH, not two of them")
     if from_file is None and text is None:
@@ -270,8 +258,7 @@ def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any 
 
 
 def run(argv: Sequence[str] | None = None) -> None:
-    """Run the `anchorfs` group on `argv`: user errors are one line on stderr and exit 1, never
-    a traceback. The command modules must be imported first (`commands.main` does)."""
+    """Run the `anchorfs` group on `argv`: user errors are one line on stderr and exit 1."""
     from . import usable_stdout
 
     warnings.showwarning = _warning

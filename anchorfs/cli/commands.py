@@ -1,12 +1,9 @@
 """The `anchorfs` command: each command parses, calls one Workspace method, formats.
 
-No logic lives here. Exit codes follow one rule: 2 for a command line click can refuse by its
-shape alone (an unknown command or option, a missing argument, a value outside its choices or
-range, a time that does not parse, empty text); 1 for what anchorfs finds doing the work (an
-unknown id, a bad anchor, a refused change), as one line on stderr; 90 from `drift`, `verify`
-and `at` when something is stale. Anchor paths are taken from the current folder first, as git
-takes pathspecs. Output for people is plain aligned text (no heavy imports: `drift` runs in
-git hooks and cron); `--json` for programs.
+Exit codes: 2 for a command line click refuses by its shape alone (unknown option, missing
+argument, bad choice, unparsable time, empty text); 1 for what anchorfs finds doing the work,
+as one line on stderr; 90 from `drift`, `verify` and `at` when something is stale. Anchor
+paths are taken from the current folder first, as git takes pathspecs. `--json` for programs.
 """
 
 from __future__ import annotations
@@ -18,28 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base import run
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
-    _KIND,
-    EXIT_STALE,
-    _common,
-    _Ctx,
-    _echo,
-    _emit,
-    _emit_json,
-    _from_cwd,
-    _json_text,
-    _print_memory,
-    _printable,
-    _progress,
-    _read_text,
-    _session,
-    _short,
-    _split_spec,
-    _table,
-    _text_value,
-    _time_value,
-    cli,
+    _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, _printable,
+    _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run,
 )
 
 if TYPE_CHECKING:
@@ -216,8 +194,6 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
         finally:
             finish()
         built = ws.embedder.name
-        # The next command picks its embedder as a fresh workspace does: the store's own, unless
-        # `embedder =` or ANCHORFS_EMBEDDER names another, which would refuse this store.
         wanted = Workspace(ws.root).embedder.name
         if c.json:
             _emit_json({"memories": n, "embedder": built, "next_embedder": wanted})
@@ -461,13 +437,11 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: every command registered (below), then `base.run`: user errors are one
-    line on stderr and exit 1, never a traceback."""
+    """Entry point: every command registered (below), then `base.run`."""
     run(argv)
 
 
-# The other command modules register their commands on `cli` as they are imported (pure moves,
-# grouped by concept); imported here so `anchorfs.cli.commands` holds every command and name as before.
+# The other command modules register their commands on `cli` as they are imported.
 from .agents import context, export, import_cmd, mcp, serve, watch  # noqa: E402, F401
 from .git import at, bisect, conflicts, hook, log_cmd, merge_ledger_cmd, mode_of, share  # noqa: E402, F401
 

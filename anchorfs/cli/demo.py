@@ -46,11 +46,8 @@ def _git(root: Path, *args: str) -> None:
 
 
 def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Run the demo; returns what it saw (the CLI prints it, tests assert on it).
-
-    `keep` must be a new or empty folder: the demo writes files, makes a git repo and commits,
-    which in an existing project would overwrite its files and commit its uncommitted work.
-    """
+    """Run the demo; returns what it saw. `keep` must be a new or empty folder: the demo writes
+    files, makes a git repo and commits, which would harm an existing project."""
     import anchorfs
     from ..core.errors import WorkspaceError
 

@@ -1,8 +1,5 @@
 """`anchorfs` commands over git: the `hook` group (post-commit report, agent hooks), `bisect`,
-`log`, `at`, and team memory (`merge-ledger`, `conflicts`, `share`).
-
-Split out of `anchorfs.cli.commands` (which imports this module, so they register on the one `cli` group)
-so each module stays readable; the commands, their options and their output are unchanged.
+`log`, `at`, and team memory (`merge-ledger`, `conflicts`, `share`) (registered on `cli` when imported).
 """
 
 from __future__ import annotations

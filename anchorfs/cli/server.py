@@ -1,26 +1,11 @@
 """A warm local server per workspace, which the `anchorfs` command hands its reads to.
 
-A one-shot `anchorfs query` spends nearly all its time importing LanceDB and folding the
-ledger; the work itself is milliseconds. `anchorfs serve` keeps one process with all of that
-loaded, listening on a Unix socket (`.anchorfs/server.sock`, or under $XDG_RUNTIME_DIR when
-that path is too long for AF_UNIX). The command's entry point (`anchorfs.__main__`) asks it
-first, before click or LanceDB is imported, and prints what it returns with its exit code.
-
-Identical answers: the server runs the very same click command (`anchorfs.cli.commands.main`) in
-its own process, with the caller's argv, folder and output encodings, capturing stdout,
-stderr and the exit code; there is no second implementation. The one Workspace it keeps
-warm follows other processes' writes as every long-lived one does (the ledger fold and the
-store catch up at each read, LanceDB reads with strong consistency) and is opened afresh
-when `.anchorfs.toml`, the state folder or the git top level change.
-
-Anything unusual is the in-process path's: a caller whose environment (the variables the
-CLI and git read), umask, terminal width or anchorfs install differ from the server's, a
-command that reads stdin or prints help, a socket that is a link, not a socket or not ours,
-a server that does not answer in time, or one that is gone. The server checks its peer's
-uid (SO_PEERCRED), the client checks the server's, and the server opens no workspace but
-its own. Linux only (SO_PEERCRED); elsewhere the CLI simply runs in process.
-
-Only light modules are imported at the top: the client side runs in every CLI process.
+`anchorfs serve` keeps one process with LanceDB imported and the ledger folded, listening on a
+Unix socket (`.anchorfs/server.sock`, or under $XDG_RUNTIME_DIR); `anchorfs.__main__` asks it
+first and prints what it returns. The server runs the very same click command with the
+caller's argv, folder and output encodings. Anything unusual (another environment, umask,
+terminal width or install, stdin, help, a suspicious socket, a slow or gone server) runs in
+process. Both sides check the peer's uid (SO_PEERCRED, Linux only). Light imports only at the top.
 """
 
 from __future__ import annotations
@@ -32,7 +17,9 @@ import sys
 
 import _socket
 
-from ..core.statedir import option_value
+from ..core.errors import AnchorfsError, WorkspaceError
+from ..core.statedir import locate, option_value
+from ..core.statefs import check_state, check_state_dir
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -47,8 +34,7 @@ __all__ = [
 ]
 
 SERVED = frozenset({"query", "context", "list", "record", "show"})
-"""The commands handed to a server: the ones a person or an agent runs often, whose cost is
-the import and the fold (`scripts/bench_process.py` measures them with and without)."""
+"""The commands handed to a server: run often, their cost is the import and the fold."""
 
 SOCKET_NAME = "server.sock"
 DEFAULT_IDLE_TIMEOUT = 1800.0
@@ -57,8 +43,7 @@ NO_SERVER_ENV = "ANCHORFS_NO_SERVER"
 """Set (non-empty) to keep every command in process, server or not."""
 
 CONNECT_TIMEOUT = 2.0
-"""Seconds for connecting and for the server's accept-or-decline: it serves one command at a
-time, so a busy one makes the caller fall back rather than queue."""
+"""Seconds for connecting and for the server's accept-or-decline (a busy one: fall back)."""
 RESULT_TIMEOUT = 120.0
 """Seconds for the command's result once accepted; then the caller runs it in process."""
 MAX_MESSAGE = 64 << 20
@@ -75,14 +60,12 @@ class Declined(Exception):
 # -- what both sides compute -----------------------------------------------------------------
 
 def _relevant_env(env: "Any") -> dict[str, str]:
-    """The variables anchorfs, git and the embedders read (config overrides, the actor, git's
-    repo and config, locale, time zone, caches): a caller whose values differ is not served."""
+    """The variables anchorfs, git and the embedders read: a caller whose values differ is not served."""
     return {k: v for k, v in env.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
 
 
 def _columns() -> int:
-    """The terminal width click's usage lines are wrapped to, as `shutil.get_terminal_size`
-    finds it, capped where click stops using it (80)."""
+    """The terminal width click's usage lines are wrapped to, capped at 80 as click does."""
     try:
         cols = int(os.environ.get("COLUMNS", "0"))
     except ValueError:
@@ -107,8 +90,7 @@ def _install() -> tuple[int, str, str]:
 
 
 def _runtime_dir(create: bool) -> str | None:
-    """A folder of our own for sockets whose workspace path is too long: $XDG_RUNTIME_DIR/anchorfs,
-    else <tmp>/anchorfs-UID. None when it is missing (client) or not a private folder of ours."""
+    """$XDG_RUNTIME_DIR/anchorfs, else <tmp>/anchorfs-UID; None when missing or not privately ours."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and os.path.isabs(base):
         folder = os.path.join(base, "anchorfs")
@@ -131,9 +113,7 @@ def _runtime_dir(create: bool) -> str | None:
 
 
 def socket_path(root_real: str, *, create: bool = False) -> str | None:
-    """Where the server of the workspace at `root_real` (a real path) listens: in its state
-    folder when the path fits AF_UNIX's 107 bytes, else in a private runtime folder, keyed by
-    a hash of the root. None when there is no usable place."""
+    """Where the server of `root_real` listens: its state folder, else a private runtime folder."""
     path = os.path.join(root_real, ".anchorfs", SOCKET_NAME)
     if len(os.fsencode(path)) <= _MAX_UNIX_PATH:
         return path
@@ -165,10 +145,8 @@ def _peer_uid(sock: "Any") -> int | None:
 
 
 def served_command(argv: "Sequence[str]") -> tuple[str, str | None] | None:
-    """(command, the --root given) when `argv` is a command a server may run; None for any
-    other, for help and version, and for `-` (stdin, which is not sent). The command's
-    `--root` wins over the group's, the last of each as click takes it. A misreading costs
-    nothing but speed: the server opens no workspace but its own and declines the rest."""
+    """(command, the --root given) when `argv` is a command a server may run; None for any other,
+    for help and version, and for `-` (stdin). The command's `--root` wins over the group's."""
     roots: list[str | None] = [None, None]
     command: str | None = None
     i = 0
@@ -224,8 +202,7 @@ def _recv(sock: "Any") -> "Any":
 # -- the client ------------------------------------------------------------------------------
 
 def _connect(root_real: str) -> "Any":
-    """A connected socket to this workspace's server, checked both ways; None when there is no
-    server to ask (no socket, a link or a foreign one, nobody listening, another user)."""
+    """A connected socket to this workspace's server, checked both ways; None when there is none."""
     state = os.path.join(root_real, ".anchorfs")
     try:
         if not stat.S_ISDIR(os.lstat(state).st_mode):
@@ -252,8 +229,7 @@ def _connect(root_real: str) -> "Any":
 
 
 def _remove_stale(state: str, path: str) -> None:
-    """A socket nobody listens on, left by a server that died: removed, under a shared lock on
-    the state folder that a live server holds exclusively (so never a starting server's)."""
+    """Remove a dead server's socket, under a shared lock on the state folder (a live server's)."""
     import fcntl
 
     try:
@@ -283,16 +259,12 @@ def _request(argv: "Sequence[str]", root_real: str) -> dict[str, object]:
 
 
 def hand_off(argv: "Sequence[str]") -> int | None:
-    """Run `argv` on this workspace's server, writing its output here; its exit code, or None
-    when the command is to run in process (no server, declined, failed or too slow)."""
+    """Run `argv` on this workspace's server, writing its output here; its exit code, or None."""
     if os.environ.get(NO_SERVER_ENV):
         return None
     parsed = served_command(argv)
     if parsed is None:
         return None
-    from ..core.errors import AnchorfsError
-    from ..core.statedir import locate
-
     try:
         root_real = locate(parsed[1])
     except (AnchorfsError, OSError):
@@ -325,8 +297,6 @@ def hand_off(argv: "Sequence[str]") -> int | None:
 
 
 def _ask(root: "str | os.PathLike[str] | None", op: str) -> dict[str, "Any"] | None:
-    from ..core.statedir import locate
-
     sock = _connect(locate(root))
     if sock is None:
         return None
@@ -353,14 +323,10 @@ def stop(root: "str | os.PathLike[str] | None" = None) -> bool:
 
 def detach(root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
            wait: float = 60.0) -> dict[str, "Any"]:
-    """Start this workspace's server in the background (its own session, no terminal) and
-    return its `ping` once it answers; its one-line error as `WorkspaceError` if it ends first."""
+    """Start this workspace's server in the background; its `ping` once it answers."""
     import subprocess
     import tempfile
     import time
-
-    from ..core.errors import WorkspaceError
-    from ..core.statedir import locate
 
     root_real = locate(root)
     with tempfile.TemporaryFile() as log:
@@ -385,8 +351,7 @@ def detach(root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float 
 # -- the server ------------------------------------------------------------------------------
 
 def _chunks(fd: int, chunks: list[tuple[int, bytes]], tty: bool) -> "Any":
-    """A raw stream recording what is written, in order with the other stream's writes, so
-    the caller replays stdout and stderr interleaved as they were; `isatty` is the caller's."""
+    """A raw stream recording what is written, interleaved with the other stream's writes."""
     import io
 
     class Chunks(io.RawIOBase):
@@ -424,12 +389,7 @@ def _package_stamp() -> tuple[int, ...]:
 
 
 class _Pool:
-    """The workspace kept warm, handed to the CLI's commands in place of a fresh one.
-
-    Reopened when what a fresh open would read differently changes: `.anchorfs.toml`, the
-    state folder (re-created), the git top level (a `git init` above). Everything else a
-    fresh open would see, the warm one sees too: its ledger fold and store catch up with
-    every write at each read, as in the MCP server and `watch`."""
+    """The workspace kept warm, reopened when `.anchorfs.toml`, the state folder or git's top change."""
 
     def __init__(self, root_real: str) -> None:
         self.root_real = root_real
@@ -456,18 +416,14 @@ class _Pool:
         state = ident(os.path.join(self.root_real, ".anchorfs"))
         store = ident(os.path.join(self.root_real, ".anchorfs", "memories.lance"))
         # the state folder and `.git` by inode alone (writes inside change their times); the
-        # store's folder by inode and ctime, which only its re-creation changes (the folders it
-        # holds are made with it): `reindex` rebuilt it, maybe with another embedder
+        # store's folder by inode and ctime, which only its re-creation (`reindex`) changes
         return (ident(os.path.join(self.root_real, CONFIG_FILE)), state and state[0], store and (store[0], store[3]),
                 probe, git and git[0])
 
     def open(self, root: "str | os.PathLike[str] | None" = None, **kwargs: "Any") -> "Workspace":
-        """The warm workspace, if `root` resolves to ours (as `workspace.open` resolves it);
-        anything else is `Declined`: this process opens no other workspace."""
+        """The warm workspace, if `root` resolves to ours; anything else is `Declined`."""
         from pathlib import Path
 
-        from ..core.statedir import locate
-        from ..core.statefs import check_state
         from ..sdk.workspace import Workspace
 
         if kwargs or locate(root) != self.root_real:
@@ -483,14 +439,10 @@ class _Pool:
 
 
 class Server:
-    """One workspace's server: `serve()` until idle for `idle_timeout` seconds (0: never), a
-    `stop` request, SIGTERM or SIGINT; the socket is removed on the way out."""
+    """One workspace's server: `serve()` until idle, a `stop` request, SIGTERM or SIGINT."""
 
     def __init__(self, root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  on_ready: "Callable[[Server], None] | None" = None) -> None:
-        from ..core.errors import WorkspaceError
-        from ..core.statedir import locate
-
         if getattr(_socket, "SO_PEERCRED", None) is None:
             raise WorkspaceError("anchorfs serve needs SO_PEERCRED (Linux); commands run in process here")
         self.root_real = locate(root)
@@ -515,12 +467,8 @@ class Server:
     # -- lifetime ------------------------------------------------------------------------
 
     def _lock(self) -> int:
-        """An exclusive lock on the state folder for the server's life: a second server for
-        the same workspace is refused, and the client removes a stale socket only without it."""
+        """An exclusive lock on the state folder for the server's life: a second server is refused."""
         import fcntl
-
-        from ..core.errors import WorkspaceError
-        from ..core.statefs import check_state_dir
 
         check_state_dir(self.state)
         try:
@@ -537,10 +485,7 @@ class Server:
         return fd
 
     def _check_path(self) -> bool:
-        """True when a socket left by a dead server is at `self.path` (replaced at bind); anything
-        else there (a file, a link, another user's socket) is refused and left alone."""
-        from ..core.errors import WorkspaceError
-
+        """True when a dead server's socket is at `self.path`; anything else there is refused."""
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
@@ -552,10 +497,7 @@ class Server:
         return True
 
     def _bind(self) -> "Any":
-        """Listen at `self.path`, replacing a dead server's socket (we hold the lock: no server
-        listens there)."""
-        from ..core.errors import WorkspaceError
-
+        """Listen at `self.path`, replacing a dead server's socket (we hold the lock)."""
         if self._check_path():
             os.unlink(self.path)
         import socket

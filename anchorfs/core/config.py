@@ -1,7 +1,6 @@
 """Configuration: defaults, then `.anchorfs.toml` at the workspace root, then `ANCHORFS_*`.
 
-Every key lives in one table (`KEYS`) so the example file, the environment names and the
-validation cannot drift apart. `.anchorfs.example.toml` documents each key.
+Every key lives in one table (`KEYS`); `.anchorfs.example.toml` documents each key.
 """
 
 from __future__ import annotations
@@ -21,13 +20,7 @@ __all__ = ["Config", "KEYS", "load_config", "CONFIG_FILE"]
 CONFIG_FILE = ".anchorfs.toml"
 
 DEFAULT_EXPIRY_DAYS: dict[str, float] = {
-    "decision": 365,
-    "constraint": 180,
-    "goal": 120,
-    "preference": 90,
-    "reference": 180,
-    "summary": 60,
-    "note": 30,
+    "decision": 365, "constraint": 180, "goal": 120, "preference": 90, "reference": 180, "summary": 60, "note": 30,
 }
 
 # dotted key -> (type, default). The env name is ANCHORFS_ + key upper-cased, dots to "_".
@@ -59,8 +52,7 @@ def env_name(key: str) -> str:
 
 
 class Config(Value):
-    """The workspace's settings, every key of `KEYS` present (a frozen `Value`, not a dataclass:
-    its code generation at import was a cost of every hook)."""
+    """The workspace's settings, every key of `KEYS` present."""
 
     __slots__ = ("values",)
     values: dict[str, Any]
@@ -86,12 +78,11 @@ def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
     try:
         if typ is bool:
             if isinstance(raw, bool):
-                value: Any = raw
-            elif isinstance(raw, str) and raw.strip().lower() in _BOOLS:
-                value = _BOOLS[raw.strip().lower()]
-            else:
-                raise ValueError
-            return value
+                return raw
+            if isinstance(raw, str) and raw.strip().lower() in _BOOLS:
+                return _BOOLS[raw.strip().lower()]
+            raise ValueError
+        value: Any
         if typ is float:
             if isinstance(raw, bool):
                 raise ValueError
@@ -118,9 +109,7 @@ def _coerce(key: str, typ: type, raw: Any, where: str) -> Any:
     return value
 
 
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "drift.whitespace": ("tokens", "strict"),
-}
+_CHOICES: dict[str, tuple[str, ...]] = {"drift.whitespace": ("tokens", "strict")}
 """String keys that take one of a few words: anything else is a typo, refused in one line."""
 
 _BOUNDS: dict[str, tuple[float, float]] = {
@@ -132,8 +121,8 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "drift.cache_ttl": (0, 31 * 86_400),
     "hook.digest_chars": (100, 1_000_000),
 }
-"""Ranges past which a value can only be a mistake (`search.k = 1e18` asks LanceDB for a
-quintillion rows); keys not named take any finite value up to `_LARGEST`."""
+"""Ranges past which a value can only be a mistake; other keys take any finite value up to `_LARGEST`
+(`_factor` and `_floor` keys: 0 to 1)."""
 
 _LARGEST = 1e12
 
@@ -157,8 +146,8 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_MAX_CONFIG_BYTES = 1 << 20
-"""A configuration file larger than this is a mistake, not a setting."""
+_MAX_CONFIG_BYTES = 1 << 20  # a configuration file larger than this is a mistake, not a setting
+
 
 def _parse(raw: bytes) -> dict[str, Any]:
     """`raw` (the config file's bytes) parsed as TOML, every time: the file is the only truth."""
@@ -177,9 +166,7 @@ def load_config(root: str | os.PathLike[str] | None, environ: dict[str, str] | N
         path = os.path.join(root, CONFIG_FILE)
         from .guard import GuardError, read_guarded
 
-        try:  # guarded: a FIFO here hung every command; a link out would be read
-            # A link that stays inside the workspace is followed (a shared config kept elsewhere in
-            # the repo); the guard refuses one that leads out, and anything but a regular file.
+        try:  # guarded: a link inside the workspace is followed; one out, or a FIFO, is refused
             raw: bytes | None = read_guarded(os.path.realpath(path), root=os.path.realpath(root),
                                              max_bytes=_MAX_CONFIG_BYTES)
         except FileNotFoundError:

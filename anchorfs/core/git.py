@@ -1,7 +1,5 @@
-"""Thin git plumbing: the few facts anchorfs needs from a repo, through the `git` binary.
-
-The binary rather than a library: it is on every developer machine, reads every repo format
-(packs, worktrees, partial clones) exactly as the user's git does, and costs nothing to import.
+"""Thin git plumbing: the few facts anchorfs needs from a repo, through the `git` binary
+(it reads every repo format exactly as the user's git does, and costs nothing to import).
 """
 
 from __future__ import annotations
@@ -17,13 +15,12 @@ from .statedir import STATE_DIR
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
-    from pathlib import Path  # annotations only: its import is 0.8x `python3 -c pass` of a commit hook
+    from pathlib import Path  # annotations only: costly to import in a commit hook
 
 __all__ = [
     "run_git", "read_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
-    "head_and_dirty",
-    "dirty_paths", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change", "tree_changes",
-    "worktree_changes", "branches_containing", "is_tracked",
+    "head_and_dirty", "dirty_paths", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change",
+    "tree_changes", "worktree_changes", "branches_containing", "is_tracked",
 ]
 
 
@@ -38,8 +35,7 @@ def git_env() -> dict[str, str]:
 
 
 def popen_git(cwd: Path, *args: str, stdin: int | None = -1) -> subprocess.Popen[bytes]:
-    """A streaming git process (binary pipes) for commands whose output is read as it comes
-    (`stdin`: -1 is `subprocess.PIPE`)."""
+    """A streaming git process (binary pipes; `stdin` -1 is `subprocess.PIPE`)."""
     import subprocess  # here, not at import: a post-edit hook runs no git, a post-commit one `read_git`
 
     try:
@@ -63,11 +59,8 @@ def run_git(cwd: str | os.PathLike[str], *args: str, check: bool = True, input: 
     """Run git with a stable, non-interactive environment; stdout as bytes."""
     import subprocess
 
-    env = git_env()
     try:
-        proc = subprocess.run(
-            ["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=False
-        )
+        proc = subprocess.run(["git", *args], cwd=cwd, env=git_env(), input=input, capture_output=True, check=False)
     except FileNotFoundError as exc:  # no git on this machine
         raise HistoryError("git is not installed") from exc
     if check and proc.returncode != 0:
@@ -77,10 +70,9 @@ def run_git(cwd: str | os.PathLike[str], *args: str, check: bool = True, input: 
 
 
 def read_git(cwd: str | os.PathLike[str], *args: str) -> bytes:
-    """git's stdout for a command whose failure reads as no output (its stderr discarded, no
-    stdin), spawned without `subprocess`: that import (`selectors`, `signal`, ...) is about
-    13M instructions, a twentieth of the post-commit hook that runs one `git diff-tree`
-    (issue 20). `run_git(cwd, *args, check=False)` where `posix_spawnp` is missing."""
+    """git's stdout for a command whose failure reads as no output (stderr discarded, no stdin),
+    spawned without importing `subprocess` (costly for a hook); `run_git(..., check=False)`
+    where `posix_spawnp` is missing."""
     spawn = getattr(os, "posix_spawnp", None)
     if spawn is None:
         return run_git(cwd, *args, check=False)
@@ -110,9 +102,7 @@ def read_git(cwd: str | os.PathLike[str], *args: str) -> bytes:
 def toplevel(root: Path) -> Path | None:
     """The enclosing repo's top level, or None when `root` is not in a git work tree."""
     probe = root
-    while True:
-        if (probe / ".git").exists():
-            break
+    while not (probe / ".git").exists():
         if probe.parent == probe:
             return None
         probe = probe.parent
@@ -161,8 +151,7 @@ def _read_small(path: str) -> bytes | None:
 def _head_key(top: str) -> tuple[object, ...] | None:
     """What HEAD's hash rests on, read without a process: HEAD's text and the stat of the
     branch's loose ref and of packed-refs. None when it cannot be trusted: an unusual layout
-    (reftable, a symbolic ref past the branch, refs outside refs/heads/, GIT_DIR set) or a
-    file changed within the last two seconds (racy: a second change could keep its stat)."""
+    (reftable, symbolic refs, refs outside refs/heads/, GIT_DIR set) or a racy file."""
     if top not in _git_dirs:
         try:
             out = run_git(top, "rev-parse", "--absolute-git-dir", "--git-common-dir", check=False)
@@ -220,10 +209,8 @@ def prefix_of(root: Path, top: Path) -> str:
 
 def head_and_dirty(root: Path, paths: Sequence[str], *, prefix: str | None = None) -> tuple[str | None, set[str]]:
     """HEAD's hash (None before the first commit) and which of `paths` (relative to `root`)
-    differ from it or are untracked: one `git status --porcelain=v2 --branch` for both, so a
-    batch of writes pays one process whatever its size. `prefix` is `prefix_of(root, top)`,
-    looked up here (one more process) when the caller has not kept it.
-    """
+    differ from it or are untracked, from one `git status`. `prefix` is `prefix_of(root, top)`,
+    looked up here (one more process) when the caller has not kept it."""
     if not paths:
         return head_commit(root), set()
     out = run_git(
@@ -286,20 +273,13 @@ class Renames:
 
 
 def renames_since(root: Path, commits: Sequence[str], *, untracked: bool = True) -> Renames:
-    """Renames and new files between each of `commits` and the working tree, under `root`.
-
-    One `git diff --cached -M --name-status` per distinct commit (a pass's anchors share a few) and,
-    with `untracked`, one `git ls-files --others` for untracked files: the drift pass asks only
-    when an anchor's file is gone or its symbol is missing, never per anchor, and for untracked
-    files only when the renames did not answer. A commit git does not know (shallow clone,
-    rewritten history) adds nothing; every answer is a candidate the caller verifies.
-    """
+    """Renames and new files between each of `commits` and the working tree, under `root`: one
+    `git diff --cached -M` per distinct commit and, with `untracked`, one `git ls-files --others`.
+    A commit git does not know adds nothing; every answer is a candidate the caller verifies."""
     found = Renames()
     added: dict[str, None] = {}
     for commit in dict.fromkeys(commits):
-        # the commit against the index (renames committed or staged, `git mv`): no stat of the
-        # working tree, which a whole-tree diff pays per file; moves made with a plain `mv` are
-        # the untracked files below
+        # against the index (no stat of the working tree); a plain `mv` shows as untracked below
         out = run_git(root, "diff", "--cached", "--name-status", "-z", "-M", "--relative", "--no-ext-diff",
                       commit, "--", check=False)
         fields = out.split(b"\0")
@@ -370,8 +350,7 @@ def _parse_raw_z(out: bytes) -> list[Change]:
 
 def tree_changes(top: Path, old: str, new: str) -> list[Change]:
     """What one step did to the whole tree, renames detected (`git diff-tree -M`): where a
-    file went when history loses it. One process, asked only when an anchor's file is gone
-    or its symbol is missing at that step, never per commit."""
+    file went when history loses it."""
     out = run_git(top, "-c", "core.quotepath=false", "diff-tree", "-r", "-M", "--raw", "-z",
                   "--no-abbrev", "--no-ext-diff", old, new, check=False)
     return _parse_raw_z(out)
@@ -379,8 +358,7 @@ def tree_changes(top: Path, old: str, new: str) -> list[Change]:
 
 def worktree_changes(top: Path, commit: str) -> list[Change]:
     """The working tree and index against `commit`, renames detected, plus untracked files
-    (status `?`, not ignored): the last step of a history walk, as `tree_changes` is for a
-    commit. Paths relative to `top`."""
+    (status `?`): a history walk's last step. Paths relative to `top`."""
     out = run_git(top, "-c", "core.quotepath=false", "diff", "-M", "--raw", "-z", "--no-abbrev",
                   "--no-relative", "--no-ext-diff", commit, "--", check=False)
     found = _parse_raw_z(out)
@@ -404,10 +382,8 @@ def is_tracked(cwd: Path, path: str) -> bool:
 
 
 def elsewhere(root: str, commit: str | None, path: str) -> str | None:
-    """Why a `deleted` anchor is not evidence, or None when it is: in a private ledger (not
-    tracked by git, so served on every branch) an anchor taken at a commit that is not in
-    HEAD's history, whose file is absent, rests on another branch. The detail names the
-    branch tips that hold its commit."""
+    """Why a `deleted` anchor is not evidence, or None when it is: in a private (untracked)
+    ledger, an anchor taken at a commit not in HEAD's history rests on another branch."""
     if not commit:
         return None
     from pathlib import Path

@@ -1,30 +1,16 @@
 """The one guarded open for workspace files: every read of a file under the root goes here.
 
-A path checked a moment ago is not the file opened now: between the `stat` and the `open` a
-file can be swapped for a symlink out of the workspace (its bytes would vouch for a memory) or
-for a FIFO (the read would block forever), and a folder on the way can become a link. So the
-open itself is guarded, and the checks are made on the open fd, which cannot change under us:
-
-- `O_NOFOLLOW` (a link at the last name is refused, never followed), `O_NONBLOCK` (a FIFO opens
-  at once instead of waiting for a writer), `O_CLOEXEC`, `O_NOCTTY`;
-- `fstat` of the fd: a regular file, the same device and inode as the stat the caller checked
-  (when it passes one), within the size bound;
-- on Linux, the fd's real path (`/proc/self/fd/N`) must be the path asked for, inside the root's
-  realpath and not in `.anchorfs/`: that catches a folder swapped for a link on the way.
-
-One batch form makes the same checks in C, by the kernel: `_statmatch.reread`, which
-`HashCache.vouch` uses to read again every file whose cached hash passed its TTL while its stat
-held (a session start after a pause). It opens with openat2 beneath the root's fd with no link
-anywhere on the way (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), refuses the state folder and any
-path part that is empty, `.` or `..`, and requires a regular file whose `fstat` is the cached
-stat before and after one read of exactly its size. Where the kernel has no openat2 (or a
-sandbox refuses it) it is not used at all: the batch comes here, one file at a time. Whatever it
-refuses is judged here too (`tests/test_guard.py` holds it to the same cases).
+Between a `stat` and an `open` a file can be swapped for a symlink out of the workspace or for a
+FIFO (the read would block forever), and a folder on the way can become a link. So the checks
+are made on the open fd, which cannot change under us: `O_NOFOLLOW`, `O_NONBLOCK`, `O_CLOEXEC`,
+`O_NOCTTY`; `fstat` (a regular file, the device and inode the caller checked, the size bound);
+on Linux, the fd's real path (`/proc/self/fd/N`) must be the path asked for, under the root and
+not in `.anchorfs/`. `_statmatch.reread` (C, openat2 beneath the root) makes the same checks in
+batch where the kernel allows; `tests/test_guard.py` holds both to the same cases.
 
 A violation raises a `GuardError` (an `AnchorError`), which callers map to a verdict: `unsafe`
 for `EscapedError`, `unreadable` for `NotRegularError` / `TooLargeError`, a re-check for
-`SwappedError`; at write time, to a one-line `AnchorError`. Other OSErrors (not found,
-permission denied) pass through untouched.
+`SwappedError`. Other OSErrors (not found, permission denied) pass through untouched.
 """
 
 from __future__ import annotations
@@ -50,13 +36,8 @@ __all__ = [
     "hash_guarded",
 ]
 
-_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_NOCTTY", 0)
-)
+_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+          | getattr(os, "O_NOCTTY", 0))
 _CHUNK = 1 << 20
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # O_NOFOLLOW on a link: Linux says ELOOP, FreeBSD EMLINK
 
@@ -92,8 +73,7 @@ class TooLargeError(GuardError):
 
 def folded(name: str) -> str:
     """`name` as a case-folding, normalizing filesystem (macOS, Windows) may read it: NFKC, then
-    casefold. ASCII is its own NFKC and its casefold is its lower case, so the Unicode tables
-    are loaded only for a name that is not ASCII."""
+    casefold (ASCII: just lower case, no Unicode tables loaded)."""
     if name.isascii():
         return name.lower()
     import unicodedata
@@ -148,19 +128,10 @@ def _confirm_place(fd: int, path: str, root: str | None) -> None:
         raise SwappedError(path, "the file opened is not at the path checked (moved, or a folder on the way changed)")
 
 
-def open_guarded(
-    path: str | os.PathLike[str],
-    *,
-    root: str | None = None,
-    expect: os.stat_result | None = None,
-    max_bytes: int | None = None,
-) -> tuple[int, os.stat_result]:
-    """Open a workspace file for reading: (fd, its fstat). The caller closes the fd.
-
-    `path` is the real path the caller resolved and checked; `root` the workspace's realpath
-    (when known, the opened file must lie under it); `expect` the stat the caller checked (the
-    opened fd must be that device and inode); `max_bytes` a size bound.
-    """
+def open_guarded(path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None,
+                 max_bytes: int | None = None) -> tuple[int, os.stat_result]:
+    """Open a workspace file for reading: (fd, its fstat); the caller closes the fd. `root`: the
+    workspace's realpath, `expect`: the stat the caller checked, `max_bytes`: a size bound."""
     p = os.fspath(path)
     try:
         fd = os.open(p, _FLAGS)
@@ -186,20 +157,10 @@ def open_guarded(
     return fd, st
 
 
-def read_guarded(
-    path: str | os.PathLike[str],
-    *,
-    root: str | None = None,
-    expect: os.stat_result | None = None,
-    max_bytes: int | None = None,
-    limit: int | None = None,
-) -> bytes:
-    """The bytes of a workspace file through `open_guarded`.
-
-    `max_bytes` refuses a larger file (`TooLargeError`, also when it grows past the bound while
-    being read); `limit` instead reads at most that many bytes and returns them (the caller
-    judges a long read itself).
-    """
+def read_guarded(path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None,
+                 max_bytes: int | None = None, limit: int | None = None) -> bytes:
+    """The bytes of a workspace file through `open_guarded`. `max_bytes` refuses a larger file
+    (`TooLargeError`, also when it grows while read); `limit` reads at most that many bytes."""
     fd, st = open_guarded(path, root=root, expect=expect, max_bytes=max_bytes)
     try:
         cap = limit if limit is not None else (max_bytes + 1 if max_bytes is not None else None)
@@ -221,17 +182,9 @@ def read_guarded(
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def hash_guarded(
-    path: str | os.PathLike[str],
-    *,
-    root: str | None = None,
-    expect: os.stat_result | None = None,
-) -> str:
-    """Hex SHA-256 of a whole workspace file through `open_guarded`, streamed (no size bound).
-
-    Raw `os.read` rather than `hashlib.file_digest`, which allocates a 256 KiB buffer per call
-    (most anchored files are a few KiB: that allocation was most of a cold check).
-    """
+def hash_guarded(path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None) -> str:
+    """Hex SHA-256 of a whole workspace file through `open_guarded`, streamed (no size bound;
+    raw `os.read`: `hashlib.file_digest` allocates 256 KiB per call)."""
     fd, _ = open_guarded(path, root=root, expect=expect)
     try:
         digest = hashlib.sha256()

@@ -21,34 +21,10 @@ if TYPE_CHECKING:
     from dataclasses import Field
 
 __all__ = [
-    "Value",
-    "KINDS",
-    "Kind",
-    "Status",
-    "STATUSES",
-    "Verdict",
-    "Drift",
-    "AnchorRef",
-    "StaleClaim",
-    "Memory",
-    "AnchorCheck",
-    "Hit",
-    "new_id",
-    "utcnow",
-    "to_iso",
-    "from_iso",
-    "drift_of",
-    "parse_time",
-    "SnapshotError",
-    "check_anchor_dict",
-    "check_snapshot",
-    "check_optional_str",
-    "validate_anchor",
-    "validate_memory",
-    "validate_query_args",
-    "MIN_ID_PREFIX",
-    "anchor_items",
-    "claim_key",
+    "Value", "KINDS", "Kind", "Status", "STATUSES", "Verdict", "Drift", "AnchorRef", "StaleClaim", "Memory",
+    "AnchorCheck", "Hit", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
+    "check_anchor_dict", "check_snapshot", "check_optional_str", "validate_anchor", "validate_memory",
+    "validate_query_args", "MIN_ID_PREFIX", "anchor_items", "claim_key",
 ]
 
 
@@ -66,8 +42,7 @@ KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 
 
 class Status(StrEnum):
-    """A memory's lifecycle (DESIGN.md), separate from its drift. `proposed`: written by an
-    agent under review (`anchorfs mcp --propose`), never served until accepted."""
+    """A memory's lifecycle, separate from its drift. `proposed`: under review, never served."""
 
     PROPOSED = "proposed"
     ACTIVE = "active"
@@ -139,9 +114,7 @@ def from_iso(text: str | None) -> datetime | None:
     return dt
 
 
-_RELATIVE = r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$"
-"""A span like `7d`, compiled the first time one is parsed: `re.compile` at import cost every
-hook ~2M instructions for a pattern only `--since`/`--as-of` use."""
+_RELATIVE = r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$"  # a span like `7d`; compiled on first use, not at import
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -192,9 +165,8 @@ def new_id() -> str:
 # -- frozen values ---------------------------------------------------------------------------
 
 class _DataclassFields:
-    """A `Value` class's `__dataclass_fields__`, made the first time the `dataclasses` module
-    asks for it (`dataclasses.replace`, `fields`, `asdict`), so code written for the frozen
-    dataclasses these classes were keeps working without any hook paying for it."""
+    """A `Value` class's `__dataclass_fields__`, made when `dataclasses` first asks for it
+    (`replace`, `fields`, `asdict`), so dataclass code keeps working at no import cost."""
 
     def __get__(self, obj: object, cls: type[Value]) -> dict[str, Any]:
         import dataclasses
@@ -211,12 +183,9 @@ class _DataclassFields:
 
 
 class Value:
-    """A frozen value with `__slots__`: what `@dataclass(frozen=True, slots=True)` gives
-    (equality and hash over the compared fields, repr, no assignment, copy and pickle,
-    `dataclasses.replace`), written out by hand: the decorator generates and compiles six
-    methods per class at import, 6-10M instructions for each of the five classes every hook
-    builds (issue 20). A subclass lists its fields in `__slots__`, in `__init__`'s order,
-    and names any left out of equality in `_uncompared`."""
+    """A frozen value with `__slots__`: what `@dataclass(frozen=True, slots=True)` gives, written
+    by hand because the decorator's code generation is costly at import. A subclass lists its
+    fields in `__slots__`, in `__init__`'s order, and any left out of equality in `_uncompared`."""
 
     __slots__: tuple[str, ...] = ()
     _uncompared: frozenset[str] = frozenset()
@@ -230,10 +199,8 @@ class Value:
         __dataclass_fields__ = _DataclassFields()
 
     _Open: ClassVar[type]
-    """A twin of the class that allows assignment, same layout: a hot `__init__` (`Memory`,
-    `AnchorRef`: one per snapshot of every fold) sets its fields as this twin with plain
-    attribute stores, then takes its own class back. `object.__setattr__` on a class that
-    forbids assignment costs about 0.2 us a field, a store on the twin about 0.02 us."""
+    """A twin of the class that allows assignment, same layout: a hot `__init__` sets its fields
+    as this twin, then takes its own class back (much faster than `object.__setattr__`)."""
 
     def __init_subclass__(cls, *, _twin: bool = False, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -286,13 +253,9 @@ _NOW: Any = object()
 # -- anchors and memories -------------------------------------------------------------------
 
 class AnchorRef(Value):
-    """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text.
-
-    `token_hash` (narrowed anchors in a language with a grammar) hashes the text's token
-    sequence, so a reformat can be told from a change (`anchorfs.anchor.symbols.token_hash`). Taken at
-    write time, before git's commit and dirty flag are known; an anchor recorded without it
-    reads its text of then back from git when it was committed clean, else keeps the byte rule.
-    """
+    """What a memory rests on. `sha256` is of the whole file; `content_hash` of the narrowed text;
+    `token_hash` of its token sequence (`anchor.symbols.token_hash`), so a reformat can be told
+    from a change."""
 
     __slots__ = ("path", "sha256", "symbol", "lines", "content_hash", "commit", "dirty", "token_hash")
     path: str
@@ -319,8 +282,7 @@ class AnchorRef(Value):
         self.token_hash = token_hash
         self.__class__ = cls
 
-    # equality and hash written out, as the dataclass generated them: the drift pass and the
-    # fold compare anchors in bulk, and `Value`'s generic pair is twice as slow
+    # equality and hash written out: anchors are compared in bulk, and `Value`'s pair is slower
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
@@ -344,14 +306,9 @@ class AnchorRef(Value):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "path": self.path,
-            "sha256": self.sha256,
-            "symbol": self.symbol,
-            "lines": list(self.lines) if self.lines else None,
-            "content_hash": self.content_hash,
-            "commit": self.commit,
-            "dirty": self.dirty,
-            **({"token_hash": self.token_hash} if self.token_hash else {}),
+            "path": self.path, "sha256": self.sha256, "symbol": self.symbol,
+            "lines": list(self.lines) if self.lines else None, "content_hash": self.content_hash,
+            "commit": self.commit, "dirty": self.dirty, **({"token_hash": self.token_hash} if self.token_hash else {}),
         }
 
     @classmethod
@@ -364,10 +321,8 @@ class AnchorRef(Value):
 
 class StaleClaim(NamedTuple):
     """A claim of a memory's own text that `verify --mark` found stale (a path gone, a symbol
-    no longer defined, a URL answering 404): prose is evidence too, so the memory is served
-    stale on every read until a later `verify --mark` finds the claim holds again, or the
-    memory is superseded or re-anchored (a person re-verified it). Kept in the snapshot, so
-    it follows the ledger (fold, catch-up, `--as-of`) like every other field."""
+    undefined, a URL answering 404): the memory is served stale until the claim holds again or
+    the memory is superseded or re-anchored. Kept in the snapshot, so it follows the ledger."""
 
     kind: str
     """`path`, `symbol` or `url` (`anchorfs.verify.claims.CLAIM_KINDS`)."""
@@ -376,8 +331,7 @@ class StaleClaim(NamedTuple):
     found_at: datetime
 
     @property
-    def words(self) -> str:
-        """How an envelope names it: claim `src/old.py`: src/old.py does not exist ..."""
+    def words(self) -> str:  # how an envelope names it
         return f"claim `{self.value}`: {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -392,11 +346,9 @@ class StaleClaim(NamedTuple):
 
 
 class Memory(Value):
-    """One memory at one version. `verified_at`: when someone last re-verified it (reanchor);
-    ages are counted from there. `stale_claims`: what `verify --mark` last found stale in its
-    text (`StaleClaim`), empty when none. `duplicate` is set only on what `record` returns when
-    the same memory was already there (nothing was written); never stored, and outside
-    equality, so it never differs from the ledger's copy."""
+    """One memory at one version. `verified_at`: when it was last re-verified (ages count from
+    there). `stale_claims`: what `verify --mark` last found stale. `duplicate`: set only on what
+    `record` returns when the memory was already there; never stored, outside equality."""
 
     __slots__ = ("id", "content", "kind", "tags", "anchors", "author", "recorded_at", "valid_from", "valid_until",
                  "status", "supersedes", "superseded_by", "reason", "verified_at", "stale_claims", "duplicate")
@@ -470,20 +422,11 @@ class Memory(Value):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "content": self.content,
-            "kind": self.kind,
-            "tags": list(self.tags),
-            "anchors": [a.to_dict() for a in self.anchors],
-            "author": self.author,
-            "recorded_at": to_iso(self.recorded_at),
-            "valid_from": to_iso(self.valid_from),
-            "valid_until": to_iso(self.valid_until),
-            "status": self.status,
-            "supersedes": self.supersedes,
-            "superseded_by": self.superseded_by,
-            "reason": self.reason,
-            "verified_at": to_iso(self.verified_at),
+            "id": self.id, "content": self.content, "kind": self.kind, "tags": list(self.tags),
+            "anchors": [a.to_dict() for a in self.anchors], "author": self.author,
+            "recorded_at": to_iso(self.recorded_at), "valid_from": to_iso(self.valid_from),
+            "valid_until": to_iso(self.valid_until), "status": self.status, "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by, "reason": self.reason, "verified_at": to_iso(self.verified_at),
             # only when there are some: every other snapshot's line and store doc stay as they were
             **({"stale_claims": [c.to_dict() for c in self.stale_claims]} if self.stale_claims else {}),
             **({"duplicate": True} if self.duplicate else {}),
@@ -509,11 +452,8 @@ class Memory(Value):
         )
 
 
-# -- validation: the ledger reader's rules, applied at every door too -------------------------
-#
-# One set of rules decides what a ledger line may hold. The reader skips a snapshot that breaks
-# them; every SDK write runs the same rules on what it is about to append, so nothing it
-# acknowledges is dropped by a later read.
+# -- validation: the ledger reader's rules (it skips a snapshot that breaks them), applied at
+# every SDK write too, so nothing a write acknowledges is dropped by a later read.
 
 MIN_ID_PREFIX = 2
 """Shortest id prefix that resolves (`anchorfs show 01`); an ambiguous one lists the candidates."""
@@ -550,12 +490,8 @@ def check_anchor_dict(a: Any, where: str = "anchor") -> None:
 
 
 def check_snapshot(d: Any) -> None:
-    """The reader's rules for a memory's dict form (the types `Memory.from_dict` and every
-    reader rely on); raises SnapshotError naming the field.
-
-    A well-formed JSON line with a wrong-typed field (tags `[1]`, lines `[5]`, content `7`)
-    would otherwise pass the read and crash a later reindex, query or drift pass.
-    """
+    """The reader's rules for a memory's dict form (the types every reader relies on: a wrong
+    type would crash a later reindex, query or drift pass); raises SnapshotError naming the field."""
     if not isinstance(d, dict):
         raise SnapshotError(f"a memory snapshot must be an object, got {_type(d)}")
     if not (isinstance(d.get("id"), str) and d["id"]):
@@ -619,12 +555,9 @@ def validate_anchor(ref: AnchorRef, where: str = "anchor") -> AnchorRef:
 
 
 def validate_memory(memory: Memory) -> Memory:
-    """What a later read of this memory's ledger line gives, or an InputError naming the field.
-
-    Runs the reader's own path (JSON bytes, `check_snapshot`, `Memory.from_dict`), so whatever
-    the SDK acknowledges reads back equal; the returned value is that read.
-    """
-    import orjson  # here: a hook that validates nothing never imports it (issue 20)
+    """What a later read of this memory's ledger line gives (the reader's own path: JSON bytes,
+    `check_snapshot`, `Memory.from_dict`), or an InputError naming the field."""
+    import orjson  # here: a hook that validates nothing never imports it
 
     try:
         raw = orjson.dumps(memory.to_dict())
@@ -657,11 +590,8 @@ def validate_query_args(k: Any, include_superseded: Any, as_of: Any) -> tuple[in
 
 
 class AnchorCheck(NamedTuple):
-    """One anchor's verdict at check time, with a detail a person can act on.
-
-    A NamedTuple, not a frozen dataclass: the drift pass makes one per anchor on every read,
-    and a tuple is built several times faster.
-    """
+    """One anchor's verdict at check time, with a detail a person can act on (a NamedTuple:
+    one is made per anchor on every read)."""
 
     anchor: AnchorRef
     verdict: Verdict
@@ -672,19 +602,16 @@ class AnchorCheck(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "path": self.anchor.path,
-            "symbol": self.anchor.symbol,
-            "lines": list(self.anchor.lines) if self.anchor.lines else None,
-            "verdict": self.verdict.value,
-            "detail": self.detail,
-            "lines_now": list(self.lines_now) if self.lines_now else None,
+            "path": self.anchor.path, "symbol": self.anchor.symbol,
+            "lines": list(self.anchor.lines) if self.anchor.lines else None, "verdict": self.verdict.value,
+            "detail": self.detail, "lines_now": list(self.lines_now) if self.lines_now else None,
             "path_now": self.path_now,
         }
 
 
 def anchor_items(anchors: Any, name: str = "anchors") -> list[Any]:
-    """The items of an `anchors` argument: None is none, one spec string or AnchorRef is one;
-    anything but a list of them (a number, bytes, a dict) is an InputError naming `name`."""
+    """The items of an `anchors` argument (None, one spec or AnchorRef, or a list of them);
+    anything else is an InputError naming `name`."""
     if anchors is None:
         return []
     if isinstance(anchors, (str, AnchorRef)):
@@ -724,21 +651,10 @@ class Hit:
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
         return {
-            "id": m.id,
-            "content": m.content,
-            "kind": m.kind,
-            "tags": list(m.tags),
-            "status": m.status,
-            "relevance": round(self.relevance, 6),
-            "score": round(self.score, 6),
-            "weak": self.weak,
-            "similarity": round(self.similarity, 6),
-            "drift": self.drift.value,
-            "envelope": self.envelope,
-            "recorded_at": to_iso(m.recorded_at),
-            "valid_until": to_iso(m.valid_until),
-            "superseded_by": m.superseded_by,
-            "anchors": [c.to_dict() for c in self.checks],
-            "stale_claims": [c.to_dict() for c in m.stale_claims],
-            "conflict": list(self.conflict),
+            "id": m.id, "content": m.content, "kind": m.kind, "tags": list(m.tags), "status": m.status,
+            "relevance": round(self.relevance, 6), "score": round(self.score, 6), "weak": self.weak,
+            "similarity": round(self.similarity, 6), "drift": self.drift.value, "envelope": self.envelope,
+            "recorded_at": to_iso(m.recorded_at), "valid_until": to_iso(m.valid_until),
+            "superseded_by": m.superseded_by, "anchors": [c.to_dict() for c in self.checks],
+            "stale_claims": [c.to_dict() for c in m.stale_claims], "conflict": list(self.conflict),
         }

@@ -1,8 +1,7 @@
-"""Creating the state folder `.anchorfs/` and keeping its `.gitignore` current.
+"""Creating the state folder `.anchorfs/`, keeping its `.gitignore` current, and finding it.
 
-Apart from the `Workspace` because it runs before there is one (`anchorfs init`), and because
-`foldsnap` and `memo` upgrade the `.gitignore` and write state files whole without opening a
-workspace. Every path is opened through `anchorfs.core.statefs`: a link is refused, never followed.
+Apart from the `Workspace`: `init` runs before there is one. Every path is opened through
+`anchorfs.core.statefs`: a link is refused, never followed.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from .errors import InputError, WorkspaceError
 from .statefs import check_state, check_state_dir, open_state, read_state, replace_state
 
 if TYPE_CHECKING:
-    from pathlib import Path  # annotations only: see anchorfs/workspace.py
+    from pathlib import Path  # annotations only
 
 __all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR", "ROOT_ENV", "locate", "option_value"]
 
@@ -35,19 +34,14 @@ _GITIGNORE_BEFORE = (
 
 
 def _replace_atomic(path: str | os.PathLike[str], payload: bytes, point: str) -> None:
-    """Write `path` whole or not at all: temp file + `os.replace`, the temp removed on any failure.
-
-    Not fsynced: these files (checkpoint, drift cache) are rebuilt when torn or missing, so a
-    crash costs a replay, never a wrong answer. `point` is the test-only fault switch's name.
-    A link at `path` is refused (`statefs.replace_state`), never written through or over.
-    """
+    """Write a derived file whole or not at all (`statefs.replace_state`; not fsynced: a torn one
+    is rebuilt). `point` is the test-only fault switch's name."""
     replace_state(path, payload, fault_point=point)
 
 
 def upgrade_gitignore(state: str | os.PathLike[str]) -> None:
-    """Give an untouched `.gitignore` from an earlier anchorfs the state files added since, so a
-    new derived file never shows up for commit; one a person edited is left alone. A link
-    there is refused (`WorkspaceError`), never read through."""
+    """Give an untouched `.gitignore` from an earlier anchorfs the state files added since; one a
+    person edited is left alone. A link there is refused (`WorkspaceError`)."""
     ignore = os.path.join(state, ".gitignore")
     try:
         text = read_state(ignore)
@@ -58,8 +52,7 @@ def upgrade_gitignore(state: str | os.PathLike[str]) -> None:
 
 
 def _checked(root: str | os.PathLike[str] | None, nested: bool) -> Path:
-    """The folder `init` would make a workspace of, as given, after every check that can refuse
-    it; nothing is written."""
+    """The folder `init` would make a workspace of, after every check that can refuse it."""
     from pathlib import Path
 
     path = Path(root if root is not None else os.environ.get(ROOT_ENV) or Path.cwd()).expanduser()
@@ -82,19 +75,14 @@ def _checked(root: str | os.PathLike[str] | None, nested: bool) -> Path:
 
 def check_init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
     """Raise what `init(root, nested=nested)` would refuse with, writing nothing; returns the
-    root `init` would return. For a caller with checks of its own to run first (`anchorfs init
-    --shared --for HOST`): a refusal anywhere must leave no new `.anchorfs/` behind."""
+    root `init` would return (for a caller with checks of its own to run first)."""
     return _checked(root, nested).resolve()
 
 
 def init(root: str | os.PathLike[str] | None = None, *, nested: bool = False) -> Path:
-    """Create `.anchorfs/` (idempotent). Returns the workspace root.
-
-    A folder inside another workspace is refused unless `nested`: the new workspace would
-    hide the parent's memories from every command run below it (found like git).
-    A state folder that is a link, or holds one at a state path, is refused before anything
-    is written (`statefs.check_state`): `init` in a hostile clone must not write through it.
-    """
+    """Create `.anchorfs/` (idempotent). Returns the workspace root. A folder inside another
+    workspace is refused unless `nested` (it would hide the parent's memories below it); a state
+    folder that is or holds a link is refused before anything is written."""
     path = _checked(root, nested)
     state = path / STATE_DIR
     try:
@@ -147,8 +135,7 @@ def locate(root: str | os.PathLike[str] | None = None, *, start: str | None = No
 
 def option_value(argv: Sequence[str], i: int, name: str = "--root") -> tuple[str, int] | None:
     """`argv[i]` read as `NAME VALUE` or `NAME=VALUE`: (VALUE, the index of the last word it
-    took); None when `argv[i]` is not that option. A NAME with no word after it gives an empty
-    VALUE, which every caller refuses as click does."""
+    took); None when `argv[i]` is not that option. A NAME with no word after it gives ""."""
     arg = argv[i]
     if arg == name:
         return (argv[i + 1], i + 1) if i + 1 < len(argv) else ("", i)

@@ -1,13 +1,11 @@
 """Every file in `.anchorfs/` is opened here, never through a link.
 
-The state folder travels with the repository (the ledger is meant to be committed), so a clone
-someone else wrote can hold a symlink at any state path: `ledger.jsonl -> ../../victim.txt`.
-Following it would append to, truncate or replace a file outside the workspace, or read one.
-So the state folder itself is checked with `lstat` (`check_state`, when a workspace is opened
-or made), every open carries `O_NOFOLLOW` and `O_NONBLOCK` and is confirmed a regular file by
-`fstat` of the open fd, temp files are created with `O_EXCL` under a random name, and a link
-found anywhere is refused with one line naming it (`WorkspaceError`), before anything is
-written. Hard links stay out of reach: a hard link is the file itself, indistinguishable here.
+The state folder travels with the repository, so a clone can hold a symlink at any state path
+(`ledger.jsonl -> ../../victim.txt`); following it would write or read a file outside. So the
+folder is checked with `lstat` (`check_state`), every open carries `O_NOFOLLOW` and `O_NONBLOCK`
+and is confirmed a regular file by `fstat`, temp files are created with `O_EXCL` under a random
+name, and a link found anywhere is refused in one line (`WorkspaceError`) before anything is
+written. Hard links are the file itself, indistinguishable here.
 """
 
 from __future__ import annotations
@@ -45,8 +43,9 @@ FAULT_ENV = "ANCHORFS_TEST_FAULT"
 STORE_DIR = "memories.lance"
 STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "applied", "events.jsonl",
                ".gitignore", "fold.snap", "server.sock", STORE_DIR)
-"""Every name anchorfs keeps in `.anchorfs/`; none of them may be a link. Spelled out, not
-imported from their owners (`foldsnap.SNAP_FILE`, `server.SOCKET_NAME`); a test keeps the two in step."""
+"""Every name anchorfs keeps in `.anchorfs/`; none of them may be a link (a test keeps these in
+step with their owners)."""
+
 
 def armed(point: str) -> bool:
     """Whether tests asked for a fault at `point` (for faults that must act before `fault`)."""
@@ -55,13 +54,9 @@ def armed(point: str) -> bool:
 
 
 def fault(point: str) -> None:
-    """Crash or fail at a named point when tests ask for it through the environment.
-
-    Points: ledger-append, ledger-partial (half the record written, then ENOSPC), ledger-cut
-    (a torn tail cannot be cut: EPERM, as on an append-only file),
-    kill-after-ledger, kill-after-store, store-write, applied-write, drift-write,
-    manifest-write (the last three write half of their temp file first).
-    """
+    """Crash or fail at a named point when tests ask for it through the environment. Points:
+    ledger-append, ledger-partial, ledger-cut (EPERM), kill-after-ledger, kill-after-store (exit),
+    store-write, applied-write, drift-write, manifest-write (ENOSPC; the last three after half)."""
     if not armed(point):
         return
     if point.startswith("kill"):
@@ -69,7 +64,6 @@ def fault(point: str) -> None:
     if point == "ledger-cut":
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
     raise OSError(errno.ENOSPC, f"injected fault at {point}")
-
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -111,9 +105,8 @@ def check_state_dir(state: str | os.PathLike[str]) -> None:
 
 
 def check_state(state: str | os.PathLike[str]) -> None:
-    """The whole state folder, as a workspace is opened or made: the folder and every state
-    name in it (`STATE_FILES`) are checked with `lstat`, so a cloned repository holding a link
-    anywhere there fails every command at once, before any file is read or written."""
+    """The state folder and every state name in it (`STATE_FILES`), checked with `lstat` as a
+    workspace is opened or made: a link anywhere there fails every command at once."""
     check_state_dir(state)
     for name in STATE_FILES:
         what = "store folder" if name == STORE_DIR else "state file"
@@ -145,10 +138,9 @@ def check_store_dir(path: str | os.PathLike[str]) -> None:
 
 
 def open_state(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
-    """`os.open` for a state file: never follows a link, never blocks on a FIFO, and refuses
-    anything but a regular file. A link raises `WorkspaceError`; anything else that is not a
-    regular file (a folder, a FIFO) `OSError`, as a failed open would, so callers that treat a
-    damaged state file as cold (the hash cache, the drift cache) go on doing so."""
+    """`os.open` for a state file: never follows a link, never blocks on a FIFO. A link raises
+    `WorkspaceError`; anything else not a regular file `OSError`, as a failed open would (callers
+    treat a damaged state file as cold)."""
     try:
         fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode)
     except OSError as exc:
@@ -169,8 +161,7 @@ def open_state(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> i
 
 
 STATE_LIMIT = 64 << 20
-"""The most bytes of a derived state file anchorfs reads: a larger one (a 4 GiB file of zeros
-packs to a few MB in a commit) is a cold cache, never a `MemoryError`."""
+"""The most bytes of a derived state file anchorfs reads: a larger one is a cold cache."""
 
 
 class StateTooLarge(OSError):
@@ -207,12 +198,8 @@ def read_state(path: str | os.PathLike[str], limit: int = STATE_LIMIT, *, tail: 
 
 
 def create_temp(path: str | os.PathLike[str], mode: int = 0o644) -> tuple[int, str]:
-    """(fd, name) of a new temp file beside `path`, for a write that ends in `os.replace`.
-
-    The name is random and the create exclusive and no-follow, so neither a stale temp nor a
-    link planted at a guessable name can redirect the write. Names end in `.tmp` (ignored).
-    `mode` is filtered by the umask, as any create is (`replace_state` sets it exactly).
-    """
+    """(fd, name) of a new temp file beside `path`, for a write that ends in `os.replace`: a
+    random `.tmp` name, created exclusive and no-follow. `mode` is filtered by the umask."""
     folder, name = os.path.split(os.fspath(path))
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
     try:
@@ -224,38 +211,23 @@ def create_temp(path: str | os.PathLike[str], mode: int = 0o644) -> tuple[int, s
     return fd, tmp
 
 
-def replace_state(
-    path: str | os.PathLike[str],
-    payload: bytes,
-    *,
-    fsync: bool = False,
-    fault_point: str | None = None,
-    mode: int | None = None,
-    mtime_ns: int | None = None,
-) -> os.stat_result:
-    """Write a file whole or not at all: a `create_temp` file, then `os.replace`. The one
-    writer of every state file (and of a person's rules file, `hosts.replace_text`), so the
-    exclusive temp, the fsync and the cleanup on failure exist once.
+def replace_state(path: str | os.PathLike[str], payload: bytes, *, fsync: bool = False, fault_point: str | None = None,
+                  mode: int | None = None, mtime_ns: int | None = None) -> os.stat_result:
+    """Write a file whole or not at all: a `create_temp` file, then `os.replace`; the one writer
+    of every state file and of a person's rules file. A link at `path` is refused first.
 
-    A link at `path` is refused before anything is written (`os.replace` would only swap the
-    link, but a clone that plants one is not a workspace to write in). `mode` is set exactly on
-    the temp file (the umask does not apply), so the file never appears with another. `mtime_ns`
-    becomes the file's mtime (and atime) before the replace, for a reader whose trust rule
-    measures from a moment other than the write (the fold snapshot). `fsync` makes the bytes
-    durable before the rename; the folder's own fsync is the caller's. `fault_point` names the
-    test-only fault switch (`anchorfs.core.statefs.fault`): half the temp file lands, then ENOSPC.
-    Returns the `fstat` of the file written, which the rename keeps (inode, size, mtime).
+    `mode` is set exactly (no umask); `mtime_ns` becomes the file's mtime and atime; `fsync` makes
+    the bytes durable before the rename (the folder's fsync is the caller's); `fault_point` names
+    the test-only fault switch. Returns the `fstat` of the file written.
     """
     refuse_link(path)
     fd, tmp = create_temp(path, 0o644 if mode is None else mode)
     try:
         try:
             view = memoryview(payload)
-            if fault_point is not None and FAULT_ENV in os.environ:  # the switch's module (the ledger's) only then
-
-                if armed(fault_point):
-                    view = view[os.write(fd, view[: len(view) // 2]):]
-                    fault(fault_point)
+            if fault_point is not None and FAULT_ENV in os.environ and armed(fault_point):
+                view = view[os.write(fd, view[: len(view) // 2]):]
+                fault(fault_point)
             while view:
                 view = view[os.write(fd, view):]
             if mode is not None:
@@ -278,8 +250,7 @@ def replace_state(
 
 
 def fsync_dir(folder: str | os.PathLike[str]) -> None:
-    """Make a rename in `folder` durable; some platforms cannot fsync a folder, so best effort.
-    A link at `folder` is not followed (nothing to make durable through it: skipped)."""
+    """Make a rename in `folder` durable, best effort; a link at `folder` is skipped."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -323,8 +294,7 @@ def replace_block(text: str, block: str, begin_prefix: str, end: str, *, where: 
     if not spans:
         if not text:
             return block
-        # only a newline the text lacks: what was there stays a byte-identical prefix (an HTML
-        # comment line may follow a paragraph line in Markdown)
+        # only a newline the text lacks: what was there stays a byte-identical prefix
         return text + ("" if text.endswith("\n") else "\n") + block
     out = [text[: spans[0][0]], block]
     for (_, stop), (nxt, _) in zip(spans, spans[1:]):
@@ -334,11 +304,8 @@ def replace_block(text: str, block: str, begin_prefix: str, end: str, *, where: 
 
 
 def replace_text(path: str | os.PathLike[str], text: str, *, existed: bool) -> None:
-    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode:
-    `statefs.replace_state` (an exclusive temp file beside it, never through a planted link,
-    the mode set before the rename), so a reader sees the old file or the new, never half.
-    Its bytes are fsynced before the rename and the folder after it: the file is the person's
-    own, and a crash must not leave it empty (a rename can reach the disk before the data)."""
+    """Replace a person's file (rules, instructions) whole or not at all, keeping its mode, the
+    bytes fsynced before the rename and the folder after it: a crash must not leave it empty."""
     mode = stat.S_IMODE(os.stat(path).st_mode) if existed else 0o644
     replace_state(os.fspath(path), text.encode("utf-8"), mode=mode, fsync=True)
     fsync_dir(os.path.dirname(os.path.realpath(path)))  # the folder the rename happened in (not a link)

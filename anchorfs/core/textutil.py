@@ -1,11 +1,8 @@
 """Tokenizing code-flavoured text so that `user` finds `getUserById`.
 
-Memories talk about code: `getUserById`, `auth/token.py`, `TokenIssuer.issue`. Neither
-LanceDB's full-text tokenizer nor a plain word split breaks those into the words a person
-searches for, so both the full-text index (`expand_for_search`) and the hashing embedder
-(`words`, `identifier_parts`) split them here, the same way everywhere.
-
-Standard library only, no heavy imports: the CLI's fast paths use this module.
+Neither LanceDB's full-text tokenizer nor a plain word split breaks `getUserById` or
+`auth/token.py` into the words a person searches for, so the full-text index
+(`expand_for_search`) and the hashing embedder (`words`) split them here. Standard library only.
 """
 
 from __future__ import annotations
@@ -16,9 +13,8 @@ from functools import lru_cache
 
 __all__ = ["identifier_parts", "words", "expand_for_search", "compound_keys", "cjk_bigrams", "search_terms", "term_key"]
 
-# Characters that join the pieces of one compound token: dotted names, paths, kebab-case,
-# `Foo::bar`, `file.py#Symbol`. They only join when a word character follows them, so the
-# full stop ending a sentence is not part of its last word.
+# Characters that join the pieces of one compound token (`a.b`, paths, kebab-case, `Foo::bar`,
+# `file.py#Symbol`), only when a word character follows: a sentence's full stop does not join.
 _JOINERS = r"./\\:#\-"
 _ASCII_WORD = r"\w"
 _ASCII_TOKEN_RE = re.compile(rf"{_ASCII_WORD}+(?:[{_JOINERS}]+{_ASCII_WORD}+)*", re.ASCII)
@@ -26,9 +22,8 @@ _ASCII_CHUNK_RE = re.compile(r"[A-Za-z0-9]+")
 # The ASCII twin of `_split_chunk`'s rules, several times faster; tests hold them equal.
 _ASCII_PART_RE = re.compile(r"[A-Z]+s(?![a-z])|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
-# Python's `\w` leaves out combining marks (Devanagari vowel signs, decomposed accents), which
-# would cut words of many scripts in pieces; the non-ASCII pattern adds them. Built on first
-# use (about 20 ms) so ASCII-only callers never pay for it.
+# Python's `\w` leaves out combining marks, which would cut words of many scripts in pieces;
+# the non-ASCII pattern adds them. Built on first use (about 20 ms).
 _unicode_res: tuple[re.Pattern[str], re.Pattern[str]] | None = None
 
 
@@ -70,11 +65,8 @@ def _kind(ch: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _split_chunk(chunk: str) -> tuple[str, ...]:
-    """Split one run of letters and digits at case and letter/digit changes.
-
-    `getUserById` -> get|User|By|Id, `HTTPServer2` -> HTTP|Server|2 (an acronym ends before
-    the capital that starts the next word).
-    """
+    """Split one run of letters and digits at case and letter/digit changes:
+    `getUserById` -> get|User|By|Id, `HTTPServer2` -> HTTP|Server|2."""
     if chunk.isascii():
         if chunk.isdigit() or (chunk.isalpha() and (chunk.islower() or chunk.isupper())):
             return (chunk.lower(),)
@@ -123,11 +115,8 @@ def _chunks(token: str) -> list[str]:
 
 
 def identifier_parts(token: str) -> list[str]:
-    """The lowercased words inside an identifier, path or dotted name.
-
-    `getUserById` -> get, user, by, id; `auth/token.py` -> auth, token, py. Any character that
-    is not a letter, digit or combining mark separates parts; underscores too.
-    """
+    """The lowercased words inside an identifier, path or dotted name: `auth/token.py` -> auth,
+    token, py. Anything not a letter, digit or combining mark separates parts."""
     parts: list[str] = []
     for chunk in _chunks(token):
         parts.extend(_split_chunk(chunk))
@@ -152,12 +141,8 @@ def _token_words(token: str) -> tuple[str, tuple[str, ...]]:
 
 
 def words(text: str) -> list[str]:
-    """Lowercase word tokens of a text: every token whole, followed by its parts if compound.
-
-    `call getUserById` -> call, getuserbyid, get, user, by, id. Keeping the whole identifier
-    lets an exact identifier match score above a match on one of its parts. Tokens without a
-    letter or digit (`___`) are dropped.
-    """
+    """Lowercase word tokens of a text: every token whole, followed by its parts if compound
+    (`call getUserById` -> call, getuserbyid, get, user, by, id). `___` is dropped."""
     out: list[str] = []
     for token in _tokens(text):
         whole, parts = _token_words(token)
@@ -170,11 +155,8 @@ def words(text: str) -> list[str]:
 
 
 def expand_for_search(text: str) -> str:
-    """The text for the full-text index: the original first, then the parts of its identifiers.
-
-    A part is added once, and not at all when the text already has it as a plain word, so
-    BM25 term counts are not inflated. A text without compound tokens comes back unchanged.
-    """
+    """The text for the full-text index: the original, then the parts of its identifiers, each
+    once and only when not already a plain word (BM25 counts are not inflated)."""
     plain: set[str] = set()
     extra: list[str] = []
     for token in _tokens(text):
@@ -194,18 +176,13 @@ def expand_for_search(text: str) -> str:
     return text + "\n" + " ".join(added)
 
 
-# Scripts written without spaces between words: Han, kana, Hangul syllables. One run of them
-# is one token to the full-text tokenizer, so "会话需要密钥" would never match "会话 密钥".
+# Scripts written without spaces (Han, kana, Hangul): one run is one token to the full-text index.
 _CJK_RUN_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{3,}")
 
 
 def cjk_bigrams(text: str) -> list[str]:
-    """The overlapping character pairs of every run of three or more CJK characters.
-
-    The usual answer of search engines to text without word breaks (no dictionary needed): a
-    two-character word, the commonest length in Chinese, is then a term of its own wherever
-    it sits in a run. Shorter runs are already whole tokens. Pairs come in order, each once.
-    """
+    """The overlapping character pairs of every run of three or more CJK characters, in order,
+    each once: a two-character word is then a term of its own wherever it sits in a run."""
     if text.isascii():
         return []
     out: list[str] = []
@@ -232,11 +209,8 @@ _VOWELS = frozenset("aeiouy")
 
 
 def _stem(word: str) -> str:
-    """A deliberately tiny English stemmer: users/user, cached/caching/cache, queries/query.
-
-    Both sides of a comparison go through it, so an odd stem only matters when it merges two
-    unrelated words; only plain lowercase ASCII words are touched.
-    """
+    """A deliberately tiny English stemmer (users/user, caching/cache, queries/query), applied to
+    both sides of a comparison; only plain ASCII words are touched."""
     if len(word) <= 3 or not (word.isascii() and word.isalpha()):
         return word
     if word.endswith("ies") and len(word) > 4:
@@ -257,8 +231,7 @@ def _stem(word: str) -> str:
 
 @lru_cache(maxsize=1 << 16)
 def term_key(word: str) -> str:
-    """A word as the relevance measure compares it: lowercased and crudely stemmed. Cached:
-    a query re-keys every candidate's words (half a warm query's time at 10k, uncached)."""
+    """A word as the relevance measure compares it: lowercased and crudely stemmed (cached)."""
     return _stem(word.lower())
 
 
@@ -284,8 +257,7 @@ def _token_keys(token: str) -> tuple[str, ...]:
     keys: list[str] = []
     for piece in _LINE_SUFFIX_RE.sub("", token).split("#"):
         segments = re.split(r"[/\\]", piece)
-        # The whole name, then for a path each shorter path that ends it: `billing/dunning.py`
-        # and `dunning.py` must find a memory anchored to `src/billing/dunning.py`.
+        # The whole name, then each shorter path that ends it (`dunning.py` for `src/billing/dunning.py`)
         for i in range(len(segments)):
             chunks = _chunks("/".join(segments[i:]))
             if len(chunks) < 2:
@@ -297,14 +269,9 @@ def _token_keys(token: str) -> tuple[str, ...]:
 
 
 def compound_keys(text: str) -> list[str]:
-    """Exact-match keys for the compound names in a text, each once, in order.
-
-    The full-text tokenizer splits `normalize_email`, `TokenIssuer.issue` and
-    `src/billing/dunning.py` at every non-alphanumeric character, so an exact name scores no
-    higher than a text that merely shares its common parts (`email`, `py`). Indexing the name
-    joined (`normalizeemail`, `srcbillingdunningpy`, and a path's shorter tails) on both sides
-    gives an exact mention a rare, high-weight term. A trailing `:LINE` is dropped.
-    """
+    """Exact-match keys for the compound names in a text, each once, in order: the name joined
+    (`normalizeemail`, `srcbillingdunningpy` and a path's shorter tails), a rare, high-weight
+    term for an exact mention. A trailing `:LINE` is dropped."""
     out: list[str] = []
     seen: set[str] = set()
     for token in _tokens(text):

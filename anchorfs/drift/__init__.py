@@ -10,9 +10,8 @@ Imports `core` and `anchor` only.
 from __future__ import annotations
 
 from .check import DriftChecker
-from .report import WEAK_MARK, envelope, expired, weak_envelope
 from .hashcache import HashCache
-from .report import DriftReport, MemoryDrift
+from .report import WEAK_MARK, DriftReport, MemoryDrift, envelope, expired, weak_envelope
 
 __all__ = ["DriftChecker", "DriftReport", "HashCache", "MemoryDrift", "WEAK_MARK", "envelope", "expired",
            "weak_envelope"]

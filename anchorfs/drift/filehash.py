@@ -1,16 +1,12 @@
 """SHA-256 of workspace files, the anchor contract's hash: a file streamed through the one
-guarded open (`sha256_file`), and a batch of files read again in one C loop (`reread_digests`). The hash cache (`anchorfs.drift.hashcache`) decides when a file needs hashing;
-this module only hashes."""
+guarded open (`sha256_file`), and a batch of files read again in one C loop (`reread_digests`).
+The hash cache (`anchorfs.drift.hashcache`) decides when a file needs hashing; this only hashes."""
 
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Sequence
-
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    pass
 
 try:  # the batch re-read in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
@@ -20,8 +16,7 @@ except ImportError:  # callers go one file at a time through the guarded open
 __all__ = ["reread_digests", "sha256_file"]
 
 _ONE_READ = 1 << 20
-"""Files up to this size are hashed from one `os.read` (`HashCache.hash_many`, `reread_digests`);
-larger ones stream."""
+"""Files up to this size are hashed from one `os.read` (`HashCache.hash_many`, `reread_digests`)."""
 _RENEW_BYTES = 64 << 20
 """Most bytes `reread_digests` holds at once: one batch of `_statmatch.reread`'s reads."""
 
@@ -29,13 +24,9 @@ _RENEW_BYTES = 64 << 20
 def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...]]
                    ) -> tuple[int, list[bytes | None]] | None:
     """(when the reads began, per file `root/rel` the SHA-256 of its bytes read again now, None
-    where it was refused) by `_statmatch.reread`'s loop: the guarded open's checks, in C (opened
-    beneath `root` with no link on the way, regular, its `fstat` the given key before and after
-    one read of exactly its size, at most `_ONE_READ` bytes), at most `_RENEW_BYTES` held at
-    once. None where the loop is not built (not Linux, no C compiler) or refused the batch (a
-    root that is not itself, a name or key C cannot pass): the caller goes one by one. What
-    lets a result resting on hashes past their TTL be served again (`HashCache.vouch` with a
-    root, the digest memo's renewal)."""
+    where it was refused) by `_statmatch.reread`'s loop: the guarded open's checks, in C, at
+    most `_RENEW_BYTES` held at once. None where the loop is not built or refused the batch:
+    the caller goes one by one."""
     reread = getattr(_statmatch, "reread", None)
     if reread is None:
         return None
@@ -62,13 +53,8 @@ def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...
 def sha256_file(
     path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None
 ) -> str:
-    """Hex SHA-256 of a whole workspace file, streamed so a big file never sits in memory.
-
-    Through the one guarded open (`anchorfs.core.guard`): callers pass real paths, so a link
-    swapped in after the check is refused instead of followed out of the workspace, a FIFO
-    cannot hang the read path, and on Linux the open fd must sit at the path asked for (under
-    `root` when given). A violation raises `anchorfs.core.guard.GuardError`; other OSErrors pass.
-    """
+    """Hex SHA-256 of a whole workspace file, streamed, through the one guarded open
+    (`anchorfs.core.guard`): a violation raises its `GuardError`; other OSErrors pass."""
     from ..core.guard import hash_guarded
 
     return hash_guarded(path, root=root, expect=expect)

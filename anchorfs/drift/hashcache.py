@@ -1,21 +1,15 @@
 """The hash cache behind every drift check, persisted to `.anchorfs/manifest.json`.
 
 Every read re-checks anchors, so "is this file's SHA-256 still X?" must cost about one
-`os.stat`. The cache remembers, per repo-relative path, the stat fields seen when the file was
+`os.stat`: the cache keeps, per repo-relative path, the stat fields seen when the file was
 hashed and trusts the stored hash while they all still match.
 
-Racy-git rule (git's index has the same hole): a file rewritten within one timestamp tick of
-being hashed can keep the same size, mtime, ctime and inode, so matching stat fields prove
-nothing for a file whose mtime is that recent. A cached hash is therefore trusted only when
-the file's mtime is older, by more than the timestamp granularity, than the moment the hash
-was taken (entries hashed by this process) or than the manifest's own mtime (entries loaded
-from disk). Racy entries are kept "poisoned" (no hash) in memory and on disk, so no later
-manifest, with a later mtime, can ever vouch for them. A hash whose file moved while it was
-being read is never cached.
-
-Every doubt (torn, foreign or hand-edited manifest, clock going backwards, a future mtime, an
-expired TTL) resolves to re-hashing: a wrong cached hash would call a memory `changed` (or
-worse, `fresh`) without evidence, while a needless re-hash only costs time.
+Racy-git rule: a file rewritten within one timestamp tick of being hashed can keep every stat
+field, so a cached hash is trusted only when the file changed longer than the granularity
+before the hash was taken (this process) or before the manifest's mtime (loaded from disk).
+Racy entries are kept "poisoned" (no hash), in memory and on disk. A hash whose file moved
+while it was read is never cached. Every doubt resolves to re-hashing: a wrong cached hash
+would give a verdict without evidence, a needless re-hash only costs time.
 
 The manifest's layout, its CRCs and its readers: `anchorfs.drift.manifest`.
 """
@@ -36,8 +30,7 @@ import hashlib
 
 from .filehash import _ONE_READ, reread_digests, sha256_file
 from ..core.guard import sha256_bytes
-from .manifest import MANIFEST_VERSION, assemble
-from .manifest import newest_hashed, parse, parse_only, splice
+from .manifest import MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
 from .manifest import plain_rel as _plain_rel
 
 from typing import TYPE_CHECKING
@@ -54,10 +47,7 @@ __all__ = ["HashCache", "sha256_bytes", "sha256_file", "reread_digests", "MANIFE
 
 DEFAULT_GRANULARITY_NS = 2_000_000_000
 """Two seconds: the coarsest common mtime resolution (FAT), with room for the kernel's coarse
-file clock (an mtime lags the wall clock by up to a scheduler tick) and modest NFS clock skew.
-Finer filesystems pay only by re-hashing files edited in the last two seconds, a handful in a
-real repo. Benchmarks that create files and hash them at once must backdate them
-(`os.utime`) or pass a smaller `granularity_ns`."""
+file clock and modest NFS clock skew."""
 
 _MOVES_KEPT = 65_536
 """Most found moves a manifest keeps (the oldest are dropped first): leads, re-found if lost."""
@@ -65,9 +55,8 @@ _MOVES_KEPT = 65_536
 _Move = tuple[str, str, str, bool]
 _stat = os.stat
 
-# An entry, in memory and on disk: [size, mtime_ns, ctime_ns, inode, sha256 or None, checked_at].
-# Kept as the lists orjson builds, so loading converts nothing; entries are replaced, never
-# mutated once published.
+# An entry, in memory and on disk: [size, mtime_ns, ctime_ns, inode, sha256 or None, checked_at],
+# the lists orjson builds (loading converts nothing); entries are replaced, never mutated once published.
 if TYPE_CHECKING:
     _Entry = list[Any]
 else:
@@ -79,26 +68,16 @@ _ENTRY_SHA = itemgetter(4)
 _MEMO_KEPT = 16
 """Batches whose entry keys `vouch` keeps between passes (one per batch of a workspace pass)."""
 _ONLY_MAX = 64
-"""Most paths a partial load (`only`) looks up one by one in the manifest's bytes; more are one
-whole parse (each lookup scans the bytes: 2,500 of them took 160 ms of a 400 KB manifest)."""
+"""Most paths a partial load (`only`) looks up one by one in the manifest's bytes; more: one parse."""
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
-    return (
-        a.st_mtime_ns == b.st_mtime_ns
-        and a.st_ctime_ns == b.st_ctime_ns
-        and a.st_size == b.st_size
-        and a.st_ino == b.st_ino
-    )
+    return _STAT_KEY(a) == _STAT_KEY(b)
 
 
 def _changed_ns(st: os.stat_result) -> int:
-    """When the file last changed, for the racy rule: the later of mtime and ctime.
-
-    mtime alone can be set back (`touch -d`, `cp -p`, `rsync -t`, `tar -x`): an in-place edit of
-    the same size that restores the mtime, within one timestamp tick of the hash, keeps every
-    stat field an entry holds. Its ctime cannot be set back, so the later of the two is judged.
-    """
+    """When the file last changed, for the racy rule: the later of mtime and ctime (an mtime
+    can be set back, `touch -d`, `cp -p`; a ctime cannot)."""
     m, c = st.st_mtime_ns, st.st_ctime_ns
     return m if m > c else c
 
@@ -118,27 +97,17 @@ def _utf8(text: str) -> bool:
 class HashCache:
     """SHA-256 of workspace files, cached by repo-relative path, racy-safe, persisted on save.
 
-    `ttl` (seconds) bounds how long a cached hash is trusted at all, a backstop for stat
-    fields that lie (network filesystems, restores that forge times). `granularity_ns` is the
-    timestamp resolution the racy rule assumes (see `DEFAULT_GRANULARITY_NS`). `clock` gives
-    wall seconds for the TTL only, so tests can expire entries without sleeping; the racy rule
-    always uses the real clock and the manifest's own mtime.
-
-    Mutation and `save` share a lock, so one instance may serve several threads.
+    `ttl` (seconds) bounds how long a cached hash is trusted at all, a backstop for stat fields
+    that lie. `granularity_ns` is the timestamp resolution the racy rule assumes. `clock` gives
+    wall seconds for the TTL only. Mutation and `save` share a lock (several threads may share one).
     """
 
     hashes: int
     """How many files this instance actually read and hashed (retries included)."""
 
-    def __init__(
-        self,
-        manifest_path: str | os.PathLike[str],
-        *,
-        ttl: float = 300.0,
-        granularity_ns: int = DEFAULT_GRANULARITY_NS,
-        clock: Callable[[], float] = time.time,
-        only: Iterable[str] | None = None,
-    ) -> None:
+    def __init__(self, manifest_path: str | os.PathLike[str], *, ttl: float = 300.0,
+                 granularity_ns: int = DEFAULT_GRANULARITY_NS, clock: Callable[[], float] = time.time,
+                 only: Iterable[str] | None = None) -> None:
         if not ttl >= 0:
             raise ValueError(f"ttl must be >= 0, got {ttl}")
         if granularity_ns < 0:
@@ -160,45 +129,30 @@ class HashCache:
         self._gone: frozenset[str] | None = None  # `moved_from`, rebuilt after the moves changed
         self._dirty = False
         self._loaded = False
-        # `only`: the paths asked about (a hook's few files): the load decodes their entries
-        # alone, keeping the manifest's bytes to decode the rest the first time anything needs
-        # them (another path, `paths_for`, a save: `_whole`). The answers are the same.
+        # `only`: the paths asked about (a hook's few files): the load decodes their entries alone
+        # and keeps the manifest's bytes to decode the rest when first needed (`_whole`).
         self._only: frozenset[str] | None = frozenset(only) if only is not None else None
         self._rest: tuple[bytes, int] | None = None  # (the manifest read, its mtime) while partial
         self._disk_sig: _Sig | None = None
         self._lock = allocate_lock()
-        # A window in which every entry is within its TTL (none checked after `_lo`, none
-        # expiring before `_hi`), so the warm path need not read each entry's time. Kept
-        # conservative on insert, made exact again on load and save.
+        # A window in which every entry is within its TTL, so the warm path need not read each
+        # entry's time. Kept conservative on insert, made exact again on load and save.
         self._lo = float("-inf")
         self._hi = float("inf")
 
     # -- reading ---------------------------------------------------------------------------
 
-    def sha256(
-        self, rel: str, path: str | os.PathLike[str], *, st: os.stat_result | None = None
-    ) -> str:
-        """Hex SHA-256 of the file at `path`, cached under `rel`.
-
-        OSErrors from stat/open (FileNotFoundError, PermissionError, IsADirectoryError, ...)
-        propagate untouched: the caller turns them into verdicts. A caller that has just
-        stat'ed `path` (following symlinks) may pass that result as `st` to save the second
-        stat; the answer is then the file's hash as of that stat.
-        """
+    def sha256(self, rel: str, path: str | os.PathLike[str], *, st: os.stat_result | None = None) -> str:
+        """Hex SHA-256 of the file at `path`, cached under `rel`. OSErrors propagate untouched (the
+        caller turns them into verdicts). `st`: the caller's fresh stat of `path`, if it has one."""
         if st is None:
             st = _stat(path)
         try:
             e = self._entries[rel]
         except KeyError:
             return self._miss(rel, path, st)
-        # The warm path: one stat, one lookup, a few compares. Fields are indexed, not
-        # unpacked, so a hit touches no more objects than it must.
-        if (
-            e[1] == st.st_mtime_ns
-            and e[2] == st.st_ctime_ns
-            and e[0] == st.st_size
-            and e[3] == st.st_ino
-        ):
+        # The warm path: one stat, one lookup, a few compares (fields indexed, not unpacked).
+        if e[1] == st.st_mtime_ns and e[2] == st.st_ctime_ns and e[0] == st.st_size and e[3] == st.st_ino:
             sha = e[4]
             if sha is not None:
                 now = self._clock()
@@ -210,18 +164,9 @@ class HashCache:
               seen: dict[str, os.stat_result] | None = None, root: str | None = None) -> list[str | None]:
         """The batch form of `sha256`'s warm path: `lstat` each path (None: skip it) and return,
         per file, the hash this cache vouches for, or None where it cannot (the caller takes
-        `sha256` for those; `seen` receives their stats when at hand, sparing a second one).
-
-        With `root` (the workspace's realpath, each path `root/rel`), entries past their TTL are
-        renewed here: their files read again and hashed in one batch (`_renew`), the common
-        session start after a pause, instead of an `lstat` here and a guarded open per file later.
-
-        `lstat`, not `stat`: a symlink is seen as itself and never matches its target's entry.
-        A whole batch of unchanged files is compared in `_statmatch`'s C loop, off the GIL and
-        over a few threads for large batches (about half a bare stat loop), or where that is not
-        built, in C-level maps that keep no stat alive (about a bare stat loop); a batch with a
-        file this cache has no entry for goes one file at a time.
-        """
+        `sha256` for those; `seen` receives their stats when at hand). With `root` (each path
+        `root/rel`), entries past their TTL are renewed here in one batch (`_renew`). `lstat`,
+        not `stat`: a symlink never matches its target's entry."""
         self._need_all(rels)
         now = self._clock()
         window = self._lo <= now < self._hi
@@ -285,10 +230,9 @@ class HashCache:
     def _renew(self, rels: list[str], paths: Sequence[str | None], entries: list[_Entry | None], root: str,
                now: float) -> dict[str, str]:
         """Hashes of the files whose entries hold a hash past its TTL and whose stat is still the
-        entry's, read again by `reread_digests` (the guarded open's checks, in C) and hashed;
-        their entries stamped anew. A file the loop refused is left out: the caller's one-by-one
-        path judges it (a new stat, a link, a file gone). Empty where the loop is not built (not
-        Linux, no C compiler) or refused the batch."""
+        entry's, read again by `reread_digests` and hashed; their entries stamped anew. A file
+        the loop refused is left to the caller's one-by-one path. Empty where the loop is not
+        built or refused the batch."""
         ttl = self._ttl
         base = root + "/"
         todo: list[tuple[str, _Entry]] = []
@@ -318,17 +262,10 @@ class HashCache:
 
     def hash_many(self, rels: Sequence[str], paths: Sequence[str], stats: Sequence[os.stat_result], *,
                   root: str | None = None) -> list[str | None]:
-        """Hash files the caller has just `lstat`-ed, in one tight loop: the cold pass's form of
-        `_refresh`, without its per-file calls (a cold check of 10,000 small files is mostly
-        that Python, not reading or hashing).
-
-        Each file is opened through the guarded open (`anchorfs.core.guard`: no link followed, the
-        same inode as the given stat, on Linux its place confirmed under `root`), read in one
-        call and `fstat`-ed before closing: unless the read got exactly the stat's size and the
-        `fstat` equals the given stat (the same file, untouched since), the result is None and
-        the caller takes `sha256`, which retries. Regular files up to `_ONE_READ` bytes; others
-        are None too.
-        """
+        """Hash files the caller has just `lstat`-ed, in one tight loop (the cold pass's `_refresh`):
+        each read in one call through the guarded open and `fstat`-ed before closing. None where
+        the read or the `fstat` disagrees with the given stat, or the file is not regular or over
+        `_ONE_READ` bytes: the caller takes `sha256`."""
         from ..core.guard import GuardError, open_guarded
 
         if not self._loaded:
@@ -369,12 +306,8 @@ class HashCache:
         return out
 
     def _miss(self, rel: str, path: str | os.PathLike[str], st: os.stat_result) -> str:
-        if not self._loaded:
-            self._load()
-            if rel in self._entries:
-                return self.sha256(rel, path, st=st)
-        if self._rest is not None and rel not in self._only:  # type: ignore[operator]
-            self._whole()
+        if not self._loaded or (self._rest is not None and rel not in self._only):  # type: ignore[operator]
+            self._need(rel)
             if rel in self._entries:
                 return self.sha256(rel, path, st=st)
         return self._refresh(rel, path, st)
@@ -427,12 +360,7 @@ class HashCache:
                 self._hi = at + self._ttl
 
     def paths_for(self, sha: str) -> list[str]:
-        """Paths whose cached entry holds `sha`: where a moved file's bytes may be now.
-
-        An index over what this cache has hashed, rebuilt only after its entries changed;
-        its answers are leads, not proof (the caller checks each one with `sha256`, which
-        applies every rule above).
-        """
+        """Paths whose cached entry holds `sha`: where a moved file's bytes may be now (leads)."""
         if not self._loaded:
             self._load()
         self._whole()
@@ -461,8 +389,7 @@ class HashCache:
         return self._clock()
 
     def stat_of(self, rel: str) -> tuple[int, int, int, int] | None:
-        """(size, mtime_ns, ctime_ns, inode) of `rel` when last hashed here: how a gone file
-        is recognised where the file system renamed it (same inode, a later ctime)."""
+        """(size, mtime_ns, ctime_ns, inode) of `rel` when last hashed here (a gone file's trace)."""
         self._need(rel)
         e = self._entries.get(rel)
         return (int(e[0]), int(e[1]), int(e[2]), int(e[3])) if e is not None else None
@@ -480,11 +407,7 @@ class HashCache:
 
     def move_of(self, key: str) -> _Move | None:
         """The move the drift pass found for `key` (an anchor's identity), kept in the manifest:
-        (path, path_now, sha256 of path_now then, whether path itself was gone).
-
-        A lead, not proof: the caller re-judges the anchor at `path_now` (through the guarded
-        open) and keeps the answer only while `path_now` still hashes to that sha256 here.
-        """
+        (path, path_now, sha256 of path_now then, whether path itself was gone). A lead, not proof."""
         if not self._loaded:
             self._load()
         return self._moves.get(key)
@@ -531,8 +454,7 @@ class HashCache:
             self._gone = None
 
     def moved_from(self) -> frozenset[str]:
-        """The paths found gone and followed elsewhere (`move_of`, `gone`): the batch pre-pass
-        never vouches for them, so their anchors take the one-by-one check that follows them."""
+        """The paths found gone and followed elsewhere (`move_of`, `gone`): never vouched for."""
         if not self._loaded:
             self._load()
         gone = self._gone
@@ -543,9 +465,7 @@ class HashCache:
     # -- the manifest ----------------------------------------------------------------------
 
     def _owner(self) -> list[Any] | None:
-        """Whose manifest this is: [the anchorfs version, the state folder's device and inode]
-        (None without a state folder). A manifest of another owner (a copy that came by git,
-        rsync or a tarball, or another anchorfs) is a cold cache."""
+        """Whose manifest this is: [anchorfs version, state folder's device and inode], None without one."""
         try:
             st = os.lstat(os.path.dirname(self.manifest_path) or ".")
         except OSError:
@@ -559,7 +479,7 @@ class HashCache:
         partial = None
         if data is not None and self._only is not None and len(self._only) <= _ONLY_MAX:
             partial = parse_only(data, mtime, self._gran, self._only, self._owner())
-        entries, moves, old = partial if partial is not None else (parse(data, mtime, self._gran, self._owner()) if data else ({}, {}, False))
+        entries, moves, old = partial if partial is not None else self._parse(data, mtime)
         with self._lock:
             if not self._loaded:
                 self._entries = entries
@@ -615,23 +535,18 @@ class HashCache:
                 hi = at
         self._lo, self._hi = lo, hi + self._ttl
 
+    def _parse(self, data: bytes | None, mtime: int) -> tuple[dict[str, _Entry], dict[str, _Move], bool]:
+        """(entries with racy ones poisoned, found moves, of an older version?); unexpected: cold."""
+        return parse(data, mtime, self._gran, self._owner()) if data else ({}, {}, False)
+
     def _read_disk(self) -> tuple[dict[str, _Entry], _Sig | None]:
         """Entries from the manifest with racy ones poisoned; anything unexpected is cold."""
-        entries, sig, _, _ = self._read_disk_moves()
-        return entries, sig
-
-    def _read_disk_moves(self) -> tuple[dict[str, _Entry], _Sig | None, dict[str, _Move], bool]:
-        """`_read_disk` with the found moves (none unless their own CRC and shape hold) and
-        whether the manifest is of an older version."""
         data, sig, mtime = self._read_bytes()
-        if data is None:
-            return {}, sig, {}, False
-        entries, moves, old = parse(data, mtime, self._gran, self._owner())
-        return entries, sig, moves, old
+        return self._parse(data, mtime)[0], sig
 
     def _read_bytes(self) -> tuple[bytes | None, _Sig | None, int]:
         """The manifest's bytes, its signature and its mtime; (None, None, 0) when unreadable."""
-        from ..core.statefs import STATE_LIMIT, open_state  # a link here is refused (`WorkspaceError`), never read through
+        from ..core.statefs import STATE_LIMIT, open_state  # a link here is refused, never read through
 
         try:
             with os.fdopen(open_state(self.manifest_path, os.O_RDONLY), "rb") as f:
@@ -644,24 +559,19 @@ class HashCache:
         return data, _sig(st), st.st_mtime_ns
 
     def save(self, *, strict: bool = False) -> bool:
-        """Write the manifest if an entry changed; return whether it was written.
-
-        A cache that cannot be saved is only cold next time, so by default an OSError (read-only
-        folder, missing `.anchorfs/`, full disk) returns False and the changes stay pending for
-        a later save; `strict=True` raises it instead. Entries another process saved meanwhile
-        are merged in unless this instance changed the same path (last writer wins per path).
-        """
-        wrote = False
+        """Write the manifest if an entry changed; return whether it was written. An OSError returns
+        False, the changes pending (`strict=True`: raised). Entries another process saved meanwhile
+        are merged in unless this instance changed the same path."""
         with self._lock:
-            if self._dirty:
-                try:
-                    self._write()
-                except OSError:
-                    if strict:
-                        raise
-                    return False
-                wrote = True
-        return wrote
+            if not self._dirty:
+                return False
+            try:
+                self._write()
+            except OSError:
+                if strict:
+                    raise
+                return False
+        return True
 
     def _write(self) -> None:
         """Merge, then temp file + fsync + `os.replace` + fsync the folder; caller holds the lock."""
@@ -688,7 +598,8 @@ class HashCache:
         entries = self._entries
         moves = self._moves
         if cur is not None and cur != self._disk_sig:
-            theirs, _, their_moves, _ = self._read_disk_moves()
+            disk, _, disk_mtime = self._read_bytes()
+            theirs, their_moves, _ = self._parse(disk, disk_mtime)
             if theirs:
                 entries = dict(entries)
                 for rel, e in theirs.items():
@@ -728,10 +639,6 @@ class HashCache:
     def __enter__(self) -> HashCache:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.save()

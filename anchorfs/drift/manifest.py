@@ -1,27 +1,19 @@
 """Reading `.anchorfs/manifest.json`, the hash cache's file (`anchorfs.drift.hashcache`: its rules).
 
 Manifest layout, one JSON object, `entries` last so its bytes can be checksummed as written:
-`{"format": "anchorfs.manifest", "version": 2, "crc32": N, "newest": T, "moves": [[key, path, path_now,
-sha256_now, gone], ...], "moves_crc32": M, "entries": {rel: [size, mtime_ns, ctime_ns, inode,
-sha256 or null, checked_at]}}`. The CRC lets a load skip validating 10,000 entries one by one
-(a warm start must stay near a bare stat loop): only the hash cache's own writes pass it,
-anything else is a cold cache. `moves` (absent when empty, a list so that no key can precede
-`entries`) are the drift pass's found moves (`HashCache.move_of`): leads a new process re-verifies
-through this cache instead of asking git again; a bad moves CRC drops only them. Version 1
-(no moves) reads as before and is written as version 2 at the next save. `newest` is the latest
-mtime or ctime of an entry holding a hash: a cache that decoded a few entries (`only`) saves by
-splicing theirs into the bytes it read (`splice`) while no entry kept as bytes is
-racy against the old file, since under the new file's mtime a reader would trust its hash.
+`{"format": "anchorfs.manifest", "version": 3, "owner": [...], "crc32": N, "newest": T, "moves": [[key,
+path, path_now, sha256_now, gone], ...], "moves_crc32": M, "entries": {rel: [size, mtime_ns, ctime_ns,
+inode, sha256 or null, checked_at]}}`. The CRC lets a load skip validating every entry: only the
+hash cache's own writes pass it, anything else is a cold cache. `moves` (absent when empty, a
+list so that no key can precede `entries`) are the drift pass's found moves (`HashCache.move_of`);
+a bad moves CRC drops only them. `newest` is the latest mtime or ctime of an entry holding a
+hash: a cache that decoded a few entries (`only`) saves by splicing theirs into the bytes it read
+(`splice`) while no entry kept as bytes is racy against the old file.
 
-Two readers of the same bytes: `parse`, every entry (what a drift pass over the workspace
-needs), and `parse_only`, just the entries of a few paths (what a hook re-checking the memories
-on one edited file needs: at 10,000 files decoding the whole file was a tenth of the hook,
-issue 20). Both trust the entries only under the CRC this project's writer stamps over their
-bytes, poison the racy ones against the file's own mtime, and read anything unexpected as a
-cold cache (no entry at all): the same answers for every path both read.
-
-Both read and write with orjson. An entry serves only a file whose `lstat` gives its very size,
-times and inode.
+Two readers of the same bytes: `parse`, every entry (a drift pass over the workspace), and
+`parse_only`, the entries of a few paths (a hook re-checking one edited file). Both trust the
+entries only under the CRC, poison the racy ones against the file's own mtime, and read anything
+unexpected as a cold cache: the same answers for every path both read.
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ __all__ = ["FORMAT", "ENTRIES_KEY", "READABLE", "MANIFEST_VERSION", "parse", "pa
            "newest_hashed", "moves_of", "plain_rel"]
 
 MANIFEST_VERSION = 3
-"""Bumped on any incompatible change; other versions load as a cold cache. 3: the head names
-its owner (`owner`: the anchorfs version and the state folder's device and inode)."""
+"""Bumped on any incompatible change; other versions load as a cold cache (3: the head names its `owner`)."""
 READABLE = (MANIFEST_VERSION,)
 """Versions whose layout this module reads."""
 FORMAT = "anchorfs.manifest"
@@ -66,8 +57,7 @@ def _body(data: bytes, crc: int) -> memoryview | None:
 
 
 def _poison(entries: Iterable[list[Any]], mtime_ns: int, gran: int) -> bool:
-    """Clear the hash of every entry racy against a manifest of `mtime_ns`; False when one is
-    not of this layout after all."""
+    """Clear the hash of every entry racy against a manifest of `mtime_ns`; False when one is not ours."""
     limit = mtime_ns - gran
     try:
         for e in entries:
@@ -80,9 +70,9 @@ def _poison(entries: Iterable[list[Any]], mtime_ns: int, gran: int) -> bool:
     return True
 
 
-def _tail(doc: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str, bool]], bool]:
+def _tail(doc: dict[str, Any], entries: dict[str, list[Any]]) -> Parsed:
     old = doc["version"] != MANIFEST_VERSION
-    return ({} if old else moves_of(doc.get("moves"), doc.get("moves_crc32"))), old
+    return entries, ({} if old else moves_of(doc.get("moves"), doc.get("moves_crc32"))), old
 
 
 def parse(data: bytes, mtime_ns: int, gran: int, owner: list[Any] | None) -> Parsed:
@@ -96,14 +86,12 @@ def parse(data: bytes, mtime_ns: int, gran: int, owner: list[Any] | None) -> Par
     entries: dict[str, list[Any]] = doc["entries"]
     if not _poison(entries.values(), mtime_ns, gran):
         return {}, {}, False
-    moves, old = _tail(doc)
-    return entries, moves, old
+    return _tail(doc, entries)
 
 
 _LAST: tuple[object, Any] = (None, None)
-"""The last bytes `_split` judged, and its answer: a hook's save splices the very bytes object
-its partial load read and checked (`HashCache._rest`), whose CRC (400 KB at 10,000 files) need
-not be computed twice. Kept by identity, of `bytes` only (immutable), as one tuple (one read)."""
+"""The last bytes `_split` judged, and its answer: a hook's save splices the very bytes object its
+partial load checked, whose CRC need not be computed twice. Kept by identity, of `bytes` only."""
 
 
 def _split(data: bytes) -> tuple[Any, int, bytes | None] | None:
@@ -145,9 +133,8 @@ def _spelt(rel: str) -> bytes | None:
 
 def _find(raw: bytes, spelt: bytes) -> tuple[int, int, int] | None:
     """(where the key starts, where its value starts, where the value ends) of the entry keyed
-    `spelt` in the entries' bytes `raw`, None when there is none: `{` or `,` then the key,
-    `:[` (no `"` can precede a key's quote unescaped, and a value holds no `]`). Raises
-    ValueError when its value does not end."""
+    `spelt` in the entries' bytes `raw` (`{` or `,`, the key, `:[`), None when there is none.
+    Raises ValueError when its value does not end."""
     key = spelt + b":["
     at = 1 if raw.startswith(key, 1) else raw.find(b"," + key) + 1
     if at <= 0:
@@ -159,10 +146,9 @@ def _find(raw: bytes, spelt: bytes) -> tuple[int, int, int] | None:
 
 
 def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str], owner: list[Any] | None) -> Parsed | None:
-    """`parse`, keeping the entries of `only` alone and decoding no other: the header (before
-    the entries), the CRC over all the entries' bytes, then each path's entry found by its key
-    as the writer spells it (`_find`). None when this cannot be read so (the caller takes
-    `parse`, which judges the whole file)."""
+    """`parse`, keeping the entries of `only` alone and decoding no other (each found by its
+    key as the writer spells it, `_find`). None when this cannot be read so (the caller takes
+    `parse`)."""
     split = _split(data)
     if split is None:
         return None
@@ -184,8 +170,7 @@ def parse_only(data: bytes, mtime_ns: int, gran: int, only: Iterable[str], owner
         entries[rel] = entry
     if not _poison(entries.values(), mtime_ns, gran):
         return {}, {}, False
-    moves, old = _tail(doc)
-    return entries, moves, old
+    return _tail(doc, entries)
 
 
 def newest_hashed(entries: Iterable[list[Any]]) -> int:
@@ -211,12 +196,10 @@ def assemble(body: bytes, newest: int, owner: list[Any], moves: bytes = b"") -> 
 def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] | None],
            owner: list[Any]) -> bytes | None:
     """The manifest `data` (its file's mtime `mtime_ns`) with the entries of `changes` replaced
-    (None: dropped), every other entry's bytes kept as they are: a hook that re-hashed one file
-    rewrites a 10,000-entry manifest without decoding or encoding the rest (issue 20). None when
-    it cannot be told safe, and the caller writes the whole file: a head not of this version or
-    without `newest`, a CRC that does not hold, or an entry kept as bytes that a reader would
-    find racy against `mtime_ns` (it holds a hash that only the old file's mtime poisons: under
-    the new file's it would be trusted)."""
+    (None: dropped), every other entry's bytes kept as they are. None when it cannot be told
+    safe, and the caller writes the whole file: a head not of this version or without `newest`,
+    a CRC that does not hold, or an entry kept as bytes that is racy against `mtime_ns` (under
+    the new file's mtime its hash would be trusted)."""
     split = _split(data)
     if split is None:
         return None
@@ -267,8 +250,7 @@ def splice(data: bytes, mtime_ns: int, gran: int, changes: dict[str, list[Any] |
 
 def moves_of(listed: Any, crc: Any) -> dict[str, tuple[str, str, str, bool]]:
     """The found moves of a manifest, or none at all unless their CRC and every one's shape
-    hold: `[key, path, path_now, sha256_now, gone]`, relative paths without NUL, `..` or a
-    leading `/` (the drift pass also resolves each through its guard before reading it)."""
+    hold: `[key, path, path_now, sha256_now, gone]`, plain relative paths (`plain_rel`)."""
     if type(listed) is not list or type(crc) is not int:
         return {}
     if zlib.crc32(orjson.dumps(listed)) != crc:

@@ -19,7 +19,7 @@ from operator import attrgetter
 from ..anchor.anchors import is_state_name, judge_at
 from .probe import FileProbe
 from ..core.errors import AnchorError
-from .hashcache import HashCache
+from .hashcache import HashCache, _utf8 as _encodes
 from ..core.model import AnchorCheck, AnchorRef, Verdict
 
 from typing import TYPE_CHECKING
@@ -34,26 +34,22 @@ _WALK_FILES = 200_000
 """Files one pass may list in a workspace without git when it looks for moved content."""
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 _FOLLOWED: OrderedDict[tuple[Any, ...], tuple[str, str, AnchorCheck]] = OrderedDict()
-"""Answers of the moved-content search, kept while the file found still hashes as it did (the
-hash cache's rules): a long-lived process pays the search once per move, not once per read."""
+"""Answers of the moved-content search, kept while the file found still hashes as it did."""
 _FOLLOWED_KEPT = 4096
 _UNFOUND: OrderedDict[tuple[Any, ...], tuple[str | None, Any, float]] = OrderedDict()
-"""Lines gone from a file still there and found in no new file: kept, as the hash cache keeps a
-hash, while that file hashes the same, git's index has the same stat and the cache's TTL runs
-(a changed line anchor is the most common stale memory: no git process on every read of it)."""
+"""Lines gone from a file still there and found in no new file: kept while that file hashes the
+same, git's index has the same stat and the cache's TTL runs (no git process on every read)."""
 _followed_lock = allocate_lock()
 _GONE: dict[str, set[str]] = {}
 """Per root, anchored paths found gone (and followed) by an earlier pass. The batch pre-pass
-`lstat`s the root folder in their place: it never matches a file's cache entry, so their
-memories take the one-by-one check (which answers from `_FOLLOWED`), and the rest of the
-batch stays in the C loop, which a path that fails its `lstat` would send one file at a time."""
+`lstat`s the root folder in their place: it never matches a cache entry, so their memories take
+the one-by-one check while the rest of the batch stays in the C loop."""
 _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
 
 
 class MoveSearch(FileProbe):
-    """The moved-content search of one drift pass (its git answers, its walk of the root and
-    its read budget are per pass)."""
+    """The moved-content search of one drift pass (git answers, walk of the root, read budget)."""
 
     def __init__(self, root_real: str, cache: HashCache, *, whitespace: str | None = None) -> None:
         super().__init__(root_real, cache, whitespace=whitespace)
@@ -68,10 +64,8 @@ class MoveSearch(FileProbe):
         """Where the content of an anchor that would be `deleted` or `symbol_missing` is now:
         `moved` with `path_now` when found identical (or `reformatted` there), `changed` with
         `path_now` when git names its file's new path and the text there differs, else `lost`.
-
         Answers are kept while the file found hashes as it did: in this process (`_FOLLOWED`)
-        and, for the next ones, in the manifest (`HashCache.move_of`), re-judged there before
-        use, so a new CLI process pays neither git nor a search for a move already found."""
+        and in the manifest (`HashCache.move_of`), re-judged there before use."""
         key = (self.root_real, ref, self.strict)
         known = _FOLLOWED.get(key)
         if known is not None:
@@ -129,8 +123,7 @@ class MoveSearch(FileProbe):
         return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def _gone_paths(self) -> set[str] | frozenset[str] | None:
-        """Anchored paths found gone and followed, by this process (`_GONE`) or an earlier one
-        (the manifest's moves): the batch pre-pass `lstat`s the root in their place."""
+        """Anchored paths found gone and followed, by this process (`_GONE`) or an earlier one."""
         here = _GONE.get(self.root_real)
         kept = self.cache.moved_from()
         if not kept:
@@ -138,17 +131,14 @@ class MoveSearch(FileProbe):
         return kept | here if here else kept
 
     def _search(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
-        """The search behind `_follow`. In git only new files count as where content went:
-        what `git diff -M` since the anchor's commit renamed or added, and untracked files (a
-        copy that was already there is a copy, not a move). Without git every file under the
-        root does for a gone file, closest paths first (same name, then the most folders in
-        common), so a renamed file wins over a copy elsewhere; for lines gone from a file still
-        there (a split), only the files changed since the anchor was taken.
+        """The search behind `_follow`. In git only new files count (renamed or added since the
+        anchor's commit, and untracked files: a file already there is a copy, not a move).
+        Without git every file under the root does for a gone file, closest paths first; for
+        lines gone from a file still there, only the files changed since the anchor was taken.
 
-        Found identical: `moved`. Not identical, but a gone file's positive trace, `changed`
-        with that `path_now` (a candidate, still stale): git's rename, else without git the
-        same inode renamed (`_same_inode`), else the same symbol under its name, other text, in
-        a file new since."""
+        Found identical: `moved`. Else a gone file's positive trace gives `changed` with that
+        `path_now`: git's rename, else without git the same inode renamed (`_same_inode`), else
+        the same symbol, other text, in a file new since."""
         from ..anchor.symbols import MAX_PARSE_BYTES, language_for
 
         narrowed = bool(ref.symbol or ref.lines)
@@ -212,18 +202,17 @@ class MoveSearch(FileProbe):
                 found = self._judge_in(ref, path, data)
                 if found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
                     return found
-                if (gone and evidence is None and ref.symbol and found is not None
-                        and found.verdict is Verdict.CHANGED):
-                    if renames is not None or self._newer([path], since):  # new since: a candidate
-                        evidence = found._replace(
-                            detail=f"{ref.spec} changed: {ref.path} gone, {ref.symbol} found with other text in {path}")
+                if (gone and evidence is None and ref.symbol and found is not None and found.verdict is Verdict.CHANGED
+                        and (renames is not None or self._newer([path], since))):  # new since: a candidate
+                    evidence = found._replace(
+                        detail=f"{ref.spec} changed: {ref.path} gone, {ref.symbol} found with other text in {path}")
         return evidence or lost
 
     def body_candidates(self, ref: AnchorRef) -> list[str]:
         """Specs (`PATH#NAME`) of definitions whose text is a symbol anchor's text under their
-        own name (bytes; under the same name, tokens too when it carries a token hash): in its own file under another name, then in the
-        files new since (renamed, added), closest first. What `reanchor` offers for a
-        missing symbol; bounded like the moved-content search."""
+        own name (under the same name, its tokens too when it carries a token hash): in its own
+        file, then in the files new since, closest first. What `reanchor` offers for a missing
+        symbol; bounded like the moved-content search."""
         from ..anchor.anchors import text_hash
         from ..anchor.symbols import MAX_PARSE_BYTES, language_for, list_symbols, token_hash
 
@@ -301,8 +290,7 @@ class MoveSearch(FileProbe):
 
     def _git_renames(self, commit: str) -> Any:
         """git's renames and new files since `commit` (`anchorfs.core.git.renames_since`), once per
-        commit per pass; None outside git or when git cannot answer. Untracked files are not
-        in `added` yet: `_git_added` asks for them, once per pass, when a search needs them."""
+        commit per pass; None outside git or when git cannot answer (untracked: `_git_added`)."""
         if commit in self._renames:
             return self._renames[commit]
         from pathlib import Path
@@ -337,8 +325,7 @@ class MoveSearch(FileProbe):
         return list(dict.fromkeys([*renames.added, *self._untracked]))
 
     def _walk(self) -> list[str]:
-        """Every regular file under the root (hidden folders, `node_modules` and links left
-        out), listed once per pass and only when a search needs it: the no-git fallback."""
+        """Every regular file under the root (hidden folders, `_SKIP_DIRS` and links left out), once per pass."""
         if self._walked is not None:
             return self._walked
         out: list[str] = []
@@ -367,8 +354,7 @@ class MoveSearch(FileProbe):
         return out
 
     def _newer(self, paths: list[str], since_ns: int | None) -> list[str]:
-        """The files among `paths` changed (mtime or ctime) after `since_ns`: without git, the
-        files new or changed since an anchor was taken. None known: no file qualifies."""
+        """The files among `paths` changed (mtime or ctime) after `since_ns` (None: none qualifies)."""
         if since_ns is None:
             return []
         out = []
@@ -379,11 +365,10 @@ class MoveSearch(FileProbe):
         return out
 
     def _same_inode(self, old: str) -> str | None:
-        """Without git, the file a gone one was renamed to by the file system: a walked file with
-        the inode the hash cache last saw at `old` (a rename keeps it; so does an in-place
-        edit), on the root's device, changed after that entry was taken (a rename sets the
-        ctime). A freed inode is soon reused by an unrelated file, so it must also keep the
-        extension and be within a factor of two of the size. Closest path first."""
+        """Without git, the file a gone one was renamed to: a walked file with the inode the hash
+        cache last saw at `old`, on the root's device, its ctime later than that entry's. A freed
+        inode is soon reused, so it must also keep the extension and be within a factor of two
+        of the size. Closest path first."""
         seen = self.cache.stat_of(old)
         if seen is None:
             return None
@@ -408,17 +393,12 @@ def _move_key(ref: AnchorRef) -> str:
 
 
 def _utf8(name: str) -> bool:
-    """Whether a (surrogate-escaped) file name is valid UTF-8: only those can be anchored."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return bool(name)
+    """Whether a (surrogate-escaped) file name is not empty and valid UTF-8: only those can be anchored."""
+    return bool(name) and _encodes(name)
 
 
 def _closeness(old: str) -> Callable[[str], tuple[bool, int, str]]:
-    """Sort key of candidate paths for content that was at `old`: the same file name first,
-    then the most leading folders in common, then by name (a stable order)."""
+    """Sort key of candidate paths for content that was at `old`: same name, most folders in common, name."""
     base = old.rpartition("/")[2]
     parts = old.split("/")[:-1]
 

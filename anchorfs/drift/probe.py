@@ -28,15 +28,11 @@ __all__ = ["FileProbe"]
 _ERRNO_WORDS = {13: "permission denied", 21: "a directory where a file was", 40: "too many symlink levels"}
 _RECHECKS = 2
 """How often a file swapped between its check and its open is checked afresh before it is
-called unreadable ("kept changing"): the guarded open refuses the swap, the re-check judges
-what is there now (a link out is `unsafe`, a FIFO `unreadable`, another file its own bytes)."""
+called unreadable ("kept changing")."""
 
 
 class FileProbe:
-    """A drift pass's view of the workspace's files: located, hashed and read at most once per
-    pass (many memories often rest on one file). `whitespace` is `drift.whitespace`, as
-    `DriftChecker` takes it.
-    """
+    """A drift pass's view of the workspace's files: located, hashed and read at most once per pass."""
 
     def __init__(self, root_real: str, cache: HashCache, *, whitespace: str | None = None) -> None:
         self.root_real = root_real
@@ -85,10 +81,7 @@ class FileProbe:
         return full, st
 
     def _probe(self, path: str) -> tuple[str, os.stat_result] | AnchorCheck:
-        """(sha256, stat) of the file at an anchor's path, or the verdict that stops there.
-
-        Memoized per path for the pass: many memories often rest on one file.
-        """
+        """(sha256, stat) of the file at an anchor's path, or the verdict that stops there (memoized)."""
         found = self._files.get(path)
         if found is not None:
             return found

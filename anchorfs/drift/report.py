@@ -1,16 +1,10 @@
 """A drift pass's results: one memory's drift (`MemoryDrift`) and every checked memory's
-(`DriftReport`), the fresh ones built only when read.
+(`DriftReport`), the fresh ones built only when read; and the envelope (`envelope`), the one
+line an agent reads before trusting a memory.
 
-What `anchorfs.drift.check.DriftChecker` returns and every read path serves (`Workspace.drift`,
-the hooks, `anchorfs drift`, MCP `check_drift`): the counts and the memories that are not fresh
-come without building the rest, so a pass over 100,000 unchanged memories costs about its stat
-loop. And the envelope (`envelope`): the one line, in one format everywhere, an agent reads
-before trusting a memory.
-
-No `from __future__ import annotations` here: `typing.NamedTuple` compiles a string annotation
-(`MemoryDrift`'s three: about 0.1 M instructions, by callgrind, in every process that checks
-drift, a hook's included), so the annotations are the objects, a forward one quoted, as are
-those naming `typing`'s `Any` (imported for the type checker only).
+No `from __future__ import annotations` here: `typing.NamedTuple` would compile the string
+annotations in every process that checks drift, so annotations are the objects, a forward one
+quoted, as are those naming `Any` (imported for the type checker only).
 """
 
 from collections.abc import Iterator, Sequence
@@ -25,7 +19,6 @@ if TYPE_CHECKING:
     from typing import Any, overload
 
 
-
 __all__ = ["MemoryDrift", "DriftReport", "envelope", "weak_envelope", "WEAK_MARK", "expired", "age_days"]
 
 
@@ -37,34 +30,24 @@ class MemoryDrift(NamedTuple):
     checks: tuple[AnchorCheck, ...]
 
     def to_dict(self) -> "dict[str, Any]":
-        out = {
-            "id": self.memory.id,
-            "content": self.memory.content,
-            "drift": self.drift.value,
-            "anchors": [c.to_dict() for c in self.checks],
-        }
+        out = {"id": self.memory.id, "content": self.memory.content, "drift": self.drift.value,
+               "anchors": [c.to_dict() for c in self.checks]}
         if self.memory.stale_claims:  # what `verify --mark` found stale in the text itself
             out["stale_claims"] = [c.to_dict() for c in self.memory.stale_claims]
         return out
 
     def with_claims(self) -> "MemoryDrift":
-        """This drift as every read serves it: stale when `verify --mark` found a claim of the
-        memory's own text stale (`Memory.stale_claims`), whatever its anchors say."""
+        """This drift as reads serve it: stale when the memory has `stale_claims`, whatever its anchors say."""
         if self.memory.stale_claims and self.drift is not Drift.STALE:
             return self._replace(drift=Drift.STALE)
         return self
 
 
 class DriftReport:
-    """Every checked memory's drift, in the order given.
-
-    Only the memories a pass had to look at one by one carry a result; the rest (every anchor
-    still hashes as recorded) are built on demand: a whole-workspace pass over 100,000
-    unchanged memories should cost about the stat loop over their files, and most callers only
-    count them or read the few that are not fresh. `checked` may itself build its memories on
-    demand (`driftplan`: a new process's pass from the fold snapshot's plan): counts,
-    `flagged`, `stale` and `anchored_paths` never read it whole.
-    """
+    """Every checked memory's drift, in the order given. Only the memories a pass had to look at
+    one by one carry a result; the rest (every anchor still hashes as recorded) are built on
+    demand. `checked` may build its memories on demand too: counts, `flagged`, `stale` and
+    `anchored_paths` never read it whole."""
 
     __slots__ = ("checked", "_found", "_flagged", "_built", "_claims", "_paths", "_by_id")
     checked: Sequence[Memory]
@@ -83,9 +66,8 @@ class DriftReport:
     @classmethod
     def _of(cls, checked: Sequence[Memory], found: dict[int, MemoryDrift], *, claims: Sequence[int] | None = None,
             paths: list[str] | None = None) -> "DriftReport":
-        """A pass's report from the results it built, by position (taken as they are, no copy).
-        `claims` (the positions of the memories with `stale_claims`) and `paths` (`anchored_paths`),
-        when the caller knows them without reading every memory."""
+        """A pass's report from the results it built, by position (no copy). `claims` (positions of
+        the memories with `stale_claims`) and `paths` (`anchored_paths`): when the caller knows them."""
         report = cls.__new__(cls)
         report.checked = checked
         report._claims, report._paths = claims, paths
@@ -99,9 +81,7 @@ class DriftReport:
         self._by_id: dict[str, MemoryDrift] | None = None
 
     def result_of(self, memory: Memory) -> MemoryDrift:
-        """The result of `memory`, one of the checked memories: the pass's own where it looked
-        at it, else every anchor fresh (all hashed as recorded). What a line that shows a few
-        memories of thousands needs (the session-start digest), with no check made again."""
+        """The result of `memory`, one of the checked memories (no check made again)."""
         by_id = self._by_id
         if by_id is None:
             by_id = self._by_id = {r.memory.id: r for r in self._found.values()}
@@ -117,9 +97,8 @@ class DriftReport:
 
     def with_claims(self, unanchored: Sequence[Memory] = ()) -> "DriftReport":
         """The report as reads serve it: a memory whose text `verify --mark` found stale counts
-        stale whatever its anchors say, and `unanchored` such memories (nothing for the pass to
-        check) are added after the checked ones. The anchors' own drift, which drift.json
-        keeps, is this report before the call."""
+        stale whatever its anchors say, and `unanchored` such memories are added after the
+        checked ones. The anchors' own drift (drift.json's) is this report before the call."""
         checked = self.checked
         claims = self._claims
         if claims is None:
@@ -138,8 +117,7 @@ class DriftReport:
         return DriftReport._of(checked, found, claims=[*claims, *range(base, base + len(tail))], paths=self._paths)
 
     def anchored_paths(self) -> list[str]:
-        """The checked memories' distinct anchored paths, in order of first use (the files the
-        report rests on, with `paths_now`: what `anchorfs.memo` records the stats of)."""
+        """The checked memories' distinct anchored paths, in order of first use."""
         if self._paths is not None:
             return list(self._paths)
         return list(dict.fromkeys(map(_PATH, chain.from_iterable(map(_ANCHORS, self.checked)))))
@@ -158,22 +136,14 @@ class DriftReport:
         return [m for m in self._flagged if m.drift is Drift.STALE]
 
     def to_dict(self, *, every: bool = False) -> "dict[str, Any]":
-        """The counts, and the memories that are not fresh (`every`: all of them, in order).
-
-        At scale the fresh ones are nearly all of it and say nothing (100,000 of them printed
-        44 MB): what a hook or an agent acts on is the counts and the few to re-verify."""
-        return {
-            "checked": len(self.checked),
-            "stale": self.count(Drift.STALE),
-            "unknown": self.count(Drift.UNKNOWN),
-            "fresh": self.count(Drift.FRESH),
-            "memories": [m.to_dict() for m in (self.memories if every else self._flagged)],
-        }
+        """The counts, and the memories that are not fresh (`every`: all of them, in order)."""
+        return {"checked": len(self.checked), "stale": self.count(Drift.STALE), "unknown": self.count(Drift.UNKNOWN),
+                "fresh": self.count(Drift.FRESH),
+                "memories": [m.to_dict() for m in (self.memories if every else self._flagged)]}
 
 
 class _Chained(Sequence[Memory]):
-    """Two sequences of memories read as one (a report built on demand, then the unanchored
-    memories `with_claims` adds), without reading the first whole."""
+    """Two sequences of memories read as one, without reading the first whole (`with_claims`)."""
 
     __slots__ = ("_head", "_tail")
 
@@ -219,7 +189,7 @@ _ANCHORS = attrgetter("anchors")
 _PATH = attrgetter("path")
 
 
-# -- The freshness envelope: the one line, in one format everywhere, an agent reads before
+# -- The freshness envelope
 
 def age_days(memory: Memory, now: datetime) -> float:
     since = memory.verified_at or memory.recorded_at
@@ -234,17 +204,10 @@ def expired(memory: Memory, expiry_days: float, now: datetime) -> bool:
 def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
              expiry_days: float, now: datetime | None = None, history: str | None = None,
              weak: bool = False) -> str:
-    """One line an agent can read before trusting the memory, in one format everywhere:
-    `[STATE · what · when — advice]`.
-
-    `[fresh · anchored 2026-08-23 at a1b2c3d · 40 commits since]`,
-    `[STALE · src/token.py#issue changed since 9f8e7d6 2026-09-02 "raise expiry" — re-verify before relying on this]`,
-    `[UNKNOWN · src/x.py unreadable: permission denied — re-verify before relying on this]`,
-    `[unanchored · recorded 2026-08-23]`, `[SUPERSEDED by ID on DATE · held from DATE — do not rely on this]`.
-    `history` is git's word (`anchorfs.history.history_envelope`) when there is one: it only
-    fills the "since" of a stale line (the commit that staled it) and the commit count of a
-    fresh one. `weak` adds `weak match` (see `weak_envelope`).
-    """
+    """One line an agent can read before trusting the memory: `[STATE · what · when — advice]`,
+    e.g. `[fresh · anchored 2026-08-23 at a1b2c3d · 40 commits since]`. `history` is git's word
+    (`anchorfs.history.history_envelope`): it only fills the "since" of a stale line and the
+    commit count of a fresh one. `weak` adds `weak match` (see `weak_envelope`)."""
     line = _envelope(memory, drift, checks, expiry_days=expiry_days, now=now, history=history)
     return weak_envelope(line) if weak else line
 
@@ -317,8 +280,7 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
 
 
 def _moved_words(check: AnchorCheck) -> str:
-    """A moved or reformatted anchor in a fresh envelope: "SPEC now at NEW_PATH" for another
-    file, else the check's own detail."""
+    """A moved or reformatted anchor in a fresh envelope: "SPEC now at NEW_PATH", or its detail."""
     if check.path_now is not None and check.path_now != check.anchor.path:
         words = f"{check.anchor.spec} now at {check.path_now}"
         return words + " (reformatted)" if check.verdict is Verdict.REFORMATTED else words

@@ -1,17 +1,14 @@
 """history: when, in which commit and by whom a memory's ground moved.
 
-A content hash says an anchor no longer holds; version control can say which step broke it.
 `bisect` walks HEAD's first-parent chain from the commit each anchor was taken at, then the
 working tree, carrying the anchored lines down through every diff of the anchored file: an edit
 above a span moves it, only an edit inside it (or a deletion) invalidates it. `log` is the same
 walk seen whole, `drift_at` is what `drift` would have said at a revision, `history_envelope`
-turns both into the one-line freshness envelope.
+turns both into the one-line freshness envelope (it lives here).
 
-This package's face is what callers import; each part of history is a module of its own:
-`repo` (the repository seen from git: commits, blobs), `patch` (git's zero-context diffs,
-parsed), `results` (what a walk returns), `follow` (where a step's lost text went: renames,
-moves, splits), `tracker` (one anchor carried down the walk), `walk` (`bisect`, `log`), `at`
-(`drift_at`). The envelope lives here. Imports `core`, `anchor` and `drift`.
+Modules: `repo` (commits, blobs), `patch` (git's zero-context diffs, parsed), `results` (what a
+walk returns), `follow` (where a step's lost text went), `tracker` (one anchor carried down the
+walk), `walk` (`bisect`, `log`, `drift_at`). Imports `core`, `anchor` and `drift`.
 """
 
 from __future__ import annotations
@@ -21,49 +18,27 @@ from pathlib import Path
 
 from ..core.errors import AnchorfsError
 from ..core.git import head_commit, toplevel
-from .walk import drift_at
 from .patch import Hunk
 from .repo import WORKING_TREE, _Blobs, _Commit, _commit_info, _count_since
 from .results import AnchorHistory, AtReport, AtResult, BisectResult, LogResult, Step
 from .follow import _intact
-from .walk import Progress, bisect, log, progress_bar
+from .walk import Progress, bisect, drift_at, log, progress_bar
 from ..core.model import Drift, Memory
 
 # `_Blobs`, `_commit_info`, `_count_since` and `_intact` are imported here too: tests patch or
 # clear them through this module.
 __all__ = [
-    "WORKING_TREE",
-    "Progress",
-    "Hunk",
-    "Step",
-    "AnchorHistory",
-    "BisectResult",
-    "LogResult",
-    "AtResult",
-    "AtReport",
-    "bisect",
-    "log",
-    "drift_at",
-    "history_envelope",
-    "progress_bar",
+    "WORKING_TREE", "Progress", "Hunk", "Step", "AnchorHistory", "BisectResult", "LogResult", "AtResult", "AtReport",
+    "bisect", "log", "drift_at", "history_envelope", "progress_bar",
 ]
 
 
-def history_envelope(
-    root: Path,
-    memory: Memory,
-    drift: Drift,
-    *,
-    result: BisectResult | None = None,
-    top: Path | None = None,
-    head: str | None = None,
-) -> str | None:
-    """The freshness envelope with history; None when git cannot say (the caller falls back).
-
-    `[fresh · anchored a1b2c3d 2026-08-23 · 40 commits since]`,
-    `[STALE since 9f8e7d6 2026-09-02 "raise token expiry" — do not rely on this]`.
+def history_envelope(root: Path, memory: Memory, drift: Drift, *, result: BisectResult | None = None,
+                     top: Path | None = None, head: str | None = None) -> str | None:
+    """The freshness envelope with history; None when git cannot say (the caller falls back),
+    e.g. `[STALE since 9f8e7d6 2026-09-02 "raise token expiry" — do not rely on this]`.
     A stale memory costs a bisect unless `result` is given; never raises. A caller serving
-    many hits passes the repo's `top` and `head`, looked up once, instead of twice per hit.
+    many hits passes the repo's `top` and `head`, looked up once.
     """
     commits = [a.commit for a in memory.anchors if a.commit]
     if not commits:

@@ -1,19 +1,10 @@
 """Rename following: where a step moved an anchor's text (a rename, a move, a split), judged there.
 
-Renames are followed by rename detection in the walk, not `git log --follow` (one path per
-log, heuristics that misbehave with `--first-parent`): at a step that loses the anchored text
-(its file gone, its symbol missing), one `diff-tree -M` of that step says where it went: the
-file git renamed ours to, else a file the step added, copied or renamed holding the text
-intact (the same bytes, the same symbol, the same lines). Found, the step is `moved` (with
-`path_now`) and the stream restarts on the new file; a rename whose text differs is the
-culprit, `changed` at its new path. So the culprit is the commit that changed or removed the
-content, never one that only moved it. The working tree is searched the same way (staged
-renames, untracked files), and `drift_at` follows a rename made between the anchor's commit
-and the revision.
-
-`_Follower` is the anchor as a walk knows it (its path now, its kind, its anchored text), judged
-in one version of a file, its own or another one. `_Tracker`, which carries it down the walk,
-builds on it; `drift_at` builds a tracker only to ask where a lost anchor's content went.
+Not `git log --follow` (one path per log, misbehaves with `--first-parent`): at a step that loses
+the anchored text, one `diff-tree -M` of that step says where it went. Found intact, the step is
+`moved` (with `path_now`) and the walk follows the new file; a rename whose text differs is the
+culprit, `changed` at its new path. So the culprit never is a commit that only moved the content.
+`_Tracker` (which carries the anchor down the walk) builds on `_Follower`.
 """
 
 from __future__ import annotations
@@ -27,42 +18,17 @@ from functools import lru_cache
 from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
 from ..core.errors import AnchorError, AnchorfsError
 from ..core.git import Change
+from ..drift.moves import _closeness  # the same order of candidates as `drift`'s own search
 from .repo import _Repo
 from .results import _BREAKS, _HOLDS, _span
 from ..core.model import AnchorRef, Verdict
 
-__all__ = [
-    "_NULL_OIDS",
-    "_intact",
-    "_norm",
-    "_Judged",
-    "_Follower",
-    "_renamed_to",
-    "_safe_repo_path",
-]
+__all__ = ["_NULL_OIDS", "_intact", "_norm", "_Judged", "_Follower", "_renamed_to", "_safe_repo_path"]
 
 
 def _renamed_to(changes: list[Change], repo_path: str) -> str | None:
     """Where git saw `repo_path` renamed to among one step's changes (repo paths), if it did."""
     return next((c.new for c in changes if c.status == "R" and c.old == repo_path), None)
-
-
-def _closeness(path: str) -> Callable[[str], tuple[int, int, str]]:
-    """Sort key for where a lost file's content may have gone: the same file name first,
-    then the most folders in common, then by name (a stable order)."""
-    name = path.rsplit("/", 1)[-1]
-    folders = path.split("/")[:-1]
-
-    def key(cand: str) -> tuple[int, int, str]:
-        parts = cand.split("/")
-        common = 0
-        for x, y in zip(folders, parts[:-1]):
-            if x != y:
-                break
-            common += 1
-        return (0 if parts[-1] == name else 1, -common, cand)
-
-    return key
 
 
 _FOLLOW_FILES = 64
@@ -76,10 +42,9 @@ _NULL_OIDS = {"0" * 40, "0" * 64}
 
 @lru_cache(maxsize=None)
 def _intact(kind: str) -> Verdict:
-    """The verdict `judge` gives a narrowed anchor (`kind` lines or symbol) whose text is
-    intact at its own place while the file changed elsewhere: `fresh` (DESIGN.md) or, from
-    an older judge, `moved`. Asked of `judge` itself, once, so a carried step (judged from
-    hunks, without loading the blob) never contradicts what `drift` says of that version."""
+    """The verdict `judge` gives a narrowed anchor (`kind` lines or symbol) whose text is intact
+    at its own place while the file changed elsewhere. Asked of `judge` itself, once, so a
+    carried step (judged from hunks) never contradicts what `drift` says of that version."""
     if kind == "lines":
         before, after, ref = b"a = 1\nb = 2\n", b"a = 1\nb = 3\n", AnchorRef("probe.txt", lines=(1, 1))
     else:
@@ -115,12 +80,8 @@ class _Judged:
 
 
 class _Follower:
-    """The anchor as a walk knows it, judged in one version of a file (its own or another).
-
-    The state it reads is the tracker's (`_Tracker.__init__` sets it): the anchor as recorded
-    (`orig`), the same anchor at the path the walk follows (`ref`), its kind, its names, the
-    anchored text and blob when known.
-    """
+    """The anchor as a walk knows it, judged in one version of a file (its own or another). The
+    state it reads is set by `_Tracker.__init__`."""
 
     repo: _Repo
     orig: AnchorRef
@@ -172,8 +133,7 @@ class _Follower:
 
     # following the text to another file --------------------------------------------------
     def _judge_in(self, path: str, data: bytes) -> _Judged:
-        """The anchor judged in `data`, the bytes of `path` (another file than the one the
-        walk was following), its verdict relative to the anchor: intact there is `moved`."""
+        """The anchor judged in `data`, the bytes of another file `path`: intact there is `moved`."""
         orig = self.orig
         probe = replace(orig, path=path)
         if self.kind == "file":
@@ -200,12 +160,11 @@ class _Follower:
 
     def _relocate(self, changes: list[Change], load: Callable[[str, str], bytes | None]
                   ) -> tuple[_Judged, str, str, str | None] | None:
-        """Where the text this step lost went: the file git saw ours renamed to, else the
-        first file the step added, copied or renamed (closest name first) holding the text
-        intact (the same bytes for a whole file; the same symbol or lines, or their tokens).
-        (judged, new path, its oid, renamed_to) or None. A rename whose text differs is
-        that rename's evidence (`changed` there), unless an intact copy turns up elsewhere.
-        Bounded: `_FOLLOW_FILES` files, `_FOLLOW_BYTES` bytes, asked only at a loss."""
+        """Where the text this step lost went: the file git saw ours renamed to, else the first
+        file the step added, copied or renamed (closest name first) holding the text intact.
+        (judged, new path, its oid, renamed_to) or None. A rename whose text differs is that
+        rename's evidence (`changed` there), unless an intact copy turns up elsewhere. Bounded
+        by `_FOLLOW_FILES` and `_FOLLOW_BYTES`."""
         from ..anchor.symbols import language_for
 
         repo = self.repo

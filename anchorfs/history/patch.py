@@ -20,15 +20,7 @@ from ..core.errors import HistoryError
 from ..core.git import popen_git, run_git
 from .repo import _OID_RE, WORKING_TREE
 
-__all__ = [
-    "_MAX_HUNKS",
-    "Hunk",
-    "_RawHunk",
-    "_stream_pairs",
-    "_worktree_patch",
-    "_headline",
-    "_blob_hunks",
-]
+__all__ = ["_MAX_HUNKS", "Hunk", "_RawHunk", "_stream_pairs", "_worktree_patch", "_headline", "_blob_hunks"]
 
 
 _HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -77,14 +69,8 @@ class Hunk:
         return self.old_start + self.old_count - 1 < span[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "old_start": self.old_start,
-            "old_count": self.old_count,
-            "new_start": self.new_start,
-            "new_count": self.new_count,
-            "header": self.header,
-            "text": self.text,
-        }
+        return {"old_start": self.old_start, "old_count": self.old_count, "new_start": self.new_start,
+                "new_count": self.new_count, "header": self.header, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +96,9 @@ class _Record:
         """The raw entry for exactly `path`, its hunks (None if they cannot be trusted), binary?"""
         for i, (status, old, new, p) in enumerate(self.entries):
             if p == path:
-                hunks: list[_RawHunk] | None = None
-                binary = False
                 if len(self.sections) == len(self.entries):
-                    hunks = self.sections[i]
-                    binary = self.binary[i]
-                return (status, old, new), hunks, binary
+                    return (status, old, new), self.sections[i], self.binary[i]
+                return (status, old, new), None, False
         return None
 
 
@@ -233,8 +216,7 @@ class _PatchParser:
 
 
 def _big_files() -> str:
-    """git treats a file over the size bound as binary (no hunks): its diff is never computed
-    nor printed for us, and the step that holds it is judged unreadable without reading it."""
+    """git treats a file over the size bound as binary (no hunks): its diff is never computed."""
     return f"core.bigFileThreshold={MAX_FILE_BYTES}"
 
 

@@ -1,10 +1,8 @@
 """The repository as history sees it: its top level, HEAD, commits and blobs.
 
-Why the git binary and not a library: pygit2 (a native wheel) and dulwich (a pure-Python diff)
-are not dependencies, and the binary already does the costly part, tree and blob diffs, in C.
-Objects come through one long-lived `cat-file --batch-check` (names, types, sizes) and one
-`cat-file --batch` (contents): no process per blob, and a blob over the size bound is never
-read. A commit's metadata is one formatted line, parsed once and cached.
+The git binary, not a library: it does the costly part, tree and blob diffs, in C. Objects come
+through one long-lived `cat-file --batch-check` (names, types, sizes) and one `cat-file --batch`
+(contents): no process per blob, and a blob over the size bound is never read.
 """
 
 from __future__ import annotations
@@ -20,17 +18,8 @@ from ..anchor.anchors import MAX_FILE_BYTES
 from ..core.errors import HistoryError
 from ..core.git import is_ancestor, popen_git, run_git, toplevel
 
-__all__ = [
-    "WORKING_TREE",
-    "_OID_RE",
-    "_Commit",
-    "_FORMAT",
-    "_parse_commit",
-    "_Blobs",
-    "_Repo",
-    "_commit_info",
-    "_count_since",
-]
+__all__ = ["WORKING_TREE", "_OID_RE", "_Commit", "_FORMAT", "_parse_commit", "_Blobs", "_Repo", "_commit_info",
+           "_count_since"]
 
 
 WORKING_TREE = "working tree"
@@ -62,12 +51,8 @@ def _parse_commit(line: bytes) -> _Commit:
 
 
 class _Blobs:
-    """Objects on demand for a walk: one `git cat-file --batch-check` for names, types and
-    sizes, one `git cat-file --batch` for the contents, no process per blob.
-
-    A blob's size is known before a byte of it is read, so one over `MAX_FILE_BYTES` is never
-    read (nor held by git for us): it is `unreadable`, like a file that large on disk.
-    """
+    """Objects on demand for a walk, through two long-lived `git cat-file` processes. A blob's
+    size is known before a byte of it is read, so one over `MAX_FILE_BYTES` is never read."""
 
     def __init__(self, top: Path) -> None:
         self._top = top
@@ -114,8 +99,7 @@ class _Blobs:
         return f"{path}: the blob is missing"
 
     def get(self, spec: str) -> bytes | None:
-        """The blob named by an oid or `rev:path`; None when missing, not a blob, or over the
-        size bound (checked first: such a blob is never read)."""
+        """The blob named by an oid or `rev:path`; None when missing, not a blob, or over the size bound."""
         found = self.info(spec)
         if found is None or found[1] != "blob" or found[2] > MAX_FILE_BYTES:
             return None
@@ -208,8 +192,7 @@ class _Repo:
         return self.prefix + path
 
     def load(self, _path: str, oid: str) -> bytes | None:
-        """A blob by oid, for a search naming its candidates by path and oid (the oid is
-        enough); None when missing or over the size bound, which is never read."""
+        """A blob by oid (a search's loader by path and oid); None when missing or over the size bound."""
         return self.blobs.get(oid)
 
     def workspace_path(self, repo_path: str) -> str:

@@ -16,17 +16,7 @@ from .patch import Hunk
 from .repo import WORKING_TREE, _Commit
 from ..core.model import AnchorRef, Drift, Verdict
 
-__all__ = [
-    "_HOLDS",
-    "_BREAKS",
-    "Step",
-    "AnchorHistory",
-    "BisectResult",
-    "LogResult",
-    "AtResult",
-    "AtReport",
-    "_span",
-]
+__all__ = ["_HOLDS", "_BREAKS", "Step", "AnchorHistory", "BisectResult", "LogResult", "AtResult", "AtReport", "_span"]
 
 
 _HOLDS = frozenset(v for v in Verdict if v.value in ("fresh", "moved", "reformatted"))
@@ -58,16 +48,13 @@ class Step:
     distance: int = 0
     """First-parent commits between this step and HEAD (HEAD is 0, the working tree -1)."""
     path: str = ""
-    """The file the anchored text stands in after this step (the anchor's own path until a
-    rename or a move to another file, followed by the walk)."""
+    """The file the anchored text stands in after this step (the walk follows renames and moves)."""
     path_now: str | None = None
     """Set when this step moved the anchored text to another file: that file."""
 
     @property
     def cause(self) -> str | None:
-        if not self.invalidates:
-            return None
-        return "deleted" if self.verdict is Verdict.DELETED else "changed"
+        return ("deleted" if self.verdict is Verdict.DELETED else "changed") if self.invalidates else None
 
     @property
     def hunk(self) -> Hunk | None:
@@ -78,16 +65,9 @@ class Step:
         hits the anchored text), `more_hunks` the others; `hunks=False` gives only their
         headers (`hunk_headers`), for a step whose hunks are shown elsewhere in the result."""
         out: dict[str, Any] = {
-            "commit": self.commit,
-            "short": self.short,
-            "date": self.date,
-            "author": self.author,
-            "subject": self.subject,
-            "verdict": self.verdict.value,
-            "detail": self.detail,
-            "cause": self.cause,
-            "path": self.path or None,
-            "path_now": self.path_now,
+            "commit": self.commit, "short": self.short, "date": self.date, "author": self.author,
+            "subject": self.subject, "verdict": self.verdict.value, "detail": self.detail, "cause": self.cause,
+            "path": self.path or None, "path_now": self.path_now,
             "lines_before": list(self.lines_before) if self.lines_before else None,
             "lines_after": list(self.lines_after) if self.lines_after else None,
         }
@@ -102,14 +82,8 @@ class Step:
 
 
 def _anchor_dict(ref: AnchorRef) -> dict[str, Any]:
-    return {
-        "anchor": ref.spec,
-        "path": ref.path,
-        "symbol": ref.symbol,
-        "lines": list(ref.lines) if ref.lines else None,
-        "anchored_at": ref.commit,
-        "dirty": ref.dirty,
-    }
+    return {"anchor": ref.spec, "path": ref.path, "symbol": ref.symbol, "lines": list(ref.lines) if ref.lines else None,
+            "anchored_at": ref.commit, "dirty": ref.dirty}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,18 +116,13 @@ class AnchorHistory:
         """The step that began the current breakage (an earlier break later undone is a touch)."""
         if self.verdict not in _BREAKS:
             return None
-        for step in reversed(self.steps):
-            if step.invalidates:
-                return step
-        return None
+        return next((step for step in reversed(self.steps) if step.invalidates), None)
 
     @property
     def touches(self) -> tuple[Step, ...]:
         """Steps before the culprit (all steps when the anchor holds): touched, not broken."""
         culprit = self.culprit
-        if culprit is None:
-            return self.steps
-        return self.steps[: self.steps.index(culprit)]
+        return self.steps if culprit is None else self.steps[: self.steps.index(culprit)]
 
     def to_dict(self, *, with_steps: bool = False, full: bool = True) -> dict[str, Any]:
         """This anchor's walk. `full` carries its culprit's hunks and its touches here; a
@@ -162,14 +131,9 @@ class AnchorHistory:
         culprit = self.culprit
         out = _anchor_dict(self.anchor)
         out.update(
-            anchored_short=self.anchored.short,
-            anchored_date=self.anchored.date,
-            verdict=self.verdict.value,
-            holds=self.holds,
-            unknown=self.unknown,
-            path_now=self.path_now,
-            lines_now=list(self.lines_now) if self.lines_now else None,
-            walked=self.walked,
+            anchored_short=self.anchored.short, anchored_date=self.anchored.date, verdict=self.verdict.value,
+            holds=self.holds, unknown=self.unknown, path_now=self.path_now,
+            lines_now=list(self.lines_now) if self.lines_now else None, walked=self.walked,
             culprit=_culprit_dict(self, culprit, hunks=full and not with_steps) if culprit else None,
             touched=len(self.touches),
         )
@@ -200,8 +164,7 @@ class BisectResult:
     anchors: tuple[AnchorHistory, ...]
 
     def broken(self) -> list[tuple[AnchorHistory, Step]]:
-        """Every broken anchor with its culprit, the one that broke first on top (the
-        furthest from HEAD; a tie keeps the memory's order of anchors)."""
+        """Every broken anchor with its culprit, the one that broke first (furthest from HEAD) on top."""
         found = [(h, h.culprit) for h in self.anchors if h.culprit is not None]
         order = sorted(range(len(found)), key=lambda i: -found[i][1].distance)  # type: ignore[union-attr]
         return [(found[i][0], found[i][1]) for i in order]  # type: ignore[misc]
@@ -263,16 +226,12 @@ class BisectResult:
             shown.update((step.commit, x) for x in step.hunks)
             entries.append(entry)
         return {
-            "id": self.memory_id,
-            "holds": self.holds,
-            "unknown": self.unknown,
+            "id": self.memory_id, "holds": self.holds, "unknown": self.unknown,
             "culprit": _culprit_dict(*pair) if pair else None,
             "broken": [{"anchor": h.anchor.spec, "commit": st.commit, "short": st.short, "date": st.date,
                         "subject": st.subject, "cause": st.cause, "path_now": h.path_now}
                        for h, st in self.broken()],
-            "touches": touches,
-            "walked": max((h.walked for h in self.anchors), default=0),
-            "anchors": entries,
+            "touches": touches, "walked": max((h.walked for h in self.anchors), default=0), "anchors": entries,
         }
 
     def describe(self) -> str:
@@ -329,13 +288,9 @@ class LogResult:
         return tuple(s for h in self.anchors for s in h.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every step of every anchor at the top (`steps`, each with its `anchor`, carrying
-        the hunks); each anchor's entry lists its own steps again with only the hunks' headers."""
-        return {
-            "id": self.memory_id,
-            "steps": [_touch_dict(h.anchor, s) for h in self.anchors for s in h.steps],
-            "anchors": [h.to_dict(with_steps=True) for h in self.anchors],
-        }
+        """Every step at the top (with the hunks); each anchor's entry lists its own (hunk headers only)."""
+        return {"id": self.memory_id, "steps": [_touch_dict(h.anchor, s) for h in self.anchors for s in h.steps],
+                "anchors": [h.to_dict(with_steps=True) for h in self.anchors]}
 
 
 AtResult = MemoryDrift
@@ -358,18 +313,10 @@ class AtReport:
         return sum(1 for r in self.results if r.drift is drift)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rev": self.rev,
-            "commit": self.commit,
-            "short": self.short,
-            "date": self.date,
-            "checked": len(self.results),
-            "stale": self.count(Drift.STALE),
-            "unknown": self.count(Drift.UNKNOWN),
-            "fresh": self.count(Drift.FRESH),
-            "skipped": self.skipped,
-            "memories": [r.to_dict() for r in self.results],
-        }
+        return {"rev": self.rev, "commit": self.commit, "short": self.short, "date": self.date,
+                "checked": len(self.results), "stale": self.count(Drift.STALE), "unknown": self.count(Drift.UNKNOWN),
+                "fresh": self.count(Drift.FRESH), "skipped": self.skipped,
+                "memories": [r.to_dict() for r in self.results]}
 
 
 def _span(span: tuple[int, int] | None) -> str:

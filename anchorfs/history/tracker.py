@@ -3,10 +3,6 @@
 The walk's verdict at every step is the one `judge` would give that version of the file, so
 `bisect` never contradicts `drift`: hunks that miss the tracked span prove the text identical;
 when a hunk hits it, the content is re-judged, so a span moved as a block is still found.
-Symbols are re-parsed only at steps whose hunks hit the symbol or a definition enclosing it, or
-mention one of its names; the rest carry the verdict, and the last version is parsed to check
-that carry (a disagreement, e.g. a syntax error far away, re-walks the anchor parsing every
-step).
 """
 
 from __future__ import annotations
@@ -27,9 +23,7 @@ from .repo import WORKING_TREE, _Commit, _Repo
 from .results import _BREAKS, _HOLDS, Step, _span
 from ..core.model import AnchorRef, Verdict, to_iso
 
-__all__ = [
-    "_Tracker",
-]
+__all__ = ["_Tracker"]
 
 
 def _shift(span: tuple[int, int], hunks: list[Hunk]) -> tuple[int, int]:
@@ -38,36 +32,26 @@ def _shift(span: tuple[int, int], hunks: list[Hunk]) -> tuple[int, int]:
 
 
 class _Tracker(_Follower):
-    """Carries one anchor down the walk: whether it holds and where its text stands.
-
-    Lines anchors follow hunks exactly (a hunk that misses the span proves the text identical).
-    Symbol anchors are re-parsed only when a hunk hits the symbol or its enclosing definitions
-    or mentions one of its names; other steps carry the verdict (`provisional`). The walk's last
-    version is then judged in full, and any disagreement re-walks the anchor parsing every step.
-    """
+    """Carries one anchor down the walk. Lines anchors follow hunks exactly. Symbol anchors are
+    re-parsed only when a hunk hits the symbol or its enclosing definitions or mentions one of
+    its names; other steps carry the verdict (`provisional`). The last version is then judged in
+    full, and any disagreement re-walks the anchor parsing every step."""
 
     def __init__(self, repo: _Repo, ref: AnchorRef, base_blob: str | None, *, fast: bool = True) -> None:
         self.repo = repo
-        self.orig = ref
-        """The anchor as recorded; `ref` is the same anchor at the path the walk follows."""
+        self.orig = ref  # the anchor as recorded; `ref`: the same anchor at the path the walk follows
         self.ref = ref
         self.fast = fast
         self.kind = "symbol" if ref.symbol else "lines" if ref.lines else "file"
         self.names = tuple(p.encode() for p in (ref.symbol or "").split(".") if p)
-        self.state: bool | None = None
-        """True holds, False broken, None pending: the anchored text was never committed."""
-        self.verdict = Verdict.UNREADABLE
-        """The verdict of the latest version judged (the anchored one to begin with)."""
-        self.span: tuple[int, int] | None = None
-        """Where the text stands in the previous step's version (lines: only while it holds)."""
+        self.state: bool | None = None  # True holds, False broken, None: the anchored text was never committed
+        self.verdict = Verdict.UNREADABLE  # of the latest version judged (the anchored one to begin with)
+        self.span: tuple[int, int] | None = None  # where the text stands in the previous step's version
         self.guard: tuple[int, int] | None = None
-        self.geometry = False
-        """A symbol's verdict, span and guard are known for the previous version."""
+        self.geometry = False  # a symbol's verdict, span and guard are known for the previous version
         self.provisional = 0
-        self.mismatch = False
-        """A carried verdict turned out wrong: the walk must be redone parsing every step."""
-        self.text: bytes | None = None
-        """The anchored text (line endings normalized), when the anchored version is known."""
+        self.mismatch = False  # a carried verdict turned out wrong: redo the walk parsing every step
+        self.text: bytes | None = None  # the anchored text (line endings normalized), when known
         self.anchored_oid: str | None = None
         self.prev_oid = base_blob
         self.final_data: bytes | None = None
@@ -99,8 +83,7 @@ class _Tracker(_Follower):
         )
 
     def _relative(self, verdict: Verdict, where: tuple[int, int] | None) -> Verdict:
-        """A holding verdict as `drift` gives it, relative to the anchor: `moved` when the text
-        stands in another file, or (lines) at other lines than anchored."""
+        """A holding verdict as `drift` gives it: `moved` in another file or (lines) at other lines."""
         if verdict not in (Verdict.FRESH, Verdict.MOVED):
             return verdict
         if self.ref.path != self.orig.path:
@@ -111,8 +94,7 @@ class _Tracker(_Follower):
 
     def _step_verdict(self, verdict: Verdict, before: tuple[int, int] | None,
                       after: tuple[int, int] | None, moved_file: bool) -> Verdict:
-        """What this step did, for `log`: `moved` only when it moved the text (to another file
-        or other lines); identical in place is `fresh`, whatever earlier steps did."""
+        """What this step did, for `log`: `moved` only when it moved the text; in place is `fresh`."""
         if verdict not in (Verdict.FRESH, Verdict.MOVED):
             return verdict
         if moved_file:
@@ -124,26 +106,12 @@ class _Tracker(_Follower):
         return verdict
 
     # one step ----------------------------------------------------------------------------
-    def step(
-        self,
-        meta: _Commit,
-        distance: int,
-        entry: tuple[str, str, str],
-        hunks: list[_RawHunk] | None,
-        binary: bool,
-        load: Callable[[], bytes | None],
-        *,
-        prev_commit: str | None = None,
-        size: int | None = None,
-        follow: tuple[Callable[[], list[Change]], Callable[[str, str], bytes | None]] | None = None,
-    ) -> Step:
-        """Judge the version a step left behind (the step touched the anchored file).
-
-        `size` is that version's size when known: one over `MAX_FILE_BYTES` is `unreadable`,
-        as `drift` says of such a file on disk, and is never loaded. `follow` (this step's
-        changes, renames detected, and a loader by path and oid) is where to look when the
-        step loses the text (its file gone, its symbol missing): found, the walk follows it.
-        """
+    def step(self, meta: _Commit, distance: int, entry: tuple[str, str, str], hunks: list[_RawHunk] | None,
+             binary: bool, load: Callable[[], bytes | None], *, size: int | None = None,
+             follow: tuple[Callable[[], list[Change]], Callable[[str, str], bytes | None]] | None = None) -> Step:
+        """Judge the version a step left behind (the step touched the anchored file). `size`: that
+        version's size when known (over `MAX_FILE_BYTES`: `unreadable`, never loaded). `follow`
+        (this step's changes, a loader by path and oid): where to look when the step loses the text."""
         status, _, oid = entry
         deleted = status == "D" or oid in _NULL_OIDS
         new_oid = None if deleted else oid
@@ -209,23 +177,10 @@ class _Tracker(_Follower):
         self.prev_oid = new_oid
         after = judged.where if holds_now else None
         return Step(
-            commit=meta.commit,
-            short=meta.short,
-            date=meta.date,
-            author=meta.author,
-            subject=meta.subject,
-            verdict=self._step_verdict(verdict, before, after, moved_to is not None),
-            detail=judged.detail,
-            lines_before=before,
-            lines_after=after,
-            hunks=relevant,
-            invalidates=invalidates,
-            restores=restores,
-            merge=len(meta.parents) > 1,
-            renamed_to=renamed,
-            distance=distance,
-            path=self.ref.path,
-            path_now=moved_to,
+            commit=meta.commit, short=meta.short, date=meta.date, author=meta.author, subject=meta.subject,
+            verdict=self._step_verdict(verdict, before, after, moved_to is not None), detail=judged.detail,
+            lines_before=before, lines_after=after, hunks=relevant, invalidates=invalidates, restores=restores,
+            merge=len(meta.parents) > 1, renamed_to=renamed, distance=distance, path=self.ref.path, path_now=moved_to,
         )
 
     def _load_and_judge(self, load: Callable[[], bytes | None], near: tuple[int, int] | None,
@@ -233,15 +188,13 @@ class _Tracker(_Follower):
         data = load()
         if data is None:
             return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(oid, self.ref.path))
-        if self.kind != "file" and self.text is not None and self.text not in _norm(data):
-            if self.kind == "lines" and not getattr(self.ref, "token_hash", None):
-                return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")  # no block can match
+        if (self.kind == "lines" and self.text is not None and not getattr(self.ref, "token_hash", None)
+                and self.text not in _norm(data)):
+            return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")  # no block can match
         return self._judge(data, near)
 
-    def _step_lines(
-        self, before: tuple[int, int] | None, hunks: list[Hunk], trusted: bool,
-        load: Callable[[], bytes | None], new_oid: str | None,
-    ) -> tuple[_Judged, tuple[Hunk, ...]]:
+    def _step_lines(self, before: tuple[int, int] | None, hunks: list[Hunk], trusted: bool,
+                    load: Callable[[], bytes | None], new_oid: str | None) -> tuple[_Judged, tuple[Hunk, ...]]:
         if before is None or not trusted:
             judged = self._load_and_judge(load, before or self.ref.lines, new_oid)
             if judged.verdict is Verdict.MOVED and before and judged.where != before:
@@ -266,10 +219,8 @@ class _Tracker(_Follower):
             judged = replace(judged, detail=f"the text of lines {_span(before)} now stands at {_span(judged.where)}")
         return judged, tuple(hit) if judged.verdict in _BREAKS else ()
 
-    def _step_symbol(
-        self, before: tuple[int, int] | None, hunks: list[_RawHunk], trusted: bool,
-        load: Callable[[], bytes | None], new_oid: str | None,
-    ) -> tuple[_Judged, tuple[Hunk, ...]]:
+    def _step_symbol(self, before: tuple[int, int] | None, hunks: list[_RawHunk], trusted: bool,
+                     load: Callable[[], bytes | None], new_oid: str | None) -> tuple[_Judged, tuple[Hunk, ...]]:
         plain = [h.hunk for h in hunks]
         named = any(n in h.body for h in hunks for n in self.names)
         guard = self.guard

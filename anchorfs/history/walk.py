@@ -1,13 +1,9 @@
 """The walk: each of a memory's anchors down HEAD's first-parent chain, then the working tree.
 
-`bisect` and `log` are this walk, read for its culprit or seen whole. It costs a handful of
-processes per anchor whatever the history's length: one `rev-list --first-parent` (the steps
-and their metadata), one streaming `diff-tree --stdin -p -U0` fed every (step, previous step)
-pair and limited to the one path (git skips untouched commits in C and prints zero-context
-hunks for the rest), and one long-lived `cat-file --batch` for the few blobs a verdict needs
-(symbols, content re-checks). No process per commit. Explicit (step, previous step) pairs make
-a merge one step, diffed against its first parent, and let an anchor taken on a side branch
-start at the merge that brought it in.
+`bisect` and `log` are this walk, read for its culprit or seen whole: a handful of git processes
+per anchor whatever the history's length (`rev-list`, one streaming `diff-tree --stdin` fed every
+(step, previous step) pair, and `cat-file --batch`). A merge is one step, diffed against its first
+parent. `drift_at` reads a past revision from git's objects.
 """
 
 from __future__ import annotations
@@ -36,16 +32,9 @@ Progress = Callable[[int, int], None]
 """Called as (steps walked, steps in all) while a walk runs."""
 
 
-def _walk_anchor(
-    repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit],
-    tick: Callable[[int], None] | None, *, fast: bool = True,
-) -> tuple[AnchorHistory, bool]:
-    """One anchor down the chain and into the working tree; (history, consistent?).
-
-    The diff stream is limited to the file the text stands in. When a step moves the text to
-    another file (a rename, a directory move, a split), the stream restarts on that file from
-    the next step: one more process per move, none per commit.
-    """
+def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit], tick: Callable[[int], None] | None,
+                 *, fast: bool = True) -> tuple[AnchorHistory, bool]:
+    """One anchor down the chain and into the working tree; (history, consistent?)."""
     rpath = repo.repo_path(ref.path)
     tracker = _Tracker(repo, ref, repo.blobs.oid(f"{base}:{rpath}"), fast=fast)
     steps: list[Step] = []
@@ -66,12 +55,10 @@ def _walk_anchor(
                 if mine is not None:
                     entry, hunks, binary = mine
                     oid = entry[2]
-                    commit_i, prev_i = chain[i].commit, prevs[i]
-                    follow = (partial(tree_changes, repo.top, prev_i, commit_i), repo.load)
+                    follow = (partial(tree_changes, repo.top, prevs[i], chain[i].commit), repo.load)
                     step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
-                                        partial(repo.blobs.get, oid), prev_commit=prev_i,
-                                        size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None,
-                                        follow=follow)
+                                        partial(repo.blobs.get, oid),
+                                        size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None, follow=follow)
                     steps.append(step)
                     if step.path_now is not None:
                         moved_at = i
@@ -96,24 +83,16 @@ def _walk_anchor(
         tick(len(chain) + 1)
     moved = tracker.ref.path if tracker.ref.path != ref.path and tracker.verdict not in (
         Verdict.DELETED, Verdict.UNREADABLE, Verdict.UNSAFE) else None
-    hist = AnchorHistory(
-        anchor=ref,
-        anchored=repo.info(base),
-        steps=tuple(steps),
-        verdict=tracker.verdict,
-        lines_now=tracker.span if tracker.state and tracker.verdict in _HOLDS else None,
-        walked=len(chain) + 1,
-        path_now=moved,
-    )
+    hist = AnchorHistory(anchor=ref, anchored=repo.info(base), steps=tuple(steps), verdict=tracker.verdict,
+                         lines_now=tracker.span if tracker.state and tracker.verdict in _HOLDS else None,
+                         walked=len(chain) + 1, path_now=moved)
     return hist, tracker.consistent()
 
 
 def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[_Commit]) -> Step | None:
-    """A file deleted with no trace at that step may have come back later under another name
-    (deleted in one commit, its text added anew in a later one): `drift` would find it there
-    (new since the anchor's commit, intact), so history looks the same way once, at the end of
-    the walk, and names the commit that brought it back (or the working tree) as a restoring
-    `moved` step. One `git diff -M` and one `git log` per such anchor, never per commit."""
+    """A file deleted with no trace at that step may have come back later under another name:
+    `drift` would find it there, so history looks once, at the end of the walk, and names the
+    commit that brought it back (or the working tree) as a restoring `moved` step."""
     found = tracker._relocate(worktree_changes(repo.top, base), tracker._read_disk)
     if found is None or found[0].verdict not in _HOLDS:
         return None
@@ -141,9 +120,7 @@ def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[_Commit]) ->
 def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[AnchorHistory, ...]:
     for ref in memory.anchors:
         if not ref.commit:
-            raise HistoryError(
-                f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git"
-            )
+            raise HistoryError(f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git")
     plans: list[tuple[AnchorRef, str, list[_Commit]]] = []
     chains: dict[str, list[_Commit]] = {}
     for ref in memory.anchors:
@@ -152,8 +129,7 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
             base = repo.resolve(ref.commit, what="commit")
         except HistoryError:
             raise HistoryError(
-                f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository"
-            ) from None
+                f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository") from None
         if base not in chains:
             chains[base] = repo.chain(base)
         plans.append((ref, base, chains[base]))
@@ -175,11 +151,8 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
 
 def bisect(root: Path, memory: Memory, *, progress: Progress | None = None,
            top: Path | None = None) -> BisectResult:
-    """The step that broke each anchor of `memory`, the earliest one on top.
-
-    `top` is the repo's top level when the caller already knows it (one git process fewer).
-    Raises HistoryError when `root` is not in a git repo or an anchor has no (known) commit.
-    """
+    """The step that broke each anchor of `memory`, the earliest one on top. `top`: the repo's top
+    level, when known. HistoryError when `root` is not in git or an anchor has no (known) commit."""
     with _Repo(Path(root), top=top) as repo:
         return BisectResult(memory.id, _walk(repo, memory, progress))
 
@@ -193,11 +166,8 @@ def log(root: Path, memory: Memory, *, progress: Progress | None = None) -> LogR
 @contextmanager
 def progress_bar(*, label: str = "walking history", min_steps: int = 200,
                  console: Any = None) -> Iterator[Progress]:
-    """A `progress` callback drawing a bar on stderr, for the CLI's long walks.
-
-    Silent below `min_steps` steps or when stderr is not a terminal, so short walks and pipes
-    stay clean. `console` (a rich Console) is for tests.
-    """
+    """A `progress` callback drawing a bar on stderr, for the CLI's long walks: silent below
+    `min_steps` steps or when stderr is not a terminal. `console` (a rich Console) is for tests."""
     state: dict[str, Any] = {}
 
     def update(done: int, total: int) -> None:
@@ -226,15 +196,12 @@ def progress_bar(*, label: str = "walking history", min_steps: int = 200,
             state["bar"].stop()
 
 
-# -- `at REV`: what `drift` would have said at a past revision, read from git's objects alone.
+# -- `at REV`: what `drift` would have said at a past revision
 
 def drift_at(root: Path, memories: Iterable[Memory], rev: str) -> AtReport:
-    """What `drift` would have said at `rev` for the memories that existed then.
-
-    A memory existed at `rev` when every anchor's commit is an ancestor of it (inclusive); one
-    with no anchors, or anchors recorded outside git, when it was recorded by `rev`'s date.
-    The caller chooses which snapshots to pass (e.g. the active ones, or those as of a time).
-    """
+    """What `drift` would have said at `rev` for the memories that existed then: every anchor's
+    commit is an ancestor of it (inclusive), or with no anchors (or anchors recorded outside
+    git), the memory was recorded by `rev`'s date."""
     with _Repo(Path(root)) as repo:
         commit = repo.resolve(rev)
         meta = repo.info(commit)
@@ -289,8 +256,7 @@ def _check_at(repo: _Repo, ref: AnchorRef, commit: str, short: str) -> AnchorChe
 
 
 def _follow_at(repo: _Repo, ref: AnchorRef, commit: str, lost: AnchorCheck) -> AnchorCheck:
-    """Where a lost anchor's content stands at `commit`: what changed between the anchor's
-    commit and it, renames detected, searched as a walk step searches (`_Tracker._relocate`)."""
+    """Where a lost anchor's content stands at `commit`, searched as a walk step searches."""
     if not ref.commit:
         return lost
     try:

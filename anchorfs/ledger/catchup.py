@@ -1,25 +1,11 @@
 """Following the ledger as it is now, not as it was when a reader last looked.
 
-The ledger changes under anchorfs in ways a byte offset cannot see: `git checkout` of a branch
-with a shorter committed ledger, `git reset --hard`, a rebase or merge that puts lines in the
-middle, a hand truncation. A reader that kept only an offset would keep serving memories the
-ledger no longer holds (ghosts) or skip lines inserted before it. So what a reader took in is
-a `Prefix`: its length, a checksum of those bytes, and the ledger's stat when it was verified.
-
-- A prefix is trusted on the stat alone when the stat is unchanged and settled (git's racy
-  rule: the ledger last changed, mtime or ctime, longer than the timestamp granularity before
-  the stat was taken; see `_granularity`). Otherwise its checksum is verified against the
-  bytes now, once.
-- Still matching, the reader takes in only the lines after it (`grown`); no longer matching
-  (replaced, truncated, rewritten), it starts over from the first byte (`rewritten`), and the
-  store is reconciled row by row with the fold (`reconcile`): rows whose ids are gone are
-  deleted, rows that differ upserted (vectors reused by content hash), so a checkout costs the
-  difference, not a re-embedding of everything.
-
-The checksum is blake3 chained over 1 MiB blocks: the writer extends it after its own append by
-re-reading at most one block, and a full verification reads the prefix once (about 20 ms for
-50 MB). Hashing and parsing read the same bytes through one descriptor, so a rename in the
-middle cannot pair one file's checksum with another's entries.
+The ledger changes in ways a byte offset cannot see (`git checkout`, `reset --hard`, a merge,
+a truncation), so what a reader took in is a `Prefix`: its length, a checksum of those bytes
+(blake3 chained over 1 MiB blocks), and the ledger's stat then. A prefix is trusted on the
+stat alone when it is unchanged and settled (git's racy rule), else its checksum is verified.
+Still matching, the reader takes in only the lines after it (`grown`); else it starts over
+(`rewritten`). Hashing and parsing read the same bytes through one descriptor.
 """
 
 from __future__ import annotations
@@ -28,6 +14,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import blake3
 
@@ -37,10 +24,8 @@ from .log import Entry, Ledger, refold
 from ..core.model import Memory
 from ..core.statefs import open_state, read_state
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Literal
-
 
 __all__ = ["Prefix", "Follow", "Folded", "Kind", "follow", "settled", "extend", "merged", "load", "stamp", "CHECKPOINT_VERSION"]
 
@@ -70,9 +55,7 @@ def _sig(st: os.stat_result) -> Stat:
 
 
 class _Frozen:
-    """A frozen value with `__slots__`, its fields in `_fields`: equality, hash and repr over
-    them, as `@dataclass(frozen=True, slots=True)` gives, without the dataclass machinery,
-    whose code generation at import is a millisecond of every hook per class."""
+    """A frozen value over `_fields` (equality, hash, repr), without a dataclass's cost at import."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
@@ -106,16 +89,9 @@ class _Frozen:
 
 
 class Prefix(_Frozen):
-    """What a reader took in: the ledger's first `offset` bytes, by checksum.
-
-    `base` is the chain over the whole blocks before `offset` (so the checksum can be extended
-    from there); `digest` the checksum of all `offset` bytes; `tail` the hash of the last
-    `TAIL` of them. `stat` is the ledger's stat at a moment its whole lines ended at `offset`,
-    None when that could not be vouched for (the file moved while it was read); `seen_ns` the
-    wall clock just before that stat, for the racy rule. On disk `seen_ns` is the checkpoint
-    file's own mtime (`stamp`), as git judges racy entries by the index file's mtime: a
-    checkpoint found settled later is re-stamped, its bytes unchanged.
-    """
+    """What a reader took in: the ledger's first `offset` bytes. `base` is the chain over the
+    whole blocks before `offset`, `digest` the checksum of all, `tail` the hash of the last
+    `TAIL`; `stat` the ledger's stat then (None if it moved), `seen_ns` the clock before it."""
 
     __slots__ = ("offset", "base", "digest", "tail", "stat", "seen_ns")
     _fields = __slots__
@@ -128,24 +104,12 @@ class Prefix(_Frozen):
 
     def __init__(self, offset: int, base: bytes, digest: bytes, tail: bytes, stat: Stat | None,
                  seen_ns: int) -> None:
-        put = object.__setattr__
-        put(self, "offset", offset)
-        put(self, "base", base)
-        put(self, "digest", digest)
-        put(self, "tail", tail)
-        put(self, "stat", stat)
-        put(self, "seen_ns", seen_ns)
+        self.__setstate__((offset, base, digest, tail, stat, seen_ns))
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form the checkpoint (and the fold snapshot, `anchorfs.ledger.foldsnap`) keeps."""
-        return {
-            "v": CHECKPOINT_VERSION,
-            "offset": self.offset,  # the key earlier checkpoints had: tools reading it keep working
-            "base": self.base.hex(),
-            "digest": self.digest.hex(),
-            "tail": self.tail.hex(),
-            "stat": list(self.stat) if self.stat is not None else None,
-        }
+        return {"v": CHECKPOINT_VERSION, "offset": self.offset, "base": self.base.hex(), "digest": self.digest.hex(),
+                "tail": self.tail.hex(), "stat": list(self.stat) if self.stat is not None else None}
 
     def to_bytes(self) -> bytes:
         import orjson  # at use: a hook that reads no checkpoint never loads it
@@ -154,8 +118,7 @@ class Prefix(_Frozen):
 
     @classmethod
     def from_bytes(cls, data: bytes | None, seen_ns: int = 0) -> "Prefix | None":
-        """The checkpoint's prefix; None for anything else (missing, torn, older, forged): the
-        reader then starts over, which only ever costs a full read, never a wrong answer."""
+        """The checkpoint's prefix; None for anything else (missing, torn, older, forged)."""
         if not data:
             return None
         import orjson
@@ -214,13 +177,8 @@ class _Chain:
 
 
 class Follow(_Frozen):
-    """Where the ledger stands against what a reader took in.
-
-    `same`: nothing new; `grown`: the prefix holds, `entries` are the lines after it;
-    `rewritten` (also when nothing was taken in before): `entries` are every line now.
-    `prefix` is the ledger as read now, to its last whole line. `skipped`: lines read that were
-    skipped (bad, with a warning): a fold of them is not one to keep.
-    """
+    """Where the ledger stands against what a reader took in (`same`, `grown`: `entries` after the
+    prefix, `rewritten`: every line); `prefix`, the ledger now; `skipped`, the bad lines."""
 
     __slots__ = ("kind", "prefix", "entries", "skipped")
     _fields = __slots__
@@ -230,19 +188,9 @@ class Follow(_Frozen):
     skipped: int
 
     def __init__(self, kind: Kind, prefix: Prefix, entries: list[Entry], skipped: int = 0) -> None:
-        put = object.__setattr__
-        put(self, "kind", kind)
-        put(self, "prefix", prefix)
-        put(self, "entries", entries)
-        put(self, "skipped", skipped)
+        self.__setstate__((kind, prefix, entries, skipped))
 
     __hash__ = None  # type: ignore[assignment]  # as the dataclass's: its entries are a list
-
-
-MAX_TOUCHED = 1 << 14
-"""More memories touched since a snapshot than this: the full fold (which rewrites it) is as cheap."""
-
-
 
 
 def settled(ledger: Ledger, seen: Prefix | None) -> bool:
@@ -260,13 +208,7 @@ def settled(ledger: Ledger, seen: Prefix | None) -> bool:
 
 
 def _granularity(st: os.stat_result) -> int:
-    """The racy window for this ledger's timestamps.
-
-    Times with digits below the millisecond come from a filesystem that keeps fine timestamps,
-    stamped from the kernel's coarse clock (a tick of 10 ms at most): `FINE_NS` covers it, so a
-    writer's next write does not re-hash the whole ledger. Anything coarser (whole seconds,
-    FAT's two) gets the hash cache's `DEFAULT_GRANULARITY_NS`.
-    """
+    """The racy window: `FINE_NS` for times finer than a millisecond, else `DEFAULT_GRANULARITY_NS`."""
     if st.st_mtime_ns % 1_000_000 or st.st_ctime_ns % 1_000_000:
         return FINE_NS
     return DEFAULT_GRANULARITY_NS
@@ -291,8 +233,7 @@ def _parse(raw: bytes, at: int, path: str | os.PathLike[str], out: list[Entry]) 
 
 
 def _scan(fd: int, chain: _Chain, end: int, path: str | os.PathLike[str], entries: list[Entry] | None) -> int:
-    """Hash from `chain.pos` to `end` (and parse the lines there into `entries`); returns the
-    number of lines skipped as bad."""
+    """Hash from `chain.pos` to `end` (parsing the lines into `entries`); returns the bad lines skipped."""
     pos, carry, line_at, skipped = chain.pos, b"", chain.pos, 0
     while pos < end:
         block = os.pread(fd, min(BLOCK, end - pos), pos)
@@ -334,12 +275,7 @@ def _prefix(fd: int, ledger: Ledger, chain: _Chain, end: int, before: os.stat_re
 
 
 def follow(ledger: Ledger, seen: Prefix | None) -> Follow:
-    """Compare `seen` with the ledger now, reading what is needed to catch up (no lock taken).
-
-    The prefix is verified by its tail's hash first (a truncation or rewrite usually shows
-    there) and then by the full checksum; a torn last line is left out, and warned about on
-    a full read as `Ledger.read` does.
-    """
+    """Compare `seen` with the ledger now (its tail's hash, then its checksum), reading what is new."""
     try:
         for _ in range(3):
             try:
@@ -380,8 +316,7 @@ def _follow(ledger: Ledger, seen: Prefix | None) -> Follow:
 
 
 def extend(ledger: Ledger, seen: Prefix | None, end: int) -> Prefix:
-    """The prefix to `end` after the caller's own append (under the writer lock): re-read from
-    `seen`'s last block boundary, after checking that part still matches; else all of it."""
+    """The prefix to `end` after the caller's own append, re-read from `seen`'s last block if it holds."""
     started = time.time_ns()
     try:
         fd = open_state(ledger.file, os.O_RDONLY)
@@ -406,15 +341,12 @@ def extend(ledger: Ledger, seen: Prefix | None, end: int) -> Prefix:
 
 
 def merged(state: Mapping[str, Memory], entries: list[Entry]) -> dict[str, Memory]:
-    """`state` with `entries` (lines appended after it) taken in, as a fold of all would
-    give whatever their order (`ledger.refold`)."""
+    """`state` with `entries` (lines appended after it) taken in (`ledger.refold`)."""
     return refold(dict(state) if not isinstance(state, dict) else state, entries)
 
 
 class Folded(_Frozen):
-    """A reader's fold of the ledger (`state`) and the prefix it was folded from; `saved`, the
-    fold's line count when it was last written as the snapshot (`anchorfs.ledger.foldsnap`), None
-    when no snapshot on disk is known to hold it."""
+    """A fold (`state`), its prefix, and its line count when last saved as the snapshot (`saved`)."""
 
     __slots__ = ("prefix", "state", "saved")
     _fields = __slots__
@@ -423,17 +355,13 @@ class Folded(_Frozen):
     saved: int | None
 
     def __init__(self, prefix: Prefix, state: dict[str, Memory], saved: int | None = None) -> None:
-        put = object.__setattr__
-        put(self, "prefix", prefix)
-        put(self, "state", state)
-        put(self, "saved", saved)
+        self.__setstate__((prefix, state, saved))
 
     __hash__ = None  # type: ignore[assignment]  # as the dataclass's: its state is a dict
 
 
 def load(path: str | os.PathLike[str]) -> Prefix | None:
-    """The checkpoint at `path` (`.anchorfs/applied`); None when missing or unreadable. A link
-    there is refused (`statefs`), never read through. Its `seen_ns` is the file's mtime."""
+    """The checkpoint at `path`, `seen_ns` its mtime; None when missing or unreadable (or a link)."""
     try:
         data = read_state(path)
         if data is None:
@@ -444,6 +372,5 @@ def load(path: str | os.PathLike[str]) -> Prefix | None:
 
 
 def stamp(path: str | os.PathLike[str], prefix: Prefix) -> None:
-    """Give the checkpoint file the time its prefix was verified (`prefix.seen_ns`), the moment
-    the racy rule measures from; a coarse filesystem rounds it down, which only errs safe."""
+    """Give the checkpoint file the time its prefix was verified, which the racy rule measures from."""
     os.utime(path, ns=(prefix.seen_ns, prefix.seen_ns), follow_symlinks=False)

@@ -1,21 +1,14 @@
 """The ledger: `.anchorfs/ledger.jsonl`, the append-only record every write lands in first.
 
-Each line is one mutation with full snapshots of the memories it touched, so the LanceDB store
-(the searchable index) can always be rebuilt from it, and the past can be replayed to any moment.
-Appends are flushed and fsynced before the store is touched; a write whose append fails does
-not happen. A torn last line (a crash mid-append) is skipped with a warning when read and cut
-off before the next append, so it can never glue onto a real record; where it cannot be cut (an
-append-only file, `chattr +a`), reads still skip it and every append is refused in one line.
-The ledger and the lock are opened through `anchorfs.core.statefs`: a link there is refused.
+Each line is one mutation with full snapshots of the memories it touched, fsynced before the
+store is touched. A torn last line is skipped with a warning when read and cut off before the
+next append (where it cannot be cut, every append is refused).
 
-The fold does not care about line order (a git merge interleaves two clones' lines): an entry
-written by this version carries `seq`, a Lamport counter (one more than the highest in the
-ledger its writer saw), and `deps`, for each memory it touches the entries whose snapshots of
-it the writer replaced. Each memory's snapshot is the one of its newest *head* (an entry no
-other names in its deps), newest by (seq, at, tx): a dependency always outranks what it
-depends on, so clock skew cannot put a supersede before its record. Two heads of one memory
-are a fork (`FoldState.forks`): both stay, listed, never resolved by a guess. Lines without
-these fields (earlier ledgers) fold in line order, as they always did, before every new one.
+The fold does not depend on line order (a git merge interleaves clones' lines): an entry
+carries `seq`, a Lamport counter, and `deps`, per memory the entries it replaced. A memory's
+snapshot is its newest *head*'s (an entry no other names in its deps), by (seq, at, tx). Two
+heads of one memory are a fork (`FoldState.forks`), never resolved by a guess. Lines without
+these fields (earlier ledgers) fold in line order, before every new one.
 """
 
 from __future__ import annotations
@@ -63,8 +56,7 @@ _ANCHOR_STRS = ("sha256", "symbol", "content_hash", "commit")
 
 
 def _check_snapshot(d: Any) -> None:
-    """Raise ValueError unless `d` has the types `Memory.from_dict` and its readers rely on:
-    `model.check_snapshot`, the same rules every SDK write passes before it is acknowledged."""
+    """Raise ValueError unless `d` passes `model.check_snapshot` (as every SDK write does)."""
     try:
         check_snapshot(d)
     except SnapshotError as exc:
@@ -79,10 +71,7 @@ def _check_deps(d: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 class Entry(Value):
-    """One ledger line. `seq` and `deps` (None on lines from earlier versions) order the fold
-    by dependency, not by line position; `allow_secret` says why a shared workspace took text
-    its secret check flagged (`anchorfs.sdk.team`). A frozen `Value` (not a dataclass: its code
-    generation at import was a cost of every hook)."""
+    """One ledger line; `allow_secret` says why a shared workspace took text its secret check flagged."""
 
     __slots__ = ("tx", "op", "at", "actor", "reason", "memories", "seq", "deps", "allow_secret")
     tx: str
@@ -119,15 +108,9 @@ class Entry(Value):
         return ()
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "v": LEDGER_VERSION,
-            "tx": self.tx,
-            "op": self.op,
-            "at": to_iso(self.at),
-            "actor": self.actor,
-            "reason": self.reason,
-            "memories": [m.to_dict() for m in self.memories],
-        }
+        d: dict[str, Any] = {"v": LEDGER_VERSION, "tx": self.tx, "op": self.op, "at": to_iso(self.at),
+                             "actor": self.actor, "reason": self.reason,
+                             "memories": [m.to_dict() for m in self.memories]}
         if self.seq is not None:
             d["seq"] = self.seq
             d["deps"] = {mid: list(txs) for mid, txs in self.deps or ()}
@@ -165,8 +148,7 @@ class Entry(Value):
 
 
 class _WriteLock:
-    """`Ledger.lock()`: an exclusive `flock` on the state folder's lock file while held. A
-    class, not `contextlib.contextmanager`: a hook that takes no lock never imports it."""
+    """`Ledger.lock()`: an exclusive `flock` on the state folder's lock file while held."""
 
     __slots__ = ("_path", "_fd")
 
@@ -201,8 +183,6 @@ class Ledger:
     """Append-only JSON lines; writers serialize on `lock` (which also guards the store)."""
 
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
-        # str paths inside (a session start's digest imports no `pathlib`); `path` and
-        # `lock_path` are the same as `Path`s, for callers that want one
         self.dir = os.fspath(state_dir)
         self.file = os.path.join(self.dir, "ledger.jsonl")
         self.lock_file = os.path.join(self.dir, "lock")
@@ -234,7 +214,7 @@ class Ledger:
         if not entries:
             return self.size()
         try:
-            import orjson  # at use: a hook reading the fold snapshot never imports it (issue 20)
+            import orjson  # at use: a hook reading the fold snapshot never imports it
 
             payload = b"".join(orjson.dumps(e.to_dict()) + b"\n" for e in entries)
         except TypeError as exc:  # a lone surrogate (undecodable argv bytes, MCP JSON): not UTF-8 text
@@ -274,8 +254,7 @@ class Ledger:
             os.close(fd)
 
     def complete_size(self) -> int:
-        """Bytes up to the end of the last whole line: a checkpoint must never point into a torn
-        tail, or the next append (which cuts it off) would leave it pointing mid-record."""
+        """Bytes up to the end of the last whole line (a checkpoint never points into a torn tail)."""
         try:
             fd = open_state(self.file, os.O_RDONLY)
         except FileNotFoundError:
@@ -312,9 +291,7 @@ class Ledger:
             os.ftruncate(fd, keep)
 
     def _in_flight(self, at: int) -> bool:
-        """Whether the unfinished line at byte `at` is another process's append under way (it
-        has finished since, or a writer holds the lock), not a torn line to warn about. Readers
-        take no lock, so they can see an append half-copied into the file."""
+        """Whether the unfinished line at byte `at` is another process's append under way, not torn."""
         try:
             with os.fdopen(open_state(self.file, os.O_RDONLY), "rb") as fh:
                 fh.seek(at)
@@ -336,10 +313,8 @@ class Ledger:
             os.close(fd)
 
     def mentions(self, rels: Sequence[str]) -> list[str]:
-        """The paths of `rels` whose JSON string (orjson's spelling, the writer's) appears in the
-        ledger's bytes (one mapped scan): a path left out was never anchored, so no memory rests
-        on it and a hook may answer at once without folding. Conservative: the string anywhere
-        keeps the path, and so does anything unusual (an odd name, an unreadable ledger)."""
+        """The paths of `rels` whose JSON string appears in the ledger (a path left out was never
+        anchored); anything unusual (an odd name, an unreadable ledger) keeps the path."""
         import mmap
 
         import orjson
@@ -362,9 +337,7 @@ class Ledger:
             os.close(fd)
 
     def fold_on(self, paths: Sequence[str]) -> dict[str, Memory]:
-        """The memories whose history names any of `paths` (a path, or a folder above one), each
-        as the whole fold has it: every entry naming one of them is folded, nothing else. What a
-        hook re-checking the files an edit or a commit touched needs, without folding the ledger."""
+        """The memories whose history names any of `paths` (or a folder above one), as the fold has them."""
         import orjson
 
         needles = [n for p in paths for n in (orjson.dumps(p), orjson.dumps(p)[:-1] + b"/")]
@@ -376,8 +349,7 @@ class Ledger:
         return {mid: m for mid, m in state.items() if mid in ids}
 
     def touching(self, ids: Iterable[str], end: int) -> list[Entry]:
-        """The entries in the first `end` bytes whose line names any of `ids`, in line order:
-        all a fold needs to know those memories (one read, a byte search per id)."""
+        """The entries in the first `end` bytes whose line names any of `ids`, in line order."""
         if end <= 0:
             return []
         data = self._head(end)
@@ -427,24 +399,18 @@ class Ledger:
                 yield entry
 
 
-if TYPE_CHECKING:
-    Rank = tuple[Any, ...]
-else:
-    Rank = tuple
+Rank = tuple[Any, ...]
 
 
 def rank(entry: Entry, line: int = 0) -> Rank:
-    """Where an entry stands in the fold: by `seq` (dependencies first), then by time and id,
-    a tiebreak every clone computes alike; a line without `seq` ranks below all that have it,
-    by its position `line` (the order earlier ledgers folded in)."""
+    """Where an entry stands in the fold: by `seq`, time and id; without `seq`, first, by its `line`."""
     if entry.seq is None:
         return (0, line)
     return (entry.seq, entry.at, entry.tx)
 
 
 class Head(NamedTuple):
-    """A snapshot of one memory that no later entry replaced (a fork has several); a tuple,
-    as the fold makes one per memory per entry."""
+    """A snapshot of one memory that no later entry replaced (a fork has several)."""
 
     rank: Rank
     tx: str
@@ -455,8 +421,7 @@ class Head(NamedTuple):
 
 
 class FoldState(dict[str, Memory]):
-    """The fold: memory id -> its snapshot, plus what keeps it independent of line order (the
-    heads of every memory, the ids named as replaced, the highest `seq`)."""
+    """The fold: memory id -> its snapshot, plus every memory's heads, the ids replaced, the top `seq`."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -468,8 +433,7 @@ class FoldState(dict[str, Memory]):
         self._owned: set[str] | None = None  # after `copy`: the ids whose heads are this copy's own
 
     def copy(self) -> "FoldState":  # type: ignore[override]
-        """A copy that shares each memory's heads with this one until it changes them (a
-        long-lived reader folds every new line into a copy; most memories are untouched)."""
+        """A copy that shares each memory's heads with this one until it changes them."""
         out = FoldState()
         out.update(self)
         out.top, out.lines = self.top, self.lines
@@ -478,8 +442,7 @@ class FoldState(dict[str, Memory]):
         return out
 
     def apply(self, entry: Entry) -> None:
-        """Take in one entry (a line seen twice, as a union merge can leave it, counts once:
-        an entry taken in is a head of, or named as replaced in, each memory it touches)."""
+        """Take in one entry (a line seen twice, as a union merge can leave it, counts once)."""
         self.lines += 1
         tx, heads_all, named_all = entry.tx, self.heads, self.named
         if entry.memories:
@@ -541,16 +504,9 @@ class FoldState(dict[str, Memory]):
         return m
 
     def forks(self) -> list[Fork]:
-        """Every memory with two or more heads whose sides both still stand, in id order.
-
-        A side is what a head left: its successor's chain (standing while the chain's tip is
-        active), or the memory itself retracted or kept active (standing). A retract of one
-        side, one supersede over all sides, or any write that saw every head clears it.
-        """
+        """Every memory with two or more heads whose sides (what each head left) still stand, by id."""
         if self._forks is not None:
             return self._forks
-        from .log import Fork, Side
-
         out: list[Fork] = []
         for mid in sorted(self.heads):
             heads = self.heads[mid]
@@ -582,8 +538,7 @@ class FoldState(dict[str, Memory]):
 
 
 def stamped(entry: Entry, state: dict[str, Memory]) -> Entry:
-    """`entry` as its writer appends it: one past the highest `seq` folded, each memory's deps
-    the heads it replaces (all of them: a write that saw a fork merges it)."""
+    """`entry` as its writer appends it: the next `seq`, each memory's deps every head it replaces."""
     if not isinstance(state, FoldState):
         state = fold([])
     deps = tuple((m.id, state.heads_of(m.id)) for m in entry.memories)
@@ -591,8 +546,7 @@ def stamped(entry: Entry, state: dict[str, Memory]) -> Entry:
 
 
 def _entries_naming(data: bytes, keys: Sequence[bytes]) -> list[Entry]:
-    """The whole lines of ledger bytes `data` holding any of `keys`, parsed, in line order; a
-    torn tail or a bad line is left out (the full reads warn about it)."""
+    """The whole, good lines of `data` holding any of `keys`, parsed, in line order."""
     import orjson
 
     starts: set[int] = set()
@@ -614,8 +568,7 @@ def _entries_naming(data: bytes, keys: Sequence[bytes]) -> list[Entry]:
 
 
 def fold(entries: Iterable[Entry]) -> FoldState:
-    """The snapshot of every memory, whatever the order of the lines (see the module's doc);
-    the dict is in rank order of each memory's first entry, earlier-version lines first."""
+    """The snapshot of every memory, whatever the order of the lines (see the module's doc)."""
     items = list(entries)
     order = sorted(range(len(items)), key=lambda i: rank(items[i], i))
     state = FoldState()
@@ -625,8 +578,7 @@ def fold(entries: Iterable[Entry]) -> FoldState:
 
 
 def refold(state: dict[str, Memory], entries: Iterable[Entry]) -> dict[str, Memory]:
-    """`state` with `entries` (lines appended after it) taken in, as a fold of all would give;
-    `state` itself is left as it was (callers may still iterate it)."""
+    """`state` with `entries` (lines appended after it) taken in; `state` itself is unchanged."""
     if not isinstance(state, FoldState):  # a plain mapping: the snapshots laid over it, in line order
         out = dict(state)
         for entry in entries:
@@ -643,12 +595,9 @@ if sys.platform == "win32":  # pragma: no cover
     raise ImportError("anchorfs needs a POSIX system (fcntl locks)")
 
 
-# -- forks: a fork of the ledger's fold: one memory two entries changed without seeing each other.
-
 @dataclass(frozen=True, slots=True)
 class Side:
-    """One side of a fork: the memory it left standing (a successor, or the memory itself
-    retracted or kept), and who wrote it."""
+    """One side of a fork: the memory it left standing, and who wrote it."""
 
     id: str
     memory: Memory
@@ -663,8 +612,7 @@ class Side:
 
 @dataclass(frozen=True, slots=True)
 class Fork:
-    """One memory that two entries changed without seeing each other (two successors, or a
-    supersede racing a retract), each side still standing: listed, never resolved by a guess."""
+    """One memory that two entries changed without seeing each other, each side still standing."""
 
     memory: Memory
     sides: tuple[Side, ...]

@@ -1,21 +1,9 @@
 """Agent instruction files (CLAUDE.md, AGENTS.md, Cursor rules): import, export and verify.
 
-Hosts load these files whole at session start and never re-check them, so a claim in one goes
-stale silently. Three ways across:
-
-- `import_file`: each claim (a bullet, or a paragraph under a heading) becomes a memory tagged
-  with its headings and with `source:FILE`, so anchorfs checks it from then on. Anchors are
-  suggested from its prose (the `verify --suggest` machinery) and taken only with `apply`.
-  Importing again is idempotent: the same text is the same memory (nothing written); a changed
-  text under the same heading path supersedes the memory it replaces, in order.
-- `export_to`: a managed block of the active memories with their freshness envelopes, stale
-  ones first and flagged, so a host that reads only files still sees freshness. The block sits
-  between marker lines, replaced in place; text outside it is kept byte for byte.
-- `claims_of_file` + `verify.verify_texts`: the claim checks of `anchorfs verify` on the file
-  itself, without importing it (a linter for instruction files).
-
-What is skipped as not a claim: front matter, fenced code, HTML comments, tables, anchorfs's own
-blocks (the `init` instructions and the export), and lone `@path` import lines.
+Hosts never re-check these files, so a claim in one goes stale silently. `import_file` makes each
+claim (a bullet, or a paragraph under a heading) a memory tagged with its headings and
+`source:FILE`; importing again is idempotent, and a changed text supersedes the memory it
+replaces. `export_to` writes the memories with their envelopes into a managed block.
 """
 
 from __future__ import annotations
@@ -34,18 +22,8 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 __all__ = [
-    "Claim",
-    "ImportResult",
-    "ExportResult",
-    "EXPORT_BEGIN",
-    "EXPORT_END",
-    "parse_claims",
-    "claims_of_file",
-    "read_text_file",
-    "source_tag",
-    "import_file",
-    "export_block",
-    "export_to",
+    "Claim", "ImportResult", "ExportResult", "EXPORT_BEGIN", "EXPORT_END", "parse_claims", "claims_of_file",
+    "read_text_file", "source_tag", "import_file", "export_block", "export_to",
 ]
 
 EXPORT_BEGIN = "<!-- anchorfs:memories:begin (written by `anchorfs export`; edits between these lines are replaced) -->"
@@ -65,8 +43,7 @@ _IMPORT_LINE = re.compile(r"^@\S+$")
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """One claim of an instructions file: its text (whitespace collapsed), the headings above
-    it (outermost first) and the 1-based line it starts on."""
+    """One claim: its text (whitespace collapsed), its headings (outermost first), its 1-based line."""
 
     text: str
     headings: tuple[str, ...]
@@ -75,8 +52,7 @@ class Claim:
 
 @dataclass(slots=True)
 class ImportResult:
-    """What one `import_file` did: memories recorded, found unchanged, and superseded (old id,
-    new memory), and the anchors suggested for the unanchored ones (applied or not)."""
+    """What one `import_file` did, and the anchors suggested for the unanchored memories."""
 
     file: str
     recorded: list["Memory"] = field(default_factory=list)
@@ -112,8 +88,7 @@ class ExportResult:
 # -- reading ---------------------------------------------------------------------------------------
 
 def read_text_file(path: str | os.PathLike[str]) -> str | None:
-    """A user's text file as UTF-8, or None when missing. Opened non-blocking and checked to be
-    a regular file (a FIFO named by mistake must not hang the command); capped in size."""
+    """A user's text file as UTF-8, or None when missing; a regular file only, capped in size."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -134,9 +109,8 @@ def read_text_file(path: str | os.PathLike[str]) -> str | None:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    raw = b"".join(chunks)
     try:
-        return raw.decode("utf-8")
+        return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path} is not UTF-8 text (byte {exc.start})") from None
 
@@ -229,7 +203,7 @@ def claims_of_file(path: str | os.PathLike[str]) -> list[Claim]:
 
 # -- import ------------------------------------------------------------------------------------------
 
-def _shown(ws: "Workspace", path: str | os.PathLike[str]) -> str:
+def shown_path(ws: "Workspace", path: str | os.PathLike[str]) -> str:
     """The file as named in tags and reports: workspace-relative POSIX when inside, else absolute."""
     real = os.path.realpath(path)
     rel = os.path.relpath(real, ws.root_real)
@@ -240,11 +214,7 @@ def _shown(ws: "Workspace", path: str | os.PathLike[str]) -> str:
 
 def source_tag(ws: "Workspace", path: str | os.PathLike[str]) -> str:
     """The tag that marks the memories imported from `path` (`source:CLAUDE.md`)."""
-    return SOURCE_PREFIX + _shown(ws, path)
-
-
-def _heading_path(m: "Memory", tag: str) -> tuple[str, ...]:
-    return tuple(t for t in m.tags if t != tag)
+    return SOURCE_PREFIX + shown_path(ws, path)
 
 
 def import_file(ws: "Workspace", path: str | os.PathLike[str], *, apply: bool = False,
@@ -255,7 +225,7 @@ def import_file(ws: "Workspace", path: str | os.PathLike[str], *, apply: bool = 
 
     claims = claims_of_file(path)
     tag = source_tag(ws, path)
-    result = ImportResult(_shown(ws, path), applied=apply)
+    result = ImportResult(shown_path(ws, path), applied=apply)
     mine = sorted((m for m in ws.list(status="active") if tag in m.tags), key=lambda m: m.id)
     by_text: dict[str, "Memory"] = {}
     for m in mine:
@@ -274,7 +244,7 @@ def import_file(ws: "Workspace", path: str | os.PathLike[str], *, apply: bool = 
     leftovers: dict[tuple[str, ...], list["Memory"]] = {}
     for m in mine:
         if m.id not in used:
-            leftovers.setdefault(_heading_path(m, tag), []).append(m)
+            leftovers.setdefault(tuple(t for t in m.tags if t != tag), []).append(m)
     fresh: list[Claim] = []
     seen_new: set[str] = set()
     for claim in pending:
@@ -311,8 +281,7 @@ def _one_line(text: str, width: int = _LINE_CHARS) -> str:
 
 
 def export_block(ws: "Workspace") -> tuple[str, int, int]:
-    """(block, memories, stale): the active memories with their freshness envelopes, stale ones
-    first under a heading of their own, then unknown, then the rest oldest first."""
+    """(block, memories, stale): the active memories with their envelopes, stale first, then unknown."""
     from ..drift import envelope
     from ..core.model import Drift, Status, utcnow
 
@@ -345,9 +314,8 @@ def export_block(ws: "Workspace") -> tuple[str, int, int]:
 
 
 def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
-    """Write (or refresh) the export block in `path`, created when missing. A link is followed
-    to the file it names, which is the one replaced (atomically, its mode kept)."""
-    from ..core.statefs import replace_block
+    """Write (or refresh) the export block in `path` (a link followed to the file it names)."""
+    from ..core.statefs import replace_block, replace_text
 
     target = os.path.realpath(path)
     old = read_text_file(target)
@@ -355,8 +323,6 @@ def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
     new = replace_block(old or "", block, _EXPORT_PREFIX, EXPORT_END, where=str(path))
     if new == old:
         return ExportResult(str(path), False, total, stale)
-    from ..core.statefs import replace_text
-
     try:
         replace_text(target, new, existed=old is not None)
     except OSError as exc:
@@ -367,8 +333,3 @@ def export_to(ws: "Workspace", path: str | os.PathLike[str]) -> ExportResult:
 def verify_items(path: str | os.PathLike[str], shown: str) -> Iterable[tuple[str, str]]:
     """(where, text) of each claim, `where` being `FILE:LINE`, for `verify.verify_texts`."""
     return [(f"{shown}:{c.line}", c.text) for c in claims_of_file(path)]
-
-
-def shown_path(ws: "Workspace", path: str | os.PathLike[str]) -> str:
-    return _shown(ws, path)
-

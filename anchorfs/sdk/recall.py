@@ -1,14 +1,8 @@
 """The read path: search the store, run the drift pass on the hits, demote, re-sort, cut to k;
 and `context`, the hits laid out as one markdown block for a prompt (`ContextBlock`).
 
-Apart from the `Workspace` because recall is one concept with its own rules (DESIGN.md, "Drift
-pass"): candidates in tiers of a fixed size so the first j hits of any k >= j are the hits of
-k = j, stale hits demoted and flagged but never hidden, forks named, envelopes that name git's
-commits. Functions of the workspace: it holds the store, the hash cache and the config.
-
-A context block is chosen by score, best first, never under the relevance floor, and laid out
-by trust: fresh first, then unknown, then stale under a banner saying what changed. Its budget
-is in tokens estimated at four characters each (no tokenizer is loaded).
+Stale hits are demoted and flagged, never hidden; forks are named; envelopes name git's commits.
+A context block's budget is in tokens estimated at four characters each (no tokenizer loaded).
 """
 
 from __future__ import annotations
@@ -35,8 +29,7 @@ ANCHOR_STALE = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
 
 
 def git_head(ws: "Workspace") -> tuple[bool, str | None]:
-    """(in a git repo, HEAD now): read per call since commits happen meanwhile, with a
-    process only when a file HEAD rests on changed (`git.current_head`)."""
+    """(in a git repo, HEAD now): read per call, since commits happen meanwhile."""
     from ..core.git import current_head
 
     place = ws._git_place()
@@ -56,12 +49,8 @@ def active_at(ws: "Workspace", when: datetime) -> dict[str, Memory]:
 
 def query(ws: "Workspace", text: str, *, k: int | None = None, include_superseded: bool = False,
           as_of: str | datetime | None = None, stale: str = "include") -> list[Hit]:
-    """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden.
-
-    `stale`: "include" (default), "exclude" (leave stale hits out) or "only". `as_of`: the
-    memories active at that instant, each as it stood then, its anchors of then checked
-    against the files now; such a read writes no drift back.
-    """
+    """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden. `stale`: include,
+    exclude or only; `as_of`: the memories as they stood then, checked now, with no drift written back."""
     if not isinstance(text, str) or not text.strip():
         raise InputError("a query needs text")
     if stale not in ("include", "exclude", "only"):
@@ -87,16 +76,13 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
     stale_factor = float(ws.config["drift.stale_factor"])
     expired_factor = float(ws.config["drift.expired_factor"])
     floor = float(ws.config["search.relevance_floor"])
-    # Demote first, cut to k after. The candidates come in tiers of a size fixed by
-    # `search.candidates`, never by k (doubling only when a tier leaves fewer than k hits):
-    # each tier is checked, demoted and sorted on its own and follows the one before, so
-    # the first j hits of any k >= j are the hits of k = j.
+    # Demote first, cut to k after. Candidates come in tiers of a size fixed by
+    # `search.candidates`, never by k (doubled only when a tier leaves fewer than k hits),
+    # each sorted on its own, so the first j hits of any k >= j are the hits of k = j.
     size = max(1, int(ws.config["search.candidates"]))
     hits: list[Hit] = []
     results: list[MemoryDrift] = []
     seen: set[str] = set()
-    # the fold the store was written from (flag_conflicts reads it too): each candidate's
-    # Memory from it, not from a read of the row's JSON
     held = ws._memories()
     while True:
         rows = store.search(
@@ -112,8 +98,6 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
             seen.add(mid)
             if len(tier) >= k and row.relevance < tier[k - 1].score:
                 break  # no later row can enter the top k: its score is at most its relevance
-            # as of an instant: the memory as it stood then (later retired or re-anchored, it
-            # showed neither), its anchors of then checked against the files now
             m = row.memory if then is None else then.get(row.memory.id, row.memory)
             md = checker.check(m)  # retired memories too: their ground may have moved as well
             results.append(md)  # the anchors' drift is what drift.json keeps; the claims live in the snapshot
@@ -146,8 +130,7 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
 
 
 def with_history(ws: "Workspace", hits: list[Hit], now: datetime) -> list[Hit]:
-    """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts); HEAD and
-    the top level are looked up once per query, not per hit."""
+    """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts)."""
     from ..history import history_envelope
 
     if not any(a.commit for h in hits for a in h.memory.anchors):
@@ -201,7 +184,6 @@ DEFAULT_BUDGET = 1500
 
 CHARS_PER_TOKEN = 4
 STALE_BANNER = "> **Warning: the code under these memories changed since they were recorded.**"
-_STALE_VERDICTS = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING)
 _UNKNOWN_VERDICTS = (Verdict.UNREADABLE, Verdict.UNSAFE)
 
 
@@ -229,17 +211,9 @@ class ContextBlock:
         return estimate_tokens(self.markdown)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "markdown": self.markdown,
-            "task": self.task,
-            "budget": self.budget,
-            "tokens": self.tokens,
-            "fresh": list(self.fresh),
-            "unknown": list(self.unknown),
-            "stale": list(self.stale),
-            "omitted": list(self.omitted),
-            "weak": list(self.weak),
-        }
+        lists = ("fresh", "unknown", "stale", "omitted", "weak")
+        return {"markdown": self.markdown, "task": self.task, "budget": self.budget, "tokens": self.tokens,
+                **{key: list(getattr(self, key)) for key in lists}}
 
 
 def _item(hit: Hit) -> str:
@@ -250,7 +224,7 @@ def _item(hit: Hit) -> str:
     out = f"- {hit.envelope} {text} ({m.kind} · `{m.id}`)"
     if hit.drift is Drift.STALE or hit.drift is Drift.UNKNOWN:
         for check in hit.checks:
-            if check.verdict in _STALE_VERDICTS or check.verdict in _UNKNOWN_VERDICTS:
+            if check.verdict in ANCHOR_STALE or check.verdict in _UNKNOWN_VERDICTS:
                 out += f"\n  - {check.verdict.value}: {check.detail}"
         for claim in m.stale_claims:  # what `verify --mark` found gone in its own text
             out += f"\n  - {claim.words}"
@@ -261,7 +235,7 @@ def _what_changed(hits: Sequence[Hit]) -> list[str]:
     seen: list[str] = []
     for hit in hits:
         for check in hit.checks:
-            if check.verdict in _STALE_VERDICTS and check.detail not in seen:
+            if check.verdict in ANCHOR_STALE and check.detail not in seen:
                 seen.append(check.detail)
         for claim in hit.memory.stale_claims:
             if claim.words not in seen:
@@ -270,16 +244,8 @@ def _what_changed(hits: Sequence[Hit]) -> list[str]:
 
 
 def render_context(hits: Sequence[Hit], *, task: str, budget: int = DEFAULT_BUDGET) -> ContextBlock:
-    """Lay out `hits` (already drift-checked and scored) as one markdown block within `budget`.
-
-    Memories are taken best first by score (relevance x drift x age factors), as long as
-    they fit: a stale memory that matches well is taken before a fresh one that matches less,
-    and a memory under the relevance floor (`weak`) is never taken. When the best memory alone
-    does not fit, it is given anyway, its envelope whole and its text cut, rather than a worse
-    one that fits. The layout still groups them by trust: fresh, then could-not-be-checked,
-    then stale under a banner saying what changed, so the warning is read with the claims.
-    Superseded or retracted hits are left out: a prompt should only carry current beliefs.
-    """
+    """Lay out `hits` (drift-checked and scored) as one markdown block within `budget`: the active ones
+    best first while they fit (the best one cut if it alone does not), never `weak` ones, grouped by trust."""
     task_line = " ".join(task.split())
     if len(task_line) > 200:
         task_line = task_line[:199] + "…"
@@ -298,8 +264,7 @@ def render_context(hits: Sequence[Hit], *, task: str, budget: int = DEFAULT_BUDG
         return ContextBlock(markdown, task, budget, weak=weak)
     stale_all = [h for h in ranked if h.drift is Drift.STALE]
 
-    # Best first, pricing each candidate by composing the block with it: exact, and cheap at
-    # the few dozen hits a query returns. The "left out" note is always reserved.
+    # Best first, each priced by composing the block with it; room for the "left out" note is kept.
     reserve = estimate_tokens("\n\n" + _omitted_note(999))
     taken: list[Hit] = []
     omitted: list[str] = []
@@ -327,8 +292,7 @@ def render_context(hits: Sequence[Hit], *, task: str, budget: int = DEFAULT_BUDG
 
 
 def _cut_to_fit(hit: Hit, head: str, stale_all: Sequence[Hit], budget: int) -> Hit:
-    """`hit` with its content cut (ending in `…`) so the block fits `budget` if it can; the
-    envelope, the id and the stale banner are never cut, so at worst the text is `…` alone."""
+    """`hit` with its content cut (ending in `…`) so the block fits `budget`; the envelope is never cut."""
     text = " ".join(hit.memory.content.split())
     lo, hi = 0, len(text)
     while lo < hi:  # the longest prefix that fits
@@ -342,9 +306,7 @@ def _cut_to_fit(hit: Hit, head: str, stale_all: Sequence[Hit], budget: int) -> H
 
 
 def _with_content(hit: Hit, content: str) -> Hit:
-    from dataclasses import replace
-
-    return replace(hit, memory=hit.memory.replace(content=content))
+    return dataclasses.replace(hit, memory=hit.memory.replace(content=content))
 
 
 def _omitted_note(n: int) -> str:

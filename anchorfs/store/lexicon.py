@@ -1,14 +1,9 @@
 """A small table of software-vocabulary synonyms, for query expansion in the full-text half.
 
-People and code name the same thing differently: a query says "sign in", the memory says
-"login", the code `authenticate`; "throws" vs "raises"; "remove" vs "delete". Without a model
-nothing bridges such words, so the full-text query is widened with each word's group here, as
-words beside the ones actually typed, at the same weight (see `Store.search`).
-
-The groups were written from general knowledge of programming and web-service vocabulary, not
-from any evaluation set. Keep them modest and close: a group of loose associations would
-make every query match everything. Words are matched after the same crude stemming the
-hashing embedder uses, so `throws` finds the group of `throw`.
+A query says "sign in", the memory "login"; without a model nothing bridges such words, so the
+full-text query is widened with each word's group here, at the same weight. The groups come
+from general programming vocabulary, not from any evaluation set: keep them modest and close.
+Words are matched after the hashing embedder's stemming (`throws` finds `throw`).
 """
 
 from __future__ import annotations

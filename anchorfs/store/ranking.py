@@ -1,26 +1,12 @@
 """Relevance: how well one memory matches one query, as a calibrated probability in [0, 1].
 
-`Store.search` fetches candidates from LanceDB (full-text and vector sides); this module
-turns each candidate's evidence into a relevance and orders them. Every feature is a fact of
-the (query, memory) pair alone, never of the other candidates, so a memory reads about the
-same relevance in a store of one memory as in one of thousands (a new user's first memories
-rank like an old user's; what still moves it is the query terms' document frequencies, see
-`bm25_units`):
-
+Every feature is a fact of the (query, memory) pair alone, never of the other candidates, so
+a memory reads about the same relevance whatever the size of the store:
 - the raw cosine of the two vectors;
-- BM25 in units of one rare matched term (`bm25_units`), computed here from the memory's own
-  term counts (`Terms`) with no length normalization, its idf read as if the table held
-  `PRIOR_ROWS` more memories. LanceDB's full-text index finds the candidates; its `_score`
-  only orders them for that cut, since it divides a term's weight by the memory's length over
-  the table's average, which moves with everything else the store holds (issue 17);
-- term coverage: the share of the query's terms the memory's full-text holds (a term found
-  only as a synonym counts half), every term weighing the same;
+- BM25 in units of one rare matched term (`bm25_units`), from the memory's own term counts;
+- term coverage: the share of the query's terms the memory holds (a synonym counts half);
 - anchor matches: anchored to (or naming what is defined in) the file the query names, or
   exactly the symbol or lines it names.
-
-The z-scores over the candidates used before (issue 17) made a memory's relevance depend on
-how many others there were: over two candidates the weaker always read about -1 standard
-deviations, whatever it said.
 """
 
 from __future__ import annotations
@@ -36,31 +22,21 @@ from ..core.model import Memory
 __all__ = ["Calibration", "CALIBRATIONS", "SearchRow", "Terms", "calibrated_relevance", "coverage",
            "bm25_units", "term_sets", "rank", "anchor_refs", "anchor_bonus", "fts_query"]
 
-# Added evidence when a candidate is anchored where the query points: the file
-# (`src/auth/token.py`), or exactly the lines or symbol it names.
+# Added evidence when a candidate is anchored where the query points: the file, or exactly its lines or symbol.
 BONUS_FILE = 0.8
 BONUS_EXACT = 3.0
-# A candidate that names (without anchoring) something the queried file defines is about that
-# file as much as one anchored to it somewhere.
-BONUS_NAMED = BONUS_FILE
+BONUS_NAMED = BONUS_FILE  # naming (not anchored) what the queried file defines
 _REF_HINT = re.compile(r"[./\\#:_]|[a-z0-9][A-Z]")
 _LINES_RE = re.compile(r"^(.*?):(\d+)(?:-(\d+))?$")
 _SYNONYM_CREDIT = 0.5  # a query term found only as a synonym counts half
-# Okapi BM25's term-frequency saturation (LanceDB's k1): a term's score grows with its count
-# in the memory towards (k1 + 1) x its inverse document frequency. No length normalization
-# (b = 0): see `bm25_units`.
-_K1 = 1.2
+_K1 = 1.2  # Okapi BM25's term-frequency saturation (LanceDB's k1); no length normalization (b = 0)
 
 Ref = tuple[str, str, "str | None", "tuple[int, int] | None"]
 
 
 class Calibration(NamedTuple):
-    """Logistic weights turning one candidate's evidence into a probability of relevance.
-
-    Fitted per embedder on the labeled set (evals/retrieval, `scripts/bench_retrieval.py
-    --calibrate`) at the default fusion weights; a side's terms scale with its configured
-    weight over that default, so `vector_weight = 0` drops the vector evidence.
-    """
+    """Logistic weights turning a candidate's evidence into a probability of relevance, fitted per
+    embedder at the default fusion weights (a side's terms scale with its configured weight)."""
 
     intercept: float
     vec_cos: float  # the raw cosine (absolute: a query about nothing has low ones)
@@ -72,28 +48,14 @@ class Calibration(NamedTuple):
     text_weight: float = 0.5
 
 
-# Fitted on evals/retrieval (its fresh queries, the CJK ones and the queries about nothing in
-# the store; `python scripts/bench_retrieval.py --calibrate`), L2 1.0, default weights: e5 and
-# minilm 2026-12-02 after the path-coverage change (a memory anchored where a path query points
-# holds the path's terms, so the file match is in the coverage and its own weight fits 0),
-# hashing before it (refitted then, it ranked the set the same and put an exact two-word CJK
-# match in a store of three memories under the floor, tests/test_ranking.py).
-# Kept, unchanged, when BM25 became the memory's own (`bm25_units`, b = 0; issue 17's fifth
-# round, 2026-12-02): one rare term held once is one unit either way, and on the candidates
-# `--calibrate` collects with it the configured fits rank the set better than with LanceDB's
-# BM25 (hashing MRR 0.825, odd / even ids 0.826 / 0.824; e5 0.830, 0.845 / 0.816; minilm
-# 0.878, 0.888 / 0.868). Refitted on one half and measured on the other, e5's and minilm's
-# refits lose on both halves (e5 0.817 / 0.810, minilm 0.866 / 0.856); hashing's gains 0.001
-# on each (0.827 / 0.825) but clears 83% of the odd ids' nothing-queries (94%), and fitted on
-# every query, (-8.985, 2.831, 2.564, 3.598, 0, 1.748), ranks the set lower (0.821), and its
-# steeper BM25 weight widens the store-size spread again (tests/test_ranking.py's band fails).
+# Fitted on evals/retrieval (`python scripts/bench_retrieval.py --calibrate`), L2 1.0, default
+# weights. A refit must keep tests/test_ranking.py's store-size band.
 CALIBRATIONS: dict[str, Calibration] = {
     "hashing": Calibration(-8.443, 2.258, 2.014, 3.969, 0.0, 1.753),
     "e5": Calibration(-10.379, 2.303, 2.262, 4.231, 0.0, 1.866),
     "minilm": Calibration(-8.777, 4.849, 1.43, 4.105, 0.0, 1.723),
 }
 _GENERIC = "hashing"
-
 
 
 def calibration(embedder: str) -> Calibration:
@@ -112,9 +74,7 @@ def _idf(rows: float, df: float) -> float:
 
 
 class Terms(frozenset[str]):
-    """A full-text's terms (`textutil.search_terms`: stemmed, without stopwords) as a set, and
-    how often each occurs: `coverage` reads the set, `bm25_units` the counts too. Only the
-    counts above one are kept (most terms of a memory occur once)."""
+    """A full-text's terms (`textutil.search_terms`) as a set, and the counts of those above one."""
 
     __slots__ = ("_repeats",)
     _repeats: dict[str, int]
@@ -134,17 +94,8 @@ def bm25_units(doc: Terms, asked: Iterable[str], rows: int, df: Mapping[str, int
     """log(1 + BM25 / idf1): the memory's BM25 for the query's terms `asked`, in units of one
     matched term of the rarest kind, from the memory's own term counts (`doc`).
 
-    Per matched term: idf x tf (k1 + 1) / (tf + k1), BM25 with b = 0. The usual length
-    normalization divides a term's weight by the memory's length over the table's average, a
-    fact of the other memories: a memory 2.6 x the average length read 3.0 units alone and
-    2.3 in a store of 200 (`q081`, the store-size spread, docs/benchmarks.md). The idf is
-    taken as if the table held `PRIOR_ROWS` more memories without the term: in a store of two
-    memories both holding "token", BM25's own idf gives "token" no weight, so a memory saying
-    exactly what was asked would read as no match at all. The sum is divided by the idf of a
-    term held by one memory, so one rare term held once is one unit and a memory counts its
-    matched terms about the same whether the store holds one memory or thousands. What still
-    moves with the store is `df`, the terms' document frequencies (counted over the query's
-    candidates: exact in a small store, where they matter), over `rows`, the table's size.
+    Per matched term: idf x tf (k1 + 1) / (tf + k1), BM25 with b = 0; the idf as if the table
+    (`rows`) held `PRIOR_ROWS` more memories without the term; `df`, the document frequencies.
     """
     n = max(1, rows)
     total = n + PRIOR_ROWS
@@ -163,10 +114,7 @@ def term_sets(texts: Sequence[str]) -> list[Terms]:
 
 
 def coverage(query_terms: Sequence[str], docs: Sequence[frozenset[str]]) -> list[float]:
-    """Per memory (its full-text's `term_sets`), the share of `query_terms` it holds; a term found only as a synonym
-    counts half. Every term weighs the same: a weight taken from the other candidates (how
-    rare a term is among them) would make one memory's coverage depend on its neighbours.
-    Absolute where BM25 is not: a query about nothing covers little of any memory."""
+    """Per memory (its `term_sets`), the share of `query_terms` it holds (a synonym counts half)."""
     from .lexicon import synonyms
     from ..core.textutil import term_key
 
@@ -201,10 +149,8 @@ def calibrated_relevance(features: Sequence[float], cal: Calibration, *, vector_
 
 
 class SearchRow:
-    """One candidate from the store: the memory, its raw cosine, its `relevance` (the
-    calibrated probability, a fact of the pair: what a hit reports and the floor judges), the
-    evidence it was computed from, and `score`, what the drift pass demotes and ranks by (the
-    relevance itself, until the drift and age factors are applied)."""
+    """One candidate: the memory, its raw cosine, its calibrated `relevance`, the evidence, and
+    `score`, what the drift pass demotes and ranks by (the relevance until then)."""
 
     __slots__ = ("memory", "similarity", "relevance", "features", "score")
 
@@ -223,15 +169,7 @@ class SearchRow:
 
 
 def rank(rows: list[SearchRow]) -> list[SearchRow]:
-    """`rows` best relevance first, ties by id (never by where rows lie on disk, so a reindexed
-    store ranks the same); each score starts as its relevance.
-
-    The score a hit reports is relevance x drift factor x age factor and nothing else, so a
-    user can read the demotion off the hit. An earlier discount by the lead over the best
-    match (relevance x relevance / best) ordered hits as relevance^2 x drift x age, which is
-    the order of relevance x sqrt(drift x age): the defaults `drift.stale_factor` 0.7 and
-    `drift.expired_factor` 0.77 (about sqrt(0.5) and sqrt(0.6)) keep that order without a
-    factor nobody could see."""
+    """`rows` best relevance first, ties by id; each score starts as its relevance."""
     for r in rows:
         r.score = r.relevance
     rows.sort(key=lambda r: (-r.score, r.memory.id))
@@ -239,8 +177,7 @@ def rank(rows: list[SearchRow]) -> list[SearchRow]:
 
 
 def anchor_refs(text: str) -> list[Ref]:
-    """Code references in a query: (token, path, symbol, lines) for `PATH`, `PATH#SYM`,
-    `PATH:N-M` and bare dotted or snake/camel names; plain words are no references."""
+    """Code references in a query: (token, path, symbol, lines) for `PATH`, `PATH#SYM`, `PATH:N-M`, names."""
     from ..core.textutil import _tokens
 
     out: list[Ref] = []
@@ -259,8 +196,7 @@ def anchor_refs(text: str) -> list[Ref]:
 
 
 def anchor_bonus(refs: Sequence[Ref], anchors: Iterable[dict[str, Any]]) -> float:
-    """`BONUS_EXACT` for an anchor on exactly the symbol or lines a query names, `BONUS_FILE`
-    for one on the file it names, else 0."""
+    """`BONUS_EXACT` for an anchor on the symbol or lines a query names, `BONUS_FILE` on its file, else 0."""
     best = 0.0
     for anchor in anchors:
         apath = anchor.get("path") or ""
@@ -280,13 +216,7 @@ def anchor_bonus(refs: Sequence[Ref], anchors: Iterable[dict[str, Any]]) -> floa
 
 
 def fts_query(fts_text: str, file_names: Sequence[str] = ()) -> str:
-    """The full-text query: the words typed, widened by their synonyms and, for a query naming
-    a file, by the names that file defines.
-
-    One plain query string (its terms' scores add up, as a boolean query's clauses would at
-    the same boost): LanceDB's boolean query made every query about 40% slower at 10,000
-    memories, for the same ranking.
-    """
+    """The full-text query: the words typed, their synonyms, and the names a queried file defines."""
     from .lexicon import expand_words
     from ..core.textutil import words
 

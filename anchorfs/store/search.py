@@ -1,11 +1,7 @@
 """The store's search path: both sides of a hybrid query, fused into calibrated relevances.
 
-Apart from `anchorfs.store.table` (the table: opening, writing, indices) because reading is one
-concept with its own costs. At 100,000 rows what a query pays is LanceDB's reads of single
-rows (each column of each row fetched is an I/O of its own, 25-50 us of CPU from the page
-cache): so each side reads only the columns the fusion needs for every candidate (id, the
-full-text for the term sets, the vector for the exact cosine), and the memory's JSON (`doc`,
-the widest column) is read by row id for the few candidates the drift pass reads (`_Docs`).
+Each side reads only the columns the fusion needs; the memory's JSON (`doc`, the widest
+column) is read by row id for the few candidates the drift pass reads (`_Docs`).
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ _POOL: tuple[int, ThreadPoolExecutor] | None = None
 
 
 def _side_pool() -> ThreadPoolExecutor:
-    """One thread that runs a query's full-text side while the caller runs its vector side
-    (both wait on LanceDB's own threads, the GIL released); made again in a forked child."""
+    """One thread for a query's full-text side while the caller runs its vector side (per process)."""
     global _POOL
     if _POOL is None or _POOL[0] != os.getpid():
         _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchorfs-fts"))
@@ -48,8 +43,7 @@ def _side_pool() -> ThreadPoolExecutor:
 
 
 class _Side:
-    """One side's answer (an Arrow table, or None): its best `n` rows by score then id, and
-    its columns converted only as far as the fusion reads them."""
+    """One side's answer (an Arrow table, or None): its best `n` rows by score then id."""
 
     def __init__(self, data: Any, key: str, sign: float, n: int) -> None:
         self.data = data
@@ -72,13 +66,7 @@ class _Side:
 
 
 class _Docs:
-    """The candidates' `doc` (a memory's JSON), read from the table by row id when first
-    needed, `_DOC_BATCH` (then as many as read so far) at a time in rank order.
-
-    Row ids belong to the version a side searched; a write since may have moved a row (an
-    update, a compaction), so a row id that does not answer with the id it had is read again
-    by id: the memory is then as the latest version holds it, as any read of a moving table.
-    """
+    """The candidates' `doc` (a memory's JSON), read by row id when first needed (moved rows by id)."""
 
     def __init__(self, store: "Store", rowids: dict[str, int]) -> None:
         self.store = store
@@ -100,7 +88,6 @@ class _Docs:
 
     def fetch(self, ids: Sequence[str]) -> None:
         """Read the docs of `ids` not read yet: by row id, then by id for any row that moved."""
-
         todo = [m for m in dict.fromkeys(ids) if m not in self.got]
         if not todo:
             return
@@ -127,8 +114,7 @@ class _Docs:
 
 
 class _LazyRow(SearchRow):
-    """A candidate whose `Memory` is built from its JSON at the first read: of the 100 or so
-    candidates a query ranks, the drift pass reads the few that can still enter the top k."""
+    """A candidate whose `Memory` is built from its JSON at the first read."""
 
     __slots__ = ("id", "_docs", "_memory")
 
@@ -142,8 +128,6 @@ class _LazyRow(SearchRow):
     @property  # type: ignore[override]
     def memory(self) -> Memory:
         if self._memory is None:
-            from ..core.errors import StoreError
-
             doc = self._docs.get(self.id)
             if doc is None:
                 raise StoreError(f"memory {self.id} left the store while it was read; run the query again")
@@ -175,23 +159,9 @@ def _read(fn: Callable[[], _T], what: str) -> _T:
         raise StoreError(f"store {what} failed ({brief}); run `anchorfs reindex` to rebuild it from the ledger") from exc
 
 
-def search(
-    store: "Store",
-    text: str,
-    query_vector: "np.ndarray",
-    *,
-    k: int,
-    where: str | None,
-    candidates: int,
-    vector_weight: float,
-    text_weight: float,
-    memories: Mapping[str, Memory] | None = None,
-) -> list[SearchRow]:
-    """`Store.search` (see there): full-text and vector candidates, fused by calibrated relevance.
-
-    `memories`: the memories the store was written from (the workspace's fold of the ledger),
-    when the caller holds them: a candidate's `Memory` is then that one, not read from the
-    table (`doc` is the widest column: 2-5 ms of reads a query at 100,000 rows)."""
+def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, where: str | None, candidates: int,
+           vector_weight: float, text_weight: float, memories: Mapping[str, Memory] | None = None) -> list[SearchRow]:
+    """`Store.search` (see there): full-text and vector candidates, fused by calibrated relevance."""
     import numpy as np
 
     from .ranking import (BONUS_EXACT, BONUS_NAMED, anchor_bonus, anchor_refs, bm25_units, calibrated_relevance,
@@ -200,9 +170,7 @@ def search(
 
     table = store.table()
     n = max(1, candidates, k)
-    # LanceDB breaks ties at the cut as rows happen to lie on disk (which a drift write-back
-    # reshuffles): take more, order by score then id, keep n, so the same query always
-    # gets the same candidates.
+    # LanceDB breaks ties at the cut by disk order: take more, order by score then id, keep n
     fetch = 2 * n + 10
     cols = SIDE_COLUMNS  # drift is not read: every hit is checked afresh
     use_text = text_weight > 0
@@ -231,15 +199,13 @@ def search(
             except Exception:  # an odd query the FTS parser refuses still gets vector hits
                 fts = None
     sides = [_Side(fts, "_score", -1.0, n), _Side(vec, "_distance", 1.0, n)]
-    # id -> (side, row), full-text first. LanceDB's `_score` only chose the full-text side's
-    # candidates: the BM25 evidence is computed from each candidate's own terms (`bm25_units`)
+    # id -> (side, row), full-text first
     rows: dict[str, tuple[_Side, int]] = {}
     for side in sides:
         for j in side.order:
             rows.setdefault(side.ids[j], (side, j))
     if not rows:
         return []
-    # Ties broken by id, not by where rows sit on disk, so a reindexed store ranks the same.
     ids = sorted(rows)
     q = np.asarray(query_vector, dtype=np.float32)
     matrix = np.empty((len(ids), q.shape[0]), dtype=np.float32)
@@ -271,17 +237,14 @@ def search(
     if use_text:
         docs_terms = _term_sets(store, [rows[i][0].column("text")[rows[i][1]] or "" for i in ids], term_sets)
         if refs and any(bonus):
-            # a memory anchored where the query points (or naming what the queried file
-            # defines) is about what the query names: it holds the reference's terms
+            # a memory anchored where the query points holds the reference's terms
             named = " ".join(" ".join([expand_for_search(tok), *compound_keys(tok)]) for tok, *_ in refs)
             ref_terms = frozenset(search_terms("".join(ch if ch.isalnum() or ch.isspace() else " " for ch in named)))
             cover = coverage(search_terms(fts_text), [d | ref_terms if b > 0 else d
                                                       for d, b in zip(docs_terms, bonus)])
         else:
             cover = coverage(search_terms(fts_text), docs_terms)
-        # the terms the full-text side searched for (the words typed, their synonyms, the
-        # queried file's names), and their document frequencies counted over the candidates:
-        # exact in a small store (every memory holding one is a candidate), where they matter
+        # the terms searched for, their document frequencies counted over the candidates
         asked = frozenset(search_terms(fts_query(fts_text, file_names)))
         df: dict[str, int] = {}
         for d in docs_terms:
@@ -302,9 +265,7 @@ def search(
         if held is None and parsed.get(mid):
             held = Memory.from_dict(parsed[mid])
         out.append(_LazyRow(mid, docs, sims[j], rel, features, held))
-    # `ranking.rank`'s order (best relevance first, ties by id; each score its relevance),
-    # keyed by the id the row holds: a candidate's Memory is built only when it is read,
-    # and the drift pass reads only the few that can still enter the top k
+    # `ranking.rank`'s order, keyed by the id the row holds (its Memory is built only when read)
     out.sort(key=lambda r: (-r.relevance, r.id))
     best: list[SearchRow] = [*out[:k]]
     docs.ranked([r.id for r in out[:k]])
@@ -313,9 +274,7 @@ def search(
 
 def _term_sets(store: "Store", texts: list[str], term_sets: Callable[[Sequence[str]], list[Terms]]
                ) -> list[Terms]:
-    """`ranking.term_sets` of the candidates' full-texts (their terms with counts), each
-    text's kept (a pure function of the text): the same memories are candidates of query
-    after query."""
+    """`ranking.term_sets` of the candidates' full-texts, each text's kept between queries."""
     memo = store._terms
     missing = list(dict.fromkeys(t for t in texts if t not in memo))
     if missing:

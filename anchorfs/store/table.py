@@ -1,10 +1,8 @@
 """The store: a LanceDB table at `.anchorfs/memories.lance`, the searchable index of memories.
 
-The ledger is the record; this table is derived from it and can be rebuilt by `reindex`. It
-holds every memory (any status) with its vector, an expanded text for the native full-text
-index (identifier parts added, since the tokenizer does not split `getUserById`), filter
-columns, and the last known drift, so `list --drift stale` answers without re-checking.
-LanceDB is imported lazily: it costs about a second, and drift checks never need it.
+Derived from the ledger and rebuilt by `reindex`. It holds every memory (any status) with its
+vector, an expanded text for the full-text index (identifier parts added: the tokenizer does
+not split `getUserById`), filter columns and the last known drift. LanceDB is imported lazily.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..core.errors import EmbedderError, StoreError
-from ..core.statefs import fault
+from ..core.statefs import check_state_dir, check_store_dir, fault, open_state, refuse_link
 from ..core.model import Memory
 from .ranking import SearchRow
 from .search import _read, id_filter
@@ -42,29 +40,18 @@ REFINE = 2
 """The index's best REFINE x limit candidates are re-ranked by their exact cosine."""
 TEXT_SYNC_ROWS = 5_000
 """Up to this many rows a write rebuilds the full-text index before it returns (`Store.settle`);
-past it the background indexer folds new rows in, so a write never waits on a cost that grows
-with the store (`optimize` measured 20-190 ms of CPU at 1,000-5,000 rows, 150-980 ms at 20,000)."""
+past it the background indexer folds new rows in, so a write never waits on a growing cost."""
 TEXT_LAG_ROWS = 1_000
 TEXT_LAG_SHARE = 16
-"""Past `TEXT_SYNC_ROWS`, rows the full-text index does not hold yet are left to LanceDB's flat
-search of them up to max(`TEXT_LAG_ROWS`, rows / `TEXT_LAG_SHARE`): folding them in is an
-`optimize`, whose compaction rewrites every fragment under a million rows (kept 5 minutes for
-other readers), so folding at every write rewrote the table at every write (a bulk load of
-100,000 memories in batches of 1,000 left the folder at 24x its live data; a catch-up of one
-memory at 100,000 rows rewrote 250 MB). Relevance does not read LanceDB's BM25 (`ranking`),
-so an unindexed row ranks as an indexed one would."""
+"""Past `TEXT_SYNC_ROWS`, unindexed rows are searched flat up to max(`TEXT_LAG_ROWS`, rows /
+`TEXT_LAG_SHARE`): folding them in is an `optimize`, which rewrites the table's fragments, too
+costly at every write. Relevance does not read LanceDB's BM25, so they rank the same."""
 SCHEMA_VERSION = "1"
 _T = TypeVar("_T")
 
 
 def embed_text(memory: Memory) -> str:
-    """What the embedder sees: content, tags, anchor paths and symbols, as written.
-
-    Not the expanded full-text: the hashing embedder splits identifiers itself (the added
-    parts would count twice) and a model reads the prose better without a word list after it.
-    Nor the anchored code: measured, it blurs the vectors (hashing MRR 0.745 -> 0.720, e5 no
-    gain); code vocabulary is a full-text matter.
-    """
+    """What the embedder sees: content, tags, anchor paths and symbols, as written."""
     parts = [memory.content]
     if memory.tags:
         parts.append(" ".join(memory.tags))
@@ -76,8 +63,7 @@ def embed_text(memory: Memory) -> str:
 
 
 def search_text(memory: Memory, code: str = "") -> str:
-    """What the full-text index sees: `embed_text` plus identifier parts and exact-name keys,
-    then the vocabulary of the anchored `code` (see `anchorfs.anchor.anchors`), split the same way."""
+    """What the full-text index sees: `embed_text`, identifier parts, name keys, the `code`'s vocabulary."""
     from ..anchor.anchors import code_vocabulary
     from ..core.textutil import compound_keys, expand_for_search
 
@@ -108,11 +94,8 @@ def _retry(fn: Callable[[], _T], what: str) -> _T:
 
 
 def _indexer_running(state: Path) -> bool:
-    """Whether a background indexer holds `.anchorfs/index.lock`: it re-checks for unindexed
-    rows after it lets go, so a write it may have missed starts no second one."""
+    """Whether a background indexer holds `.anchorfs/index.lock` (it re-checks after letting go)."""
     import fcntl
-
-    from ..core.statefs import open_state
 
     try:
         fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
@@ -129,12 +112,8 @@ def _indexer_running(state: Path) -> bool:
 
 @contextmanager
 def indexer_excluded(state: Path) -> Iterator[None]:
-    """Hold `.anchorfs/index.lock` (waiting for a background indexer to finish): a rebuild
-    drops the table's folder, which an indexer may be writing into; one started meanwhile
-    finds the lock held and leaves the table alone."""
+    """Hold `.anchorfs/index.lock` (waiting for a background indexer) while a rebuild drops the table."""
     import fcntl
-
-    from ..core.statefs import open_state
 
     fd = open_state(state / "index.lock", os.O_RDWR | os.O_CREAT)
     try:
@@ -165,37 +144,17 @@ class Store:
     def _schema(self) -> Any:
         import pyarrow as pa
 
-        return pa.schema(
-            [
-                pa.field("id", pa.string(), nullable=False),
-                pa.field("content", pa.string()),
-                pa.field("kind", pa.string()),
-                pa.field("tags", pa.list_(pa.string())),
-                pa.field("status", pa.string()),
-                pa.field("author", pa.string()),
-                pa.field("recorded_at", pa.int64()),
-                pa.field("valid_until", pa.int64()),
-                pa.field("anchored", pa.bool_()),
-                pa.field("drift", pa.string()),
-                pa.field("text", pa.string()),
-                pa.field("text_hash", pa.string()),
-                pa.field("doc", pa.string()),
-                pa.field("vector", pa.list_(pa.float32(), self.embedder.dim)),
-            ],
-            metadata={
-                "anchorfs.schema": SCHEMA_VERSION,
-                "anchorfs.embedder": self.embedder.name,
-                "anchorfs.dim": str(self.embedder.dim),
-            },
-        )
+        s = pa.string()
+        columns = [("content", s), ("kind", s), ("tags", pa.list_(s)), ("status", s), ("author", s),
+                   ("recorded_at", pa.int64()), ("valid_until", pa.int64()), ("anchored", pa.bool_()), ("drift", s),
+                   ("text", s), ("text_hash", s), ("doc", s), ("vector", pa.list_(pa.float32(), self.embedder.dim))]
+        return pa.schema([pa.field("id", s, nullable=False), *(pa.field(n, t) for n, t in columns)],
+                         metadata={"anchorfs.schema": SCHEMA_VERSION, "anchorfs.embedder": self.embedder.name,
+                                   "anchorfs.dim": str(self.embedder.dim)})
 
     def _connect(self) -> Any:
-        """The LanceDB connection, made only once the folder is known to hold no link: LanceDB
-        follows links, so one planted in a cloned `.anchorfs/` would make it read (or write)
-        outside the workspace (`statefs.check_store_dir`)."""
+        """The LanceDB connection, made only once the folder is known to hold no link."""
         if self._db is None:
-            from ..core.statefs import check_state_dir, check_store_dir
-
             check_state_dir(self.path.parent)
             check_store_dir(self.path)
             folder = str(self.path.parent)
@@ -206,16 +165,13 @@ class Store:
                                  "rename the folder to use search") from None
             from .lazyimport import import_lancedb
 
-            lancedb = import_lancedb()  # without its REST client (never used here) and override checks
-
+            lancedb = import_lancedb()
             # Always read the latest version: other processes write the same table.
             self._db = lancedb.connect(folder, read_consistency_interval=timedelta(0))
         return self._db
 
     def exists(self) -> bool:
         """Whether anything is at the store's path (a link there is refused, not followed)."""
-        from ..core.statefs import refuse_link
-
         refuse_link(self.path, "store folder")
         return os.path.lexists(self.path)
 
@@ -250,12 +206,7 @@ class Store:
         return table
 
     def status_index(self) -> bool:
-        """The bitmap index on `status`, every query's prefilter, built if the table has none
-        (a store made before it): without it LanceDB reads the column of every row for the
-        filter (4-5 ms a side at 100,000 rows), with it 0.2 ms. Rows written after it are
-        filtered by a scan until compaction folds them in (`optimize`): the same rows pass
-        either way. Called by writers only (create, compaction, the indexer); False when it
-        could not be built (only speed is at stake: the next writer tries again)."""
+        """The bitmap index on `status` built if missing (writers only); False when it could not be."""
         if self._status_indexed:
             return True
         table = self.table()
@@ -302,7 +253,6 @@ class Store:
         codes = [anchored_text(self.root_real, m) if m.anchors else "" for m in memories]
         texts = [search_text(m, c) for m, c in zip(memories, codes)]
         vec_texts = [embed_text(m) for m in memories]
-        # The hash covers both texts: a row is re-embedded when either would change.
         hashes = [hashlib.sha256(f"{t}\0{v}".encode()).hexdigest() for t, v in zip(texts, vec_texts)]
         todo = [i for i, (m, h) in enumerate(zip(memories, hashes)) if reuse.get(m.id, ("",))[0] != h]
         vectors: dict[int, Any] = {}
@@ -312,24 +262,22 @@ class Store:
         rows = []
         for i, m in enumerate(memories):
             vec = vectors[i] if i in vectors else reuse[m.id][1]
-            rows.append(
-                {
-                    "id": m.id,
-                    "content": m.content,
-                    "kind": m.kind,
-                    "tags": list(m.tags),
-                    "status": m.status,
-                    "author": m.author,
-                    "recorded_at": int(m.recorded_at.timestamp() * 1_000_000),
-                    "valid_until": int(m.valid_until.timestamp() * 1_000_000) if m.valid_until else None,
-                    "anchored": bool(m.anchors),
-                    "drift": drift.get(m.id) or "fresh",  # fresh when recorded: anchors just hashed
-                    "text": texts[i],
-                    "text_hash": hashes[i],
-                    "doc": orjson.dumps(m.to_dict()).decode(),
-                    "vector": vec,
-                }
-            )
+            rows.append({
+                "id": m.id,
+                "content": m.content,
+                "kind": m.kind,
+                "tags": list(m.tags),
+                "status": m.status,
+                "author": m.author,
+                "recorded_at": int(m.recorded_at.timestamp() * 1_000_000),
+                "valid_until": int(m.valid_until.timestamp() * 1_000_000) if m.valid_until else None,
+                "anchored": bool(m.anchors),
+                "drift": drift.get(m.id) or "fresh",  # fresh when recorded: anchors just hashed
+                "text": texts[i],
+                "text_hash": hashes[i],
+                "doc": orjson.dumps(m.to_dict()).decode(),
+                "vector": vec,
+            })
         return rows
 
     def _existing(self, ids: Sequence[str]) -> dict[str, tuple[str, Any, str | None]]:
@@ -338,14 +286,8 @@ class Store:
         out: dict[str, tuple[str, Any, str | None]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            rows = _read(
-                lambda: table.search()
-                .where(id_filter(chunk))
-                .select(["id", "text_hash", "vector", "drift"])
-                .limit(len(chunk))
-                .to_list(),
-                "read",
-            )
+            rows = _read(lambda: table.search().where(id_filter(chunk))
+                         .select(["id", "text_hash", "vector", "drift"]).limit(len(chunk)).to_list(), "read")
             for r in rows:
                 out[r["id"]] = (r["text_hash"], r["vector"], r["drift"])
         return out
@@ -368,10 +310,7 @@ class Store:
         """Insert or replace by id; idempotent, so replaying a ledger tail twice is harmless."""
         if not memories:
             return
-        latest: dict[str, Memory] = {}
-        for m in memories:
-            latest[m.id] = m
-        mems = list(latest.values())
+        mems = list({m.id: m for m in memories}.values())
         existing = self._existing([m.id for m in mems])
         reuse = {k: (v[0], v[1]) for k, v in existing.items()}
         drift = {k: v[2] for k, v in existing.items()}
@@ -380,12 +319,7 @@ class Store:
 
         def go() -> None:
             fault("store-write")
-            (
-                table.merge_insert("id")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute(rows)
-            )
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows)
 
         _retry(go, "write")
         self.settle()
@@ -422,8 +356,7 @@ class Store:
         self.settle()
 
     def docs(self) -> dict[str, str | None]:
-        """Every row's id and `doc` (the memory's JSON), None for an id stored more than once,
-        to reconcile the store with the ledger's fold without re-reading vectors."""
+        """Every row's id and `doc` (the memory's JSON), None for an id stored more than once."""
         if not self.path.exists():
             return {}
         table = self.table()
@@ -435,17 +368,8 @@ class Store:
         return out
 
     def settle(self) -> None:
-        """After a write: fold the rows it wrote into the full-text (and vector) index.
-
-        LanceDB searches rows written after the index was built unindexed (a flat scan of
-        them), and scores them with other BM25 statistics, which order the full-text side's
-        candidates before the cut. Up to `TEXT_SYNC_ROWS` rows the full-text index is built
-        again at once (a few ms on a small table; `optimize`, which also compacts and prunes,
-        made the ledger tests 4x slower); past it the rows wait, searched flat, until a
-        compaction by fragment count folds them in or they pass `TEXT_LAG_SHARE` of the table,
-        when the background indexer (`index_main --text`, one at a time) runs `optimize`:
-        a write never waits on a cost that grows, and the table is not rewritten per write.
-        """
+        """After a write: fold the rows it wrote into the full-text (and vector) index, at once up
+        to `TEXT_SYNC_ROWS` rows, else by compaction or the background indexer (`TEXT_LAG_SHARE`)."""
         if not self.settle_writes:
             self.maybe_compact()  # compaction by fragment count alone
             return
@@ -465,9 +389,7 @@ class Store:
             self._index_job = self._spawn_indexer("--text") if not _indexer_running(self.path.parent) else None
 
     def rebuild_text_index(self) -> bool:
-        """The full-text index built again over every row now (cheaper than `optimize` on a
-        small table: no compaction, no version cleanup); False when it failed (only BM25's
-        statistics are at stake: the next write tries again)."""
+        """The full-text index built again over every row now; False when it failed."""
         from lancedb.index import FTS
 
         table = self.table()
@@ -500,13 +422,8 @@ class Store:
             return None
 
     def maybe_compact(self, *, force: bool = False, keep: timedelta = timedelta(minutes=5)) -> bool:
-        """Compact when fragments pile up: many single-row appends slow filtered search ~10x.
-
-        Versions older than `keep` are deleted with it (LanceDB keeps every version otherwise:
-        the folder grew to twice its live data); 5 minutes leaves a reader of an older version
-        in another process time to finish. Past `index_rows` rows, a vector index is built in
-        the background (`maybe_index`); compaction also folds new rows into an existing one.
-        """
+        """Compact when fragments pile up (they slow filtered search), deleting versions older than
+        `keep`; past `index_rows` rows, a vector index is built in the background."""
         table = self.table()
         try:
             fragments = table.stats()["fragment_stats"]["num_fragments"]
@@ -524,9 +441,7 @@ class Store:
         try:
             _retry(optimize, "compaction")
         except StoreError:
-            # Only speed is at stake (readers' drift updates keep preempting it under load): the
-            # write before it has landed, so it must not fail; the next write tries again.
-            return False
+            return False  # only speed is at stake: the write has landed; the next one tries again
         return True
 
     # -- the vector index ----------------------------------------------------------------
@@ -546,8 +461,7 @@ class Store:
         return self._indexed
 
     def index_params(self, rows: int) -> dict[str, Any]:
-        """IVF-PQ sized to the table: about 1,500 rows a partition (so a query's `NPROBES`
-        partitions stay a fraction of them) and 16 dimensions a sub-vector."""
+        """IVF-PQ sized to the table: about 1,500 rows a partition, 16 dimensions a sub-vector."""
         dim = int(self.embedder.dim)
         sub = max(1, dim // 16)
         while dim % sub:
@@ -555,8 +469,7 @@ class Store:
         return {"num_partitions": max(1, min(1024, rows // 1500)), "num_sub_vectors": sub}
 
     def build_index(self) -> bool:
-        """Build (or rebuild) the vector index now, whatever the row count; False when the
-        table is too small to train one (PQ needs 256 rows) or the build failed."""
+        """Build (or rebuild) the vector index now; False under 256 rows or when the build failed."""
         table = self.table()
         rows = int(_read(table.count_rows, "count"))
         if rows < 256:
@@ -573,9 +486,7 @@ class Store:
         return self.vector_index() is not None
 
     def maybe_index(self, *, background: bool = True) -> bool:
-        """Past `index_rows` rows without a vector index, build one: in a detached process by
-        default (`index_main`), so the write that crossed the threshold does not wait and
-        a CLI call that exits at once does not cut it short. Returns whether a build started."""
+        """Past `index_rows` rows without a vector index, build one (detached); whether one started."""
         if self.index_rows <= 0 or self._indexed is not None:
             return False
         if self._index_job is not None and self._index_job.poll() is None:
@@ -593,9 +504,7 @@ class Store:
         return self._index_job is not None
 
     def vector_query(self, query_vector: Any, where: str | None = None) -> Any:
-        """The vector side of `search`: through the index when there is one (`NPROBES`
-        partitions, the best `REFINE` x limit re-ranked by exact cosine), else a flat scan
-        (the two settings are ignored then)."""
+        """The vector side of `search`: through the index when there is one, else a flat scan."""
         vq = self.table().search(query_vector, vector_column_name="vector").distance_type("cosine")
         vq = vq.nprobes(NPROBES).refine_factor(REFINE)
         return vq.where(where, prefilter=True) if where else vq
@@ -626,30 +535,11 @@ class Store:
             q = q.where(where)
         return {r["id"]: r["drift"] for r in _read(q.to_list, "read")}
 
-    def search(
-        self,
-        text: str,
-        query_vector: "np.ndarray",
-        *,
-        k: int,
-        where: str | None,
-        candidates: int,
-        rrf_k: float,
-        vector_weight: float,
-        text_weight: float,
-        memories: "Mapping[str, Memory] | None" = None,
-    ) -> list[SearchRow]:
-        """Hybrid search: full-text and vector candidates, each with a relevance in [0, 1].
-
-        A side whose weight is 0 is not searched at all (full-text alone, vectors alone).
-        Relevance is a calibrated probability (`anchorfs.store.ranking`, fitted per embedder) from
-        evidence of the (query, memory) pair alone: the cosine, BM25 in rare-term units, the
-        share of the query's terms a memory holds, anchor matches; so it does not depend on
-        how many memories the store holds. Each row's `score` starts as its relevance. Returns
-        up to `k` candidates, best first (ties by id); the caller demotes and cuts. `rrf_k` is no longer used.
-        `memories` (the fold the table was written from), when given, supplies each candidate's
-        `Memory` instead of a read of its JSON (`anchorfs.store.search`).
-        """
+    def search(self, text: str, query_vector: "np.ndarray", *, k: int, where: str | None, candidates: int,
+               rrf_k: float, vector_weight: float, text_weight: float,
+               memories: "Mapping[str, Memory] | None" = None) -> list[SearchRow]:
+        """Hybrid search: up to `k` candidates with a calibrated relevance (`ranking`), best first.
+        `rrf_k` is no longer used; `memories` (the fold) supplies each `Memory` instead of a read."""
         from .search import search
 
         return search(self, text, query_vector, k=k, where=where, candidates=candidates,
@@ -657,8 +547,6 @@ class Store:
 
     def drop(self) -> None:
         import shutil
-
-        from ..core.statefs import refuse_link
 
         self._table = None
         self._db = None
@@ -671,8 +559,6 @@ class Store:
             self.path.unlink()
 
 
-# -- the background indexer: the vector index and the full-text settle, in a process of its own
-
 _INDEXER = "import sys; from anchorfs.store.table import index_main; sys.exit(index_main(sys.argv[1:]))"
 
 
@@ -684,15 +570,9 @@ class _Named:
 
 
 def index_main(argv: list[str]) -> int:
-    """`STATE ROOT [--text]`: build the vector index if there is none (not with `--text`),
-    then fold unindexed rows into the indices (`Store.settle`'s background half); after
-    letting the lock go, look again, so a write that found the lock held is not missed. Run
-    detached by `Store._spawn_indexer`: one builder at a time per workspace
-    (`.anchorfs/index.lock`); a failed build leaves the table as it was (flat search, same
-    answers), and the next write past the threshold tries again."""
+    """The background indexer, `STATE ROOT [--text]`: build the vector index if missing (not with
+    `--text`), then fold unindexed rows in; look again after letting `.anchorfs/index.lock` go."""
     import fcntl
-
-    from ..core.statefs import open_state
 
     state, root, text_only = Path(argv[0]), argv[1], "--text" in argv[2:]
 

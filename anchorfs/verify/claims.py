@@ -1,22 +1,18 @@
 """Verify: check what a memory's text claims (paths, symbols, URLs) against the world.
 
-Anchors cover what a memory was recorded against, but many memories have none, and their text
-still names files, symbols and URLs that can be checked. One rule governs every verdict here:
-staleness needs positive evidence. A path is stale only when it is missing from a folder that
-exists; a `file#Name` only when the file exists, parses, and defines no such name; a URL only
-on 404 / 410. Anything ambiguous (another machine, a template, a name found nowhere, a server
-error) is `unknown` or no claim at all, never `stale`.
+One rule governs every verdict here: staleness needs positive evidence. A path is stale only
+when it is missing from a folder that exists; a `file#Name` only when the file exists, parses,
+and defines no such name; a URL only on 404 / 410. Anything ambiguous (another machine, a
+template, a name found nowhere, a server error) is `unknown` or no claim at all, never `stale`.
 
-Extraction (`extract_claims`) looks at text only and may over-collect; the checks decide what
-counts, because some shapes are claims only when the workspace backs them: a backticked
-identifier or a bare file name (`settings.py`) that exists nowhere is ambiguous, not stale, and
-prose like `and/or` is not a path unless `and/` is a folder here. Memories with no claims are
-left out of the report and its counts (`no_claims` says how many). No network is touched
-unless `net=True`; then URLs are checked with bounded concurrency, HEAD first.
+Extraction (`extract_claims`) may over-collect; the checks decide what counts (`and/or` is not a
+path unless `and/` is a folder here). Memories with no claims are only counted (`no_claims`). No
+network is touched unless `net=True`; then URLs are checked concurrently, HEAD first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
@@ -35,20 +31,8 @@ from ..core.model import Drift, Memory, StaleClaim
 from .text import Claim, _has_extension, extract_claims, remote_context
 
 __all__ = [
-    "CLAIM_KINDS",
-    "Claim",
-    "ClaimResult",
-    "MemoryVerdict",
-    "VerifyReport",
-    "SymbolIndex",
-    "extract_claims",
-    "remote_context",
-    "check_url",
-    "check_urls",
-    "check_memory",
-    "verify",
-    "verify_texts",
-    "marked_claims",
+    "CLAIM_KINDS", "Claim", "ClaimResult", "MemoryVerdict", "VerifyReport", "SymbolIndex", "extract_claims",
+    "remote_context", "check_url", "check_urls", "check_memory", "verify", "verify_texts", "marked_claims",
     "mark_reason",
 ]
 
@@ -59,9 +43,8 @@ INDEX_MAX_FILE_BYTES = 1024 * 1024
 """Source files above this are not parsed into the symbol index (generated or vendored)."""
 INDEX_MAX_FILES = 50_000
 """The walk stops here; an index cut short never vouches that a name is unique."""
-SKIP_DIRS = frozenset(
-    {"node_modules", "__pycache__", "venv", ".venv", "site-packages", ".git", ".hg", ".svn", STATE_DIR}
-)
+SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", ".venv", "site-packages", ".git", ".hg", ".svn",
+                       STATE_DIR})
 USER_AGENT = "anchorfs-verify/0.1"
 
 
@@ -74,12 +57,8 @@ class ClaimResult:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.claim.kind,
-            "value": self.claim.value,
-            "verdict": self.verdict.value,
-            "detail": self.detail,
-        }
+        return {"kind": self.claim.kind, "value": self.claim.value, "verdict": self.verdict.value,
+                "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +70,8 @@ class MemoryVerdict:
     claims: tuple[ClaimResult, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "verdict": self.verdict.value if self.verdict is not None else None,
-            "claims": [c.to_dict() for c in self.claims],
-        }
+        return {"id": self.id, "verdict": self.verdict.value if self.verdict is not None else None,
+                "claims": [c.to_dict() for c in self.claims]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,25 +93,15 @@ class VerifyReport:
         return any(r.verdict is Drift.STALE for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "checked": len(self.results),
-            "stale": self.count(Drift.STALE),
-            "unknown": self.count(Drift.UNKNOWN),
-            "fresh": self.count(Drift.FRESH),
-            "no_claims": self.no_claims,
-            "results": [r.to_dict() for r in self.results],
-        }
+        return {"checked": len(self.results), "stale": self.count(Drift.STALE), "unknown": self.count(Drift.UNKNOWN),
+                "fresh": self.count(Drift.FRESH), "no_claims": self.no_claims,
+                "results": [r.to_dict() for r in self.results]}
 
 
 def _aggregate(results: Iterable[ClaimResult]) -> Drift | None:
-    verdicts = [r.verdict for r in results]
-    if not verdicts:
-        return None
-    if Drift.STALE in verdicts:
-        return Drift.STALE
-    if Drift.UNKNOWN in verdicts:
-        return Drift.UNKNOWN
-    return Drift.FRESH
+    """The worst verdict (stale, then unknown, then fresh); None without claims."""
+    verdicts = {r.verdict for r in results}
+    return next((d for d in (Drift.STALE, Drift.UNKNOWN, Drift.FRESH) if d in verdicts), None)
 
 
 # -- the workspace's files and symbols --------------------------------------------------------
@@ -149,20 +115,12 @@ class _SymbolEntry:
 
 
 class SymbolIndex:
-    """The workspace's files and the names its source files define, built on first use.
+    """The workspace's files and the names its source files define, built on first use (pass one
+    to several calls to share it). Hidden folders and vendored trees are skipped, symlinks are
+    not followed, and source files above `max_file_bytes` are not parsed."""
 
-    Pass one to several calls to share it; it is never written to disk. Hidden folders and
-    vendored trees (`node_modules`, `.venv`...) are skipped, symlinks are not followed, and
-    source files above 1 MiB are not parsed.
-    """
-
-    def __init__(
-        self,
-        root: str | os.PathLike[str],
-        *,
-        max_file_bytes: int = INDEX_MAX_FILE_BYTES,
-        max_files: int = INDEX_MAX_FILES,
-    ) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, max_file_bytes: int = INDEX_MAX_FILE_BYTES,
+                 max_files: int = INDEX_MAX_FILES) -> None:
         self.root_real = os.path.realpath(os.fspath(root))
         self.max_file_bytes = max_file_bytes
         self.max_files = max_files
@@ -242,10 +200,7 @@ class SymbolIndex:
         if self._symbols is None:
             self._parse()
         last = name.rsplit(".", 1)[-1]
-        return [
-            e for e in self._by_last.get(last, ())
-            if e.name == name or e.name.endswith("." + name)
-        ]
+        return [e for e in self._by_last.get(last, ()) if e.name == name or e.name.endswith("." + name)]
 
 
 # -- checks ----------------------------------------------------------------------------------
@@ -298,12 +253,8 @@ class _Checker:
         if "/" not in value:
             return self._bare(value)
         rel = value[2:] if value.startswith("./") else value
-        if (
-            not rel.endswith("/")
-            and not rel.startswith("../")
-            and not _has_extension(rel.rsplit("/", 1)[-1])
-            and not os.path.lexists(os.path.join(self.root_real, rel.split("/", 1)[0]))
-        ):
+        if (not rel.endswith("/") and not rel.startswith("../") and not _has_extension(rel.rsplit("/", 1)[-1])
+                and not os.path.lexists(os.path.join(self.root_real, rel.split("/", 1)[0]))):
             return _NOT_A_CLAIM  # prose like and/or, read/write
         return self._in_base(self.root_real, rel.rstrip("/") or ".", value, "workspace")
 
@@ -318,10 +269,8 @@ class _Checker:
                 if _inside(norm, base):
                     rel = os.path.relpath(norm, base)
                     return self._in_base(self.home_real, rel, shown, "home folder")
-        return _Where(
-            Drift.UNKNOWN,
-            f"{shown} is outside the workspace and the home folder; it likely describes another machine",
-        )
+        return _Where(Drift.UNKNOWN,
+                      f"{shown} is outside the workspace and the home folder; it likely describes another machine")
 
     def _in_base(self, base_real: str, rel: str, shown: str, label: str) -> _Where:
         if label == "workspace":
@@ -500,10 +449,8 @@ def _status(url: str, method: str, timeout: float) -> int:
         with opener.open(req, timeout=timeout) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
-        try:
+        with contextlib.suppress(Exception):  # nothing to release
             exc.close()
-        except Exception:  # noqa: BLE001 - nothing to release
-            pass
         if exc.code < 400:
             raise _RedirectError(f"HTTP {exc.code} (a redirect that could not be followed)") from None
         return int(exc.code)
@@ -538,9 +485,8 @@ def check_url(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[Drift, str
     return Drift.UNKNOWN, f"HTTP {code}"
 
 
-def check_urls(
-    urls: Iterable[str], *, timeout: float = DEFAULT_TIMEOUT, max_workers: int = MAX_WORKERS
-) -> dict[str, tuple[Drift, str]]:
+def check_urls(urls: Iterable[str], *, timeout: float = DEFAULT_TIMEOUT,
+               max_workers: int = MAX_WORKERS) -> dict[str, tuple[Drift, str]]:
     """Each distinct URL checked once, at most `max_workers` at a time."""
     unique = list(dict.fromkeys(urls))
     if not unique:
@@ -556,13 +502,9 @@ _NOT_CHECKED = (Drift.UNKNOWN, "not checked: network checks are off (use --net)"
 # -- marks: what `verify --mark` leaves on a memory ------------------------------------------
 
 def marked_claims(memory: Memory, result: MemoryVerdict, now: datetime) -> tuple[StaleClaim, ...]:
-    """The memory's `stale_claims` after a `verify --mark` that gave `result`.
-
-    A claim found stale is marked (keeping the time it was first found while its detail is the
-    same); one found fresh is cleared: it holds again. One marked before and found `unknown`
-    now, or no longer a claim at all (its folder gone too, a URL not checked without `--net`),
-    keeps its mark: that is no evidence either way, and the evidence of then still stands.
-    """
+    """The memory's `stale_claims` after a `verify --mark` that gave `result`: a claim found
+    stale is marked (keeping when it was first found while its detail is the same); one found
+    fresh is cleared; one found `unknown` now, or no longer a claim, keeps its mark."""
     before = {(c.kind, c.value): c for c in memory.stale_claims}
     out: list[StaleClaim] = []
     seen: set[tuple[str, str]] = set()
@@ -591,11 +533,8 @@ def mark_reason(result: MemoryVerdict, before: tuple[StaleClaim, ...], after: tu
 
 # -- public entry points ---------------------------------------------------------------------
 
-def _assemble(
-    memory: Memory,
-    pending: list[tuple[Claim, _Where | None]],
-    urls: Mapping[str, tuple[Drift, str]],
-) -> MemoryVerdict:
+def _assemble(memory: Memory, pending: list[tuple[Claim, _Where | None]],
+              urls: Mapping[str, tuple[Drift, str]]) -> MemoryVerdict:
     results: list[ClaimResult] = []
     for claim, where in pending:
         if where is None:
@@ -607,25 +546,16 @@ def _assemble(
     return MemoryVerdict(memory.id, _aggregate(results), tuple(results))
 
 
-def verify(
-    root: str | os.PathLike[str],
-    memories: Iterable[Memory],
-    *,
-    net: bool = False,
-    timeout: float = DEFAULT_TIMEOUT,
-    index: SymbolIndex | None = None,
-    max_workers: int = MAX_WORKERS,
-) -> VerifyReport:
+def verify(root: str | os.PathLike[str], memories: Iterable[Memory], *, net: bool = False,
+           timeout: float = DEFAULT_TIMEOUT, index: SymbolIndex | None = None,
+           max_workers: int = MAX_WORKERS) -> VerifyReport:
     """Check every memory's claims; URLs (only with `net`) in one concurrent batch."""
     checker = _Checker(root, index)
     pending = [(m, checker.check(m)) for m in memories]
     urls: dict[str, tuple[Drift, str]] = {}
     if net:
-        urls = check_urls(
-            (c.value for _, claims in pending for c, w in claims if w is None),
-            timeout=timeout,
-            max_workers=max_workers,
-        )
+        urls = check_urls((c.value for _, claims in pending for c, w in claims if w is None),
+                          timeout=timeout, max_workers=max_workers)
     results: list[MemoryVerdict] = []
     no_claims = 0
     for memory, claims in pending:
@@ -636,27 +566,15 @@ def verify(
     return VerifyReport(tuple(results), no_claims)
 
 
-def verify_texts(
-    root: str | os.PathLike[str],
-    texts: Iterable[tuple[str, str]],
-    *,
-    net: bool = False,
-    timeout: float = DEFAULT_TIMEOUT,
-    index: SymbolIndex | None = None,
-) -> VerifyReport:
+def verify_texts(root: str | os.PathLike[str], texts: Iterable[tuple[str, str]], *, net: bool = False,
+                 timeout: float = DEFAULT_TIMEOUT, index: SymbolIndex | None = None) -> VerifyReport:
     """The same claim checks on texts that are not memories: `(key, text)` pairs, each result's
     `id` being its key (`verify --file CLAUDE.md` keys each claim by `FILE:LINE`)."""
     return verify(root, (Memory(id=key, content=text) for key, text in texts), net=net, timeout=timeout, index=index)
 
 
-def check_memory(
-    root: str | os.PathLike[str],
-    memory: Memory,
-    *,
-    net: bool = False,
-    timeout: float = DEFAULT_TIMEOUT,
-    index: SymbolIndex | None = None,
-) -> MemoryVerdict:
+def check_memory(root: str | os.PathLike[str], memory: Memory, *, net: bool = False,
+                 timeout: float = DEFAULT_TIMEOUT, index: SymbolIndex | None = None) -> MemoryVerdict:
     """One memory's claims and verdict (None when it makes no checkable claim)."""
     claims = _Checker(root, index).check(memory)
     urls = check_urls((c.value for c, w in claims if w is None), timeout=timeout) if net else {}

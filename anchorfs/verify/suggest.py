@@ -1,8 +1,6 @@
 """Anchors proposed for unanchored memories (`verify --suggest`, `import --apply`): what their
 text names that the workspace backs, each held back when the text makes a stale claim.
-
-Built on the claim checks of `anchorfs.verify.claims` (which re-exports every public name here); split
-out so the proposing of anchors and the judging of claims stay apart.
+Built on the claim checks of `anchorfs.verify.claims`.
 """
 
 from __future__ import annotations
@@ -20,16 +18,11 @@ from .text import _prose_identifiers, extract_claims, remote_context
 __all__ = ["Suggestion", "SuggestReport", "suggest", "suggest_anchors", "suggest_report"]
 
 
-def suggest_anchors(
-    root: str | os.PathLike[str], memory: Memory, index: SymbolIndex | None = None
-) -> list[str]:
-    """Anchor specs the memory's text names and the workspace backs, deduplicated.
-
-    A workspace file named by path (or a bare name found in exactly one place), a
-    `file#Name` that resolves, and an identifier (backticked, or code-shaped in prose) that
-    names exactly one definition in the workspace. Paths are not proposed when the memory talks
-    about another machine. Specs the memory is already anchored to are left out.
-    """
+def suggest_anchors(root: str | os.PathLike[str], memory: Memory, index: SymbolIndex | None = None) -> list[str]:
+    """Anchor specs the memory's text names and the workspace backs, deduplicated: a workspace
+    file named by path (or a bare name found in exactly one place), a `file#Name` that resolves,
+    and an identifier that names exactly one definition. Paths are not proposed when the memory
+    talks about another machine; specs it is already anchored to are left out."""
     checker = _Checker(root, index)
     remote = remote_context(memory.content)
     have = {a.spec for a in memory.anchors}
@@ -42,9 +35,9 @@ def suggest_anchors(
             if remote:
                 continue
             where = checker.where(claim.value)
-            if where.verdict is Drift.FRESH and where.is_file and where.rel is not None:
-                if os.path.getsize(where.real or "") <= MAX_FILE_BYTES:
-                    specs.append(where.rel)
+            if (where.verdict is Drift.FRESH and where.is_file and where.rel is not None
+                    and os.path.getsize(where.real or "") <= MAX_FILE_BYTES):
+                specs.append(where.rel)
         elif "#" in claim.value:
             if remote:
                 continue
@@ -107,9 +100,8 @@ class SuggestReport:
                 "held": len(self.held)}
 
 
-def suggest_report(
-    root: str | os.PathLike[str], memories: Iterable[Memory], *, index: SymbolIndex | None = None
-) -> SuggestReport:
+def suggest_report(root: str | os.PathLike[str], memories: Iterable[Memory], *,
+                   index: SymbolIndex | None = None) -> SuggestReport:
     """Suggestions for the memories without anchors that name something here, each held back
     when its text makes a stale claim: checked now (paths and symbols; URLs are not fetched
     here), or marked stale by an earlier `verify --mark` (a URL found 404 by `--net`)."""
@@ -130,9 +122,7 @@ def suggest_report(
     return SuggestReport(tuple(out))
 
 
-def suggest(
-    root: str | os.PathLike[str], memories: Iterable[Memory], *, index: SymbolIndex | None = None
-) -> dict[str, list[str]]:
-    """memory id -> proposed specs, for memories without anchors that name something here and
-    make no stale claim (`suggest_report` says why the others were left out)."""
+def suggest(root: str | os.PathLike[str], memories: Iterable[Memory], *,
+            index: SymbolIndex | None = None) -> dict[str, list[str]]:
+    """memory id -> proposed specs, for the memories `suggest_report` does not hold back."""
     return suggest_report(root, memories, index=index).proposals

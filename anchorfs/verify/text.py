@@ -1,9 +1,6 @@
 """What a memory's text claims: the paths, symbols and URLs `extract_claims` finds in it, and
-whether it talks about another machine (`remote_context`).
-
-Text only, no file is looked at: extraction may over-collect, and the checks in
-`anchorfs.verify.claims` decide what counts. Split out of `anchorfs.verify.claims` (which re-exports every
-public name here) so the reading of text and the checks against the workspace stay apart.
+whether it talks about another machine (`remote_context`). Text only, no file is looked at:
+extraction may over-collect, and the checks in `anchorfs.verify.claims` decide what counts.
 """
 
 from __future__ import annotations
@@ -80,13 +77,10 @@ def _path_value(token: str) -> str | None:
     if token.startswith("/"):
         return token if len(token) > 1 else None
     if "/" not in token:
-        if _BARE_NAME_RE.fullmatch(token) and (_has_extension(token) or token.startswith(".")):
-            return token if token not in (".", "..") else None
-        return None
+        bare = _BARE_NAME_RE.fullmatch(token) and (_has_extension(token) or token.startswith("."))
+        return token if bare and token not in (".", "..") else None
     if token.startswith("./") and "/" not in token[2:].rstrip("/"):
-        if token[2:].rstrip("/"):
-            return token  # ./README.md: explicitly at the root, unlike a bare name
-        return None
+        return token if token[2:].rstrip("/") else None  # ./README.md: explicitly at the root, unlike a bare name
     value = token
     while value.startswith("./"):
         value = value[2:]
@@ -125,12 +119,9 @@ def _token_claims(token: str) -> list[Claim]:
 
 def extract_claims(text: str) -> list[Claim]:
     """Candidate claims in `text`, deduplicated: URLs, then backticked names, then paths and
-    `file#Name`s, each in text order. `check_memory` decides which of them count.
-
-    `@anchor(...)` markers are skipped (they are anchors, checked by drift). A path inside a URL
-    is part of the URL, not a path claim. Tokens with template parts (`<version>`, `$TAG`,
-    `{name}`, globs, `...`) are no claims at all.
-    """
+    `file#Name`s, each in text order (`check_memory` decides which count). `@anchor(...)`
+    markers are skipped, a path inside a URL is part of the URL, and tokens with template parts
+    (`<version>`, `$TAG`, `{name}`, globs, `...`) are no claims at all."""
     text = _MARKER_RE.sub(" ", text)
     claims: list[Claim] = []
 
@@ -155,9 +146,8 @@ def extract_claims(text: str) -> list[Claim]:
 
 _REMOTE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ssh", re.compile(r"(?<![\w./~-])(?:ssh|scp|sftp|rsync)(?![\w./-])", re.IGNORECASE)),
-    ("a container", re.compile(
-        r"\b(?:docker(?:[ -]compose)?|podman|kubectl|oc)\s+(?:exec|cp|run|attach)\b", re.IGNORECASE
-    )),
+    ("a container", re.compile(r"\b(?:docker(?:[ -]compose)?|podman|kubectl|oc)\s+(?:exec|cp|run|attach)\b",
+                               re.IGNORECASE)),
     ("user@host", re.compile(r"(?<![\w.@/-])[\w.+-]+@[A-Za-z][\w-]*(?:\.[\w-]+)*")),
 )
 _IPV4_RE = re.compile(r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w.]\w)")
@@ -176,9 +166,7 @@ def remote_context(text: str) -> str | None:
     return None
 
 
-_CODE_LIKE_RE = re.compile(
-    rf"(?<![\w$./#-]){_IDENT}(?:\.{_IDENT})*(?:\(\))?(?![\w$/#-])"
-)
+_CODE_LIKE_RE = re.compile(rf"(?<![\w$./#-]){_IDENT}(?:\.{_IDENT})*(?:\(\))?(?![\w$/#-])")
 
 
 def _prose_identifiers(text: str) -> list[str]:
