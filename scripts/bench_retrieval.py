@@ -498,7 +498,7 @@ Reading the figures:
 - The third round's changes: the three path queries naming a file that a CJK memory is anchored to
   list that memory as relevant, by the set's own rule (every memory anchored to the file; it
   was written after the labels), which turns two of the default's correct first hits (`q076`,
-  `q078`) from misses into hits, about +0.01 of its MRR (`tests/test_retrieval_labels.py`); the `e5` and `minilm`
+  `q078`) from misses into hits, about +0.01 of its MRR (`tests/store/test_retrieval_labels.py`); the `e5` and `minilm`
   calibrations refitted after the path-coverage change (a memory anchored where a path query
   points holds the path's terms), their file-match weight now fitting 0 like hashing's;
   hashing's checked and kept (`anchorfs/ranking.py` says why); `HashingEmbedder.text_weight_scale`
@@ -621,7 +621,7 @@ Reading the figures:
   or symbol a lot); exact-name keys in the full-text index (`normalize_email` ->
   `normalizeemail`).
 - Latency: the machine is shared with other work, so single p95 figures can carry spikes.
-- `tests/test_retrieval_floor.py` pins the default's hybrid MRR and recall@5 (and per-style
+- `tests/store/test_retrieval_floor.py` pins the default's hybrid MRR and recall@5 (and per-style
   floors) on this set in CI.
 """
 

@@ -32,3 +32,18 @@ def test_each_package_says_what_it_is_for(package: str) -> None:
 @pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_module_is_past_one_concepts_size(module: Path) -> None:
     assert len(module.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    """Each package's tests in `tests/PACKAGE/`; at the top only what checks the whole house."""
+    tests = Path(__file__).parent
+    for package in PACKAGES:
+        assert list((tests / package).glob("test_*.py")), package
+    assert {p.name for p in tests.iterdir() if p.is_dir() and list(p.glob("test_*.py"))} == set(PACKAGES)
+    assert sorted(p.name for p in tests.glob("test_*.py")) == ["test_layout.py", "test_typing.py"]
+
+
+def test_the_house_stays_small() -> None:
+    """At most 70 modules and 20,000 lines (issue 36): a new concept replaces, it does not pile up."""
+    assert len(MODULES) <= 70
+    assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES) <= 20_000

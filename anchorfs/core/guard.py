@@ -6,7 +6,7 @@ are made on the open fd, which cannot change under us: `O_NOFOLLOW`, `O_NONBLOCK
 `O_NOCTTY`; `fstat` (a regular file, the device and inode the caller checked, the size bound);
 on Linux, the fd's real path (`/proc/self/fd/N`) must be the path asked for, under the root and
 not in `.anchorfs/`. `_statmatch.reread` (C, openat2 beneath the root) makes the same checks in
-batch where the kernel allows; `tests/test_guard.py` holds both to the same cases.
+batch where the kernel allows; `tests/core/test_guard.py` holds both to the same cases.
 
 A violation raises a `GuardError` (an `AnchorError`), which callers map to a verdict: `unsafe`
 for `EscapedError`, `unreadable` for `NotRegularError` / `TooLargeError`, a re-check for

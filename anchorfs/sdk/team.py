@@ -384,7 +384,7 @@ def _detector() -> Callable[[str], list[str]]:
                 del sys.modules[name]
 
     # `transformers.get_transformed_file` over those that take a `.txt` file (the INI reader,
-    # plain then eager; tests/test_team.py checks the list against get_transformers()).
+    # plain then eager; tests/sdk/test_team.py checks the list against get_transformers()).
     transformers = (ConfigFileTransformer(), EagerConfigFileTransformer())
 
     def transformed(fh: io.StringIO, eager: bool) -> list[str] | None:
@@ -432,7 +432,7 @@ def _detector() -> Callable[[str], list[str]]:
 # So if a plugin flags a line, its condition matches the text. Derived from detect-secrets
 # _SCREENED_FOR; under any other version every text is scanned.
 _SCREENED_FOR = "1.5.0"
-_KEYWORDS = (  # plugins/keyword.py DENYLIST (tests/test_team.py checks it is the same)
+_KEYWORDS = (  # plugins/keyword.py DENYLIST (tests/sdk/test_team.py checks it is the same)
     "api_?key", "auth_?key", "service_?key", "account_?key", "db_?key", "database_?key", "priv_?key",
     "private_?key", "client_?key", "db_?pass", "database_?pass", "key_?pass", "password", "passwd", "pwd",
     "secret", "contraseña", "contrasena",

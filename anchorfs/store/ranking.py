@@ -49,7 +49,7 @@ class Calibration(NamedTuple):
 
 
 # Fitted on evals/retrieval (`python scripts/bench_retrieval.py --calibrate`), L2 1.0, default
-# weights. A refit must keep tests/test_ranking.py's store-size band.
+# weights. A refit must keep tests/store/test_ranking.py's store-size band.
 CALIBRATIONS: dict[str, Calibration] = {
     "hashing": Calibration(-8.443, 2.258, 2.014, 3.969, 0.0, 1.753),
     "e5": Calibration(-10.379, 2.303, 2.262, 4.231, 0.0, 1.866),

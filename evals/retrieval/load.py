@@ -1,6 +1,6 @@
 """Load the retrieval evaluation set into a workspace and score queries against it.
 
-Shared by `scripts/bench_retrieval.py` (figures) and `tests/test_retrieval_floor.py` (a floor
+Shared by `scripts/bench_retrieval.py` (figures) and `tests/store/test_retrieval_floor.py` (a floor
 in CI), so both measure exactly the same thing. Import it with this folder on `sys.path`.
 """
 

@@ -14,7 +14,7 @@ from anchorfs.core.config import CONFIG_FILE, KEYS, Config, env_name, load_confi
 from anchorfs.core.errors import ConfigError
 from anchorfs.core.model import KINDS
 
-EXAMPLE = Path(__file__).resolve().parent.parent / ".anchorfs.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / ".anchorfs.example.toml"
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

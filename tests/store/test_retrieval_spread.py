@@ -15,7 +15,7 @@ import pytest
 
 from anchorfs.store.ranking import calibration
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_retrieval  # noqa: E402
 

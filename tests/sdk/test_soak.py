@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-SOAK = Path(__file__).resolve().parent.parent / "scripts" / "soak.py"
+SOAK = Path(__file__).resolve().parents[2] / "scripts" / "soak.py"
 
 
 def test_a_short_soak_loses_nothing_and_fails_no_read(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_context_tool_returns_markdown_and_structure(root: Path) -> None:
                                           "anchors": ["auth/token.py#TokenIssuer.revoke"]}))["memory"]
         (root / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=1"))
         # A task both memories match well: this test is about the tool's shape; which memories a
-        # task selects is tests/test_context.py's and tests/test_ranking.py's.
+        # task selects is tests/sdk/test_context.py's and tests/store/test_ranking.py's.
         result = await c.call_tool("context", {"task": "token expiry", "budget": 2000})
         assert not result.is_error
         text = result.content[0].text

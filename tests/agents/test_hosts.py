@@ -105,7 +105,7 @@ def test_absolute_form_names_this_install_and_the_root(project: Path) -> None:
         entry = _stdio_entry(host, project)
         assert os.path.isabs(entry["command"])
         assert entry["args"][-3:] == ["mcp", "--root", str(project.resolve())]
-    # (that form starts the server from any folder: tests/test_mcp.py starts it from .mcp.json)
+    # (that form starts the server from any folder: tests/agents/test_mcp.py starts it from .mcp.json)
     assert cli("init", "--absolute", "--root", str(project)).returncode == 2  # --absolute needs --for
 
 

@@ -30,7 +30,7 @@ def helper():
     return 1
 '''
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 class Ran(NamedTuple):

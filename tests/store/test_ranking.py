@@ -192,7 +192,7 @@ candidates: up to 0.70, median 0.15, and 0.001-0.05 against 0.6 for the issue's 
 
 def _fillers(count: int) -> list[dict[str, Any]]:
     """Memories of the eval set (evals/retrieval), unanchored, as filler."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evals" / "retrieval"))
     import load
 
     mems = [m for m in load.load_memories(cjk=False) if not m.get("supersedes")]
@@ -243,7 +243,7 @@ def test_the_issue_pair_reads_the_same_relevance_and_order_at_every_store_size(t
 
 @pytest.mark.parametrize("qid", ["q021", "q069", "q073"])
 def test_an_answer_reads_the_same_relevance_in_a_store_of_1_2_10_or_200_memories(tmp_path: Path, qid: str) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evals" / "retrieval"))
     import load
 
     q = next(q for q in load.load_queries() if q["id"] == qid)

@@ -13,7 +13,7 @@ from anchorfs.anchor import symbols
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 from anchorfs.anchor.symbols import MAX_PARSE_BYTES, Symbol, find_symbol, language_for, list_symbols
 
-FIXTURES = Path(__file__).parent / "fixtures" / "symbols"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "symbols"
 
 
 def _read(name: str) -> bytes:

@@ -112,7 +112,7 @@ def test_hashing_deterministic_across_processes() -> None:
     )
     expected = _probe_values(HashingEmbedder())
     assert len(expected[0]) > 10
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     results = []
     for seed in ("1", "4242"):
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(root))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evals" / "retrieval"))
 import load  # noqa: E402  (evals/retrieval/load.py)
 
 

@@ -26,7 +26,7 @@ from anchorfs.store.ranking import (SearchRow, bm25_units, calibrated_relevance,
 from anchorfs.store.table import embed_text, search_text
 from anchorfs.core.textutil import compound_keys, search_terms
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evals" / "retrieval"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evals" / "retrieval"))
 import load  # noqa: E402  (evals/retrieval/load.py, shared with scripts/bench_retrieval.py)
 
 # Measured 2026-12-02 with the default (hashing) embedder on this test's build (one batch;
