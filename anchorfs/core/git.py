@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path  # annotations only: costly to import in a commit hook
 
 __all__ = [
-    "run_git", "read_git", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
+    "run_git", "read_git", "read_git_each", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
     "head_and_dirty", "dirty_paths", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change",
     "tree_changes", "worktree_changes", "branches_containing", "is_tracked",
 ]
@@ -73,30 +73,43 @@ def read_git(cwd: str | os.PathLike[str], *args: str) -> bytes:
     """git's stdout for a command whose failure reads as no output (stderr discarded, no stdin),
     spawned without importing `subprocess` (costly for a hook); `run_git(..., check=False)`
     where `posix_spawnp` is missing."""
+    return read_git_each(cwd, args)[0]
+
+
+def read_git_each(cwd: str | os.PathLike[str], *commands: Sequence[str]) -> list[bytes]:
+    """`read_git` of each command, all started at once: each waits only for its own output to
+    be read, so they run side by side (the move search's rename diff and untracked listing)."""
     spawn = getattr(os, "posix_spawnp", None)
     if spawn is None:
-        return run_git(cwd, *args, check=False)
-    out_r, out_w = os.pipe()  # both close-on-exec: the child keeps only its dup as stdout
+        return [run_git(cwd, *args, check=False) for args in commands]
+    started: list[tuple[int, int]] = []
     try:
-        # `-C`: as if started there (posix_spawnp has no cwd before Python 3.13)
-        pid = spawn("git", ["git", "-C", os.fspath(cwd), *args], git_env(), file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, out_w, 1),
-            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-        ])
-    except FileNotFoundError as exc:  # no git on this machine
-        os.close(out_r)
-        raise HistoryError("git is not installed") from exc
+        for args in commands:
+            out_r, out_w = os.pipe()  # both close-on-exec: the child keeps only its dup as stdout
+            try:
+                # `-C`: as if started there (posix_spawnp has no cwd before Python 3.13)
+                pid = spawn("git", ["git", "-C", os.fspath(cwd), *args], git_env(), file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, out_w, 1),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ])
+            except FileNotFoundError as exc:  # no git on this machine
+                os.close(out_r)
+                raise HistoryError("git is not installed") from exc
+            finally:
+                os.close(out_w)
+            started.append((pid, out_r))
+        outs = []
+        for _, out_r in started:
+            chunks = []
+            while chunk := os.read(out_r, 1 << 16):
+                chunks.append(chunk)
+            outs.append(b"".join(chunks))
+        return outs
     finally:
-        os.close(out_w)
-    try:
-        chunks = []
-        while chunk := os.read(out_r, 1 << 16):
-            chunks.append(chunk)
-    finally:
-        os.close(out_r)
-        os.waitpid(pid, 0)
-    return b"".join(chunks)
+        for pid, out_r in started:
+            os.close(out_r)
+            os.waitpid(pid, 0)
 
 
 def toplevel(root: Path) -> Path | None:
@@ -106,7 +119,7 @@ def toplevel(root: Path) -> Path | None:
         if probe.parent == probe:
             return None
         probe = probe.parent
-    out = run_git(root, "rev-parse", "--show-toplevel", check=False).strip()
+    out = read_git(root, "rev-parse", "--show-toplevel").strip()
     from pathlib import Path
 
     return Path(os.fsdecode(out)) if out else None
@@ -265,23 +278,26 @@ class Renames:
     root: `renamed` old -> new (rename detection, working tree and index included), `added`
     the files that appeared (added, copied, renamed to, or untracked and not ignored)."""
 
-    __slots__ = ("renamed", "added")
+    __slots__ = ("renamed", "added", "untracked")
 
     def __init__(self) -> None:
         self.renamed: dict[str, str] = {}
         self.added: list[str] = []
+        self.untracked: list[str] | None = None  # listed too (`renames_since(untracked=True)`)
 
 
 def renames_since(root: Path, commits: Sequence[str], *, untracked: bool = True) -> Renames:
     """Renames and new files between each of `commits` and the working tree, under `root`: one
-    `git diff --cached -M` per distinct commit and, with `untracked`, one `git ls-files --others`.
-    A commit git does not know adds nothing; every answer is a candidate the caller verifies."""
+    `git diff --cached -M` per distinct commit and, with `untracked`, one `git ls-files --others`,
+    run side by side. A commit git does not know adds nothing; every answer is a candidate the
+    caller verifies."""
     found = Renames()
     added: dict[str, None] = {}
-    for commit in dict.fromkeys(commits):
-        # against the index (no stat of the working tree); a plain `mv` shows as untracked below
-        out = run_git(root, "diff", "--cached", "--name-status", "-z", "-M", "--relative", "--no-ext-diff",
-                      commit, "--", check=False)
+    # against the index (no stat of the working tree); a plain `mv` shows as untracked below
+    diffs = [("diff", "--cached", "--name-status", "-z", "-M", "--relative", "--no-ext-diff", commit, "--")
+             for commit in dict.fromkeys(commits)]
+    outs = read_git_each(root, *diffs, *([_UNTRACKED] if untracked else []))
+    for out in outs[:len(diffs)]:
         fields = out.split(b"\0")
         i = 0
         while i < len(fields) - 1:
@@ -297,14 +313,18 @@ def renames_since(root: Path, commits: Sequence[str], *, untracked: bool = True)
                 added[os.fsdecode(fields[i + 1])] = None
             i += 2
     if untracked:
-        added.update(dict.fromkeys(untracked_files(root)))
+        found.untracked = [os.fsdecode(name) for name in outs[-1].split(b"\0") if name]
+        added.update(dict.fromkeys(found.untracked))
     found.added = list(added)
     return found
 
 
+_UNTRACKED = ("ls-files", "--others", "--exclude-standard", "-z")
+
+
 def untracked_files(root: Path) -> list[str]:
     """Files under `root` that git does not track and does not ignore, relative to `root`."""
-    out = run_git(root, "ls-files", "--others", "--exclude-standard", "-z", check=False)
+    out = read_git(root, *_UNTRACKED)
     return [os.fsdecode(name) for name in out.split(b"\0") if name]
 
 

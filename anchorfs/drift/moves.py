@@ -290,7 +290,8 @@ class MoveSearch(FileProbe):
 
     def _git_renames(self, commit: str) -> Any:
         """git's renames and new files since `commit` (`anchorfs.core.git.renames_since`), once per
-        commit per pass; None outside git or when git cannot answer (untracked: `_git_added`)."""
+        commit per pass, the untracked files listed beside the first diff (kept for `_git_added`);
+        None outside git or when git cannot answer."""
         if commit in self._renames:
             return self._renames[commit]
         from pathlib import Path
@@ -304,7 +305,9 @@ class MoveSearch(FileProbe):
             if top == "":
                 top = _TOPS[self.root_real] = toplevel(Path(self.root_real))
             if top is not None:
-                found = renames_since(Path(self.root_real), [commit], untracked=False)
+                found = renames_since(Path(self.root_real), [commit], untracked=self._untracked is None)
+                if found.untracked is not None:  # listed beside the diff: `_git_added` needs them next
+                    self._untracked = found.untracked
         except (HistoryError, OSError):
             found = None
         self._renames[commit] = found

@@ -39,7 +39,8 @@ def many_files(git_repo: Path) -> tuple[Path, str]:
 
 
 class _GitCounter:
-    """Every git process this process starts, by argv (subprocess.run goes through Popen)."""
+    """Every git process this process starts, by argv (subprocess.run goes through Popen,
+    `read_git` through `os.posix_spawnp`)."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
@@ -70,6 +71,14 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[_GitCounter]:
             super().__init__(args, *rest, **kw)
 
     monkeypatch.setattr(subprocess, "Popen", Counting)
+    spawn = os.posix_spawnp  # `read_git` spawns without subprocess
+
+    def counting_spawn(path: Any, argv: Any, *rest: Any, **kw: Any) -> int:
+        if argv and argv[0] == "git":
+            counter.calls.append([str(a) for a in argv])
+        return spawn(path, argv, *rest, **kw)
+
+    monkeypatch.setattr(os, "posix_spawnp", counting_spawn)
     yield counter
 
 
@@ -284,3 +293,29 @@ def test_a_repeated_query_starts_no_git_process(many_files: tuple[Path, str], gi
         again = ws.query("adds", k=10)
     assert git_calls.count == 0
     assert [h.envelope for h in again] == [h.envelope for h in first]
+
+
+def test_git_commands_started_side_by_side_answer_as_one_by_one(many_files: tuple[Path, str],
+                                                               git_calls: _GitCounter) -> None:
+    """`read_git_each` starts every command before reading any (the move search's rename diff
+    and untracked listing), each answer in its command's place; a failing one reads as empty."""
+    from anchorfs.core.git import read_git, read_git_each, renames_since
+
+    root, head = many_files
+    (root / "src" / "m01.py").rename(root / "src" / "new.py")
+    big = "\n".join(f"line {i}" for i in range(40_000))  # past a pipe's buffer: it waits to be read, no deadlock
+    (root / "big.txt").write_text(big)
+    subprocess.run(["git", "add", "-N", "big.txt"], cwd=root, check=True)
+    (root / "staged.txt").write_text(big)
+    subprocess.run(["git", "add", "staged.txt"], cwd=root, check=True)
+    commands = [("rev-parse", "HEAD"), ("show", ":staged.txt"), ("ls-files", "--others", "--exclude-standard", "-z"),
+                ("cat-file", "-p", "nope"), ("show", f"{head}:src/m02.py")]
+    git_calls.reset()
+    together = read_git_each(root, *commands)
+    assert git_calls.count == 5
+    assert together == [read_git(root, *c) for c in commands]
+    assert together[0].strip().decode() == head and together[1].decode() == big and together[3] == b""
+    assert together[2].split(b"\0")[:-1] == [b"src/new.py"]
+    found = renames_since(root, [head])
+    assert found.untracked == ["src/new.py"]
+    assert sorted(found.added) == ["src/new.py", "staged.txt"]  # big.txt: intent to add, in neither
