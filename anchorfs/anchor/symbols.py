@@ -323,6 +323,13 @@ def find_symbol(path: str, source: bytes, name: str) -> Symbol:
     for symbol in symbols:
         if symbol.name == name:
             return symbol
+    if not name.isascii() or not all(s.name.isascii() for s in symbols):
+        import unicodedata  # identifiers compare as Python compares them: NFKC (`he\u0301llo` is `héllo`)
+
+        want = unicodedata.normalize("NFKC", name)
+        for symbol in symbols:
+            if unicodedata.normalize("NFKC", symbol.name) == want:
+                return symbol
     candidates = _suggest(name, [s.name for s in symbols])
     message = f"symbol {name!r} not found in {path}"
     if candidates:

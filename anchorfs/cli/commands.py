@@ -208,14 +208,16 @@ def reindex(ctx: click.Context, root: str | None, as_json: bool, embedder: str |
 @cli.command()
 @_common
 @click.option("--all", "every", is_flag=True, help="List every checked memory, fresh ones too (default: the counts and the others).")
+@click.option("--rehash", is_flag=True, help="Hash every anchored file again, trusting no cached hash (a write the file's "
+              "times do not show: a shared mmap, a hard link written elsewhere).")
 @click.pass_context
-def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool) -> None:
+def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, rehash: bool) -> None:
     """Check every active anchored memory now; exit 90 when any is stale."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         advance, finish = _progress("checking anchors")
         try:
-            report = ws.drift(progress=advance)
+            report = ws.drift(progress=advance, rehash=rehash)
         finally:
             finish()
         d = report.to_dict(every=every)

@@ -149,8 +149,7 @@ class Workspace:
         self.config: Config = load_config(self.root_dir)
         self._embedder_name = embedder or self.config.embedder
         self.ledger = Ledger(self.state_dir)
-        self.cache = (_ReadOnlyCache if read_only else HashCache)(
-            os.path.join(self.state_dir, "manifest.json"), ttl=float(self.config["drift.cache_ttl"]))
+        self.cache = self._hash_cache()
         self._embedder: Embedder | None = None
         self._store: Store | None = None
         self._store_opened = False  # once opened here, writes go through it (see `writes.commit`)
@@ -159,6 +158,11 @@ class Workspace:
         self._in_git: bool | None = None
         self._git_top: tuple[Path, str] | None = None
         self._history_memo: dict[tuple[Any, ...], str | None] = {}
+
+    def _hash_cache(self, ttl: float | None = None) -> HashCache:
+        """The hash cache over `manifest.json` (`drift.cache_ttl`, unless `ttl`); read-only: never written."""
+        ttl = float(self.config["drift.cache_ttl"]) if ttl is None else ttl
+        return (_ReadOnlyCache if self.read_only else HashCache)(os.path.join(self.state_dir, "manifest.json"), ttl=ttl)
 
     @property
     def root(self) -> Path:
@@ -497,17 +501,20 @@ class Workspace:
         column at once when the store is open here, else when it is next opened."""
         return writeback.write_back(self.state_dir, results, store=self._store, read_only=self.read_only)
 
-    def drift(self, *, progress: Callable[[int, int], None] | None = None) -> DriftReport:
+    def drift(self, *, progress: Callable[[int, int], None] | None = None, rehash: bool = False) -> DriftReport:
         """Check every active anchored memory now; a memory whose text `verify --mark` found
         stale counts stale, anchored or not (`DriftReport.with_claims`), while drift.json keeps
-        what the anchors alone say.
+        what the anchors alone say. `rehash`: every anchored file is hashed again, no cached hash
+        trusted (a write its stat does not show: a second write through a shared mmap, a hard
+        link written elsewhere); the hashes found are cached as usual.
 
         A process that has not folded the ledger takes what the pass asks from the fold
         snapshot when it is the whole ledger (`foldsnap.drift_view`): only the memories resting
         on a changed file are built. Otherwise the lists are kept while the fold is the same
         object (a fold is never changed in place): at 100,000 memories picking them out again
         costs as much as the pass itself."""
-        checker = DriftChecker(self.root_real, self.cache, whitespace=str(self.config["drift.whitespace"]))
+        cache = self._hash_cache(ttl=0.0) if rehash else self.cache  # a TTL of 0: no cached hash trusted
+        checker = DriftChecker(self.root_real, cache, whitespace=str(self.config["drift.whitespace"]))
         view = foldsnap.drift_view(self.ledger) if self._fold is None else None
         if view is not None:
             from ..drift.check import plan_of_files
@@ -526,7 +533,9 @@ class Workspace:
                 marked = [m for m in active if m.stale_claims and not m.anchors]
                 self._drift_targets = (state, targets, marked)
             report = checker.check_all(targets, progress)
-        self.cache.save()
+        cache.save()
+        if rehash:
+            self.cache = self._hash_cache()  # the hashes just taken, under the configured TTL
         self._write_back(report)
         return report.with_claims(marked)
 

@@ -37,6 +37,8 @@ def validate(ws: "Workspace", content: str, kind: str | None, tags: Sequence[str
         raise InputError(f"content must be a string, got {type(content).__name__}")
     if not content.strip():
         raise InputError("a memory needs content: empty text given")
+    if "\0" in content:
+        raise InputError("content holds a NUL character (\\0), which no reader of a memory expects; nothing was written")
     cap = int(ws.config["limits.content_chars"])
     if len(content) > cap:
         raise InputError(f"content is {len(content):,} characters, over the limit of {cap:,} "
@@ -55,8 +57,8 @@ def validate(ws: "Workspace", content: str, kind: str | None, tags: Sequence[str
         raise InputError(f"tags must be a list of strings, got {type(tags).__name__}")
     clean: list[str] = []
     for t in tags:
-        if not isinstance(t, str) or not t.strip():
-            raise InputError(f"bad tag {t!r}: tags are non-empty strings")
+        if not isinstance(t, str) or not t.strip() or "\0" in t:
+            raise InputError(f"bad tag {t!r}: tags are non-empty strings without NUL")
         if t.strip() not in clean:
             clean.append(t.strip())
     return content, kind, tuple(clean)

@@ -746,3 +746,16 @@ def test_one_parse_per_file_version(monkeypatch: pytest.MonkeyPatch) -> None:
     symbols_mod.list_symbols("m.py", source + b"\ndef three():\n    pass\n")  # a new version: parsed
     assert calls == ["m.py", "m.py"]
     symbols_mod._cached_symbols.cache_clear()
+
+
+def test_a_symbol_spelled_in_another_unicode_form_is_the_same_name(tmp_path: Path) -> None:
+    """Python compares identifiers as NFKC: `he\\u0301llo` (NFD) names `héllo` (issue 37, item 9)."""
+    import anchorfs
+
+    (tmp_path / "greet.py").write_text("def h\u00e9llo():\n    return 1\n", encoding="utf-8")
+    anchorfs.init(tmp_path)
+    with anchorfs.open(tmp_path) as ws:
+        m = ws.record("greets", anchors=["greet.py#he\u0301llo"])
+        assert ws.check(m).drift is anchorfs.Drift.FRESH
+    found = find_symbol("greet.py", (tmp_path / "greet.py").read_bytes(), "he\u0301llo")
+    assert (found.name, found.start_line) == ("h\u00e9llo", 1)

@@ -379,3 +379,18 @@ def test_a_file_deleted_mid_hash_is_deleted(root: Path, monkeypatch: pytest.Monk
     cache = HashCache(root / ".anchorfs" / "manifest.json")
     assert check(root, ref, cache).verdict is Verdict.DELETED
     assert "notes.txt" not in cache._entries
+
+
+def test_a_nul_in_text_or_tags_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """A NUL would reach every reader of the memory (issue 37, item 9): one clear error, no line."""
+    import anchorfs
+    from anchorfs.core.errors import InputError
+
+    anchorfs.init(tmp_path)
+    ledger = tmp_path / ".anchorfs" / "ledger.jsonl"
+    with anchorfs.open(tmp_path) as ws:
+        for bad in ({"content": "deploy\0 with --force"}, {"content": "ok", "tags": ["a\0b"]}):
+            with pytest.raises(InputError, match="NUL"):
+                ws.record(**bad)
+        assert not ledger.exists() or ledger.read_bytes() == b""
+        assert ws.list() == []
