@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..drift import DriftReport, MemoryDrift
-    from ..core.model import AnchorCheck, Drift, Memory
+    from ..core.model import Memory
     from ..sdk.workspace import Workspace
 
 __all__ = ["DIGEST_KEY", "digest", "session_start"]
@@ -32,23 +32,17 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     """The session-start digest: stale memories first (with what to do), then unknown ones, then
     the fresh and unanchored ones most recent first (then most anchored: there is no search
     here), cut to `limit` characters (`hook.digest_chars`, 2,000 by default) saying how many
-    were left out. Empty when the workspace holds no active memory."""
-    return _digest(ws, limit)[0]
+    were left out. Empty when the workspace holds no active memory. The anchored ones are
+    checked now (and their drift persisted)."""
+    mems = ws.list(status="active")
+    if not mems:
+        return ""
+    return _compose(ws, limit, ws.drift(), mems)
 
 
 def _newest(m: "Memory") -> tuple[float, int, str]:
     """Most recent first, then most anchored, then by id (no two alike)."""
     return (-(m.verified_at or m.recorded_at).timestamp(), -len(m.anchors), m.id)
-
-
-def _digest(ws: "Workspace", limit: int | None = None) -> tuple[str, "DriftReport | None"]:
-    """(the digest, the drift report it rests on): every active memory, the anchored ones
-    checked now (and their drift persisted)."""
-    mems = ws.list(status="active")
-    if not mems:
-        return "", None
-    report = ws.drift()
-    return _compose(ws, limit, report, mems), report
 
 
 _TITLES = (
@@ -86,15 +80,9 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
 
 def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime") -> str:
     from ..core.model import Drift
-
-    drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
-    return _line_of(memory, drift, checks, expiry_days, now)
-
-
-def _line_of(memory: "Memory", drift: "Drift", checks: "tuple[AnchorCheck, ...]", expiry_days: float,
-             now: "datetime") -> str:
     from ..drift.report import envelope
 
+    drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
     env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
     return f"- {memory.id} {env} {_one_line(memory.content)}"
 
@@ -129,12 +117,9 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
     """The SessionStart hook's stdout: the digest as `additionalContext`; "" when nothing to say."""
-    return _session_output(digest(ws))
-
-
-def _session_output(text: str) -> str:
     import orjson
 
+    text = digest(ws)
     if not text:
         return ""
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}

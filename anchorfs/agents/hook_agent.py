@@ -1,13 +1,10 @@
 """The agent hooks (Claude Code's `SessionStart` and `PostToolUse`, wired by `anchorfs.agents.hosts`).
 
-`session_start` hands the session a capped digest of the stale memories first, then the most
-recent fresh ones (`anchorfs.agents.digest`); `post_edit` re-checks only the memories anchored to the
-file an edit touched and names those it made stale, with the next step. Both read the ledger
-fold, the hash cache and the drift checker only (LanceDB is never imported: there is no search
-at a hook). They fail open: whatever goes wrong, the session goes on (exit 0, one line on
-stderr), and they print nothing when there is nothing to say. `agent_main` is what
-`anchorfs hook session-start` and `anchorfs hook post-edit` run, reached from
-`anchorfs.__main__` before click is imported.
+`session_start` hands the session a capped digest (`anchorfs.agents.digest`); `post_edit`
+re-checks only the memories anchored to the file an edit touched and names those it made stale,
+with the next step. Neither imports LanceDB (no search at a hook). They fail open (exit 0, one
+line on stderr) and print nothing when there is nothing to say. `agent_main` runs them for
+`anchorfs hook session-start|post-edit`, reached from `anchorfs.__main__` before click is imported.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ if TYPE_CHECKING:
     from .watch import DriftEvent
     from ..sdk.workspace import Workspace
 
-__all__ = ["AGENT_EVENTS", "DIGEST_KEY", "agent_args", "agent_main", "session_start", "post_edit",
-           "digest"]
+__all__ = ["AGENT_EVENTS", "DIGEST_KEY", "agent_args", "agent_main", "session_start", "post_edit", "digest"]
 
 AGENT_EVENTS = ("session-start", "post-edit")
 _STDIN_LIMIT = 4 << 20  # a hook's JSON is small; a runaway producer is not read to the end
@@ -153,9 +149,7 @@ def _post_edit_output(rel: str, events: list["DriftEvent"]) -> str:
 
 def agent_main(event_name: str, root: str | None = None) -> int:
     """Run one agent hook as the host runs it: the hook's JSON on stdin, the answer on stdout.
-
-    Always 0: a broken workspace (or stdin) is one line on stderr, never a blocked session.
-    """
+    Always 0: a broken workspace (or stdin) is one line on stderr, never a blocked session."""
     try:
         event = _read_stdin()
         found = _find_root(root, event)

@@ -1,16 +1,13 @@
 """Watch mode: re-check memories the moment the files under them change.
 
 `watch` follows the workspace with watchfiles and, for each batch of changes to anchored
-files, re-checks only the memories resting there. A drift transition (fresh -> stale,
-stale -> fresh, ...) is reported once: to a callback (the terminal) and as one JSON line in
-`.anchorfs/events.jsonl`, which the git hook appends to as well. "Once" holds across the
-watcher, the hook and every other reader because the transition is judged against the
-persisted last drift, read and written under a lock on the events file.
+files, re-checks only the memories resting there. A drift transition (fresh -> stale, ...) is
+reported once, to a callback and as one JSON line in `.anchorfs/events.jsonl` (which the hooks
+append to as well): it is judged against the persisted last drift, under a lock on that file.
 
-The hash cache is kept warm: a file hashed right after an edit is "racy" (its hash cannot be
-trusted from the cache, see `hashing`), so the watcher hashes it again once the timestamp
-granularity has passed, and refreshes every anchored file before the cache TTL ends. The next
-`query` then costs one `stat` per anchor.
+The hash cache is kept warm: a file hashed right after an edit is "racy" (not trusted from the
+cache), so it is hashed again once the timestamp granularity has passed, and every anchored file
+is refreshed before the cache TTL ends.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
-
 
 from ..anchor.anchors import STATE_DIR
 from ..core.errors import AnchorfsError, WorkspaceError
@@ -52,8 +48,7 @@ _UNKNOWN = (Verdict.UNREADABLE, Verdict.UNSAFE)
 
 
 class DriftEvent(Value):
-    """One memory's drift changed: `before` -> `after`, seen by `source` ("watch" or "hook").
-    A `model.Value`, not a dataclass: a hook that reports a drift change builds no class."""
+    """One memory's drift changed: `before` -> `after`, seen by `source` ("watch" or "hook")."""
 
     __slots__ = ("at", "id", "before", "after", "source", "detail", "content")
     at: datetime
@@ -70,15 +65,8 @@ class DriftEvent(Value):
             object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "at": to_iso(self.at),
-            "id": self.id,
-            "from": self.before,
-            "to": self.after,
-            "source": self.source,
-            "detail": self.detail,
-            "content": self.content,
-        }
+        return {"at": to_iso(self.at), "id": self.id, "from": self.before, "to": self.after, "source": self.source,
+                "detail": self.detail, "content": self.content}
 
 
 def _detail(md: "MemoryDrift") -> str:
@@ -114,8 +102,7 @@ def record_transitions(ws: "Workspace", paths: Iterable[str] | None = None, *, s
 
 
 def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, source: str) -> list[DriftEvent]:
-    """One event per (drift before, drift now) transition, appended to the events log held
-    open (and locked) at `fd`: the watcher's and the hooks' one way of writing them."""
+    """One event per (drift before, drift now) transition, appended to the events log locked at `fd`."""
     now = utcnow()
     events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
               for before, md in changed]
@@ -146,12 +133,8 @@ def read_events(ws: "Workspace", *, limit: int | None = None) -> list[dict[str, 
 
 
 class _Index:
-    """Which workspace paths matter: anchored files and the folders holding them.
-
-    Rebuilt only when the ledger grows (a memory recorded while watching is followed at once).
-    Anchor paths are stored resolved (symlinks followed at write time), so they are the paths
-    the file system reports changes on.
-    """
+    """Which workspace paths matter: anchored files and the folders holding them, rebuilt when
+    the ledger grows. Anchor paths are stored resolved, as the file system reports changes."""
 
     def __init__(self, ws: "Workspace") -> None:
         self.ws = ws
@@ -196,26 +179,17 @@ def _relative(root_real: str, path: str) -> str | None:
     return rel.replace(os.sep, "/")
 
 
-def watch(
-    ws: "Workspace",
-    *,
-    on_event: Callable[[DriftEvent], None] | None = None,
-    on_ready: Callable[[int, int], None] | None = None,
-    stop_event: threading.Event | Any | None = None,
-    ignore_dirs: Sequence[str] = IGNORE_DIRS,
-    debounce_ms: int = 400,
-    tick_ms: int = 1000,
-    rewarm_after: float | None = None,
-    refresh_every: float | None = None,
-    force_polling: bool | None = None,
-) -> None:
+def watch(ws: "Workspace", *, on_event: Callable[[DriftEvent], None] | None = None,
+          on_ready: Callable[[int, int], None] | None = None, stop_event: threading.Event | Any | None = None,
+          ignore_dirs: Sequence[str] = IGNORE_DIRS, debounce_ms: int = 400, tick_ms: int = 1000,
+          rewarm_after: float | None = None, refresh_every: float | None = None,
+          force_polling: bool | None = None) -> None:
     """Follow the workspace until `stop_event` is set (or Ctrl-C), reporting drift transitions.
 
-    A first pass re-checks every anchored memory, reporting what changed while nobody was
-    watching; `on_ready(memories, files)` is called once the watcher is live. `rewarm_after`
-    (seconds, default: the cache's timestamp granularity plus a margin) is how long after an
-    edit a file is hashed again to warm the cache; `refresh_every` (default: 80% of the cache
-    TTL; 0 turns it off) re-hashes every anchored file, which also catches any event missed.
+    A first pass reports what changed while nobody was watching; `on_ready(memories, files)` is
+    called once the watcher is live. `rewarm_after` (seconds, default: the timestamp granularity
+    plus a margin): when a file is hashed again after an edit; `refresh_every` (default: 80% of
+    the cache TTL; 0: off) re-hashes every anchored file, which also catches any event missed.
     """
     import watchfiles
 

@@ -27,7 +27,7 @@ from ..core.statedir import STATE_DIR
 __all__ = ["STATE_DIR", "MAX_FILE_BYTES", "SCAN_BUDGET_BYTES", "parse_spec", "parse_markers", "resolve_path",
            "is_state_name", "take", "narrowed_text", "judge", "judge_at", "narrowed_tokens", "text_hash",
            "anchored_text", "code_vocabulary", "defined_names", "name_keys", "MAX_READ_BYTES",
-           "MAX_ANCHOR_CHARS", "MAX_MEMORY_CHARS"]
+           "MAX_ANCHOR_CHARS", "MAX_MEMORY_CHARS", "nearest_block", "old_text"]
 
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -320,6 +320,62 @@ def _find_block(lines: list[bytes], n: int, want: str, near: int, *,
                 if sha256(view[a:b]).digest() == target:
                     return (i + 1, i + n), True
         d += 1
+
+
+NEAREST_RATIO = 0.6
+"""How alike (difflib's ratio) a block must be to a line anchor's old text to be called its
+place now: below it, the text is not taken to be anywhere."""
+_NEAREST_REACH = 8  # lines looked at around the aligned place, past the block's own length
+
+
+def nearest_block(data: bytes, then: bytes, lines: tuple[int, int]) -> tuple[int, int] | None:
+    """Where the text at `lines` of `then` (the file as it was) stands in `data` now, as many
+    lines as it had: the place the lines around it align it to (a line diff of the two
+    files), when that block is still alike enough (`NEAREST_RATIO`); else the most alike block
+    near there, the closest among equals; None when none is alike enough, or its lines were
+    deleted with nothing in their place. Where a changed line anchor's text went: a supersede re-takes it
+    there, a stale verdict names it."""
+    import difflib
+
+    old, new = _split_lines(then), _split_lines(data)
+    a, b = lines
+    n = b - a + 1
+    if not 1 <= a <= b <= len(old) or len(new) < n:
+        return None
+    aligned = None
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
+        if i1 <= a - 1 < i2:
+            if tag == "delete":  # its lines went, nothing took their place: not here any more
+                return None
+            aligned = j1 + (a - 1 - i1 if tag == "equal" else min(a - 1 - i1, j2 - j1 - 1))
+            break
+    if aligned is None:
+        return None
+    aligned = min(aligned, len(new) - n)
+    match = difflib.SequenceMatcher(None, autojunk=False)
+    match.set_seq2(b"\n".join(old[a - 1:b]).decode("utf-8", "replace"))
+
+    def alike(i: int) -> float:
+        match.set_seq1(b"\n".join(new[i:i + n]).decode("utf-8", "replace"))
+        return match.ratio() if match.quick_ratio() >= NEAREST_RATIO else 0.0
+
+    if alike(aligned) >= NEAREST_RATIO:
+        return aligned + 1, aligned + n
+    reach = n + _NEAREST_REACH
+    best = max(((alike(i), -abs(i - aligned), -i) for i in range(max(0, aligned - reach),
+                                                                 min(len(new) - n, aligned + reach) + 1)),
+               default=(0.0, 0, 0))
+    return (-best[2] + 1, -best[2] + n) if best[0] >= NEAREST_RATIO else None
+
+
+def old_text(ref: AnchorRef, then: bytes | None) -> bytes | None:
+    """A line anchor's text as it was taken, from `then` (its file's bytes at `ref.commit`),
+    when that file is the one it was taken from (its hash) and the lines hash as recorded."""
+    if then is None or not ref.lines or sha256_bytes(then) != ref.sha256:
+        return None
+    a, b = ref.lines
+    text = _lines_text(_split_lines(then), a, b)
+    return text if text_hash(text) == ref.content_hash else None
 
 
 def judge(ref: AnchorRef, data: bytes, *, strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:

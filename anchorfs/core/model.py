@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from operator import attrgetter
 from enum import StrEnum
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from .errors import InputError
@@ -631,22 +630,38 @@ def claim_key(content: str, kind: str, anchors: "tuple[AnchorRef, ...]") -> tupl
 
 # -- a query result -------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(Value):
     """One query result. `relevance` in [0, 1] is how well the memory matches the query;
     `score = relevance x drift factor x age factor` orders the results; `weak` marks a
-    relevance under the floor (`search.relevance_floor`): the closest thing, not an answer."""
+    relevance under the floor (`search.relevance_floor`): the closest thing, not an answer;
+    `conflict` the ids standing against this memory in a fork (`Workspace.conflicts`)."""
 
+    __slots__ = ("memory", "similarity", "score", "drift", "checks", "envelope", "relevance", "weak", "conflict")
     memory: Memory
     similarity: float
     score: float
     drift: Drift
     checks: tuple[AnchorCheck, ...]
     envelope: str
-    relevance: float = 1.0
-    weak: bool = False
-    conflict: tuple[str, ...] = ()
-    """The ids standing against this memory in a fork (`Workspace.conflicts`); empty when none."""
+    relevance: float
+    weak: bool
+    conflict: tuple[str, ...]
+
+    def __init__(self, memory: Memory, similarity: float, score: float, drift: Drift,
+                 checks: tuple[AnchorCheck, ...], envelope: str, relevance: float = 1.0, weak: bool = False,
+                 conflict: tuple[str, ...] = ()) -> None:
+        cls = self.__class__
+        _set(self, "__class__", cls._Open)  # see `Value._Open`
+        self.memory = memory
+        self.similarity = similarity
+        self.score = score
+        self.drift = drift
+        self.checks = checks
+        self.envelope = envelope
+        self.relevance = relevance
+        self.weak = weak
+        self.conflict = conflict
+        self.__class__ = cls
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory

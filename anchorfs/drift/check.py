@@ -1,14 +1,13 @@
 """The drift pass: re-check anchors through the hash cache, judge memories, demote scores.
 
 This runs on every read, so the common case (nothing moved) costs one `lstat` per anchored
-file: the whole-file hash comes from the racy-safe cache, folders are checked once per pass,
-and a file is only read again when its stat moved. `check` does one memory (a query's hits);
-`check_all` does a whole workspace in batches whose files the cache vouches for at once.
-Staleness needs positive evidence: an anchor we cannot read is `unknown`, never `stale`.
+file: the hash comes from the racy-safe cache, folders are checked once per pass, and a file is
+read again only when its stat moved. `check` does one memory (a query's hits); `check_all` a
+whole workspace, planned per file (`_Plan`). Staleness needs positive evidence: an anchor we
+cannot read is `unknown`, never `stale`.
 
-`DriftChecker` stands on `MoveSearch` (`anchorfs.drift.moves`: where moved content went), which
-stands on `FileProbe` (`anchorfs.drift.probe`: the pass's files, located, hashed and read once);
-the batch pass's plan is `anchorfs.drift.check`, its results `anchorfs.drift.report`.
+`DriftChecker` stands on `MoveSearch` (`drift.moves`: where moved content went), which stands on
+`FileProbe` (`drift.probe`: the pass's files, located, hashed and read once); results are `drift.report`'s.
 """
 
 from __future__ import annotations
@@ -46,6 +45,12 @@ _CHUNK = 4096
 """Files hashed per call in a cold whole-workspace pass: paces the progress bar."""
 _THEN_TOKENS: dict[tuple[str, AnchorRef], str | None] = {}
 """Token hashes of anchors recorded without one, read back from git's blob of then."""
+_THEN_BLOBS: dict[tuple[str, str, str], bytes | None] = {}
+"""(root, commit, path) -> the file as committed then (`DriftChecker.then_of`)."""
+
+
+def _span(lines: tuple[int, int]) -> str:
+    return str(lines[0]) if lines[0] == lines[1] else f"{lines[0]}-{lines[1]}"
 
 
 class DriftChecker(MoveSearch):
@@ -101,11 +106,8 @@ class DriftChecker(MoveSearch):
         return AnchorCheck(ref, probe.verdict, detail)
 
     def _changed(self, ref: AnchorRef, st: os.stat_result, sha: str) -> AnchorCheck | None:
-        """The file's hash moved (it is `sha` now): judge a narrowed anchor by its own text.
-
-        The file is read through the guarded open, held to the stat its hash was taken with:
-        None when it was swapped or removed since (the caller checks it afresh).
-        """
+        """The file's hash moved (it is `sha` now): judge a narrowed anchor by its own text, read
+        held to the stat its hash was taken with; None when swapped or removed since (check afresh)."""
         if not ref.symbol and not ref.lines:
             return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
         return self._judged(ref, st)
@@ -133,30 +135,58 @@ class DriftChecker(MoveSearch):
         verdict, detail, where = judge(ref, data, strict=self.strict)
         if verdict is Verdict.CHANGED and not ref.token_hash and self._same_tokens_as_then(ref, data, where):
             return AnchorCheck(ref, Verdict.REFORMATTED, f"{ref.spec} reformatted: same tokens, other layout", where)
+        if verdict is Verdict.CHANGED and ref.lines and where is None:
+            where = self._nearest(ref, data)
+            if where is not None and where != ref.lines:  # the old number alone would send a reader elsewhere
+                detail = f"{detail} (was {_span(ref.lines)}, nearest now {_span(where)})"
         return AnchorCheck(ref, verdict, detail, where)
 
+    def _nearest(self, ref: AnchorRef, data: bytes) -> tuple[int, int] | None:
+        """Where a changed line anchor's text is best matched now (`anchors.nearest_block`), from
+        its text of then read back from git; None without it or without a close enough block."""
+        from ..anchor.anchors import nearest_block, old_text
+
+        then = self.then_of(ref)
+        if then is None or ref.lines is None or old_text(ref, then) is None:
+            return None
+        return nearest_block(data, then, ref.lines)
+
+    def then_of(self, ref: AnchorRef) -> bytes | None:
+        """The anchor's file as committed at `ref.commit` when it was recorded clean, else None
+        (one `git cat-file` per anchor and process: a commit's blob never changes)."""
+        if not ref.commit or ref.dirty is not False:
+            return None
+        key = (self.root_real, ref.commit, ref.path)
+        if key in _THEN_BLOBS:
+            return _THEN_BLOBS[key]
+        from ..core.errors import HistoryError
+        from ..core.git import read_git
+
+        try:
+            then: bytes | None = read_git(self.root_real, "cat-file", "blob", f"{ref.commit}:./{ref.path}") or None
+        except (HistoryError, OSError):
+            return None
+        with _followed_lock:
+            if len(_THEN_BLOBS) >= 64:  # a pass over many stale anchors keeps the last few files
+                _THEN_BLOBS.clear()
+            _THEN_BLOBS[key] = then
+        return then
+
     def _same_tokens_as_then(self, ref: AnchorRef, data: bytes, where: tuple[int, int] | None) -> bool:
-        """For an anchor recorded without a token hash: whether its text has the tokens it had,
-        the text of then read back from git (the file at the anchor's commit, when it was
-        committed as it was hashed: its sha256 must match). One `git cat-file` per such anchor,
-        only when its bytes changed; never with `drift.whitespace = "strict"`."""
+        """For an anchor recorded without a token hash: whether its text has the tokens it had at
+        its commit (read back from git, its sha256 matching); never with `drift.whitespace = "strict"`."""
         from ..anchor.anchors import narrowed_tokens
         from ..anchor.symbols import language_for
 
         if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
             return False
-        from ..core.errors import HistoryError
-        from ..core.git import run_git
         from ..core.guard import sha256_bytes
 
         key = (self.root_real, ref)
         if key in _THEN_TOKENS:  # a commit's blob never changes: once per process
             old = _THEN_TOKENS[key]
         else:
-            try:
-                then = run_git(self.root_real, "cat-file", "blob", f"{ref.commit}:./{ref.path}", check=False)
-            except (HistoryError, OSError):
-                return False
+            then = self.then_of(ref)
             old = narrowed_tokens(ref, then) if then and sha256_bytes(then) == ref.sha256 else None
             with _followed_lock:
                 if len(_THEN_TOKENS) >= drift_moves._FOLLOWED_KEPT:  # the moves' bound: one knob for both
@@ -174,26 +204,19 @@ class DriftChecker(MoveSearch):
 
     def check_all(self, memories: Sequence[Memory],
                   progress: Callable[[int, int], None] | None = None) -> DriftReport:
-        """`check` over many memories: the batch form, for whole-workspace passes.
-
-        The pass follows files, not memories: the hash cache vouches for each distinct anchored
-        file once (`_vouched`: one `lstat` each, compared in one C loop), the folders on their
-        way are checked once (`_odd_dirs`), and where a file's hash is the one every anchor on it
-        recorded, none of those memories is looked at. Only memories resting on a file it
-        cannot vouch for (or whose anchors disagree on its hash) take `check`. What the set of
-        memories asks (`_Plan`) is derived once and kept while the same memories come back.
-        """
+        """`check` over many memories, for whole-workspace passes. The pass follows files: the
+        cache vouches for each distinct anchored file once (`_vouched`), its folders are checked
+        once (`_odd_dirs`), and only memories resting on a file it cannot vouch for (or whose
+        anchors disagree on its hash) take `check`. The plan (`_Plan`) is kept between passes."""
         checked = list(memories)
         return self.check_planned(_plan_of(self.root_real, checked), checked, progress)
 
     def check_planned(self, plan: _Plan, checked: Sequence[Memory],
                       progress: Callable[[int, int], None] | None = None, *, claims: Sequence[int] | None = None,
                       paths: list[str] | None = None) -> DriftReport:
-        """`check_all` of the memories `plan` was made for (`checked`, by position): only the
-        memories resting on a file the cache cannot vouch for are read out of `checked`, so it
-        may build them on demand (`driftplan`: a new process's pass builds no fresh memory;
-        `claims` and `paths` are then what the report would otherwise read off every memory,
-        see `DriftReport._of`)."""
+        """`check_all` of the memories `plan` was made for (`checked`, by position): only those on
+        a file the cache cannot vouch for are read from `checked`, so it may build them on demand
+        (`claims` and `paths`: what the report would otherwise read off every memory)."""
         total = len(checked)
         hashes = self._vouched(plan, progress, total)
         want = plan.want
@@ -220,13 +243,8 @@ class DriftChecker(MoveSearch):
     def _vouched(self, plan: _Plan, progress: Callable[[int, int], None] | None = None,
                  total: int = 0) -> list[str | None]:
         """Per distinct file of the plan, the hash the cache vouches for after one `lstat`, or None.
-
-        Only plain paths qualify (see `_plan_of`), and only under folders that are still their
-        own realpath (`_odd_dirs`, on every pass). A symlinked file is `lstat`-ed as the link,
-        which never matches its cached target, so links always take the careful route in
-        `_locate`. Files the cache has no word on are hashed here, stat in hand, `_CHUNK` at a
-        time (each chunk a tick of the progress bar).
-        """
+        Only plain paths under folders still their own realpath (`_odd_dirs`) qualify; a link never
+        matches its cached target. Files the cache has no word on are hashed here, `_CHUNK` at a time."""
         fulls = plan.fulls_under(self._odd_dirs(plan))
         gone = self._gone_paths()
         if gone:  # followed before: stat the root in their place (see `_GONE`), never vouched for
@@ -260,13 +278,9 @@ class DriftChecker(MoveSearch):
         return hashes
 
     def _odd_dirs(self, plan: _Plan) -> frozenset[str]:
-        """The plan's folders that are not their own realpath (a link on the way down) or are
-        the state folder: files under them take the careful route.
-
-        Every folder is `lstat`-ed on every pass: in one C loop against the stats the last
-        full check judged them by (a folder swapped for a link is another inode, so it never
-        matches), and the folders gone then must still be gone. Anything else, or no C loop,
-        judges each folder again from one `lstat` and keeps those stats for the next pass."""
+        """The plan's folders that are not their own realpath (a link on the way down) or are the
+        state folder: files under them take the careful route. Every folder is `lstat`-ed each
+        pass, in one C loop against the stats the last full check kept; any change judges them again."""
         from . import hashcache as hashing
 
         loop = hashing._statmatch
@@ -316,10 +330,8 @@ class DriftChecker(MoveSearch):
         return odd
 
     def _plain(self, rel_dir: str) -> bool:
-        """Whether a workspace folder is its own realpath (no link on the way down from the root)
-        and not `.anchorfs/`: then a file's path under it needs no resolving. A folder that is
-        gone counts as plain: its files' `lstat` fails and they take the careful route. Judged
-        from the `lstat` `_odd_dirs` took of it, when it took one."""
+        """Whether a workspace folder is its own realpath (no link on the way down) and not
+        `.anchorfs/`, so a path under it needs no resolving; a folder gone counts as plain."""
         known = self._plain_dirs.get(rel_dir)
         if known is not None:
             return known
@@ -342,8 +354,6 @@ class DriftChecker(MoveSearch):
         self._plain_dirs[rel_dir] = plain
         return plain
 
-
-# -- The batch pass's plan: what a set of memories asks of the file system (`_Plan`: the
 
 _SHA = attrgetter("sha256")
 _HEAD = itemgetter(0)
@@ -371,15 +381,13 @@ class _Plan:
         self.at = at  # distinct path -> its position in `uniq`
         self.always = always  # memories with no anchor: `check` says so on every pass
         self.folders: tuple[list[str], bytes, frozenset[str], list[str]] | None = None
-        self.owners_of = owners_of  # distinct path's position -> its memories' positions, when known (a snapshot's plan)
+        self.owners_of = owners_of  # distinct path's position -> its memories' positions (a snapshot's plan)
         self._owners: list[list[int]] | None = None
         self._under: tuple[frozenset[str], list[str | None]] | None = None
 
     def suspects(self, bad: list[int]) -> list[int]:
-        """The memories (positions, in order) resting on any of these files, and the unanchored.
-
-        A few files are looked for along the anchors' paths (one scan in C each); more build
-        the map of every file's memories once, kept with the plan."""
+        """The memories (positions, in order) resting on any of these files, and the unanchored:
+        a few files are scanned for, more build the map of every file's memories (kept)."""
         paths, owner = self.paths, self.owner
         found: set[int] = set(self.always)
         if self.owners_of is not None:
@@ -419,16 +427,13 @@ class _Plan:
 _PLANS: OrderedDict[tuple[str, int], _Plan] = OrderedDict()
 _PLANS_KEPT = 8
 _PLAN_MIN = 64
-"""Sets smaller than this (a query's hits) are planned afresh each time: cheap, and they would
-push a workspace's whole-set plan out of `_PLANS`."""
+"""Smaller sets (a query's hits) are planned afresh: cheap, and kept out of `_PLANS`."""
 _plans_lock = allocate_lock()
 
 
 def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:
     """The plan of a set of memories, reused while the same memory objects come back in the
-    same order (a long-lived process checks the same memories pass after pass, and a fold
-    keeps the objects of unchanged memories): only their files' stats can have changed. Any
-    other set (a memory recorded, superseded, re-anchored: another object) is planned afresh."""
+    same order (a fold keeps unchanged memories' objects); any other set is planned afresh."""
     key = (root_real, len(memories))
     plan = _PLANS.get(key) if len(memories) >= _PLAN_MIN else None
     if plan is not None and all(map(is_, plan.memories, memories)):  # held: their ids are not reused
@@ -462,9 +467,8 @@ def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:
 
 def plan_of_files(root_real: str, uniq: list[str], want: list[str | None],
                   owners_of: Callable[[int], Iterable[int]]) -> _Plan:
-    """The plan of a set of anchored memories from what it asks alone (`foldsnap.SnapPlan`: the
-    distinct paths in order of first use, the hash their anchors recorded, the memories on
-    each): the same plan `_plan_of` derives from the memories, without one of them built."""
+    """`_plan_of`'s plan from what the memories ask alone (`foldsnap.DriftView`: distinct paths,
+    the hash their anchors recorded, the memories on each), without one memory built."""
     fulls, dirs = _places(root_real, uniq)
     return _Plan([], [], None, uniq, want, fulls, dirs, dict(zip(uniq, range(len(uniq)))), [], owners_of)
 

@@ -48,6 +48,22 @@ _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
 
 
+DISTINCT_WORDS = (6, 4)
+"""Words (runs of letters, digits, `_`) a line anchor's text needs, on one line and on two or
+more, before its copy in another file counts as the text moved there: `import "math/rand"` or
+`get errors() {` sit in many files, so finding one elsewhere says nothing (git's own rename of
+the file still does)."""
+
+
+def _distinctive(data: bytes, lines: tuple[int, int] | None) -> bool:
+    import re
+
+    if lines is None:
+        return False
+    text = b"\n".join(data.split(b"\n")[lines[0] - 1:lines[1]])
+    return len(re.findall(rb"\w+", text)) >= DISTINCT_WORDS[lines[1] > lines[0]]
+
+
 class MoveSearch(FileProbe):
     """The moved-content search of one drift pass (git answers, walk of the root, read budget)."""
 
@@ -200,7 +216,8 @@ class MoveSearch(FileProbe):
                 if data is None or (leaf is not None and leaf not in data):
                     continue
                 found = self._judge_in(ref, path, data)
-                if found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED):
+                if (found is not None and found.verdict in (Verdict.MOVED, Verdict.REFORMATTED)
+                        and (ref.symbol or _distinctive(data, found.lines_now))):
                     return found
                 if (gone and evidence is None and ref.symbol and found is not None and found.verdict is Verdict.CHANGED
                         and (renames is not None or self._newer([path], since))):  # new since: a candidate

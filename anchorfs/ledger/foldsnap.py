@@ -1,34 +1,25 @@
 """The fold snapshot: `.anchorfs/fold.snap`, the folded ledger kept between processes.
 
-Every process used to fold the whole ledger (`ledger.fold`: parse each line, check each
-snapshot, order the entries), which is most of a one-shot `record`, of the agent hooks and of
-the post-commit hook on a large ledger. The snapshot keeps what the fold gave (each memory's
-snapshot, and what `FoldState` needs to stay order-free: the heads of every memory, the ids
-named as replaced, the highest `seq`, the line count) with the ledger prefix it was folded
-from (`catchup.Prefix`: offset, chained blake3, the ledger's stat).
+Folding the whole ledger is most of a one-shot command or hook on a large ledger. The snapshot
+keeps what the fold gave (each memory, and what `FoldState` needs to stay order-free: every
+memory's heads, the ids named as replaced, the highest `seq`, the line count) with the ledger
+prefix it was folded from (`catchup.Prefix`: offset, chained blake3, the ledger's stat).
 
 It is derived and never trusted blindly:
-- the prefix must still hold, by the rule `catchup` uses for the store's checkpoint: the
-  ledger's stat unchanged and settled (racy-git: its last change older than the snapshot's
-  own mtime by more than the granularity), else the prefix's checksum against the bytes now;
+- the prefix must still hold, by `catchup`'s rule: the ledger's stat unchanged and settled
+  (racy-git), else the prefix's checksum against the bytes now;
 - a grown ledger is the snapshot plus the lines after it (`ledger.refold`); anything else (a
-  ledger rewritten, truncated, or checked out to other bytes, even of the same size; a
-  snapshot that is torn, garbage, a link, of another version or another state folder, or
-  whose body does not match its own checksum) is ignored: the fold is rebuilt from the
-  ledger and written anew;
-- it is data only (JSON lines: a header, then the body: the fold's counts, then one record
-  per memory, all under the header's checksum): nothing in it is ever executed. It names the
-  anchorfs version that wrote it and the state folder it was written in (device and inode),
-  so an upgrade starts cold and a copy committed to a clone, or carried over with `cp -r`, is
-  never read. Every memory in it passed the ledger reader's own rules (`model.check_snapshot`)
-  when it was folded from the ledger, so it is not checked again on load (a third of a
-  10,000-memory session start); a shape it could not have written still raises and makes it
-  a cold cache. It is never larger than twice the ledger and 1 MiB.
+  ledger rewritten, even to the same size; a snapshot torn, garbage, a link, of another version
+  or state folder, or failing its own checksum) is ignored: the fold is rebuilt and written anew;
+- it is data only (JSON lines: a header, then the body under the header's checksum), naming
+  the anchorfs version and the state folder (device and inode) that wrote it, so an upgrade or
+  a copy from another clone starts cold. Its memories passed `model.check_snapshot` when folded,
+  so they are not checked again on load; a shape it could not have written makes it a cold
+  cache. It is never larger than twice the ledger and 1 MiB.
 
-Written through `statefs.replace_state` (exclusive temp beside it, its mtime set, fsync, the
-atomic `os.replace`), lock-free: each file is whole and self-consistent, and the last one wins. A
-read-only workspace never writes it; nor is a fold kept whose read skipped a bad line or found
-a torn tail (those are said on every read, so no later process may skip reading them).
+Written through `statefs.replace_state` (temp, mtime set, fsync, `os.replace`), lock-free: the
+last whole file wins. A read-only workspace never writes it; nor is a fold kept whose read
+skipped a bad line or found a torn tail (every read must say those).
 """
 
 from __future__ import annotations
@@ -60,13 +51,12 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "DriftView", "Snapshot
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
 VERSION = 12
-"""12: each memory a positional row (times as orjson writes them), and the drift view. A file
-of another version is simply not used."""
+"""12: each memory a positional row, and the drift view. A file of another version is not used."""
 MIN_LINES = 64
-"""A ledger this short folds in about a millisecond: no snapshot is written for it."""
+"""A ledger this short folds fast: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
 """A grown fold is saved again once the lines since the snapshot pass 1/32 of its memories
-(at least `MIN_LINES`): a reader parses at most that tail, a writer rewrites rarely."""
+(at least `MIN_LINES`)."""
 _HEAD_LIMIT = 1 << 16
 _Folder = tuple[int, int]
 
@@ -83,8 +73,7 @@ def snap_path(ledger: Ledger) -> Path:
 
 
 class Snapshot:
-    """A snapshot read from disk: its fold, and the file's identity (to re-stamp that file).
-    A plain class: a dataclass costs a millisecond of every hook's import."""
+    """A snapshot read from disk: its fold, and the file's identity (to re-stamp that file)."""
 
     __slots__ = ("folded", "ident")
 
@@ -104,8 +93,7 @@ def _folder(ledger: Ledger) -> _Folder | None:
 # -- the format ------------------------------------------------------------------------------
 
 def _row(m: Memory) -> list[Any]:
-    """A memory as a positional row (its fields in `Memory`'s order, each anchor a row too):
-    read back about twice as fast as its dict, and a third smaller."""
+    """A memory as a positional row (its fields in `Memory`'s order, each anchor a row too)."""
     return [m.id, m.content, m.kind, list(m.tags),
             [[a.path, a.sha256, a.symbol, list(a.lines) if a.lines else None, a.content_hash, a.commit, a.dirty,
               a.token_hash] for a in m.anchors],
@@ -206,10 +194,7 @@ def _record(rec: Any) -> tuple[str, dict[str, Head], set[str] | None, Memory]:
         if type(named_in) is not list:
             raise ValueError("bad names")
         named = {_str(t) for t in named_in}
-    if len(heads) == 1:
-        memory = next(iter(heads.values())).memory
-    else:
-        memory = max(heads.values(), key=lambda x: x.rank).memory
+    memory = next(iter(heads.values())).memory if len(heads) == 1 else max(heads.values(), key=lambda x: x.rank).memory
     return mid, heads, named, memory
 
 
@@ -218,12 +203,11 @@ _RECORDS = 2
 
 
 def _view(state: FoldState) -> dict[str, list[Any]]:
-    """What a drift pass over the whole fold asks (`Workspace.drift`), so a new process's pass
-    builds no memory: the active anchored memories (`at`: their records' positions, `ids`),
-    in the fold's order; their distinct anchored paths in order of first use (`uniq`); per
-    path, the hash every anchor on it recorded, None when they differ (`want`), and the
-    memories resting on it (`owners`, positions among the anchored); the anchored ones with
-    `stale_claims` (`claims`), and the records of the unanchored ones with some (`marked`)."""
+    """What a whole-fold drift pass asks, so a new process's pass builds no memory: the active
+    anchored memories (`at`: record positions, `ids`); their distinct paths in order of first use
+    (`uniq`); per path, the hash all its anchors recorded or None (`want`), and its memories
+    (`owners`, positions among the anchored); the anchored ones with `stale_claims` (`claims`),
+    and the records of the unanchored ones with some (`marked`)."""
     ids: list[str] = []
     at: list[int] = []
     claims: list[int] = []
@@ -314,9 +298,8 @@ class DriftView:
 
 
 def drift_view(ledger: Ledger) -> DriftView | None:
-    """The drift view of the snapshot on disk when it is the whole ledger now (settled: one
-    `lstat` of the ledger), else None: the caller folds (`current`), which also brings the
-    snapshot up to date for the next process."""
+    """The drift view of the snapshot on disk when it is the whole ledger now (settled), else
+    None: the caller folds (`current`)."""
     read = _read(ledger)
     if read is None:
         return None
@@ -422,8 +405,7 @@ def _read(ledger: Ledger) -> tuple[bytes, os.stat_result] | None:
 
 
 def load(ledger: Ledger) -> Snapshot | None:
-    """The snapshot beside `ledger`, checked as it is read; None when missing or not usable
-    (a link there is never followed, only ignored)."""
+    """The snapshot beside `ledger`, checked as it is read; None when missing or not usable."""
     read = _read(ledger)
     if read is None:
         return None
@@ -435,9 +417,8 @@ def load(ledger: Ledger) -> Snapshot | None:
 
 
 def save(ledger: Ledger, folded: Folded) -> bool:
-    """Write `folded` as the snapshot (`statefs.replace_state`: exclusive temp, mtime set to the
-    moment its prefix was verified, fsync, `os.replace`); False when it cannot be (a link there,
-    an I/O error): the snapshot is only ever a saving, so a failed write is no error."""
+    """Write `folded` as the snapshot (its mtime the moment its prefix was verified); False when
+    it cannot be (a link there, an I/O error): a failed write of a cache is no error."""
     folder = _folder(ledger)
     path = snap_file(ledger)
     if folder is None or not isinstance(folded.state, FoldState):
@@ -451,19 +432,15 @@ def save(ledger: Ledger, folded: Folded) -> bool:
     except OSError:
         return False
     payload = encode(folded, folder)
+    from ..core.statedir import upgrade_gitignore
+
     try:
-        _upgrade_gitignore(ledger)
+        upgrade_gitignore(ledger.dir)
         # the racy rule measures from the mtime (`catchup.stamp`): the moment the prefix was verified
         replace_state(path, payload, fsync=True, mtime_ns=folded.prefix.seen_ns)
     except (OSError, AnchorfsError):
         return False
     return True
-
-
-def _upgrade_gitignore(ledger: Ledger) -> None:
-    from ..core.statedir import upgrade_gitignore
-
-    upgrade_gitignore(ledger.dir)
 
 
 def _restamp(ledger: Ledger, snap: Snapshot, prefix: Prefix) -> None:
@@ -506,17 +483,11 @@ def _warn_torn(ledger: Ledger, end: int) -> None:
 
 
 def current(ledger: Ledger, cached: Folded | None = None, *, write: bool = True) -> Folded:
-    """The fold of the ledger as it is now.
-
-    From `cached` (this process's last fold) when given, else from the snapshot on disk when
-    it holds; the lines after either are folded in, and a ledger that no longer starts with
-    their prefix is folded afresh. The snapshot is written anew (when `write`) after a fresh
-    fold, or once enough lines were folded in since it was last written.
-
-    The cyclic collector is paused meanwhile: a fold allocates one memory (and its dicts) per
-    snapshot and frees nothing, so each collection it would trigger walks a growing heap for
-    no garbage (a third of the time at 20,000 memories).
-    """
+    """The fold of the ledger as it is now: from `cached` (this process's last fold), else from
+    the snapshot on disk when it holds, plus the lines after; a ledger that no longer starts with
+    that prefix is folded afresh. The snapshot is written anew (when `write`) after a fresh fold,
+    or once enough lines were folded in since. The cyclic collector is paused meanwhile: a fold
+    allocates much and frees nothing, so collections would find no garbage."""
     paused = gc.isenabled()
     if paused:
         gc.disable()

@@ -18,7 +18,6 @@ import stat
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -595,27 +594,46 @@ if sys.platform == "win32":  # pragma: no cover
     raise ImportError("anchorfs needs a POSIX system (fcntl locks)")
 
 
-@dataclass(frozen=True, slots=True)
-class Side:
-    """One side of a fork: the memory it left standing, and who wrote it."""
+class Side(Value):
+    """One side of a fork: the memory it left standing (a successor, or the memory itself
+    retracted or kept), and who wrote it."""
 
+    __slots__ = ("id", "memory", "op", "actor", "at")
     id: str
     memory: Memory
     op: str
     actor: str
     at: datetime
 
+    def __init__(self, id: str, memory: Memory, op: str, actor: str, at: datetime) -> None:  # noqa: A002
+        cls = self.__class__
+        object.__setattr__(self, "__class__", cls._Open)  # see `Value._Open`
+        self.id = id
+        self.memory = memory
+        self.op = op
+        self.actor = actor
+        self.at = at
+        self.__class__ = cls
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "content": self.memory.content, "author": self.memory.author,
                 "status": self.memory.status, "op": self.op, "actor": self.actor, "at": to_iso(self.at)}
 
 
-@dataclass(frozen=True, slots=True)
-class Fork:
-    """One memory that two entries changed without seeing each other, each side still standing."""
+class Fork(Value):
+    """One memory that two entries changed without seeing each other (two successors, or a
+    supersede racing a retract), each side still standing: listed, never resolved by a guess."""
 
+    __slots__ = ("memory", "sides")
     memory: Memory
     sides: tuple[Side, ...]
+
+    def __init__(self, memory: Memory, sides: tuple[Side, ...]) -> None:
+        cls = self.__class__
+        object.__setattr__(self, "__class__", cls._Open)  # see `Value._Open`
+        self.memory = memory
+        self.sides = sides
+        self.__class__ = cls
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.memory.id, "content": self.memory.content, "sides": [s.to_dict() for s in self.sides]}

@@ -1,17 +1,15 @@
 """The SDK: `anchorfs.open(...) -> Workspace`. The CLI and the MCP server only call this.
 
-Write path (every mutation): validate and take anchors outside the lock, then under the
-workspace's writer lock: replay any ledger tail the store missed, append the ledger (fsync),
-write the store, advance the checkpoint. A crash between ledger and store is repaired on the
-next open; a failed ledger append means nothing happened.
+Write path: validate and take anchors outside the lock, then under the writer lock: replay any
+ledger tail the store missed, append the ledger (fsync), write the store, advance the
+checkpoint. A crash between ledger and store is repaired on the next open; a failed ledger
+append means nothing happened.
 
-Read path: search the store, run the drift pass on the hits through the hash cache, demote,
-re-sort, write back drift that changed. `drift()` and `list()` read the ledger, never LanceDB,
-so git hooks and cron jobs stay fast.
+Read path: search the store, drift-check the hits through the hash cache, demote, re-sort,
+write back drift that changed. `drift()` and `list()` read the ledger, never LanceDB (fast hooks).
 
-This module is the SDK's face; the logic lives one concept per module: `writes` (the write
-doors' steps), `recall` (the query path), `writeback` (drift.json), `storesync` (the store
-kept the fold of the ledger), `statedir` (`init`, the state folder's `.gitignore`).
+This module is the SDK's face; the logic lives one concept per module: `writes`, `revision`,
+`recall` (the query path), `storesync` (the store kept to the ledger, and drift.json).
 """
 
 from __future__ import annotations
@@ -28,31 +26,14 @@ from ..ledger import catchup, foldsnap
 from . import storesync as writeback  # recall, revision, storesync, writes: where used (a digest needs none)
 from ..core.config import Config, load_config
 from ..drift import DriftChecker, DriftReport, MemoryDrift, envelope
-from ..core.errors import (
-    AnchorfsError,
-    HistoryError,
-    InputError,
-    NotFoundError,
-    WorkspaceError,
-)
+from ..core.errors import AnchorfsError, HistoryError, InputError, NotFoundError, WorkspaceError
 from ..drift.hashcache import HashCache
 from ..ledger.log import Entry, FoldState, Ledger
-from ..core.statedir import locate
-from ..core.statedir import _GITIGNORE, _GITIGNORE_BEFORE, _replace_atomic, init, upgrade_gitignore  # noqa: F401 (re-exported)
+from ..core.statedir import init, locate, upgrade_gitignore  # noqa: F401 (init, upgrade_gitignore re-exported)
 from ..core.statefs import check_state
 from .storesync import DRIFTS, UNANCHORED
-from ..core.model import (
-    Drift,
-    Memory,
-    Status,
-    MIN_ID_PREFIX,
-    Value,
-    claim_key,
-    new_id,
-    parse_time,
-    utcnow,
-    validate_memory,
-)
+from ..core.model import (Drift, Memory, Status, MIN_ID_PREFIX, Value, claim_key, new_id, parse_time, utcnow,
+                          validate_memory)
 
 if TYPE_CHECKING:
     from pathlib import Path  # annotations only: see anchorfs/workspace.py
@@ -99,8 +80,7 @@ def open(root: str | os.PathLike[str] | None = None, *, embedder: str | None = N
 
 
 class HistoryEvent(Value):
-    """One ledger entry touching a memory's chain. A `model.Value`, not a dataclass: the
-    decorator's class building is no part of opening a workspace (a session start's digest)."""
+    """One ledger entry touching a memory's chain (a `model.Value`: opening a workspace builds no dataclass)."""
 
     __slots__ = ("op", "at", "actor", "reason", "memory")
     op: str
@@ -116,15 +96,8 @@ class HistoryEvent(Value):
     def to_dict(self) -> dict[str, Any]:
         from ..core.model import to_iso
 
-        return {
-            "op": self.op,
-            "at": to_iso(self.at),
-            "actor": self.actor,
-            "reason": self.reason,
-            "id": self.memory.id,
-            "status": self.memory.status,
-            "memory": self.memory.to_dict(),
-        }
+        return {"op": self.op, "at": to_iso(self.at), "actor": self.actor, "reason": self.reason,
+                "id": self.memory.id, "status": self.memory.status, "memory": self.memory.to_dict()}
 
 
 class _ReadOnlyCache(HashCache):
@@ -136,12 +109,9 @@ class _ReadOnlyCache(HashCache):
 
 class Workspace:
     def __init__(self, root: str | os.PathLike[str], *, embedder: str | None = None, read_only: bool = False) -> None:
-        # read_only: nothing in .anchorfs/ is written (no manifest, no drift write-back, no
-        # ledger); a write raises. The MCP server's --read-only opens it so.
-        self.read_only = read_only
+        self.read_only = read_only  # nothing in .anchorfs/ is written, a write raises (MCP --read-only)
         # Kept as str: `root` and `state` build their `Path` on first use, so opening a workspace
-        # (a session start's digest) never imports `pathlib`, whose `re`, `fnmatch` and
-        # `urllib.parse` cost 0.8x `python3 -c pass` (issue 20).
+        # (a hook) never imports `pathlib`, which is slow to import.
         self.root_dir = os.fspath(root)
         self.root_real = os.path.realpath(self.root_dir)
         self.state_dir = os.path.join(self.root_dir, STATE_DIR)
@@ -198,9 +168,8 @@ class Workspace:
 
     @property
     def embedder(self) -> "Embedder":
-        """The embedder asked for (argument, `embedder =` in .anchorfs.toml, ANCHORFS_EMBEDDER);
-        when none was, the one the store was last built with, so `reindex --embedder e5` is
-        remembered by the store itself and the next command does not fail on the mismatch."""
+        """The embedder asked for (argument, `embedder =` in .anchorfs.toml, ANCHORFS_EMBEDDER), else
+        the one the store was last built with (so `reindex --embedder e5` is remembered)."""
         if self._embedder is None:
             from ..core.config import CONFIG_FILE, env_name
             from ..store.embedders import get_embedder
@@ -234,12 +203,8 @@ class Workspace:
 
     @property
     def store(self) -> "Store":
-        """The LanceDB store, exactly the fold of the ledger as it is now.
-
-        A crash between ledger and store is repaired, and a ledger that git (checkout, reset,
-        rebase, merge) or a hand rewrote is followed: rows it no longer holds are deleted
-        (`anchorfs.ledger.catchup`). Checked on every use, by one `lstat` while the ledger is unchanged.
-        """
+        """The LanceDB store, exactly the fold of the ledger as it is now: a crash between the two
+        is repaired, a ledger rewritten (by git or by hand) is followed (`anchorfs.ledger.catchup`)."""
         if self._store is not None and catchup.settled(self.ledger, self._applied_at):
             return self._store
         from . import storesync
@@ -251,20 +216,15 @@ class Workspace:
         return storesync.applied(self.state)
 
     def _git_place(self) -> tuple[Path, str] | None:
-        """The git repo's top level and the workspace's path prefix in it, looked up once;
-        None outside git.
-
-        Without a git binary the workspace counts as outside git: git only adds commit names
-        to anchors and envelopes, so reads and writes go on without them (said once in the
-        `anchorfs` logger, which plain output does not show).
-        """
+        """The git repo's top level and the workspace's path prefix in it, looked up once; None
+        outside git, or without a git binary (anchors and envelopes then go without commit names)."""
         if self._in_git is None:
             from ..core.git import prefix_of, toplevel
 
             try:
                 top = toplevel(self.root)
             except HistoryError as exc:  # git is not installed
-                import logging  # here only: its import is a tenth of an agent hook's budget
+                import logging  # here only: slow to import for a hook
 
                 logging.getLogger("anchorfs").info("%s: anchors and envelopes go without commit names", exc)
                 top = None
@@ -278,15 +238,10 @@ class Workspace:
     # -- the ledger as state --------------------------------------------------------------
 
     def _memories(self) -> dict[str, Memory]:
-        """Latest snapshot of every memory, folded from the ledger as it is now.
-
-        Kept per process and extended by the ledger's new lines only, so a long-lived process
-        (MCP server, watch) does not re-read the whole ledger after every write; a ledger
-        rewritten under it (checkout, reset, rebase, even to the same size) is folded afresh:
-        the fold is keyed on a checksum of the prefix it took in (`anchorfs.ledger.catchup`). A new
-        process starts from the checksummed snapshot of the fold on disk where it still holds
-        (`anchorfs.ledger.foldsnap`), not from the ledger's first line.
-        """
+        """Latest snapshot of every memory, folded from the ledger as it is now. Kept per process
+        and extended by new lines only; a ledger rewritten under it is folded afresh (the fold is
+        keyed on a checksum of its prefix). A new process starts from the fold snapshot on disk
+        where it still holds (`anchorfs.ledger.foldsnap`)."""
         cached = self._fold
         if cached is not None and catchup.settled(self.ledger, cached.prefix):
             return cached.state
@@ -299,23 +254,16 @@ class Workspace:
                anchors: Iterable[AnchorLike] = (), author: str | None = None, allow_secret: bool = False,
                propose: bool = False) -> Memory:
         """Record one memory; its anchors (given and `@anchor` markers) are validated and hashed.
-
-        The same claim again (an active memory of the same kind, text and anchored content)
-        writes nothing: the existing memory comes back with `duplicate` set. `propose=True`
-        writes it `proposed`: kept out of every read until `accept` (an agent under review).
-        """
+        The same claim again (active, same kind, text and anchored content) writes nothing: that
+        memory comes back with `duplicate` set. `propose=True` writes it `proposed` (unread until `accept`)."""
         return self.record_many([dict(content=content, kind=kind, tags=tags, anchors=anchors, author=author)],
                                 allow_secret=allow_secret, propose=propose)[0]
 
     def record_many(self, items: Iterable[dict[str, Any]], *, allow_secret: bool = False,
                     propose: bool = False) -> list[Memory]:
-        """Record several memories in one ledger append and one store write (all or nothing).
-
-        Each is checked by the ledger reader's own rules before anything is written, so none
-        acknowledged is dropped by a later read. One that repeats an active memory (same kind,
-        text and anchored content) is not written again: the existing one is returned in its
-        place with `duplicate` set (as is a repeat within the batch).
-        """
+        """Record several memories (dicts of `record`'s fields) in one ledger append and one store
+        write, all or nothing, each checked by the ledger reader's rules first. A repeat of an
+        active memory (or within the batch) is not written: the existing one comes back, `duplicate` set."""
         if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
             raise InputError(f"record_many takes a list of memories (dicts), got {type(items).__name__}")
         if type(propose) is not bool:
@@ -399,16 +347,10 @@ class Workspace:
                   drop_anchors: bool = False, allow_secret: bool = False, propose: bool = False) -> Memory:
         """Correct a memory: the successor wins at recall, the old belief keeps its bounds.
 
-        `propose=True` writes the successor `proposed` and leaves the old memory as it is
-        (active, served) until the proposal is accepted (`accept`), which retires it then.
-
-        Superseding one side of a fork (`conflicts`) supersedes every side: the successor
-        replaces them all, which resolves it.
-
-        Kind, tags and anchors are inherited unless given; `anchors=None` and `anchors=[]` both
-        mean "as they are" (the old anchors re-taken against the files now, moved lines
-        followed). `drop_anchors=True` leaves the successor unanchored on purpose (`@anchor`
-        markers in its text still count).
+        Kind, tags and anchors are inherited unless given; `anchors=None` or `[]` re-take the old
+        anchors against the files now (moved lines followed); `drop_anchors=True` leaves the
+        successor unanchored (`@anchor` markers in its text still count). `propose=True` writes it
+        `proposed`, the old memory served until `accept`. Superseding one side of a fork supersedes all.
         """
         from . import revision
         return revision.supersede(self, memory_id, content, reason=reason, anchors=anchors, kind=kind, tags=tags,
@@ -421,11 +363,8 @@ class Workspace:
         return revision.retract(self, memory_id, reason=reason)
 
     def accept(self, memory_id: str, *, reason: str | None = None) -> Memory:
-        """Accept a proposed memory (`anchorfs mcp --propose`): it is active and served from now.
-
-        A proposed supersede retires its predecessor only now, so the predecessor must still be
-        active: one superseded or retracted meanwhile is refused, naming what stands instead.
-        """
+        """Accept a proposed memory (`anchorfs mcp --propose`): it is active and served from now. A
+        proposed supersede retires its predecessor only now: one no longer active is refused."""
         from . import revision
         return revision.accept(self, memory_id, reason=reason)
 
@@ -437,23 +376,15 @@ class Workspace:
 
     def revert(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Undo a supersede or a retract: the memory is active again, its successor retracted.
-
-        Given the successor of a supersede (active, its predecessor superseded by it), the
-        supersede it came from is undone: the predecessor comes back, it is retracted, and the
-        predecessor is returned, as `revert OLD_ID` would.
-        """
+        Given the successor of a supersede, that supersede is undone (the predecessor returned)."""
         from . import revision
         return revision.revert(self, memory_id, reason=reason)
 
     def reanchor(self, memory_id: str, *, anchors: Iterable[AnchorLike] | None = None,
                  reason: str | None = None, drop_anchors: bool = False) -> Memory:
-        """Someone re-verified the memory: anchor it to the content as it is now.
-
-        `anchors` replaces its anchors; `anchors=None` and `anchors=[]` both mean "its own",
-        re-taken (moved lines followed). `drop_anchors=True` leaves it unanchored on purpose.
-        Only an active memory can be re-anchored: a superseded one is refused naming the head
-        of its chain.
-        """
+        """Someone re-verified the memory: anchor it to the content as it is now. `anchors`
+        replaces its anchors (None or []: its own, re-taken, moved lines followed); `drop_anchors=True`
+        leaves it unanchored. Only an active memory can be re-anchored."""
         from . import revision
         return revision.reanchor(self, memory_id, anchors=anchors, reason=reason, drop_anchors=drop_anchors)
 
@@ -491,9 +422,8 @@ class Workspace:
         return out
 
     def last_drift(self) -> dict[str, str]:
-        """Drift as of the last check, without re-checking (`.anchorfs/drift.json`): the memories
-        found not fresh then. What a re-check compares with to name a transition; no answer
-        about a memory's drift is ever read from it (`drift_of`)."""
+        """Drift as of the last check (`.anchorfs/drift.json`): the memories found not fresh then.
+        Only what a re-check compares with; never read as a memory's drift (`drift_of`)."""
         return writeback.read(self.state_dir)[0]
 
     def _write_back(self, results: Iterable[MemoryDrift] | DriftReport) -> int:
@@ -502,17 +432,12 @@ class Workspace:
         return writeback.write_back(self.state_dir, results, store=self._store, read_only=self.read_only)
 
     def drift(self, *, progress: Callable[[int, int], None] | None = None, rehash: bool = False) -> DriftReport:
-        """Check every active anchored memory now; a memory whose text `verify --mark` found
-        stale counts stale, anchored or not (`DriftReport.with_claims`), while drift.json keeps
-        what the anchors alone say. `rehash`: every anchored file is hashed again, no cached hash
-        trusted (a write its stat does not show: a second write through a shared mmap, a hard
-        link written elsewhere); the hashes found are cached as usual.
+        """Check every active anchored memory now; one whose text `verify --mark` found stale
+        counts stale, anchored or not (drift.json keeps what the anchors alone say). `rehash`:
+        hash every anchored file again, trusting no cached hash (a write its stat does not show).
 
-        A process that has not folded the ledger takes what the pass asks from the fold
-        snapshot when it is the whole ledger (`foldsnap.drift_view`): only the memories resting
-        on a changed file are built. Otherwise the lists are kept while the fold is the same
-        object (a fold is never changed in place): at 100,000 memories picking them out again
-        costs as much as the pass itself."""
+        A process that has not folded takes the pass's inputs from the fold snapshot
+        (`foldsnap.drift_view`); otherwise they are kept while the fold is the same object."""
         cache = self._hash_cache(ttl=0.0) if rehash else self.cache  # a TTL of 0: no cached hash trusted
         checker = DriftChecker(self.root_real, cache, whitespace=str(self.config["drift.whitespace"]))
         view = foldsnap.drift_view(self.ledger) if self._fold is None else None
@@ -547,11 +472,8 @@ class Workspace:
     def query(self, text: str, *, k: int | None = None, include_superseded: bool = False,
               as_of: str | datetime | None = None, stale: str = "include") -> _list[Hit]:
         """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden.
-
-        `stale`: "include" (default), "exclude" (leave stale hits out) or "only". `as_of`: the
-        memories active at that instant, each as it stood then, its anchors of then checked
-        against the files now; such a read writes no drift back.
-        """
+        `stale`: "include" (default), "exclude" or "only". `as_of`: the memories active then, as
+        they stood, checked against the files now (no drift written back)."""
         from . import recall
         return recall.query(self, text, k=k, include_superseded=include_superseded, as_of=as_of, stale=stale)
 
@@ -616,11 +538,9 @@ class Workspace:
     def verify(self, *, net: bool = False, mark: bool = False, timeout: float = 8.0) -> "VerifyReport":
         """Check what active memories' prose claims (paths, symbols, URLs with `net`).
 
-        `mark` keeps the findings on each memory (`Memory.stale_claims`, through a ledger
-        entry, op `mark`, its reason saying what was found): a memory whose text claims
-        something gone is then served stale on every read, anchored or not, until a later
-        `mark` finds the claim holds again, or it is superseded or re-anchored. Only a memory
-        whose findings changed gets an entry: a verify that changed nothing writes nothing.
+        `mark` keeps the findings on each memory (`Memory.stale_claims`, a `mark` ledger entry):
+        a memory claiming something gone is served stale until a later `mark` finds it holds, or
+        it is superseded or re-anchored. Only a memory whose findings changed gets an entry.
         """
         from ..verify.claims import verify as verify_claims
 
@@ -635,10 +555,7 @@ class Workspace:
 
     def suggest(self, *, apply: bool = False) -> "SuggestReport":
         """Anchors that unanchored memories' text names; `apply` anchors them (a reanchor entry).
-
-        A memory whose text makes a stale claim (found now, or marked by `verify --mark`) is
-        only proposed, never anchored: its suggestion says why (`Suggestion.why`).
-        """
+        A memory making a stale claim is only proposed, never anchored (`Suggestion.why`)."""
         from ..verify.suggest import SuggestReport, suggest_report
 
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
@@ -658,24 +575,16 @@ class Workspace:
 
     def reindex(self, *, embedder: str | None = None,
                 progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the store from the ledger alone (also the way to switch embedders).
-
-        `progress(done, total)` is told after each batch of memories embedded: a real model
-        takes minutes over a large ledger, and silence then looks like a hang.
-
-        Past `store.index_rows` rows the vector index is built at once; every older version is
-        deleted after (the folder is rebuilt from nothing, so no reader can still need one)."""
+        """Rebuild the store from the ledger alone (also the way to switch to `embedder`).
+        `progress(done, total)` is told after each batch of memories embedded."""
         from . import storesync
         return storesync.rebuild(self, embedder=embedder, progress=progress)
 
     # -- agents: prompt context, watch mode, git hook ----------------------------------------
 
     def context(self, task: str, *, budget: int | None = None, k: int | None = None) -> "ContextBlock":
-        """One markdown block for a prompt: the best-scoring memories that fit, never a weak
-        match, laid out fresh first and stale ones under a banner (see `render_context`).
-
-        `budget` is in tokens (estimated at four characters each); `k` bounds the candidates.
-        """
+        """One markdown block for a prompt: the best-scoring memories that fit, fresh first and
+        stale ones under a banner. `budget` is in tokens (four characters each); `k` bounds the candidates."""
         from .recall import DEFAULT_BUDGET, render_context
 
         budget = DEFAULT_BUDGET if budget is None else int(budget)
@@ -714,14 +623,9 @@ class Workspace:
     def recheck(self, paths: Iterable[str] | None = None) -> _list[tuple[str, MemoryDrift]]:
         """Re-check the active memories anchored to `paths` (a folder covers the files under it;
         None: every anchored memory) and return `(drift before, result)` for each whose drift
-        changed since the last check. The change is persisted, so each one is returned once.
-
-        A memory never checked counts as fresh before (its anchors were hashed when recorded),
-        so a quiet re-check writes nothing and never opens the store. A process that has not
-        folded the ledger (a hook) takes the memories on `paths` from the fold snapshot's drift
-        view when it is the whole ledger, else folds only the entries naming them
-        (`Ledger.fold_on`): the same memories, as the whole fold has them.
-        """
+        changed since the last check; persisted, so each is returned once. A memory never checked
+        counts as fresh before. A process that has not folded (a hook) takes the memories on `paths`
+        from the snapshot's drift view, else folds only the entries naming them (`Ledger.fold_on`)."""
         targets: Sequence[Memory]
         view = None if paths is None or self._fold is not None else foldsnap.drift_view(self.ledger)
         if view is not None:

@@ -122,8 +122,18 @@ def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
             raise AnchorError(f"cannot re-anchor {memory.id}: {check.detail}, and its content was not found "
                               "elsewhere; give its new place with --to SPEC")
         lines = (check.lines_now or a.lines) if a.lines else None
+        if a.lines and check.verdict is Verdict.CHANGED:  # never the old numbers blindly: where the text went
+            if check.lines_now is None:
+                from ..anchor.anchors import old_text
+
+                why = ("nothing near its old place reads like them" if old_text(a, checker.then_of(a)) is not None
+                       else "the text it was taken from is not in git (recorded uncommitted, or outside git)")
+                raise AnchorError(f"cannot re-take {a.spec} for {memory.id}: its lines changed, and {why}; "
+                                  "give the anchor with --anchor SPEC")
+            lines = check.lines_now
         wanted.append(AnchorRef(path=check.path_now or a.path, symbol=a.symbol, lines=lines))
     return wanted
+
 
 
 def guard(ws: "Workspace", based_on: Sequence[Memory]) -> None:

@@ -475,3 +475,26 @@ def test_lines_found_nowhere_are_not_searched_again_until_git_the_file_or_the_tt
     assert verdict() == (Verdict.MOVED, "split.py")
 
 
+
+
+# -- issue 37, item 2: a common line found in another file is no evidence of a move
+
+def test_a_common_line_found_in_another_new_file_is_not_a_move(tmp_path: Path) -> None:
+    from conftest import git
+
+    root = tmp_path / "go"
+    root.mkdir()
+    (root / "rng.go").write_text('package rng\n\nimport "math/rand"\n\nfunc Roll() int { return rand.Intn(6) }\n')
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "rng")
+    anchorfs.init(root)
+    with anchorfs.open(root) as ws:
+        common = ws.record("rng uses math/rand", anchors=["rng.go:3"])
+        distinct = ws.record("Roll rolls a die", anchors=["rng.go:5"])
+    (root / "rng.go").write_text('package rng\n\nimport "crypto/rand"\n\nfunc Other() int { return 4 }\n')
+    (root / "dice.go").write_text('package dice\n\nimport "math/rand"\n\nfunc Roll() int { return rand.Intn(6) }\n')
+    with anchorfs.open(root) as ws:
+        got = {md.memory.id: md.checks[0] for md in ws.drift().memories}
+    assert got[common.id].verdict.value == "changed" and got[common.id].path_now is None
+    assert (got[distinct.id].verdict.value, got[distinct.id].path_now) == ("moved", "dice.go")

@@ -431,3 +431,66 @@ def test_cli_supersede_retract_revert_history(root: Path, monkeypatch: pytest.Mo
 
     entries = run(root, "ledger", "--since", "7d", "--limit", "3")["entries"]
     assert [e["op"] for e in entries] == ["revert", "retract", "supersede"]
+
+
+# -- issue 37, item 1: a changed line anchor is re-taken where its text went, never at its old numbers
+
+def _conf_repo(tmp_path: Path, *, commit: bool = True) -> Path:
+    from conftest import git
+
+    repo = tmp_path / "conf"
+    repo.mkdir()
+    (repo / "conf.py").write_text("A = 1\nB = 2\nTIMEOUT = 30\nC = 3\n")
+    if commit:
+        git(repo, "init", "-q")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "conf")
+    anchorfs.init(repo)
+    return repo
+
+
+def _anchored_text(repo: Path, memory: anchorfs.Memory) -> list[str]:
+    a, b = memory.anchors[0].lines or (0, 0)
+    return (repo / memory.anchors[0].path).read_text().splitlines()[a - 1:b]
+
+
+@pytest.mark.parametrize("how", ["supersede", "reanchor"])
+def test_a_changed_line_anchor_is_retaken_where_its_text_went(tmp_path: Path, how: str) -> None:
+    repo = _conf_repo(tmp_path)
+    with anchorfs.open(repo) as w:
+        old = w.record("TIMEOUT is 30 seconds", anchors=["conf.py:3"])
+        (repo / "conf.py").write_text("# header\n# more\nA = 1\nB = 2\nTIMEOUT = 60\nC = 3\n")
+        assert w.check(old).drift is anchorfs.Drift.STALE
+        new = w.supersede(old.id, "TIMEOUT is 60 seconds", reason="raised") if how == "supersede" else w.reanchor(old.id)
+        assert new.anchors[0].lines == (5, 5) and _anchored_text(repo, new) == ["TIMEOUT = 60"]
+        assert w.check(new).drift is anchorfs.Drift.FRESH
+
+
+def test_a_changed_line_anchor_whose_text_is_nowhere_near_is_refused(tmp_path: Path) -> None:
+    repo = _conf_repo(tmp_path)
+    with anchorfs.open(repo) as w:
+        old = w.record("TIMEOUT is 30 seconds", anchors=["conf.py:3"])
+        (repo / "conf.py").write_text("# rewritten\nRETRIES = 5\nHOST = 'db'\n")
+        before = (repo / ".anchorfs" / "ledger.jsonl").read_bytes()
+        with pytest.raises(anchorfs.AnchorError, match=r"cannot re-take conf\.py:3 .* --anchor SPEC"):
+            w.supersede(old.id, "TIMEOUT is gone")
+        assert (repo / ".anchorfs" / "ledger.jsonl").read_bytes() == before
+        assert w.supersede(old.id, "TIMEOUT is gone", anchors=["conf.py:2"]).anchors[0].lines == (2, 2)
+
+
+def test_without_git_a_changed_line_anchor_is_refused_in_one_line(tmp_path: Path) -> None:
+    repo = _conf_repo(tmp_path, commit=False)
+    with anchorfs.open(repo) as w:
+        old = w.record("TIMEOUT is 30 seconds", anchors=["conf.py:3"])
+    (repo / "conf.py").write_text("# header\n# more\nA = 1\nB = 2\nTIMEOUT = 60\nC = 3\n")
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "anchorfs", "--root", str(repo), "supersede", old.id,
+                           "TIMEOUT is 60 seconds"], capture_output=True, text=True, check=False,
+                          env={**os.environ, "ANCHORFS_NO_SERVER": "1"})
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.count("\n") == 1 and "not in git" in proc.stderr and "--anchor SPEC" in proc.stderr
+    with anchorfs.open(repo) as w:
+        assert [m.id for m in w.list()] == [old.id]
