@@ -14,6 +14,7 @@ import stat
 import sys
 
 from ..core.errors import AnchorfsError, WorkspaceError
+from ..core.model import one_line
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -343,9 +344,9 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     if stale:
         n = len(stale)
         out.append(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
-        out += [f"  {e.id}  {e.detail}  · {_short(e.content, 50)}" for e in stale]
+        out += [f"  {e.id}  {one_line(e.detail)}  · {_short(e.content, 50)}" for e in stale]
         out.append("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
-    out += [f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}"
+    out += [f"anchorfs: {e.id} is {e.after} again ({one_line(e.detail)})  · {_short(e.content, 50)}"
             for e in events if e.after != "stale"]
     if out:
         sys.stdout.write("".join(_printable(line) + "\n" for line in out))

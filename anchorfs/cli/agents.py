@@ -72,7 +72,9 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
         if c.json:
             _emit_json(block.to_dict())
         else:
-            _echo(block.markdown)
+            from ..core.model import DATA_LABEL
+
+            _echo(DATA_LABEL + "\n\n" + block.markdown)
 
 
 @cli.command()

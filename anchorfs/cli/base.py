@@ -17,11 +17,11 @@ import click
 import orjson
 
 from ..core.errors import AnchorfsError, InputError
-from ..core.model import KINDS, parse_time
+from ..core.model import KINDS, one_line, parse_time, under
 
 if TYPE_CHECKING:
-    from ..drift import MemoryDrift
     from ..core.model import Memory
+    from ..drift import MemoryDrift
     from ..sdk.workspace import Workspace
 
 __all__ = ["cli", "EXIT_STALE"]
@@ -50,7 +50,7 @@ def _emit_json(data: Any) -> None:
 
 
 def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(h) for h in headers]] + [["" if c is None else one_line(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for n, r in enumerate(cells):
@@ -204,7 +204,7 @@ def _emit(c: "_Ctx", data: Any, text: str) -> None:
 def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
     drift = "" if md is None else f"  drift: {md.drift.value if m.anchors or m.stale_claims else 'unanchored'}"
     _echo(f"{m.id}  [{m.kind}] {m.status}{drift}")
-    _echo(f"  {m.content}")
+    _echo(f"  {under(m.content, '  ')}")
     if m.tags:
         _echo(f"  tags: {', '.join(m.tags)}")
     checks = md.checks if md is not None else ()
@@ -212,10 +212,10 @@ def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
         commit = f" @ {a.commit[:7]}" if a.commit else ""
         dirty = " (taken on uncommitted changes)" if a.dirty else ""
         ch = checks[n] if n < len(checks) else None  # one check per anchor, in order
-        now = f"  now {ch.verdict.value}: {ch.detail}" if ch is not None else ""
-        _echo(f"  anchor: {a.spec}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}{dirty}{now}")
+        now = f"  now {ch.verdict.value}: {one_line(ch.detail)}" if ch is not None else ""
+        _echo(f"  anchor: {one_line(a.spec)}  sha256 {a.sha256[:12] if a.sha256 else '?'}{commit}{dirty}{now}")
     for c in m.stale_claims:  # what `verify --mark` found gone in its text
-        _echo(f"  {c.words} (found by verify {c.found_at.isoformat(timespec='seconds')})")
+        _echo(f"  {one_line(c.words)} (found by verify {c.found_at.isoformat(timespec='seconds')})")
     _echo(f"  recorded {m.recorded_at.isoformat(timespec='seconds')} by {m.author or '?'}")
     if m.valid_until:
         _echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
@@ -224,7 +224,7 @@ def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
     if m.superseded_by:
         _echo(f"  superseded by {m.superseded_by}")
     if m.reason:
-        _echo(f"  reason: {m.reason}")
+        _echo(f"  reason: {one_line(m.reason)}")
 
 
 def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:

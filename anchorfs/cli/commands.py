@@ -128,12 +128,15 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
         if not hits:
             _echo("no memories found")
             return
+        from ..core.model import DATA_LABEL, under
+
+        _echo(DATA_LABEL)
         if all(h.weak for h in hits):  # the closest things are listed, and called what they are
             _echo("no memory matches well; closest:")
         for h in hits:
             mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
             _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {h.memory.id}{mark}  {h.envelope}")
-            _echo(f"       {h.memory.content}")
+            _echo(f"       {under(h.memory.content, '       ')}")
 
 
 @cli.command()

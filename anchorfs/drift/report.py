@@ -13,7 +13,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..core.model import AnchorCheck, Drift, Memory, Verdict, utcnow
+from ..core.model import AnchorCheck, Drift, Memory, Verdict, one_line, utcnow
 
 if TYPE_CHECKING:
     from typing import Any, overload
@@ -208,7 +208,7 @@ def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
     e.g. `[fresh · anchored 2026-08-23 at a1b2c3d · 40 commits since]`. `history` is git's word
     (`anchorfs.history.history_envelope`): it only fills the "since" of a stale line and the
     commit count of a fresh one. `weak` adds `weak match` (see `weak_envelope`)."""
-    line = _envelope(memory, drift, checks, expiry_days=expiry_days, now=now, history=history)
+    line = one_line(_envelope(memory, drift, checks, expiry_days=expiry_days, now=now, history=history))
     return weak_envelope(line) if weak else line
 
 

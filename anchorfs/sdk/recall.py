@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HistoryError, InputError
-from ..core.model import Drift, Hit, Memory, Status, Verdict, utcnow, validate_query_args
+from ..core.model import Drift, Hit, Memory, Status, Verdict, one_line, under, utcnow, validate_query_args
 from ..drift import DriftChecker, MemoryDrift, envelope, expired, weak_envelope
 from ..ledger.log import FoldState, fold
 
@@ -219,15 +219,13 @@ class ContextBlock:
 def _item(hit: Hit) -> str:
     """One bullet: envelope, content (continuation lines indented), kind and id."""
     m = hit.memory
-    lines = m.content.strip().splitlines() or [""]
-    text = "\n  ".join([lines[0], *lines[1:]])
-    out = f"- {hit.envelope} {text} ({m.kind} · `{m.id}`)"
+    out = f"- {hit.envelope} {under(m.content.strip(), '  ')} ({m.kind} · `{m.id}`)"
     if hit.drift is Drift.STALE or hit.drift is Drift.UNKNOWN:
         for check in hit.checks:
             if check.verdict in ANCHOR_STALE or check.verdict in _UNKNOWN_VERDICTS:
-                out += f"\n  - {check.verdict.value}: {check.detail}"
+                out += f"\n  - {check.verdict.value}: {one_line(check.detail)}"
         for claim in m.stale_claims:  # what `verify --mark` found gone in its own text
-            out += f"\n  - {claim.words}"
+            out += f"\n  - {one_line(claim.words)}"
     return out
 
 
@@ -235,11 +233,11 @@ def _what_changed(hits: Sequence[Hit]) -> list[str]:
     seen: list[str] = []
     for hit in hits:
         for check in hit.checks:
-            if check.verdict in ANCHOR_STALE and check.detail not in seen:
-                seen.append(check.detail)
+            if check.verdict in ANCHOR_STALE and one_line(check.detail) not in seen:
+                seen.append(one_line(check.detail))
         for claim in hit.memory.stale_claims:
-            if claim.words not in seen:
-                seen.append(claim.words)
+            if one_line(claim.words) not in seen:
+                seen.append(one_line(claim.words))
     return seen
 
 

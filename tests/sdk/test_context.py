@@ -58,7 +58,7 @@ def test_every_memory_line_carries_its_envelope_and_id() -> None:
 def test_no_banner_without_stale_memories_and_multiline_content_stays_in_its_bullet() -> None:
     md = render_context([hit("first line\nsecond line", Drift.FRESH)], task="t").markdown
     assert STALE_BANNER not in md and "### Stale" not in md
-    assert "first line\n  second line" in md
+    assert "first line\n  | second line" in md  # under its bullet, behind a mark no bullet starts with
 
 
 def test_superseded_hits_are_left_out() -> None:
