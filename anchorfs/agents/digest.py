@@ -40,9 +40,12 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     return _compose(ws, limit, ws.drift(), mems)
 
 
-def _newest(m: "Memory") -> tuple[float, int, str]:
-    """Most recent first, then most anchored, then by id (no two alike)."""
-    return (-(m.verified_at or m.recorded_at).timestamp(), -len(m.anchors), m.id)
+def _newest(m: "Memory", now: "datetime") -> tuple[bool, float, int, str]:
+    """Most recent first, then most anchored, then by id; a memory dated ahead of now (a clock
+    far off, a forged `9999-12-31`) after the rest, flagged: its date says nothing of recency."""
+    from ..core.model import dated_ahead, ordered_at
+
+    return (dated_ahead(m, now), -ordered_at(m, now).timestamp(), -len(m.anchors), m.id)
 
 
 _TITLES = (
@@ -78,13 +81,13 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
     return text if len(text) <= cap else text[: max(0, cap - 1)] + "…"
 
 
-def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime") -> str:
+def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime", conflict: str) -> str:
     from ..core.model import Drift
     from ..drift.report import envelope
 
     drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
     env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
-    return f"- {memory.id} {env} {_one_line(memory.content)}"
+    return f"- {memory.id} {env}{conflict} {_one_line(memory.content)}"
 
 
 def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
@@ -94,17 +97,26 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
     flagged = {md.memory.id: md for md in report.flagged}
     now = utcnow()
 
+    from ..sdk.recall import conflict_words
+
+    state = ws._memories()
+    against = state.in_conflict() if hasattr(state, "in_conflict") else {}
+
     def line(m: "Memory") -> str:
         md = flagged.get(m.id)
         if md is None and m.anchors:
             md = report.result_of(m)  # fresh: the pass's checks (a move named), never made again
-        return _line(m, md, ws.config.expiry_days(m.kind), now)
+        others = against.get(m.id)  # a fork: named as query and recall name it
+        return _line(m, md, ws.config.expiry_days(m.kind), now, conflict_words(state, others) if others else "")
+
+    def newest(m: "Memory") -> tuple[bool, float, int, str]:
+        return _newest(m, now)
 
     active = {m.id for m in mems}
     shown_flagged = [md for mid, md in flagged.items() if mid in active]
-    stale = sorted((md.memory for md in shown_flagged if md.drift is Drift.STALE), key=_newest)
-    unknown = sorted((md.memory for md in shown_flagged if md.drift is Drift.UNKNOWN), key=_newest)
-    fresh = sorted((m for m in mems if m.id not in flagged), key=_newest)
+    stale = sorted((md.memory for md in shown_flagged if md.drift is Drift.STALE), key=newest)
+    unknown = sorted((md.memory for md in shown_flagged if md.drift is Drift.UNKNOWN), key=newest)
+    fresh = sorted((m for m in mems if m.id not in flagged), key=newest)
     counts = (len(stale), len(unknown), len(mems) - len(shown_flagged))
 
     def entries() -> "Iterator[_Entry]":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from operator import attrgetter
 from enum import StrEnum
 
@@ -24,6 +24,7 @@ __all__ = [
     "AnchorCheck", "Hit", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
     "check_anchor_dict", "check_snapshot", "check_optional_str", "validate_anchor", "validate_memory",
     "validate_query_args", "MIN_ID_PREFIX", "anchor_items", "claim_key", "DATA_LABEL", "one_line", "under",
+    "FUTURE_SKEW", "dated_ahead", "ordered_at",
 ]
 
 
@@ -626,6 +627,23 @@ def claim_key(content: str, kind: str, anchors: "tuple[AnchorRef, ...]") -> tupl
     ground = frozenset((a.path, a.symbol, a.lines, a.content_hash if (a.symbol or a.lines) else a.sha256)
                        for a in anchors)
     return content.strip(), kind, ground
+
+
+# -- time from elsewhere
+
+FUTURE_SKEW = timedelta(minutes=5)
+"""How far past now a memory's date may be (clocks differ) before it is called ahead of now."""
+
+
+def dated_ahead(memory: Memory, now: datetime) -> bool:
+    """Whether the memory says it was recorded (or verified) past now by more than the skew: a
+    clock far off, or a forged line (`9999-12-31`); flagged, and ordered as if recorded now."""
+    return (memory.verified_at or memory.recorded_at) > now + FUTURE_SKEW
+
+
+def ordered_at(memory: Memory, now: datetime) -> datetime:
+    """The time a memory is ordered by (ranking's age, a recency list): its own, never past now."""
+    return min(memory.verified_at or memory.recorded_at, now)
 
 
 # -- data on screen: what any surface prints of a memory never starts a line of its own

@@ -13,7 +13,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..core.model import AnchorCheck, Drift, Memory, Verdict, one_line, utcnow
+from ..core.model import AnchorCheck, Drift, Memory, Verdict, dated_ahead, one_line, utcnow
 
 if TYPE_CHECKING:
     from typing import Any, overload
@@ -248,6 +248,8 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
     tail = ""
     if expired(memory, expiry_days, now):
         tail = f" · unverified for {int(age_days(memory, now))} days ({memory.kind} expiry {int(expiry_days)})"
+    if dated_ahead(memory, now):  # a clock far off, or a forged date: never a reason to rank it first
+        tail += f" · dated {since}, ahead of now"
     if memory.status != "active":
         who = f" by {memory.superseded_by}" if memory.superseded_by else ""
         until = memory.valid_until.date().isoformat() if memory.valid_until else "?"
@@ -266,7 +268,8 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
         else:
             when = f" since {stale_since or since}"
         said = f" · {claims[0].words}{more}" if claims else ""
-        return f"[STALE · {bad.detail}{when}{said} — re-verify before relying on this]"
+        ahead = f" · dated {since}, ahead of now" if dated_ahead(memory, now) else ""
+        return f"[STALE · {bad.detail}{when}{said}{ahead} — re-verify before relying on this]"
     if drift is Drift.UNKNOWN:
         bad = next(c for c in checks if c.verdict in (Verdict.UNREADABLE, Verdict.UNSAFE))
         return f"[UNKNOWN · {bad.detail} — re-verify before relying on this]"

@@ -8,7 +8,7 @@ A context block's budget is in tokens estimated at four characters each (no toke
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ from ..ledger.log import FoldState, fold
 if TYPE_CHECKING:
     from .workspace import Workspace
 
-__all__ = ["ANCHOR_STALE", "git_head", "active_at", "query", "with_history", "flag_conflicts",
+__all__ = ["conflict_words", "ANCHOR_STALE", "git_head", "active_at", "query", "with_history", "flag_conflicts",
            "ContextBlock", "render_context", "estimate_tokens", "DEFAULT_BUDGET", "STALE_BANNER"]
 
 
@@ -171,10 +171,14 @@ def flag_conflicts(ws: "Workspace", hits: list[Hit]) -> list[Hit]:
         if not others:
             out.append(h)
             continue
-        shown = "; ".join(f"{o}: {state[o].content[:80]!r}" for o in others if o in state)
-        out.append(dataclasses.replace(h, conflict=tuple(others),
-                                       envelope=f"{h.envelope} [in conflict with {shown}: see `anchorfs conflicts`]"))
+        out.append(dataclasses.replace(h, conflict=tuple(others), envelope=h.envelope + conflict_words(state, others)))
     return out
+
+
+def conflict_words(state: Mapping[str, Memory], others: Sequence[str]) -> str:
+    """What follows the envelope of a memory standing in a fork, in every surface: the other sides."""
+    shown = "; ".join(f"{o}: {one_line(state[o].content[:80])!r}" for o in others if o in state)
+    return f" [in conflict with {shown}: see `anchorfs conflicts`]"
 
 
 # -- One markdown block of memories, ready to paste into a prompt.
