@@ -397,6 +397,27 @@ def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple
     return narrowed_tokens(probe, data) == ref.token_hash
 
 
+_RELAID_REACH = 3  # lines a re-layout may shift the start or change the count by
+
+
+def _relaid(ref: AnchorRef, path: str, data: bytes, total: int) -> tuple[int, int] | None:
+    """A line anchor whose tokens are all still there on another number of lines (a formatter
+    joined or split them): the span near its old place whose token hash is the recorded one,
+    the closest start and count first."""
+    assert ref.lines is not None
+    a, b = ref.lines
+    n = b - a + 1
+    starts = sorted(range(max(1, a - _RELAID_REACH), min(total, a + _RELAID_REACH) + 1), key=lambda s: abs(s - a))
+    sizes = sorted(range(max(1, n - _RELAID_REACH), n + _RELAID_REACH + 1), key=lambda k: abs(k - n))
+    for start in starts:
+        for size in sizes:
+            end = start + size - 1
+            if (start, end) != (a, b) and end <= total and \
+                    narrowed_tokens(ref.replace(path=path, lines=(start, end)), data) == ref.token_hash:
+                return start, end
+    return None
+
+
 def judge_at(ref: AnchorRef, path: str, data: bytes, *,
              strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
     """Judge a narrowed anchor's text in `data`, the bytes of `path` (its own file, or where it
@@ -432,6 +453,9 @@ def judge_at(ref: AnchorRef, path: str, data: bytes, *,
         return Verdict.MOVED, f"{ref.spec} now at {where_now}", found
     if end <= len(lines) and _reformatted(ref, path, data, strict, ref.lines):
         return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, other layout", ref.lines
+    relaid = None if strict or not ref.token_hash else _relaid(ref, path, data, len(lines))
+    if relaid is not None:
+        return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, now lines {relaid[0]}-{relaid[1]}", relaid
     if not complete:
         return Verdict.CHANGED, (f"{shown} changed (not found near its old place; the rest of this "
                                  f"{len(lines)}-line file was not searched, past the "

@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
 
@@ -340,6 +340,10 @@ def find_symbol(path: str, source: bytes, name: str) -> Symbol:
 # --------------------------------------------------------------------------- token sequences
 
 
+_LAST_TREE: tuple[bytes, str, Any] | None = None
+"""The last source `token_hash` parsed (held, so its identity is not reused), with its tree."""
+
+
 def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str | None:
     """SHA-256 of the syntax tree over `source[start_byte:end_byte]`, layout left out; None when
     `path` has no grammar (or cannot be parsed: binary, too large, not UTF-8).
@@ -354,7 +358,12 @@ def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str 
         lang = _check_source(path, source)
     except AnchorError:
         return None
-    tree = _parser(lang).parse(source)
+    held = _LAST_TREE
+    if held is not None and held[0] is source and held[1] == lang:
+        tree = held[2]  # the same bytes asked again (spans tried for a re-layout): parsed once
+    else:
+        tree = _parser(lang).parse(source)
+        globals()["_LAST_TREE"] = (source, lang, tree)
     digest = hashlib.sha256()
     update = digest.update
     stack: list[tuple[Node, bool]] = [(tree.root_node, False)]

@@ -230,3 +230,25 @@ def test_the_drift_text_names_only_the_anchors_that_are_not_fresh(tmp_path: Path
     assert out.exit_code == 90, out.output
     row = next(line for line in out.output.splitlines() if line.startswith(m.id[:8]) or m.id in line)
     assert "calc.go#Sub changed" in row and "reformatted" not in row and "calc.go#Add" not in row, out.output
+
+
+# -- issue 37, item 5: a formatter that joins or splits lines -------------------------------------
+
+def test_a_line_anchor_whose_lines_a_formatter_joined_is_reformatted(tmp_path: Path) -> None:
+    import anchorfs
+
+    (tmp_path / "calc.py").write_text("def total(a, b):\n    x = add(a,\n            b)\n    return x\n")
+    anchorfs.init(tmp_path)
+    with anchorfs.open(tmp_path) as ws:
+        m = ws.record("total adds a and b", anchors=["calc.py:2-3"])
+        (tmp_path / "calc.py").write_text("def total(a, b):\n    x = add(a, b)\n    return x\n")  # joined
+        check = ws.check(m).checks[0]
+        assert (check.verdict.value, check.lines_now) == ("reformatted", (2, 2))
+        assert ws.check(m).drift.value == "fresh"
+        (tmp_path / "calc.py").write_text("def total(a, b):\n    x = add(a,\n            b,\n            c)\n"
+                                          "    return x\n")  # split, and a token more: a change
+        assert ws.check(m).checks[0].verdict.value == "changed"
+        (tmp_path / "calc.py").write_text("def total(a, b):\n    x = add(\n        a,\n        b\n    )\n"
+                                          "    return x\n")  # split over more lines, same tokens
+        check = ws.check(m).checks[0]
+        assert (check.verdict.value, check.lines_now) == ("reformatted", (2, 5))
