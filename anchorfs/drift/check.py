@@ -108,9 +108,16 @@ class DriftChecker(MoveSearch):
     def _changed(self, ref: AnchorRef, st: os.stat_result, sha: str) -> AnchorCheck | None:
         """The file's hash moved (it is `sha` now): judge a narrowed anchor by its own text, read
         held to the stat its hash was taken with; None when swapped or removed since (check afresh)."""
-        if not ref.symbol and not ref.lines:
+        if not ref.symbol and not ref.lines and not self._then_known(ref):
             return AnchorCheck(ref, Verdict.CHANGED, f"{ref.path} changed")
-        return self._judged(ref, st)
+        return self._judged(ref, st)  # a whole file too, when its text of then can say "only a formatter"
+
+    def _then_known(self, ref: AnchorRef) -> bool:
+        """Whether an anchor's text of then can be read back from git and parsed: taken clean at
+        a commit, in a language with a grammar, and `drift.whitespace` not strict."""
+        from ..anchor.symbols import language_for
+
+        return not self.strict and bool(ref.commit) and ref.dirty is False and language_for(ref.path) is not None
 
     def _judged(self, ref: AnchorRef, st: os.stat_result) -> AnchorCheck | None:
         """`_changed`'s judgement of a narrowed anchor: the file read and its text judged."""
@@ -173,29 +180,33 @@ class DriftChecker(MoveSearch):
         return then
 
     def _same_tokens_as_then(self, ref: AnchorRef, data: bytes, where: tuple[int, int] | None) -> bool:
-        """For an anchor recorded without a token hash: whether its text has the tokens it had at
-        its commit (read back from git, its sha256 matching); never with `drift.whitespace = "strict"`."""
+        """For an anchor recorded without a token hash (a whole file: always): whether its text has
+        the tokens it had at its commit (read back from git, its sha256 matching); never with
+        `drift.whitespace = "strict"`."""
         from ..anchor.anchors import narrowed_tokens
-        from ..anchor.symbols import language_for
+        from ..anchor.symbols import token_hash
 
-        if self.strict or not ref.commit or ref.dirty is not False or language_for(ref.path) is None:
+        if not self._then_known(ref):
             return False
         from ..core.guard import sha256_bytes
+
+        def tokens(r: AnchorRef, text: bytes) -> str | None:
+            return narrowed_tokens(r, text) if r.symbol or r.lines else token_hash(r.path, text, 0, len(text))
 
         key = (self.root_real, ref)
         if key in _THEN_TOKENS:  # a commit's blob never changes: once per process
             old = _THEN_TOKENS[key]
         else:
             then = self.then_of(ref)
-            old = narrowed_tokens(ref, then) if then and sha256_bytes(then) == ref.sha256 else None
+            old = tokens(ref, then) if then and sha256_bytes(then) == ref.sha256 else None
             with _followed_lock:
                 if len(_THEN_TOKENS) >= drift_moves._FOLLOWED_KEPT:  # the moves' bound: one knob for both
                     _THEN_TOKENS.clear()
                 _THEN_TOKENS[key] = old
         if old is None:
             return False
-        now = narrowed_tokens(ref if ref.symbol else ref.replace(lines=where or ref.lines), data)
-        return old is not None and old == now
+        now = tokens(ref if ref.symbol or not ref.lines else ref.replace(lines=where or ref.lines), data)
+        return old == now
 
     def check(self, memory: Memory) -> MemoryDrift:
         self._since_ns = int((memory.verified_at or memory.recorded_at).timestamp() * 1e9)  # `_search`, no git

@@ -252,3 +252,36 @@ def test_a_line_anchor_whose_lines_a_formatter_joined_is_reformatted(tmp_path: P
                                           "    return x\n")  # split over more lines, same tokens
         check = ws.check(m).checks[0]
         assert (check.verdict.value, check.lines_now) == ("reformatted", (2, 5))
+
+
+def test_a_whole_file_that_only_went_through_a_formatter_is_reformatted(tmp_path: Path) -> None:
+    """A whole-file anchor, taken clean at a commit, in a language with a grammar: the same
+    tokens in another layout is `reformatted` (its text of then read back from git); one token
+    more is `changed`; outside git there is nothing to compare with: `changed`."""
+    import anchorfs
+    from conftest import git
+
+    source = "def total(a, b):\n    x = add(a,\n            b)\n    return x\n"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text(source)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc")
+    anchorfs.init(repo)
+    with anchorfs.open(repo) as ws:
+        m = ws.record("calc adds", anchors=["calc.py"])
+        (repo / "calc.py").write_text("def total(a, b):\n    x = add(a, b)\n\n    return x\n")
+        check = ws.check(m).checks[0]
+        assert (check.verdict.value, check.detail) == ("reformatted", "calc.py reformatted: same tokens, other layout")
+        assert ws.check(m).drift.value == "fresh"
+        (repo / "calc.py").write_text("def total(a, b):\n    x = add(a, b, c)\n    return x\n")
+        assert ws.check(m).checks[0].verdict.value == "changed"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "calc.py").write_text(source)
+    anchorfs.init(plain)
+    with anchorfs.open(plain) as ws:
+        m = ws.record("calc adds", anchors=["calc.py"])
+        (plain / "calc.py").write_text("def total(a, b):\n    x = add(a, b)\n    return x\n")
+        assert ws.check(m).checks[0].verdict.value == "changed"
