@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
-from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
@@ -439,7 +439,7 @@ _PLANS: OrderedDict[tuple[str, int], _Plan] = OrderedDict()
 _PLANS_KEPT = 8
 _PLAN_MIN = 64
 """Smaller sets (a query's hits) are planned afresh: cheap, and kept out of `_PLANS`."""
-_plans_lock = allocate_lock()
+_plans_lock = threading.Lock()
 
 
 def _plan_of(root_real: str, memories: list[Memory]) -> _Plan:

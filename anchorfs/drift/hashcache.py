@@ -17,23 +17,22 @@ The manifest's layout, its CRCs and its readers: `anchorfs.drift.manifest`.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
-from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-import hashlib
-
-from .filehash import _ONE_READ, reread_digests, sha256_file
 from ..core.guard import sha256_bytes
+from .filehash import _ONE_READ, reread_digests, sha256_file
 from .manifest import MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
 from .manifest import plain_rel as _plain_rel
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
@@ -134,7 +133,7 @@ class HashCache:
         self._only: frozenset[str] | None = frozenset(only) if only is not None else None
         self._rest: tuple[bytes, int] | None = None  # (the manifest read, its mtime) while partial
         self._disk_sig: _Sig | None = None
-        self._lock = allocate_lock()
+        self._lock = threading.Lock()
         # A window in which every entry is within its TTL, so the warm path need not read each
         # entry's time. Kept conservative on insert, made exact again on load and save.
         self._lo = float("-inf")

@@ -11,18 +11,19 @@ in this process (`_FOLLOWED`) and in the manifest for the next ones.
 from __future__ import annotations
 
 import os
-from _thread import allocate_lock  # `threading.Lock` itself, without importing `threading` (a hook's import)
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from ..anchor.anchors import is_state_name, judge_at
-from .probe import FileProbe
 from ..core.errors import AnchorError
-from .hashcache import HashCache, _utf8 as _encodes
 from ..core.model import AnchorCheck, AnchorRef, Verdict
+from .hashcache import HashCache
+from .hashcache import _utf8 as _encodes
+from .probe import FileProbe
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
@@ -39,7 +40,7 @@ _FOLLOWED_KEPT = 4096
 _UNFOUND: OrderedDict[tuple[Any, ...], tuple[str | None, Any, float]] = OrderedDict()
 """Lines gone from a file still there and found in no new file: kept while that file hashes the
 same, git's index has the same stat and the cache's TTL runs (no git process on every read)."""
-_followed_lock = allocate_lock()
+_followed_lock = threading.Lock()
 _GONE: dict[str, set[str]] = {}
 """Per root, anchored paths found gone (and followed) by an earlier pass. The batch pre-pass
 `lstat`s the root folder in their place: it never matches a cache entry, so their memories take
