@@ -19,7 +19,6 @@ from ..core.model import one_line
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
 
     from .watch import DriftEvent
     from ..sdk.workspace import Workspace
@@ -292,16 +291,6 @@ def commit_args(argv: list[str]) -> tuple[str | None, str, bool] | None:
     return values.get("--root"), values.get("--rev", "HEAD"), as_json
 
 
-_UNPRINTABLE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"  # as `anchorfs.cli.commands._printable`
-
-
-def _printable(text: str) -> str:
-    """Text for a terminal, control characters as escapes (`anchorfs.cli.commands._printable`'s rule)."""
-    import re
-
-    return re.sub(_UNPRINTABLE, lambda m: repr(m.group())[1:-1], text)
-
-
 def _short(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -311,11 +300,9 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     """`anchorfs hook run` without click: what the CLI's `hook run` prints, and 0 whatever happened."""
     import warnings
 
-    def warn(message: "Any", category: "Any", filename: str, lineno: int, file: "Any" = None,
-             line: "Any" = None) -> None:
-        sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
+    from ..core.errors import printable, warn_line
 
-    warnings.showwarning = warn  # as `anchorfs.cli.commands.main` says a warning
+    warnings.showwarning = warn_line  # as the CLI says a warning
     out: list[str] = []
     try:
         from ..core.statedir import STATE_DIR, locate
@@ -349,7 +336,7 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     out += [f"anchorfs: {e.id} is {e.after} again ({one_line(e.detail)})  · {_short(e.content, 50)}"
             for e in events if e.after != "stale"]
     if out:
-        sys.stdout.write("".join(_printable(line) + "\n" for line in out))
+        sys.stdout.write("".join(printable(line) + "\n" for line in out))
         sys.stdout.flush()
     return 0
 

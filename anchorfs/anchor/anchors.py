@@ -21,7 +21,7 @@ from ..core.guard import (
     read_guarded,
     sha256_bytes,
 )
-from ..core.model import AnchorRef, Memory, Verdict
+from ..core.model import AnchorRef, Memory, Verdict, span_text
 from ..core.statedir import STATE_DIR
 
 __all__ = ["STATE_DIR", "MAX_FILE_BYTES", "SCAN_BUDGET_BYTES", "parse_spec", "parse_markers", "resolve_path",
@@ -378,7 +378,26 @@ def old_text(ref: AnchorRef, then: bytes | None) -> bytes | None:
     return text if text_hash(text) == ref.content_hash else None
 
 
-def judge(ref: AnchorRef, data: bytes, *, strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
+def nearest_now(ref: AnchorRef, data: bytes, then: bytes | None, detail: str, *,
+                strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
+    """A changed line anchor (`detail` says so) followed by its text of `then`: `reformatted` when
+    its tokens are all there, looked for where the lines around it align it and where a line
+    begins as its first did (lines above or a move took it past `_relaid`'s reach), else
+    `changed` with the nearest block, named in the detail. One rule for drift and history."""
+    text = old_text(ref, then)
+    if ref.lines is None or text is None or then is None:
+        return Verdict.CHANGED, detail, None
+    near = nearest_block(data, then, ref.lines)
+    relaid = None if strict or not ref.token_hash else _relaid(ref.replace(lines=near or ref.lines), ref.path, data, text)
+    if relaid is not None:
+        return Verdict.REFORMATTED, f"{ref.spec} reformatted: same tokens, now lines {span_text(relaid)}", relaid
+    if near is not None and near != ref.lines:  # the old number alone would send a reader elsewhere
+        detail = f"{detail} (was {span_text(ref.lines)}, nearest now {span_text(near)})"
+    return Verdict.CHANGED, detail, near
+
+
+def judge(ref: AnchorRef, data: bytes, *, strict: bool = False,
+          text: bytes | None = None) -> tuple[Verdict, str, tuple[int, int] | None]:
     """Judge an anchor against the file's current bytes: `fresh` (the text where it was), `moved`
     (identical elsewhere), `reformatted` (same tokens; not with `strict`), `changed`..."""
     sha = sha256_bytes(data)
@@ -386,7 +405,7 @@ def judge(ref: AnchorRef, data: bytes, *, strict: bool = False) -> tuple[Verdict
         return Verdict.FRESH, "unchanged", ref.lines
     if not ref.symbol and not ref.lines:
         return Verdict.CHANGED, f"{ref.path} changed", None
-    return judge_at(ref, ref.path, data, strict=strict)
+    return judge_at(ref, ref.path, data, strict=strict, text=text)
 
 
 def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple[int, int] | None) -> bool:
@@ -400,28 +419,45 @@ def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple
 _RELAID_REACH = 3  # lines a re-layout may shift the start or change the count by
 
 
-def _relaid(ref: AnchorRef, path: str, data: bytes, total: int) -> tuple[int, int] | None:
+def _relaid(ref: AnchorRef, path: str, data: bytes, text: bytes | None = None) -> tuple[int, int] | None:
     """A line anchor whose tokens are all still there on another number of lines (a formatter
     joined or split them): the span near its old place whose token hash is the recorded one,
-    the closest start and count first."""
+    the closest start and count first, without the blank lines at its edges (they hold no token).
+    With `text` (the lines as taken), also at each line that begins as its first line did (a
+    formatter keeps how a statement starts): where lines above or a move took it further."""
     assert ref.lines is not None
     a, b = ref.lines
     n = b - a + 1
+    lines = _split_lines(data)
+    total = len(lines)
     starts = sorted(range(max(1, a - _RELAID_REACH), min(total, a + _RELAID_REACH) + 1), key=lambda s: abs(s - a))
+    head = next((ln.strip() for ln in (text or b"").split(b"\n") if ln.strip()), b"")
+    if len(head) >= 4:
+        near = set(starts)
+
+        def begins(line: bytes) -> bool:  # one of the two is how the other starts
+            k = min(len(line := line.strip()), len(head))
+            return k >= 4 and line[:k] == head[:k]
+
+        starts += sorted((i for i, ln in enumerate(lines, 1) if i not in near and begins(ln)), key=lambda s: abs(s - a))
     sizes = sorted(range(max(1, n - _RELAID_REACH), n + _RELAID_REACH + 1), key=lambda k: abs(k - n))
     for start in starts:
         for size in sizes:
             end = start + size - 1
-            if (start, end) != (a, b) and end <= total and \
-                    narrowed_tokens(ref.replace(path=path, lines=(start, end)), data) == ref.token_hash:
+            if end <= total and narrowed_tokens(ref.replace(path=path, lines=(start, end)), data) == ref.token_hash:
+                while start < end and not lines[start - 1].strip():
+                    start += 1
+                while end > start and not lines[end - 1].strip():
+                    end -= 1
                 return start, end
     return None
 
 
-def judge_at(ref: AnchorRef, path: str, data: bytes, *,
-             strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
+def judge_at(ref: AnchorRef, path: str, data: bytes, *, strict: bool = False,
+             text: bytes | None = None) -> tuple[Verdict, str, tuple[int, int] | None]:
     """Judge a narrowed anchor's text in `data`, the bytes of `path` (its own file, or where it
-    moved), as `judge` does."""
+    moved), as `judge` does; `text`, a line anchor's text as taken, lets `_relaid` look past the
+    old numbers."""
     here = path == ref.path
     shown = ref.spec if here else f"{ref.spec} now at {path}"
     if ref.symbol:
@@ -453,7 +489,7 @@ def judge_at(ref: AnchorRef, path: str, data: bytes, *,
         return Verdict.MOVED, f"{ref.spec} now at {where_now}", found
     if end <= len(lines) and _reformatted(ref, path, data, strict, ref.lines):
         return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, other layout", ref.lines
-    relaid = None if strict or not ref.token_hash else _relaid(ref, path, data, len(lines))
+    relaid = None if strict or not ref.token_hash else _relaid(ref, path, data, text)
     if relaid is not None:
         return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, now lines {relaid[0]}-{relaid[1]}", relaid
     if not complete:

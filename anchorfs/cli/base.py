@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from ..core.errors import AnchorfsError, InputError
+from ..core.errors import AnchorfsError, InputError, printable, warn_line
 from ..core.model import KINDS, one_line, parse_time, under
 
 if TYPE_CHECKING:
@@ -29,16 +29,8 @@ __all__ = ["cli", "EXIT_STALE"]
 EXIT_STALE = 90
 
 
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _printable(text: str) -> str:
-    """Text for a terminal: control characters and bidi overrides as escapes (newlines, tabs stay)."""
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
-
-
 def _echo(text: str = "", *, err: bool = False) -> None:
-    click.echo(_printable(text), err=err)
+    click.echo(printable(text), err=err)
 
 
 def _json_text(data: Any) -> str:
@@ -253,15 +245,11 @@ def _progress(label: str) -> tuple[Callable[[int, int], None], Callable[[], None
     return update, finish
 
 
-def _warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    sys.stderr.write(_printable(f"anchorfs: warning: {message}") + "\n")
-
-
 def run(argv: Sequence[str] | None = None) -> None:
     """Run the `anchorfs` group on `argv`: user errors are one line on stderr and exit 1."""
     from . import usable_stdout
 
-    warnings.showwarning = _warning
+    warnings.showwarning = warn_line
     usable_stdout()
     try:
         # Without standalone mode click returns a `ctx.exit(code)` (drift's 90) instead of raising.
@@ -275,7 +263,7 @@ def run(argv: Sequence[str] | None = None) -> None:
         sys.stderr.write("anchorfs: aborted\n")
         sys.exit(130)
     except AnchorfsError as exc:
-        sys.stderr.write(_printable(f"anchorfs: error: {exc}") + "\n")
+        sys.stderr.write(printable(f"anchorfs: error: {exc}") + "\n")
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
-    _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, _printable,
+    _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
     _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run,
 )
 
@@ -224,7 +224,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, reha
         finally:
             finish()
         d = report.to_dict(every=every)
-        out = _json_text(d) if c.json else _printable(_drift_text(report, d, every=every))
+        out = _json_text(d) if c.json else printable(_drift_text(report, d, every=every))
         sys.stdout.write(out)
         if report.stale:
             ctx.exit(EXIT_STALE)

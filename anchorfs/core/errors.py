@@ -5,7 +5,13 @@ Anything else escaping is a bug, never a user error.
 
 from __future__ import annotations
 
+import re
+import sys
+from typing import Any
+
 __all__ = [
+    "printable",
+    "warn_line",
     "AnchorfsError",
     "InputError",
     "AnchorError",
@@ -76,3 +82,16 @@ class EmbedderError(AnchorfsError):
 
 class HistoryError(AnchorfsError):
     """Git history cannot answer (not a repo, unknown revision)."""
+
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text for a terminal: control characters and bidi overrides as escapes (newlines, tabs stay)."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def warn_line(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """`warnings.showwarning` of the CLI and the hooks: one line on stderr, no source line."""
+    sys.stderr.write(printable(f"anchorfs: warning: {message}") + "\n")

@@ -276,25 +276,28 @@ def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
 class Renames:
     """What git says became of files since some commits, as paths relative to the workspace
     root: `renamed` old -> new (rename detection, working tree and index included), `added`
-    the files that appeared (added, copied, renamed to, or untracked and not ignored)."""
+    the files that appeared (added, copied, renamed to, or untracked and not ignored),
+    `modified` the files that were there and changed (where a moved function may have gone)."""
 
-    __slots__ = ("renamed", "added", "untracked")
+    __slots__ = ("renamed", "added", "modified", "untracked")
 
     def __init__(self) -> None:
         self.renamed: dict[str, str] = {}
         self.added: list[str] = []
+        self.modified: list[str] = []
         self.untracked: list[str] | None = None  # listed too (`renames_since(untracked=True)`)
 
 
 def renames_since(root: Path, commits: Sequence[str], *, untracked: bool = True) -> Renames:
-    """Renames and new files between each of `commits` and the working tree, under `root`: one
-    `git diff --cached -M` per distinct commit and, with `untracked`, one `git ls-files --others`,
-    run side by side. A commit git does not know adds nothing; every answer is a candidate the
-    caller verifies."""
+    """Renames, new and changed files between each of `commits` and the working tree, under
+    `root`: one `git diff -M` per distinct commit and, with `untracked`, one `git ls-files
+    --others`, run side by side. A commit git does not know adds nothing; every answer is a
+    candidate the caller verifies."""
     found = Renames()
     added: dict[str, None] = {}
-    # against the index (no stat of the working tree); a plain `mv` shows as untracked below
-    diffs = [("diff", "--cached", "--name-status", "-z", "-M", "--relative", "--no-ext-diff", commit, "--")
+    modified: dict[str, None] = {}
+    # a plain `mv` shows as a deletion here and as untracked below
+    diffs = [("diff", "--name-status", "-z", "-M", "--relative", "--no-ext-diff", commit, "--")
              for commit in dict.fromkeys(commits)]
     outs = read_git_each(root, *diffs, *([_UNTRACKED] if untracked else []))
     for out in outs[:len(diffs)]:
@@ -311,11 +314,13 @@ def renames_since(root: Path, commits: Sequence[str], *, untracked: bool = True)
                 continue
             if status == b"A":
                 added[os.fsdecode(fields[i + 1])] = None
+            elif status in (b"M", b"T"):
+                modified[os.fsdecode(fields[i + 1])] = None
             i += 2
     if untracked:
         found.untracked = [os.fsdecode(name) for name in outs[-1].split(b"\0") if name]
         added.update(dict.fromkeys(found.untracked))
-    found.added = list(added)
+    found.added, found.modified = list(added), list(modified)
     return found
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Value", "KINDS", "Kind", "Status", "STATUSES", "Verdict", "Drift", "AnchorRef", "StaleClaim", "Memory",
-    "AnchorCheck", "Hit", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
+    "AnchorCheck", "Hit", "span_text", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
     "check_anchor_dict", "check_snapshot", "check_optional_str", "validate_anchor", "validate_memory",
     "validate_query_args", "MIN_ID_PREFIX", "anchor_items", "claim_key", "DATA_LABEL", "one_line", "under",
     "FUTURE_SKEW", "dated_ahead", "ordered_at",
@@ -250,6 +250,11 @@ _NOW: Any = object()
 """`Memory`'s default for its times: the time it is made, as the dataclass's factory gave."""
 
 
+def span_text(span: tuple[int, int] | None) -> str:
+    """Lines as people write them: `7`, `7-9` (`?` when not known)."""
+    return "?" if span is None else str(span[0]) if span[0] == span[1] else f"{span[0]}-{span[1]}"
+
+
 # -- anchors and memories -------------------------------------------------------------------
 
 class AnchorRef(Value):
@@ -299,10 +304,7 @@ class AnchorRef(Value):
     def spec(self) -> str:
         if self.symbol:
             return f"{self.path}#{self.symbol}"
-        if self.lines:
-            a, b = self.lines
-            return f"{self.path}:{a}" if a == b else f"{self.path}:{a}-{b}"
-        return self.path
+        return f"{self.path}:{span_text(self.lines)}" if self.lines else self.path
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -21,7 +21,7 @@ from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING
 
-from ..anchor.anchors import MAX_FILE_BYTES, is_state_name, judge
+from ..anchor.anchors import MAX_FILE_BYTES, is_state_name, judge, nearest_now
 from ..core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
 from ..core.guard import folded as fold_name
 from ..core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of
@@ -45,12 +45,6 @@ _CHUNK = 4096
 """Files hashed per call in a cold whole-workspace pass: paces the progress bar."""
 _THEN_TOKENS: dict[tuple[str, AnchorRef], str | None] = {}
 """Token hashes of anchors recorded without one, read back from git's blob of then."""
-_THEN_BLOBS: dict[tuple[str, str, str], bytes | None] = {}
-"""(root, commit, path) -> the file as committed then (`DriftChecker.then_of`)."""
-
-
-def _span(lines: tuple[int, int]) -> str:
-    return str(lines[0]) if lines[0] == lines[1] else f"{lines[0]}-{lines[1]}"
 
 
 class DriftChecker(MoveSearch):
@@ -143,41 +137,8 @@ class DriftChecker(MoveSearch):
         if verdict is Verdict.CHANGED and not ref.token_hash and self._same_tokens_as_then(ref, data, where):
             return AnchorCheck(ref, Verdict.REFORMATTED, f"{ref.spec} reformatted: same tokens, other layout", where)
         if verdict is Verdict.CHANGED and ref.lines and where is None:
-            where = self._nearest(ref, data)
-            if where is not None and where != ref.lines:  # the old number alone would send a reader elsewhere
-                detail = f"{detail} (was {_span(ref.lines)}, nearest now {_span(where)})"
+            verdict, detail, where = nearest_now(ref, data, self.then_of(ref), detail, strict=self.strict)
         return AnchorCheck(ref, verdict, detail, where)
-
-    def _nearest(self, ref: AnchorRef, data: bytes) -> tuple[int, int] | None:
-        """Where a changed line anchor's text is best matched now (`anchors.nearest_block`), from
-        its text of then read back from git; None without it or without a close enough block."""
-        from ..anchor.anchors import nearest_block, old_text
-
-        then = self.then_of(ref)
-        if then is None or ref.lines is None or old_text(ref, then) is None:
-            return None
-        return nearest_block(data, then, ref.lines)
-
-    def then_of(self, ref: AnchorRef) -> bytes | None:
-        """The anchor's file as committed at `ref.commit` when it was recorded clean, else None
-        (one `git cat-file` per anchor and process: a commit's blob never changes)."""
-        if not ref.commit or ref.dirty is not False:
-            return None
-        key = (self.root_real, ref.commit, ref.path)
-        if key in _THEN_BLOBS:
-            return _THEN_BLOBS[key]
-        from ..core.errors import HistoryError
-        from ..core.git import read_git
-
-        try:
-            then: bytes | None = read_git(self.root_real, "cat-file", "blob", f"{ref.commit}:./{ref.path}") or None
-        except (HistoryError, OSError):
-            return None
-        with _followed_lock:
-            if len(_THEN_BLOBS) >= 64:  # a pass over many stale anchors keeps the last few files
-                _THEN_BLOBS.clear()
-            _THEN_BLOBS[key] = then
-        return then
 
     def _same_tokens_as_then(self, ref: AnchorRef, data: bytes, where: tuple[int, int] | None) -> bool:
         """For an anchor recorded without a token hash (a whole file: always): whether its text has

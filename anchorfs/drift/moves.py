@@ -2,8 +2,9 @@
 `changed` with `path_now`), for an anchor that would be `deleted` or `symbol_missing`, or
 whose lines left a file still there (`MoveSearch`, between `FileProbe` and `DriftChecker`).
 
-In git, only new files count (what `git diff -M` since the anchor's commit renamed or added,
-and untracked files); without git, every file under the root, closest paths first. Bounded
+In git, new files count (what `git diff -M` since the anchor's commit renamed or added, and
+untracked files) and, for a symbol or lines, the files that diff changed (a helper moved into
+an existing module); without git, every file under the root, closest paths first. Bounded
 per pass (`_FOLLOW_BUDGET`, `_WALK_FILES`); answers kept while the file found hashes as it did,
 in this process (`_FOLLOWED`) and in the manifest for the next ones.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from ..anchor.anchors import is_state_name, judge_at
+from ..anchor.anchors import is_state_name, judge_at, old_text
 from ..core.errors import AnchorError
 from ..core.model import AnchorCheck, AnchorRef, Verdict
 from .hashcache import HashCache
@@ -45,6 +46,8 @@ _GONE: dict[str, set[str]] = {}
 """Per root, anchored paths found gone (and followed) by an earlier pass. The batch pre-pass
 `lstat`s the root folder in their place: it never matches a cache entry, so their memories take
 the one-by-one check while the rest of the batch stays in the C loop."""
+_THEN_BLOBS: dict[tuple[str, str, str], bytes | None] = {}
+"""(root, commit, path) -> the file as committed then (`MoveSearch.then_of`)."""
 _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
 
@@ -76,6 +79,27 @@ class MoveSearch(FileProbe):
         self._since_ns: int | None = None  # when the memory being checked was anchored (`check`)
         self._untracked: list[str] | None = None
         self._spent = 0
+
+    def then_of(self, ref: AnchorRef) -> bytes | None:
+        """The anchor's file as committed at `ref.commit` when it was recorded clean, else None
+        (one `git cat-file` per anchor and process: a commit's blob never changes)."""
+        if not ref.commit or ref.dirty is not False:
+            return None
+        key = (self.root_real, ref.commit, ref.path)
+        if key in _THEN_BLOBS:
+            return _THEN_BLOBS[key]
+        from ..core.errors import HistoryError
+        from ..core.git import read_git
+
+        try:
+            then: bytes | None = read_git(self.root_real, "cat-file", "blob", f"{ref.commit}:./{ref.path}") or None
+        except (HistoryError, OSError):
+            return None
+        with _followed_lock:
+            if len(_THEN_BLOBS) >= 64:  # a pass over many stale anchors keeps the last few files
+                _THEN_BLOBS.clear()
+            _THEN_BLOBS[key] = then
+        return then
 
     def _follow(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
         """Where the content of an anchor that would be `deleted` or `symbol_missing` is now:
@@ -148,8 +172,9 @@ class MoveSearch(FileProbe):
         return kept | here if here else kept
 
     def _search(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
-        """The search behind `_follow`. In git only new files count (renamed or added since the
-        anchor's commit, and untracked files: a file already there is a copy, not a move).
+        """The search behind `_follow`. In git new files count (renamed or added since the
+        anchor's commit, and untracked files) and, for a symbol or lines, files changed since (a
+        file untouched since holds a copy, not a move; the same rule as history's `_relocate`).
         Without git every file under the root does for a gone file, closest paths first; for
         lines gone from a file still there, only the files changed since the anchor was taken.
 
@@ -180,6 +205,8 @@ class MoveSearch(FileProbe):
                 ext = os.path.splitext(ref.path)[1]
                 candidates = self._newer([p for p in candidates if os.path.splitext(p)[1] == ext], since)
         candidates.sort(key=_closeness(ref.path))
+        touched = sorted((p for p in renames.modified if p != ref.path and _utf8(p)),
+                         key=_closeness(ref.path)) if renames is not None and narrowed else []
         if gone and ref.sha256:  # the very bytes at a new path
             if renames is not None:
                 added = set(candidates)
@@ -207,7 +234,7 @@ class MoveSearch(FileProbe):
             lang = language_for(ref.path)
             leaf = ref.symbol.rsplit(".", 1)[-1].encode() if ref.symbol else None
             ext = os.path.splitext(ref.path)[1]
-            for path in candidates:
+            for path in [*candidates, *touched]:
                 if (language_for(path) != lang) if ref.symbol else (os.path.splitext(path)[1] != ext):
                     continue
                 size = self._size(path)
@@ -221,7 +248,7 @@ class MoveSearch(FileProbe):
                         and (ref.symbol or _distinctive(data, found.lines_now))):
                     return found
                 if (gone and evidence is None and ref.symbol and found is not None and found.verdict is Verdict.CHANGED
-                        and (renames is not None or self._newer([path], since))):  # new since: a candidate
+                        and (path not in touched if renames is not None else self._newer([path], since))):
                     evidence = found._replace(
                         detail=f"{ref.spec} changed: {ref.path} gone, {ref.symbol} found with other text in {path}")
         return evidence or lost
@@ -295,7 +322,8 @@ class MoveSearch(FileProbe):
             data = self._read(path)
             if data is None:
                 return None
-        verdict, detail, where = judge_at(ref, path, data, strict=self.strict)
+        text = old_text(ref, self.then_of(ref)) if ref.lines and ref.token_hash and not self.strict else None
+        verdict, detail, where = judge_at(ref, path, data, strict=self.strict, text=text)
         if verdict in (Verdict.UNREADABLE, Verdict.SYMBOL_MISSING):
             return AnchorCheck(ref, verdict, detail, None)
         if verdict is Verdict.CHANGED and path not in detail:

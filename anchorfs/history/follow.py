@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, text_hash
+from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, nearest_now, text_hash
 from ..core.errors import AnchorError, AnchorfsError
 from ..core.git import Change
-from ..drift.moves import _closeness  # the same order of candidates as `drift`'s own search
+from ..drift.moves import _closeness, _distinctive  # the same candidates and rules as `drift`'s search
 from .repo import _Repo
-from .results import _BREAKS, _HOLDS, _span
-from ..core.model import AnchorRef, Verdict
+from .results import _BREAKS, _HOLDS
+from ..core.model import AnchorRef, Verdict, span_text
 
 __all__ = ["_NULL_OIDS", "_intact", "_norm", "_Judged", "_Follower", "_renamed_to", "_safe_repo_path"]
 
@@ -90,6 +90,7 @@ class _Follower:
     names: tuple[bytes, ...]
     text: bytes | None
     anchored_oid: str | None
+    prev_oid: str | None
 
     # judging whole versions ------------------------------------------------------------
     def _judge(self, data: bytes, near: tuple[int, int] | None) -> _Judged:
@@ -99,6 +100,10 @@ class _Follower:
         if self.kind != "symbol":
             ref = replace(self.ref, lines=near) if self.kind == "lines" and near else self.ref
             verdict, detail, where = judge(ref, data)
+            prev = self.repo.blobs.get(self.prev_oid) if verdict is Verdict.CHANGED and near and self.prev_oid else None
+            if prev is not None:  # shifted and re-laid in one step: followed from the version before, as drift does
+                verdict, detail, where = nearest_now(replace(ref, sha256=hashlib.sha256(prev).hexdigest()), data, prev,
+                                                     detail)
             return _Judged(verdict, detail, where)
         return self._judge_symbol(data)
 
@@ -145,9 +150,9 @@ class _Follower:
         if self.kind == "symbol":
             judged = self._judge_symbol(data, probe)
         else:
-            verdict, detail, span = judge(probe, data)
+            verdict, detail, span = judge(probe, data, text=self.text)
             judged = _Judged(verdict, detail, span)
-        at = f" (lines {_span(judged.where)})" if judged.where else ""
+        at = f" (lines {span_text(judged.where)})" if judged.where else ""
         if judged.verdict in (Verdict.FRESH, Verdict.MOVED):
             return replace(judged, verdict=Verdict.MOVED, detail=f"{orig.spec} now at {path}{at}")
         if judged.verdict is Verdict.REFORMATTED:
@@ -161,7 +166,8 @@ class _Follower:
     def _relocate(self, changes: list[Change], load: Callable[[str, str], bytes | None]
                   ) -> tuple[_Judged, str, str, str | None] | None:
         """Where the text this step lost went: the file git saw ours renamed to, else the first
-        file the step added, copied or renamed (closest name first) holding the text intact.
+        file the step added, copied or renamed, or (a symbol or lines) changed, closest name
+        first, holding the text intact; lines only when distinctive, as `drift` rules.
         (judged, new path, its oid, renamed_to) or None. A rename whose text differs is that
         rename's evidence (`changed` there), unless an intact copy turns up elsewhere. Bounded
         by `_FOLLOW_FILES` and `_FOLLOW_BYTES`."""
@@ -178,7 +184,7 @@ class _Follower:
         seen = {rpath}
         others: list[tuple[str, str]] = []
         for c in changes:
-            if c.status in ("A", "C", "R", "?") and c.new not in seen:
+            if (c.status in ("A", "C", "R", "?") or c.status in ("M", "T") and self.kind != "file") and c.new not in seen:
                 seen.add(c.new)
                 p = inside(c.new)
                 if p is not None and c.new != renamed:
@@ -214,10 +220,11 @@ class _Follower:
             if not is_rename:
                 if leaf is not None and leaf not in data:
                     continue
-                if self.kind == "lines" and self.text is not None and self.text not in _norm(data):
+                if (self.kind == "lines" and self.text is not None and not self.orig.token_hash
+                        and self.text not in _norm(data)):
                     continue
             judged = self._judge_in(path, data)
-            if judged.verdict in _HOLDS:
+            if judged.verdict in _HOLDS and (is_rename or self.kind != "lines" or _distinctive(data, judged.where)):
                 return judged, path, oid, renamed
             if is_rename and judged.verdict is not Verdict.UNREADABLE:
                 evidence = (judged, path, oid, renamed)

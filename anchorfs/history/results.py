@@ -14,9 +14,9 @@ from typing import Any
 from ..drift import MemoryDrift
 from .patch import Hunk
 from .repo import WORKING_TREE, _Commit
-from ..core.model import AnchorRef, Drift, Verdict
+from ..core.model import AnchorRef, Drift, Verdict, span_text
 
-__all__ = ["_HOLDS", "_BREAKS", "Step", "AnchorHistory", "BisectResult", "LogResult", "AtResult", "AtReport", "_span"]
+__all__ = ["_HOLDS", "_BREAKS", "Step", "AnchorHistory", "BisectResult", "LogResult", "AtResult", "AtReport"]
 
 
 _HOLDS = frozenset(v for v in Verdict if v.value in ("fresh", "moved", "reformatted"))
@@ -257,7 +257,7 @@ class BisectResult:
         head = step.short if step.commit == WORKING_TREE else f"{step.short} {(step.date or '')[:10]}"
         who = f" {step.author}" if step.author else ""
         out = [f"culprit: {head}{who}  {step.subject}".rstrip()]
-        where = f", lines {_span(step.lines_before)} at that point" if step.lines_before else ""
+        where = f", lines {span_text(step.lines_before)} at that point" if step.lines_before else ""
         if step.path and step.path != hist.anchor.path:
             where = f", in {step.path}" + where
         out.append(f"  cause: {step.cause} ({hist.anchor.spec}{where}): {step.detail}")
@@ -317,9 +317,3 @@ class AtReport:
                 "checked": len(self.results), "stale": self.count(Drift.STALE), "unknown": self.count(Drift.UNKNOWN),
                 "fresh": self.count(Drift.FRESH), "skipped": self.skipped,
                 "memories": [r.to_dict() for r in self.results]}
-
-
-def _span(span: tuple[int, int] | None) -> str:
-    if span is None:
-        return "?"
-    return str(span[0]) if span[0] == span[1] else f"{span[0]}-{span[1]}"

@@ -20,8 +20,8 @@ from ..core.git import Change, worktree_changes
 from .follow import _NULL_OIDS, _Follower, _Judged, _intact, _norm, _renamed_to
 from .patch import _MAX_HUNKS, Hunk, _RawHunk, _blob_hunks, _headline, _worktree_patch
 from .repo import WORKING_TREE, _Commit, _Repo
-from .results import _BREAKS, _HOLDS, Step, _span
-from ..core.model import AnchorRef, Verdict, to_iso
+from .results import _BREAKS, _HOLDS, Step
+from ..core.model import AnchorRef, Verdict, span_text, to_iso
 
 __all__ = ["_Tracker"]
 
@@ -143,7 +143,8 @@ class _Tracker(_Follower):
             judged, relevant = self._step_symbol(before, usable, trusted, load, new_oid)
 
         moved_to: str | None = None
-        if judged.verdict in (Verdict.DELETED, Verdict.SYMBOL_MISSING) and self.state is True and follow:
+        if self.state is True and follow and (judged.verdict in (Verdict.DELETED, Verdict.SYMBOL_MISSING) or (
+                judged.verdict is Verdict.CHANGED and self.kind == "lines")):  # lines gone from a file still there
             changes, loader = follow
             listed = changes()
             found = self._relocate(listed, loader)
@@ -198,7 +199,7 @@ class _Tracker(_Follower):
         if before is None or not trusted:
             judged = self._load_and_judge(load, before or self.ref.lines, new_oid)
             if judged.verdict is Verdict.MOVED and before and judged.where != before:
-                judged = replace(judged, detail=f"lines {_span(before)} now at {_span(judged.where)}")
+                judged = replace(judged, detail=f"lines {span_text(before)} now at {span_text(judged.where)}")
             touched = tuple(h for h in hunks if before and h.hits(before))
             return judged, touched if judged.verdict in _BREAKS else ()
         hit = [h for h in hunks if h.hits(before)]
@@ -209,14 +210,14 @@ class _Tracker(_Follower):
             if self.verdict not in (Verdict.FRESH, Verdict.MOVED):  # reformatted: still so
                 return _Judged(self.verdict, f"{self.ref.spec} {self.verdict.value}", after), ()
             verdict = _intact("lines") if after == self.ref.lines else Verdict.MOVED
-            detail = (f"lines {_span(before)} now at {_span(after)}" if after != before
+            detail = (f"lines {span_text(before)} now at {span_text(after)}" if after != before
                       else "unchanged; the file changed elsewhere")
             return _Judged(verdict, detail, after), ()
         judged = self._load_and_judge(load, before, new_oid)
         if judged.verdict is Verdict.CHANGED:
-            judged = replace(judged, detail=f"{hit[0].header} hits lines {_span(before)}")
+            judged = replace(judged, detail=f"{hit[0].header} hits lines {span_text(before)}")
         elif judged.verdict is Verdict.MOVED:
-            judged = replace(judged, detail=f"the text of lines {_span(before)} now stands at {_span(judged.where)}")
+            judged = replace(judged, detail=f"the text of lines {span_text(before)} now stands at {span_text(judged.where)}")
         return judged, tuple(hit) if judged.verdict in _BREAKS else ()
 
     def _step_symbol(self, before: tuple[int, int] | None, hunks: list[_RawHunk], trusted: bool,

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..anchor.anchors import MAX_FILE_BYTES, judge
+from ..anchor.anchors import MAX_FILE_BYTES, judge, nearest_now
 from ..core.errors import HistoryError
 from ..core.git import is_ancestor, run_git, tree_changes, worktree_changes
 from ..core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
@@ -250,7 +250,9 @@ def _check_at(repo: _Repo, ref: AnchorRef, commit: str, short: str) -> AnchorChe
     if data is None:  # pragma: no cover - gone between two questions to the same git process
         return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} could not be read at {short}")
     verdict, detail, where = judge(ref, data)
-    if verdict is Verdict.SYMBOL_MISSING:
+    if verdict is Verdict.CHANGED and ref.lines and not ref.symbol and ref.commit and ref.dirty is False:
+        verdict, detail, where = nearest_now(ref, data, repo.blobs.get(f"{ref.commit}:{repo.repo_path(ref.path)}"), detail)
+    if verdict is Verdict.SYMBOL_MISSING or (verdict is Verdict.CHANGED and ref.lines and not ref.symbol):
         return _follow_at(repo, ref, commit, AnchorCheck(ref, verdict, detail))
     return AnchorCheck(ref, verdict, detail, where)
 

@@ -318,4 +318,5 @@ def test_git_commands_started_side_by_side_answer_as_one_by_one(many_files: tupl
     assert together[2].split(b"\0")[:-1] == [b"src/new.py"]
     found = renames_since(root, [head])
     assert found.untracked == ["src/new.py"]
-    assert sorted(found.added) == ["src/new.py", "staged.txt"]  # big.txt: intent to add, in neither
+    assert sorted(found.added) == ["big.txt", "src/new.py", "staged.txt"]  # the working tree's view: intent to add too
+    assert found.modified == []
