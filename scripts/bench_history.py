@@ -5,11 +5,13 @@ Both sides answer the same question about the same lines: which commits touched 
 `git log --first-parent -L START,END:FILE BASE..HEAD` is git's own line-history walk, the
 fastest thing a person would run by hand; `bisect` also judges every step and carries the span.
 
-Usage: python scripts/bench_history.py [REPO] [--commits 300] [--file PATH] [--lines S-E]
+Usage: python scripts/bench_history.py [REPO | --real] [--commits 300] [--file PATH] [--lines S-E]
                                        [--repeat 5] [--write]
-Without REPO a synthetic repo (the tests' token module, with merges and binary noise) is built.
-With REPO (any local clone), the most-touched text file of its last --commits first-parent
-commits is anchored at the oldest of them.
+Without REPO a synthetic repo is built (the tests' token module, with merges and binary noise,
+and a 4,000-line TypeScript file touched 5 times). With REPO (any local clone), the most-touched
+text file of its last --commits first-parent commits is anchored at the oldest of them. `--real`
+is the real clone with long files: zod (TypeScript, 2,000+ first-parent commits), cloned once
+into the benchmark cache folder; offline without that clone, the synthetic repo alone runs.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _benchlib import machine, write_section  # noqa: E402
+from _benchlib import cache_dir, machine, write_section  # noqa: E402
 
-from anchorfs.anchor.anchors import narrowed_text, text_hash  # noqa: E402
+from anchorfs.anchor.anchors import narrowed_text, narrowed_tokens, text_hash  # noqa: E402
 from anchorfs.history import bisect, log  # noqa: E402
 from anchorfs.core.model import AnchorRef, Memory, new_id  # noqa: E402
 
@@ -50,6 +52,25 @@ EXPIRY_HOURS = 24
 def verify(token):
     return jwt.decode(token, KEY)
 '''
+
+
+REAL = ("zod", "https://github.com/colinhacks/zod.git", "packages/zod/src/v4/core/schemas.ts", 900)
+"""The real clone: name, where it is cloned from once, its long file (4,981 lines, touched 142
+times), and how many first-parent commits to walk (the file's life, nearly)."""
+LONG_TS = "".join(f"export function handler{i}(req: Request, res: Response): number {{\n"
+                  f"  const value{i} = compute(req.body.items, {i});\n  return value{i} * 2;\n}}\n\n" for i in range(800))
+"""The synthetic repo's 4,000-line TypeScript file."""
+
+
+def real_clone() -> Path | None:
+    """The real clone in the cache folder, cloned on first use; None when it cannot be had."""
+    name, url = REAL[0], REAL[1]
+    dest = cache_dir() / name
+    if not (dest / ".git").is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["git", "clone", "-q", url, str(dest)], capture_output=True).returncode:
+            return None
+    return dest
 
 
 def _git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
@@ -83,13 +104,25 @@ def build_synthetic(root: Path, commits: int) -> None:
         return mark
 
     t0 = 1_780_000_000
-    last_main = add_commit("main", "add token module", {"auth/token.py": (TOKEN_PY).encode()}, t0)
+    long_ts = LONG_TS.splitlines()
+    last_main = add_commit("main", "add token module", {"auth/token.py": (TOKEN_PY).encode(),
+                                                        "web/big.ts": LONG_TS.encode()}, t0)
+    ts_touches = {int(commits * f): k for k, f in enumerate((0.1, 0.3, 0.5, 0.7, 0.9))}
     side_n = 0
     for n in range(1, commits):
         when = t0 + n * 3600
         files: dict[str, bytes] = {f"pkg/mod{n % 25:02d}.py": f"VALUE = {n}\n".encode()}
         if n % 7 == 0:
             files[f"assets/blob{n % 5}.bin"] = bytes([n % 256, 0, 255]) * 64
+        if n in ts_touches:  # above the anchored line, below it, and at last the line itself
+            k = ts_touches[n]
+            if k == 4:
+                long_ts[long_ts.index("  return value400 * 2;")] = "  return value400 * 3;"
+            elif k % 2:
+                long_ts.insert(10, f"// note {n}")
+            else:
+                long_ts.append(f"// tail {n}")
+            files["web/big.ts"] = ("\n".join(long_ts) + "\n").encode()
         if n == int(commits * 0.9):
             lines[lines.index("EXPIRY_HOURS = 24")] = "EXPIRY_HOURS = 168"
             files["auth/token.py"] = ("\n".join(lines) + "\n").encode()
@@ -132,8 +165,8 @@ def anchor_at(repo: Path, base: str, path: str, *, lines: tuple[int, int] | None
     data = _git(repo, "show", f"{base}:{path}")
     ref = AnchorRef(path, sha256=hashlib.sha256(data).hexdigest(), lines=lines, symbol=symbol, commit=base)
     content_hash = text_hash(narrowed_text(ref, data)[0]) if lines or symbol else None
-    return AnchorRef(path, sha256=ref.sha256, lines=lines, symbol=symbol,
-                     content_hash=content_hash, commit=base, dirty=False)
+    return AnchorRef(path, sha256=ref.sha256, lines=lines, symbol=symbol, content_hash=content_hash,
+                     commit=base, dirty=False, token_hash=narrowed_tokens(ref, data))  # as `take` records it
 
 
 def alternate(fa: Callable[[], object], fb: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -152,7 +185,8 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
     """One repo, one size: (what was measured, markdown table)."""
     if repo_arg:
         repo = Path(repo_arg).resolve()
-        what = f"local clone `{repo.name}`, last {commits} first-parent commits"
+        head = _git(repo, "rev-parse", "--short=9", "HEAD").decode().strip()
+        what = f"local clone `{repo.name}` at {head}, last {commits} first-parent commits"
     else:
         repo = tmp / f"synthetic-{commits}"
         t = time.perf_counter()
@@ -167,6 +201,9 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
     cases: list[tuple[str, AnchorRef]] = []
     if repo_arg:
         path = args.file or pick_file(top, base)
+        if not args.lines:  # one line a third of the way in, as well as the five in the middle
+            third = max(1, _git(top, "show", f"{base}:{path}").count(b"\n") // 3)
+            cases.append((f"one line: `{path}:{third}`", anchor_at(top, base, path, lines=(third, third))))
         n_lines = _git(top, "show", f"{base}:{path}").count(b"\n")
         if args.lines:
             a, _, b = args.lines.partition("-")
@@ -182,6 +219,9 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
         cases.append(("lines: 3-line span (holds)", anchor_at(top, base, "auth/token.py", lines=(9, 11))))
         cases.append(("symbol: `TokenIssuer.issue` (holds)", anchor_at(top, base, "auth/token.py", symbol="TokenIssuer.issue")))
         cases.append(("whole file (broken at once)", anchor_at(top, base, "auth/token.py")))
+        line = LONG_TS.splitlines().index("  return value400 * 2;") + 1
+        cases.append(("one line of a 4,000-line TypeScript file, touched 5 times (broken at 90%)",
+                      anchor_at(top, base, "web/big.ts", lines=(line, line))))
 
     rows = []
     for label, ref in cases:
@@ -190,7 +230,8 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
         hist = result.anchors[0]
         steps = len(log(top, memory).steps)
         # git log -L on the same lines, named as they stand at HEAD (log -L reads them there).
-        head_blob = _git(top, "show", f"HEAD:{ref.path}")
+        path_now = hist.path_now or ref.path
+        head_blob = _git(top, "show", f"HEAD:{path_now}")
         head_len = max(1, head_blob.count(b"\n"))
         if ref.symbol:
             try:
@@ -209,25 +250,32 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
         else:
             span = (1, head_len)
         span = (min(span[0], head_len), min(span[1], head_len))
-        cmd = ["git", "log", "--first-parent", "--format=%H", f"-L{span[0]},{span[1]}:{ref.path}", f"{base}..HEAD"]
+        cmd = ["git", "log", "--first-parent", "--format=%H", f"-L{span[0]},{span[1]}:{path_now}", f"{base}..HEAD"]
 
         def run_log() -> None:
             subprocess.run(cmd, cwd=top, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-        t_bisect, t_log = alternate(lambda: bisect(top, memory), run_log, args.repeat)
+        try:
+            run_log()
+        except subprocess.CalledProcessError:  # git cannot follow these lines: bisect alone
+            t_bisect, t_log = alternate(lambda: bisect(top, memory), lambda: None, args.repeat)[0], None
+        else:
+            t_bisect, t_log = alternate(lambda: bisect(top, memory), run_log, args.repeat)
         culprit = result.culprit
         rows.append((label, walked, steps, culprit.short if culprit else "none (holds)", t_bisect, t_log))
 
     lines = ["| anchor | commits walked | steps touching | culprit | bisect | `git log -L` | ratio |",
              "|---|---:|---:|---|---:|---:|---:|"]
     for label, w, n, c, tb, tl in rows:
-        lines.append(f"| {label} | {w} | {n} | {c} | {tb * 1000:.0f} ms | {tl * 1000:.0f} ms | {tb / tl:.2f}x |")
+        log_cell, ratio = (f"{tl * 1000:.0f} ms", f"{tb / tl:.2f}x") if tl else ("fails", "-")
+        lines.append(f"| {label} | {w} | {n} | {c} | {tb * 1000:.0f} ms | {log_cell} | {ratio} |")
     return what, "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("repo", nargs="?", help="a local clone (default: a synthetic repo)")
+    ap.add_argument("--real", action="store_true", help=f"the real clone ({REAL[0]}), cloned once into the cache folder")
     ap.add_argument("--commits", default="300", help="first-parent commits to walk; a comma list runs several sizes")
     ap.add_argument("--file", help="file to anchor (repo-relative)")
     ap.add_argument("--lines", help="START-END to anchor (default: five lines in the middle)")
@@ -235,17 +283,25 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
     ap.add_argument("--note", default="", help="a sentence to add under the figures")
     args = ap.parse_args()
-    sizes = [int(x) for x in str(args.commits).split(",") if x.strip()]
+    runs = [(args.repo, [int(x) for x in str(args.commits).split(",") if x.strip()])]
+    if args.real and not args.repo:  # the synthetic sizes, then the real clone, in one run
+        clone = real_clone()
+        if clone is None:
+            print(f"{REAL[0]} could not be cloned (offline?): the synthetic repo only")
+        else:
+            runs.append((str(clone), [REAL[3]]))
 
     parts = []
     with tempfile.TemporaryDirectory(prefix="anchorfs-bench-history-") as tmp:
-        for n in sizes:
-            what, table = bench(args.repo, n, args, Path(tmp))
-            print(f"{what}\n\n{table}\n")
-            parts.append(f"{what}:\n\n{table}")
+        for repo, sizes in runs:
+            args.file = args.file or (REAL[2] if repo and args.real else None)
+            for n in sizes:
+                what, table = bench(repo, n, args, Path(tmp))
+                print(f"{what}\n\n{table}\n")
+                parts.append(f"{what}:\n\n{table}")
     print(machine())
     if args.write:
-        command = "python scripts/bench_history.py" + (f" {args.repo}" if args.repo else "")
+        command = "python scripts/bench_history.py" + (" --real" if args.real else f" {args.repo}" if args.repo else "")
         body = f"""Machine: {machine()}.
 
 `{command} --commits {args.commits} --repeat {args.repeat} --write`. Medians of {args.repeat}

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..anchor.anchors import STATE_DIR
 from ..core.errors import AnchorfsError, WorkspaceError
@@ -29,8 +29,6 @@ from ..core.model import Drift, Value, Verdict, to_iso, utcnow
 from ..core.statefs import open_state, read_state
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from ..drift import MemoryDrift
     from ..sdk.workspace import Workspace
 

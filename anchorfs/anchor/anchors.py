@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
+from itertools import accumulate
 
 from ..core.errors import AnchorError, AnchorfsError, SymbolNotFoundError, UnsafePathError
 from ..core.guard import (
@@ -380,10 +382,9 @@ def old_text(ref: AnchorRef, then: bytes | None) -> bytes | None:
 
 def nearest_now(ref: AnchorRef, data: bytes, then: bytes | None, detail: str, *,
                 strict: bool = False) -> tuple[Verdict, str, tuple[int, int] | None]:
-    """A changed line anchor (`detail` says so) followed by its text of `then`: `reformatted` when
-    its tokens are all there, looked for where the lines around it align it and where a line
-    begins as its first did (lines above or a move took it past `_relaid`'s reach), else
-    `changed` with the nearest block, named in the detail. One rule for drift and history."""
+    """A changed line anchor (`detail`) followed by its text of `then`: `reformatted` when its
+    tokens are all there near where the lines around it align it (or far, `_relaid`), else
+    `changed` naming the nearest block. One rule for drift and history."""
     text = old_text(ref, then)
     if ref.lines is None or text is None or then is None:
         return Verdict.CHANGED, detail, None
@@ -408,11 +409,38 @@ def judge(ref: AnchorRef, data: bytes, *, strict: bool = False,
     return judge_at(ref, ref.path, data, strict=strict, text=text)
 
 
-def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple[int, int] | None) -> bool:
-    """Whether the text of `ref` (at `at` for lines) has the tokens it had, layout aside."""
+DISTINCT_WORDS = (6, 4)
+"""Words (runs of letters, digits, `_`) a line anchor's text needs, on one line and on two or
+more, before a copy of it far from its place counts as where it went: `import "math/rand"`,
+`get errors() {` or `throw new Error(` sit in many places, so finding one says nothing."""
+
+
+def _distinctive(data: bytes, lines: tuple[int, int] | None) -> bool:
+    if lines is None:
+        return False
+    text = b"\n".join(data.split(b"\n")[lines[0] - 1:lines[1]])
+    return len(re.findall(rb"\w+", text)) >= DISTINCT_WORDS[lines[1] > lines[0]]
+
+
+_SPACE = b" \t\n\r\f\v"
+
+
+@lru_cache(maxsize=4)  # a step asks it of the same version of a file several times
+def _squeezed(text: bytes) -> bytes:
+    """Text without its whitespace: equal for any two texts of equal tokens, so unequal means
+    no parse is needed to say their tokens differ."""
+    return text.translate(None, _SPACE)
+
+
+def _reformatted(ref: AnchorRef, path: str, data: bytes, strict: bool, at: tuple[int, int] | None,
+                 text: bytes | None = None) -> bool:
+    """Whether the text of `ref` (at `at` for lines) has the tokens it had, layout aside; `text`,
+    a line anchor's text as taken, spares the parse when the characters differ."""
     if strict or not ref.token_hash:
         return False
     probe = ref.replace(path=path, lines=at) if ref.lines else ref.replace(path=path)
+    if text is not None and at is not None and _squeezed(b"".join(data.split(b"\n")[at[0] - 1:at[1]])) != _squeezed(text):
+        return False
     return narrowed_tokens(probe, data) == ref.token_hash
 
 
@@ -420,37 +448,55 @@ _RELAID_REACH = 3  # lines a re-layout may shift the start or change the count b
 
 
 def _relaid(ref: AnchorRef, path: str, data: bytes, text: bytes | None = None) -> tuple[int, int] | None:
-    """A line anchor whose tokens are all still there on another number of lines (a formatter
-    joined or split them): the span near its old place whose token hash is the recorded one,
-    the closest start and count first, without the blank lines at its edges (they hold no token).
-    With `text` (the lines as taken), also at each line that begins as its first line did (a
-    formatter keeps how a statement starts): where lines above or a move took it further."""
+    """A line anchor whose tokens are all still there on other lines (a formatter joined or split
+    them): the span near its old place with the recorded token hash, closest first, blank edge
+    lines left out. With `text` (as taken) a span is parsed only when its characters are the
+    text's, and distinctive text is also looked for far, at each line it can begin at."""
+    from .symbols import token_hash
+
     assert ref.lines is not None
     a, b = ref.lines
     n = b - a + 1
+    want = _squeezed(text) if text is not None else None
+    if text is not None and not same_chars(text, data):
+        return None  # its characters are nowhere in the file, whatever the layout
     lines = _split_lines(data)
     total = len(lines)
+    offsets: list[int] = []  # where each line starts, listed once when first needed
+
+    def at(line: int) -> int:
+        if not offsets:
+            offsets.extend(o + i for i, o in enumerate(accumulate(map(len, data.split(b"\n")), initial=0)))
+        return offsets[line - 1]
+
+    def tokens(start: int, end: int) -> str | None:
+        if want is not None and _squeezed(b"".join(lines[start - 1:end])) != want:
+            return None  # other characters: other tokens, no parse needed
+        b = at(end + 1) - 1
+        return token_hash(path, data, at(start), b - 1 if data[b - 1:b] == b"\r" else b)
+
     starts = sorted(range(max(1, a - _RELAID_REACH), min(total, a + _RELAID_REACH) + 1), key=lambda s: abs(s - a))
-    head = next((ln.strip() for ln in (text or b"").split(b"\n") if ln.strip()), b"")
-    if len(head) >= 4:
+    if want and text is not None and _distinctive(text, (1, text.count(b"\n") + 1)):  # and far: lines it can begin at
         near = set(starts)
-
-        def begins(line: bytes) -> bool:  # one of the two is how the other starts
-            k = min(len(line := line.strip()), len(head))
-            return k >= 4 and line[:k] == head[:k]
-
-        starts += sorted((i for i, ln in enumerate(lines, 1) if i not in near and begins(ln)), key=lambda s: abs(s - a))
+        starts += sorted((i for i, line in enumerate(lines, 1) if i not in near
+                          and (sq := line.translate(None, _SPACE)) and want.startswith(sq)), key=lambda s: abs(s - a))
     sizes = sorted(range(max(1, n - _RELAID_REACH), n + _RELAID_REACH + 1), key=lambda k: abs(k - n))
     for start in starts:
         for size in sizes:
             end = start + size - 1
-            if end <= total and narrowed_tokens(ref.replace(path=path, lines=(start, end)), data) == ref.token_hash:
+            if end <= total and tokens(start, end) == ref.token_hash:
                 while start < end and not lines[start - 1].strip():
                     start += 1
                 while end > start and not lines[end - 1].strip():
                     end -= 1
                 return start, end
     return None
+
+
+def same_chars(text: bytes, data: bytes) -> bool:
+    """Whether `text` could still be in `data` under another layout: its characters, whitespace
+    aside, stand there in a row (a test that spares a parse or a diff when they do not)."""
+    return _squeezed(text) in _squeezed(data)
 
 
 def judge_at(ref: AnchorRef, path: str, data: bytes, *, strict: bool = False,
@@ -487,7 +533,7 @@ def judge_at(ref: AnchorRef, path: str, data: bytes, *, strict: bool = False,
         a, b = found
         where_now = f"lines {a}-{b}" if here else f"{path} lines {a}-{b}"
         return Verdict.MOVED, f"{ref.spec} now at {where_now}", found
-    if end <= len(lines) and _reformatted(ref, path, data, strict, ref.lines):
+    if end <= len(lines) and _reformatted(ref, path, data, strict, ref.lines, text):
         return Verdict.REFORMATTED, f"{shown} reformatted: same tokens, other layout", ref.lines
     relaid = None if strict or not ref.token_hash else _relaid(ref, path, data, text)
     if relaid is not None:

@@ -10,9 +10,11 @@ time a file of theirs is parsed.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left, bisect_right
 import threading
 from collections.abc import Callable
 from functools import lru_cache
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from anchorfs.core.errors import AnchorError, SymbolNotFoundError
@@ -216,10 +218,10 @@ def _parse_symbols(path: str, source: bytes) -> tuple[Symbol, ...]:
     lang = _check_source(path, source)
     spec = _spec(lang)
     query = _query(lang)
-    tree = _parser(lang).parse(source)
+    root = _tree(lang, source)
     from tree_sitter import QueryCursor
 
-    nodes = QueryCursor(query).captures(tree.root_node).get("def", [])
+    nodes = QueryCursor(query).captures(root).get("def", [])
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))  # stable: outer before inner on ties
 
     ctx = _Ctx(source)
@@ -340,8 +342,15 @@ def find_symbol(path: str, source: bytes, name: str) -> Symbol:
 # --------------------------------------------------------------------------- token sequences
 
 
-_LAST_TREE: tuple[bytes, str, Any] | None = None
-"""The last source `token_hash` parsed (held, so its identity is not reused), with its tree."""
+_END_BYTE, _START_BYTE = attrgetter("end_byte"), attrgetter("start_byte")
+
+
+@lru_cache(maxsize=8)
+def _tree(lang: str, source: bytes) -> Any:
+    """One parse per version of a file (checked by `_check_source`): its symbols, token hashes and
+    the spans a re-layout search tries share it, and a history walk meeting the same blob again
+    does not parse it again. The root node is kept: its children, listed once, serve every span."""
+    return _parser(lang).parse(source).root_node
 
 
 def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str | None:
@@ -355,18 +364,12 @@ def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str 
     import hashlib
 
     try:
-        lang = _check_source(path, source)
+        root = _tree(_check_source(path, source), source)
     except AnchorError:
         return None
-    held = _LAST_TREE
-    if held is not None and held[0] is source and held[1] == lang:
-        tree = held[2]  # the same bytes asked again (spans tried for a re-layout): parsed once
-    else:
-        tree = _parser(lang).parse(source)
-        globals()["_LAST_TREE"] = (source, lang, tree)
     digest = hashlib.sha256()
     update = digest.update
-    stack: list[tuple[Node, bool]] = [(tree.root_node, False)]
+    stack: list[tuple[Node, bool]] = [(root, False)]
     while stack:
         node, closing = stack.pop()
         if closing:
@@ -385,5 +388,8 @@ def token_hash(path: str, source: bytes, start_byte: int, end_byte: int) -> str 
         if inside and node.is_named:
             update(b"(" + node.type.encode())
             stack.append((node, True))
-        stack.extend((child, False) for child in reversed(node.children))
+        children = node.children  # only those reaching into the span: a file's thousand others are not visited
+        first = bisect_right(children, start_byte, key=_END_BYTE)
+        last = bisect_left(children, end_byte, lo=first, key=_START_BYTE)
+        stack.extend((child, False) for child in reversed(children[first:last]))
     return digest.hexdigest()

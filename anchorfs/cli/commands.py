@@ -285,42 +285,25 @@ def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: st
         _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}")
 
 
-@cli.command()
-@_common
-@click.argument("memory_id", metavar="ID")
-@click.option("--reason", default=None)
-@click.pass_context
-def retract(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
-    """Withdraw a belief with no successor."""
-    with _session(ctx, root, as_json) as c:
-        m = c.ws().retract(memory_id, reason=reason)
-        _emit(c, m.to_dict(), f"retracted {m.id}")
+def _decision(name: str, doc: str, said: str) -> None:
+    """`retract`, `accept`, `reject`: one memory, an optional reason, the SDK method of that name."""
+
+    @cli.command(name, help=doc)
+    @_common
+    @click.argument("memory_id", metavar="ID")
+    @click.option("--reason", default=None, help="Why (kept in the ledger).")
+    @click.pass_context
+    def command(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
+        with _session(ctx, root, as_json) as c:
+            m = getattr(c.ws(), name)(memory_id, reason=reason)
+            retired = f"; {m.supersedes} is superseded by it" if name == "accept" and m.supersedes else ""
+            _emit(c, m.to_dict(), f"{said} {m.id}{retired}")
 
 
-@cli.command()
-@_common
-@click.argument("memory_id", metavar="ID")
-@click.option("--reason", default=None)
-@click.pass_context
-def accept(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
-    """Accept a proposed memory (from `mcp --propose`): served from now on; a proposed
-    supersede retires its predecessor now."""
-    with _session(ctx, root, as_json) as c:
-        m = c.ws().accept(memory_id, reason=reason)
-        retired = f"; {m.supersedes} is superseded by it" if m.supersedes else ""
-        _emit(c, m.to_dict(), f"accepted {m.id}{retired}")
-
-
-@cli.command()
-@_common
-@click.argument("memory_id", metavar="ID")
-@click.option("--reason", default=None, help="Why it was turned down (kept in the ledger).")
-@click.pass_context
-def reject(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
-    """Turn down a proposed memory: retracted with the reason, never served."""
-    with _session(ctx, root, as_json) as c:
-        m = c.ws().reject(memory_id, reason=reason)
-        _emit(c, m.to_dict(), f"rejected {m.id}")
+_decision("retract", "Withdraw a belief with no successor.", "retracted")
+_decision("accept", "Accept a proposed memory (from `mcp --propose`): served from now on; a proposed supersede "
+          "retires its predecessor now.", "accepted")
+_decision("reject", "Turn down a proposed memory: retracted with the reason, never served.", "rejected")
 
 
 @cli.command()

@@ -24,26 +24,22 @@ def hook(ctx: click.Context, root: str | None, as_json: bool) -> None:
     ctx.obj = _Ctx(root or parent.root, as_json or parent.json)  # `hook --root R install` as `hook install --root R`
 
 
-@hook.command("session-start")
-@_common
-@click.pass_context
-def hook_session_start(ctx: click.Context, root: str | None, as_json: bool) -> None:
-    """Claude Code's SessionStart hook: a digest of stale, then recent memories (always exits 0)."""
-    from ..agents.hook_agent import agent_main
+def _agent_hook(name: str, doc: str) -> None:
+    """An agent hook's command: `agents.hook_agent` answers it (always exits 0)."""
 
-    parent: _Ctx = ctx.obj
-    agent_main("session-start", root or parent.root)
+    @hook.command(name, help=doc)
+    @_common
+    @click.pass_context
+    def command(ctx: click.Context, root: str | None, as_json: bool) -> None:
+        from ..agents.hook_agent import agent_main
+
+        agent_main(name, root or ctx.obj.root)
 
 
-@hook.command("post-edit")
-@_common
-@click.pass_context
-def hook_post_edit(ctx: click.Context, root: str | None, as_json: bool) -> None:
-    """Claude Code's PostToolUse hook: the memories the edited file's change made stale (always exits 0)."""
-    from ..agents.hook_agent import agent_main
-
-    parent: _Ctx = ctx.obj
-    agent_main("post-edit", root or parent.root)
+_agent_hook("session-start", "Claude Code's SessionStart hook: a digest of stale, then recent memories "
+            "(always exits 0).")
+_agent_hook("post-edit", "Claude Code's PostToolUse hook: the memories the edited file's change made stale "
+            "(always exits 0).")
 
 
 @hook.command("install")

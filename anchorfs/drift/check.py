@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_, itemgetter
-from typing import TYPE_CHECKING
+from typing import cast
 
 from ..anchor.anchors import MAX_FILE_BYTES, is_state_name, judge, nearest_now
 from ..core.guard import EscapedError, NotRegularError, SwappedError, TooLargeError, read_guarded
@@ -32,11 +32,6 @@ from .moves import _GONE, MoveSearch, _followed_lock
 from .probe import _RECHECKS, _why
 from .report import _ANCHORS, _PATH, DriftReport, MemoryDrift
 
-if TYPE_CHECKING:
-    from typing import cast
-else:
-    def cast(_type: object, value: object) -> object:
-        return value  # `typing.cast`: the value itself
 
 __all__ = ["DriftChecker", "plan_of_files"]
 

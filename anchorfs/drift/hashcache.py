@@ -26,15 +26,12 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, eq, itemgetter
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..core.guard import sha256_bytes
 from .filehash import _ONE_READ, reread_digests, sha256_file
 from .manifest import MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
 from .manifest import plain_rel as _plain_rel
-
-if TYPE_CHECKING:
-    from typing import Any
 
 try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
     from . import _statmatch
@@ -56,10 +53,7 @@ _stat = os.stat
 
 # An entry, in memory and on disk: [size, mtime_ns, ctime_ns, inode, sha256 or None, checked_at],
 # the lists orjson builds (loading converts nothing); entries are replaced, never mutated once published.
-if TYPE_CHECKING:
-    _Entry = list[Any]
-else:
-    _Entry = list
+_Entry = list[Any]
 _Sig = tuple[int, int, int]
 _ENTRY_KEY = itemgetter(0, 1, 2, 3)
 _STAT_KEY = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")

@@ -2,9 +2,9 @@
 `changed` with `path_now`), for an anchor that would be `deleted` or `symbol_missing`, or
 whose lines left a file still there (`MoveSearch`, between `FileProbe` and `DriftChecker`).
 
-In git, new files count (what `git diff -M` since the anchor's commit renamed or added, and
-untracked files) and, for a symbol or lines, the files that diff changed (a helper moved into
-an existing module); without git, every file under the root, closest paths first. Bounded
+In git, new files count (renamed, added or untracked since the anchor's commit) and, for a
+symbol or lines, the files changed since (a helper moved into an existing module); without git,
+every file under the root for a gone file, and the files changed since for lines gone. Bounded
 per pass (`_FOLLOW_BUDGET`, `_WALK_FILES`); answers kept while the file found hashes as it did,
 in this process (`_FOLLOWED`) and in the manifest for the next ones.
 """
@@ -16,17 +16,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ..anchor.anchors import is_state_name, judge_at, old_text
+from ..anchor.anchors import _distinctive, is_state_name, judge_at, old_text
 from ..core.errors import AnchorError
 from ..core.model import AnchorCheck, AnchorRef, Verdict
 from .hashcache import HashCache
 from .hashcache import _utf8 as _encodes
 from .probe import FileProbe
-
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["MoveSearch"]
 
@@ -50,22 +47,6 @@ _THEN_BLOBS: dict[tuple[str, str, str], bytes | None] = {}
 """(root, commit, path) -> the file as committed then (`MoveSearch.then_of`)."""
 _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
-
-
-DISTINCT_WORDS = (6, 4)
-"""Words (runs of letters, digits, `_`) a line anchor's text needs, on one line and on two or
-more, before its copy in another file counts as the text moved there: `import "math/rand"` or
-`get errors() {` sit in many files, so finding one elsewhere says nothing (git's own rename of
-the file still does)."""
-
-
-def _distinctive(data: bytes, lines: tuple[int, int] | None) -> bool:
-    import re
-
-    if lines is None:
-        return False
-    text = b"\n".join(data.split(b"\n")[lines[0] - 1:lines[1]])
-    return len(re.findall(rb"\w+", text)) >= DISTINCT_WORDS[lines[1] > lines[0]]
 
 
 class MoveSearch(FileProbe):
@@ -172,15 +153,11 @@ class MoveSearch(FileProbe):
         return kept | here if here else kept
 
     def _search(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
-        """The search behind `_follow`. In git new files count (renamed or added since the
-        anchor's commit, and untracked files) and, for a symbol or lines, files changed since (a
-        file untouched since holds a copy, not a move; the same rule as history's `_relocate`).
-        Without git every file under the root does for a gone file, closest paths first; for
-        lines gone from a file still there, only the files changed since the anchor was taken.
-
-        Found identical: `moved`. Else a gone file's positive trace gives `changed` with that
-        `path_now`: git's rename, else without git the same inode renamed (`_same_inode`), else
-        the same symbol, other text, in a file new since."""
+        """The search behind `_follow`, over the candidates the module says (a file untouched
+        since holds a copy, not a move; history's `_relocate` has the same rule). Found identical:
+        `moved`. Else a gone file's positive trace gives `changed` with that `path_now`: git's
+        rename, else without git the same inode renamed, else the same symbol, other text, in a
+        file new since."""
         from ..anchor.symbols import MAX_PARSE_BYTES, language_for
 
         narrowed = bool(ref.symbol or ref.lines)

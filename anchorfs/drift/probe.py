@@ -16,12 +16,7 @@ from ..core.guard import NotRegularError, SwappedError, read_guarded
 from .hashcache import HashCache
 from ..core.model import AnchorCheck, AnchorRef, Verdict
 
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    from typing import cast
-else:
-    def cast(_type: object, value: object) -> object:
-        return value  # `typing.cast`: the value itself
+from typing import cast
 
 __all__ = ["FileProbe"]
 

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..anchor.anchors import MAX_FILE_BYTES, STATE_DIR, judge, narrowed_text, nearest_now, text_hash
+from ..anchor.anchors import (MAX_FILE_BYTES, STATE_DIR, _distinctive, judge, narrowed_text, nearest_now, same_chars,
+                              text_hash)
 from ..core.errors import AnchorError, AnchorfsError
 from ..core.git import Change
-from ..drift.moves import _closeness, _distinctive  # the same candidates and rules as `drift`'s search
+from ..drift.moves import _closeness  # the same order of candidates as `drift`'s own search
 from .repo import _Repo
 from .results import _BREAKS, _HOLDS
 from ..core.model import AnchorRef, Verdict, span_text
@@ -99,8 +100,9 @@ class _Follower:
             return _Judged(Verdict.UNREADABLE, f"{self.ref.path} is too large to judge")
         if self.kind != "symbol":
             ref = replace(self.ref, lines=near) if self.kind == "lines" and near else self.ref
-            verdict, detail, where = judge(ref, data)
-            prev = self.repo.blobs.get(self.prev_oid) if verdict is Verdict.CHANGED and near and self.prev_oid else None
+            verdict, detail, where = judge(ref, data, text=self.text)  # the text: no parse unless it can match
+            prev = self.repo.blobs.get(self.prev_oid) if (verdict is Verdict.CHANGED and near and self.prev_oid and self.text
+                                                         and same_chars(self.text, data)) else None
             if prev is not None:  # shifted and re-laid in one step: followed from the version before, as drift does
                 verdict, detail, where = nearest_now(replace(ref, sha256=hashlib.sha256(prev).hexdigest()), data, prev,
                                                      detail)
@@ -165,12 +167,10 @@ class _Follower:
 
     def _relocate(self, changes: list[Change], load: Callable[[str, str], bytes | None]
                   ) -> tuple[_Judged, str, str, str | None] | None:
-        """Where the text this step lost went: the file git saw ours renamed to, else the first
-        file the step added, copied or renamed, or (a symbol or lines) changed, closest name
-        first, holding the text intact; lines only when distinctive, as `drift` rules.
-        (judged, new path, its oid, renamed_to) or None. A rename whose text differs is that
-        rename's evidence (`changed` there), unless an intact copy turns up elsewhere. Bounded
-        by `_FOLLOW_FILES` and `_FOLLOW_BYTES`."""
+        """Where the text this step lost went, by `drift`'s rules: the file git saw ours renamed to,
+        else the first file the step added, copied, renamed or (a symbol, distinctive lines)
+        changed, closest name first, holding the text intact: (judged, path, oid, renamed_to).
+        A rename whose text differs is its evidence (`changed`) unless an intact copy turns up."""
         from ..anchor.symbols import language_for
 
         repo = self.repo

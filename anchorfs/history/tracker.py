@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
-from ..anchor.anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path
+from ..anchor.anchors import MAX_FILE_BYTES, judge, narrowed_text, resolve_path, same_chars
 from ..core.errors import AnchorError
 from ..core.git import Change, worktree_changes
 from .follow import _NULL_OIDS, _Follower, _Judged, _intact, _norm, _renamed_to
@@ -189,9 +189,9 @@ class _Tracker(_Follower):
         data = load()
         if data is None:
             return _Judged(Verdict.UNREADABLE, self.repo.blobs.why_missing(oid, self.ref.path))
-        if (self.kind == "lines" and self.text is not None and not getattr(self.ref, "token_hash", None)
-                and self.text not in _norm(data)):
-            return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")  # no block can match
+        if self.kind == "lines" and self.text is not None and not (
+                same_chars(self.text, data) if self.ref.token_hash else self.text in _norm(data)):
+            return _Judged(Verdict.CHANGED, f"{self.ref.spec} changed")  # no block can match, in any layout
         return self._judge(data, near)
 
     def _step_lines(self, before: tuple[int, int] | None, hunks: list[Hunk], trusted: bool,

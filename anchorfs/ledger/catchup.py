@@ -14,7 +14,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import blake3
 
@@ -23,9 +23,6 @@ from ..core.errors import LedgerError
 from .log import Entry, Ledger, refold
 from ..core.model import Memory
 from ..core.statefs import open_state, read_state
-
-if TYPE_CHECKING:
-    from typing import Literal
 
 __all__ = ["Prefix", "Follow", "Folded", "Kind", "follow", "settled", "extend", "merged", "load", "stamp", "CHECKPOINT_VERSION"]
 
@@ -44,10 +41,7 @@ Stat = tuple[int, int, int, int, int]
 _MISSING: Stat = (0, 0, -1, 0, 0)
 """The stat of a ledger that does not exist (yet)."""
 
-if TYPE_CHECKING:
-    Kind = Literal["same", "grown", "rewritten"]
-else:
-    Kind = str  # one of those three words
+Kind = Literal["same", "grown", "rewritten"]
 
 
 def _sig(st: os.stat_result) -> Stat:

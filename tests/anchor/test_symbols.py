@@ -759,3 +759,54 @@ def test_a_symbol_spelled_in_another_unicode_form_is_the_same_name(tmp_path: Pat
         assert ws.check(m).drift is anchorfs.Drift.FRESH
     found = find_symbol("greet.py", (tmp_path / "greet.py").read_bytes(), "he\u0301llo")
     assert (found.name, found.start_line) == ("h\u00e9llo", 1)
+
+
+# -- token hashes: the walk starts at the node covering the span, same hash as from the root ------
+
+def _root_walk_hash(path: str, source: bytes, start: int, end: int) -> str:
+    """The token hash as first written: every node of the tree visited from the root."""
+    import hashlib
+
+    from anchorfs.anchor.symbols import _parser, language_for
+
+    node_stack = [(_parser(language_for(path)).parse(source).root_node, False)]
+    digest = hashlib.sha256()
+    while node_stack:
+        node, closing = node_stack.pop()
+        if closing:
+            digest.update(b")")
+            continue
+        a, b = node.start_byte, node.end_byte
+        if b <= start or a >= end or a == b:
+            continue
+        if node.child_count == 0:
+            text = source[max(a, start):min(b, end)]
+            if node.type == "comment" or node.type.endswith("_comment"):
+                text = text.rstrip()
+            digest.update(node.type.encode() + b"\0" + text + b"\1")
+            continue
+        if start <= a and b <= end and node.is_named:
+            digest.update(b"(" + node.type.encode())
+            node_stack.append((node, True))
+        node_stack.extend((child, False) for child in reversed(node.children))
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("sample", ["python_sample.py", "typescript_sample.ts", "rust_sample.rs", "go_sample.go",
+                                    "c_sample.c", "ruby_sample.rb"])
+def test_token_hash_of_any_span_is_the_root_walks(sample: str) -> None:
+    """Spans at line edges (as line anchors and the re-layout search ask), at node edges and at
+    random bytes, token cut or not: the same hash as walking the whole tree."""
+    import random
+
+    from anchorfs.anchor.symbols import token_hash
+
+    source = (FIXTURES / sample).read_bytes()
+    starts = [0] + [i + 1 for i, c in enumerate(source) if c == 0x0A]
+    rng = random.Random(sample)
+    spans = [(starts[a], starts[b] - 1) for a, b in
+             (sorted(rng.sample(range(len(starts)), 2)) for _ in range(150))]
+    spans += [tuple(sorted(rng.sample(range(len(source) + 1), 2))) for _ in range(150)]
+    spans += [(s.start_byte, s.end_byte) for s in list_symbols(sample, source)]
+    for a, b in spans:
+        assert token_hash(sample, source, a, b) == _root_walk_hash(sample, source, a, b), (a, b)
