@@ -249,6 +249,8 @@ def take(root_real: str, ref: AnchorRef, *, commit: str | None = None, dirty: bo
     except UnicodeEncodeError:
         raise AnchorError(f"anchor path {ref.path!r} resolves to a name that is not valid UTF-8 "
                           f"({rel!r}); rename the file to anchor it") from None
+    if ".git" in rel.lower().split("/"):
+        raise AnchorError(f"anchor path {ref.path!r} is inside git's own .git folder, not the code")
     try:
         data = _read_file(root_real, real, ref.path, again=True)
     except SwappedError:  # swapped between resolving and reading: resolve once more
@@ -263,6 +265,8 @@ def take(root_real: str, ref: AnchorRef, *, commit: str | None = None, dirty: bo
         if ref.symbol and ref.lines:
             raise AnchorError(f"anchor {rel}: give a symbol or lines, not both")
         here = ref.replace(path=rel)
+        if ref.lines and b"\0" in data[:8192]:
+            raise AnchorError(f"{rel} is a binary file: it has no lines; anchor the whole file instead")
         text, _ = narrowed_text(here, data)
         content_hash = text_hash(text)
         remember(here, sha, text)  # the store write that follows indexes this text

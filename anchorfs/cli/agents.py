@@ -11,7 +11,7 @@ from typing import Any
 import click
 import orjson
 
-from .base import _KIND, _common, _echo, _emit_json, _session, _short, cli
+from .base import _KIND, _common, _echo, _emit_json, _session, _short, _text_value, cli
 
 __all__ = ["context", "export", "import_cmd", "mcp", "serve", "watch"]
 
@@ -62,7 +62,7 @@ def export(ctx: click.Context, root: str | None, as_json: bool, to: str) -> None
 
 @cli.command()
 @_common
-@click.argument("task")
+@click.argument("task", callback=_text_value)
 @click.option("--budget", type=click.IntRange(1), default=None, help="Token budget (about 4 characters a token; default 1500).")
 @click.pass_context
 def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budget: int | None) -> None:

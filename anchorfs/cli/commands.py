@@ -9,6 +9,7 @@ paths are taken from the current folder first, as git takes pathspecs. `--json` 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -65,19 +66,24 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
         init_mode(path, shared)
         mcp_path = None
         written = []
+        unwired = hosts and not absolute and shutil.which("anchorfs") is None  # the host would run nothing
         if hosts:
-            from ..agents.hosts import setup
+            from ..agents.hosts import server_command, setup
 
-            written = setup(path, hosts, absolute=absolute)
+            written = setup(path, hosts, absolute=absolute or bool(unwired))
         if write_mcp:
             from ..agents.mcp import write_mcp_config
 
             mcp_path = write_mcp_config(path)
+        said = (f"`anchorfs` is not on PATH: the host files name this install, {server_command(path, absolute=True)[0]}"
+                " (install it on PATH, README: Install, and run init --for again for portable ones)") if unwired else None
         if c.json:
             _emit_json({"root": str(path), "mcp": str(mcp_path) if mcp_path else None,
-                        "hosts": [w.to_dict() for w in written]})
+                        "hosts": [w.to_dict() for w in written], "note": said})
         else:
             _echo(f"anchorfs workspace at {path}")
+            if said:
+                _echo(said, err=True)
             for w in written:
                 _echo(f"{'wrote' if w.changed else 'unchanged'} {w.path}  ({w.host} {w.kind})")
             if mcp_path:

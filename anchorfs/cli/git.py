@@ -11,6 +11,7 @@ import click
 
 from .base import EXIT_STALE, _common, _Ctx, _echo, _emit_json, _session, _short, _table, cli
 from ..core.errors import AnchorfsError
+from ..core.model import span_text
 
 __all__ = ["at", "bisect", "conflicts", "hook", "log_cmd", "merge_ledger_cmd", "mode_of", "share"]
 
@@ -54,13 +55,14 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
         from ..agents.hook_git import install_sync
         from ..sdk.team import install_merge
 
-        install_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite: the store follows the ledger
+        synced = install_sync(c.ws().root)  # post-checkout, post-merge, post-rewrite: the store follows the ledger
         if mode_of(c.ws().root) != "private":
             install_merge(c.ws().root)
         if c.json:
-            _emit_json({"hook": str(path), "changed": changed})
+            _emit_json({"hook": str(path), "changed": changed, "sync": [str(p) for p in synced]})
         else:
-            _echo(f"{'installed' if changed else 'already installed'}: {path}")
+            done = [p.name for p in ([path] if changed else []) + synced]
+            _echo(f"installed: {', '.join(done)} in {path.parent}" if done else f"already installed in {path.parent}")
 
 
 @hook.command("uninstall")
@@ -142,20 +144,15 @@ def log_cmd(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
             _emit_json(result.to_dict())
             return
         d = result.to_dict()
+        if not d["anchors"]:
+            _echo(f"{memory_id} has no anchors: there is no history to walk")
         for anchor in d["anchors"]:
             _echo(f"{anchor.get('anchor') or anchor.get('path')}:")
             # `moved` marks the steps that moved the text; a rename names the file it went to
-            rows = [(s.get("short"), (s.get("date") or "")[:10], s.get("verdict"), _lines(s.get("lines_before")),
-                     _lines(s.get("lines_after")) + (f" -> {s['path_now']}" if s.get("path_now") else ""),
+            rows = [(s.get("short"), (s.get("date") or "")[:10], s.get("verdict"), (span_text(s["lines_before"]) if s.get("lines_before") else "-"),
+                     (span_text(s["lines_after"]) if s.get("lines_after") else "-") + (f" -> {s['path_now']}" if s.get("path_now") else ""),
                      _short(s.get("subject") or "", 40)) for s in anchor.get("steps", [])]
             _echo(_table(rows, ["commit", "date", "verdict", "lines before", "lines after", "subject"]))
-
-
-def _lines(span: Any) -> str:
-    if not span:
-        return "-"
-    a, b = span
-    return f"{a}" if a == b else f"{a}-{b}"
 
 
 @cli.command()

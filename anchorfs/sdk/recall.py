@@ -47,12 +47,18 @@ def active_at(ws: "Workspace", when: datetime) -> dict[str, Memory]:
     return {m.id: m for m in state.values() if m.status == Status.ACTIVE and m.valid_from <= when}
 
 
+MAX_QUERY_CHARS = 2000
+"""A pasted file is no question: past this the search would take seconds and find noise."""
+
+
 def query(ws: "Workspace", text: str, *, k: int | None = None, include_superseded: bool = False,
           as_of: str | datetime | None = None, stale: str = "include") -> list[Hit]:
     """Hybrid search, then the drift pass: stale hits demoted and flagged, never hidden. `stale`: include,
     exclude or only; `as_of`: the memories as they stood then, checked now, with no drift written back."""
     if not isinstance(text, str) or not text.strip():
         raise InputError("a query needs text")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InputError(f"a query is at most {MAX_QUERY_CHARS:,} characters, this one has {len(text):,}: ask about one thing")
     if stale not in ("include", "exclude", "only"):
         raise InputError(f"stale must be include, exclude or only, not {stale!r}")
     k_given, when_given = validate_query_args(k, include_superseded, as_of)

@@ -36,6 +36,8 @@ def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | No
     if old.status == Status.RETRACTED:
         raise RevisionError(f"memory {old.id} is retracted; `revert` it first")
     content, kind, tags_t = writes.validate(ws, content, kind or old.kind, old.tags if tags is None else tags)
+    if (content, kind, tags_t) == (old.content, old.kind, old.tags) and not items and not drop_anchors:
+        raise RevisionError(f"memory {old.id} already says that; to confirm it on the code as it is now, `reanchor` it")
     author = writes.author(ws, author)
     if drop_anchors:
         new_anchors = writes.take_anchors(ws, content, ())

@@ -395,7 +395,7 @@ class Workspace:
         """Memories newest first; `drift` keeps those whose drift is that now (`drift_of`):
         fresh, stale, unknown, or unanchored for a memory with no anchors."""
         mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
-        mems.sort(key=lambda m: m.id, reverse=True)
+        mems.sort(key=lambda m: (m.recorded_at, m.id), reverse=True)
         if drift is not None:
             if drift not in (*DRIFTS, UNANCHORED):
                 raise InputError(f"unknown drift {drift!r}; one of: fresh, stale, unknown, unanchored")

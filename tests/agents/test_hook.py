@@ -162,8 +162,8 @@ def test_cli_install_and_uninstall(repo: Path) -> None:
         return proc.stdout
 
     hook = repo / ".git" / "hooks" / "post-commit"
-    assert cli("hook", "install") == f"installed: {hook}\n"
-    assert cli("hook", "install") == f"already installed: {hook}\n"
+    assert cli("hook", "install") == f"installed: post-commit, post-checkout, post-merge, post-rewrite in {hook.parent}\n"
+    assert cli("hook", "install") == f"already installed in {hook.parent}\n"
     sync = "".join(f"removed from {hook.with_name(name)}\n" for name in ("post-checkout", "post-merge", "post-rewrite"))
     assert cli("hook", "uninstall") == f"removed from {hook}\n" + sync  # the sync hooks `install` added go too
     assert not hook.exists() and not hook.with_name("post-merge").exists()

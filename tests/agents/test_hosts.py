@@ -34,8 +34,10 @@ TOKEN = "class TokenIssuer:\n    def issue(self, user):\n        return sign(use
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a person runs it with anchorfs installed on PATH (`init --for` checks that)."""
+    env = {**os.environ, "PATH": os.pathsep.join([VENV_BIN, os.environ.get("PATH", "")])}
     return subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", *args], capture_output=True, text=True,
-                          check=False, cwd=cwd, timeout=120)
+                          check=False, cwd=cwd, timeout=120, env=env)
 
 
 @pytest.fixture

@@ -231,10 +231,10 @@ def test_a_symbol_in_a_binary_file_is_refused(root: Path) -> None:
 
 
 def test_lines_of_a_file_that_is_not_utf8_are_bytes_and_judged_as_bytes(root: Path) -> None:
-    data = b"caf\xe9\n\xff\xfe\x00 raw\nend\n"
+    data = b"caf\xe9\n\xff\xfe raw\nend\n"  # no NUL: a NUL makes it binary, and lines of those are refused
     (root / "latin1.txt").write_bytes(data)
     ref = anchor(root, "latin1.txt:2")
-    assert ref.content_hash == text_hash(b"\xff\xfe\x00 raw")
+    assert ref.content_hash == text_hash(b"\xff\xfe raw")
     (root / "latin1.txt").write_bytes(b"new\n" + data)
     moved = check(root, ref)
     assert (moved.verdict, moved.lines_now) == (Verdict.MOVED, (3, 3))

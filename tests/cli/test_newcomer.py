@@ -1,0 +1,147 @@
+"""A newcomer's first hour (issue 38): what a person types back, what `init --for` wires, and
+the small refusals a serious tool makes in one line, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+import anchorfs
+from anchorfs.cli.commands import main
+from anchorfs.core.model import new_id
+
+Run = Callable[..., tuple[int, str, str]]
+GIT_DIR = os.path.dirname(shutil.which("git") or "/usr/bin/git")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "a.py").write_text("TTL = 24\n")
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02 binary\n" * 10)
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "start")
+    anchorfs.init(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str, str]]:
+    """`anchorfs --root ROOT ARGS` as the console script runs it: (exit code, stdout, stderr)."""
+
+    def invoke(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        try:
+            main(["--root", str(root), *args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def ledger_lines(root: Path) -> int:
+    ledger = root / ".anchorfs" / "ledger.jsonl"
+    return len(ledger.read_bytes().splitlines()) if ledger.exists() else 0
+
+
+def test_ids_made_in_one_instant_differ_in_their_first_8_characters_and_still_sort_by_time() -> None:
+    ids = [new_id() for _ in range(500)]  # one import: all in the same few milliseconds
+    assert len({i[:8] for i in ids}) == len(ids)
+    assert ids == sorted(ids)  # made later, sorts later (within a process)
+    assert all(len(i) == 26 for i in ids)
+
+
+def test_memories_recorded_together_are_shown_by_an_8_character_prefix(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        made = ws.record_many([{"content": f"fact number {i}"} for i in range(20)])
+        for m in made:
+            assert ws.get(m.id[:8]).id == m.id
+
+
+def test_the_mcp_server_is_part_of_the_install() -> None:
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("mcp") for d in project["dependencies"])
+
+
+def test_init_for_claude_names_this_install_when_anchorfs_is_not_on_path(root: Path, tmp_path: Path, run: Run) -> None:
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    code, out, err = run(root, "init", "--for", "claude", env={"PATH": f"{empty}:{GIT_DIR}"})
+    assert code == 0
+    command = json.loads((root / ".mcp.json").read_text())["mcpServers"]["anchorfs"]["command"]
+    assert os.path.isabs(command) and os.access(command, os.X_OK)
+    hooks = json.loads((root / ".claude" / "settings.json").read_text())["hooks"]
+    assert hooks["SessionStart"][0]["hooks"][0]["command"].startswith(command.split()[0])
+    said = [line for line in (out + err).splitlines() if "not on PATH" in line]
+    assert len(said) == 1 and command in said[0]
+
+
+def test_init_for_claude_stays_portable_when_anchorfs_is_on_path(root: Path, tmp_path: Path, run: Run) -> None:
+    here = tmp_path / "bin"
+    here.mkdir()
+    (here / "anchorfs").symlink_to(Path(sys.executable).with_name("anchorfs"))
+    code, out, err = run(root, "init", "--for", "claude", env={"PATH": f"{here}:{GIT_DIR}"})
+    assert code == 0 and "not on PATH" not in out + err
+    assert json.loads((root / ".mcp.json").read_text())["mcpServers"]["anchorfs"]["command"] == "anchorfs"
+
+
+def test_context_with_empty_text_is_a_usage_error_like_query(root: Path, run: Run) -> None:
+    assert run(root, "query", "")[0] == 2
+    assert run(root, "context", "")[0] == 2
+
+
+@pytest.mark.parametrize("command", [["query"], ["context"]])
+def test_a_query_past_2000_characters_is_refused_in_one_line(root: Path, command: list[str], run: Run) -> None:
+    code, out, err = run(root, *command, "word " * 401)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "2,000 characters" in err
+    with anchorfs.open(root) as ws, pytest.raises(anchorfs.InputError):
+        ws.query("x" * 2001)
+
+
+@pytest.mark.parametrize("spec", [".git/HEAD", ".git/config", "blob.bin:1"])
+def test_gits_own_files_and_lines_of_a_binary_file_are_no_anchors(root: Path, spec: str, run: Run) -> None:
+    before = ledger_lines(root)
+    code, out, err = run(root, "record", "a claim", "--anchor", spec)
+    assert code == 1 and len(err.strip().splitlines()) == 1, (out, err)
+    assert ledger_lines(root) == before
+
+
+def test_a_whole_binary_file_is_still_an_anchor(root: Path, run: Run) -> None:
+    """Its SHA-256 says when it changed as for any file (a model's weights, a logo)."""
+    assert run(root, "record", "the logo", "--anchor", "blob.bin")[0] == 0
+
+
+def test_supersede_with_the_same_text_is_refused_and_points_to_reanchor(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        m = ws.record("TTL is 24 hours", anchors=["a.py:1"])
+    before = ledger_lines(root)
+    code, out, err = run(root, "supersede", m.id, "TTL is 24 hours")
+    assert code == 1 and "reanchor" in err and len(err.strip().splitlines()) == 1
+    assert ledger_lines(root) == before
+
+
+def test_log_of_an_unanchored_memory_says_so(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        m = ws.record("we deploy on fridays")
+    code, out, _ = run(root, "log", m.id)
+    assert code == 0 and "no anchors" in out
+
+
+def test_hook_install_names_every_hook_it_installs(root: Path, run: Run) -> None:
+    code, out, _ = run(root, "hook", "install")
+    assert code == 0
+    for name in ("post-commit", "post-checkout", "post-merge", "post-rewrite"):
+        assert name in out
