@@ -78,29 +78,23 @@ def _refusal(path: str | os.PathLike[str], what: str) -> WorkspaceError:
     return WorkspaceError(f"refusing {path}: the {what} is a symbolic link (anchorfs never follows links in its state)")
 
 
-def refuse_link(path: str | os.PathLike[str], what: str = "state file") -> None:
-    """Raise `WorkspaceError` if `path` is a symbolic link; a missing path is fine."""
+def refuse_link(path: str | os.PathLike[str], what: str = "state file") -> os.stat_result | None:
+    """Raise `WorkspaceError` if `path` is a symbolic link; its `lstat`, None when missing."""
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return None
     except OSError as exc:
         raise WorkspaceError(f"cannot read {path}: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
         raise _refusal(path, what)
+    return st
 
 
 def check_state_dir(state: str | os.PathLike[str]) -> None:
     """The state folder must be a real folder, not a link to one elsewhere (missing is fine)."""
-    try:
-        st = os.lstat(state)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    except OSError as exc:
-        raise WorkspaceError(f"cannot read {state}: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise _refusal(state, "state folder")
-    if not stat.S_ISDIR(st.st_mode):
+    st = refuse_link(state, "state folder")
+    if st is not None and not stat.S_ISDIR(st.st_mode):
         raise WorkspaceError(f"refusing {state}: the state folder is not a folder")
 
 

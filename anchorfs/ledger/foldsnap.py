@@ -1,25 +1,17 @@
 """The fold snapshot: `.anchorfs/fold.snap`, the folded ledger kept between processes.
 
 Folding the whole ledger is most of a one-shot command or hook on a large ledger. The snapshot
-keeps what the fold gave (each memory, and what `FoldState` needs to stay order-free: every
-memory's heads, the ids named as replaced, the highest `seq`, the line count) with the ledger
-prefix it was folded from (`catchup.Prefix`: offset, chained blake3, the ledger's stat).
+keeps what the fold gave (each memory, and what `FoldState` needs to stay order-free: heads,
+replaced ids, the highest `seq`, the line count) with the ledger prefix it was folded from
+(`catchup.Prefix`: offset, chained blake3, the ledger's stat), and the drift view a pass reads.
 
-It is derived and never trusted blindly:
-- the prefix must still hold, by `catchup`'s rule: the ledger's stat unchanged and settled
-  (racy-git), else the prefix's checksum against the bytes now;
-- a grown ledger is the snapshot plus the lines after it (`ledger.refold`); anything else (a
-  ledger rewritten, even to the same size; a snapshot torn, garbage, a link, of another version
-  or state folder, or failing its own checksum) is ignored: the fold is rebuilt and written anew;
-- it is data only (JSON lines: a header, then the body under the header's checksum), naming
-  the anchorfs version and the state folder (device and inode) that wrote it, so an upgrade or
-  a copy from another clone starts cold. Its memories passed `model.check_snapshot` when folded,
-  so they are not checked again on load; a shape it could not have written makes it a cold
-  cache. It is never larger than twice the ledger and 1 MiB.
-
-Written through `statefs.replace_state` (temp, mtime set, fsync, `os.replace`), lock-free: the
-last whole file wins. A read-only workspace never writes it; nor is a fold kept whose read
-skipped a bad line or found a torn tail (every read must say those).
+Derived, never trusted blindly: the prefix must still hold by `catchup`'s rule (stat unchanged
+and settled, else its checksum against the bytes now); a grown ledger is the snapshot plus the
+lines after it (`ledger.refold`); anything else (a ledger rewritten, a snapshot torn, of another
+version, state folder or owner, or failing its checksum) is a cold cache, rebuilt and written
+anew; one past twice the ledger's size and 1 MiB is not read. Written through
+`statefs.replace_state`, lock-free (the last whole file wins); never by a read-only workspace,
+nor from a read that skipped a bad line or found a torn tail.
 """
 
 from __future__ import annotations

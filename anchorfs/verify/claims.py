@@ -231,6 +231,7 @@ class _Checker:
         self.root_real = os.path.realpath(self.root_abs)
         same_root = index is not None and index.root_real == self.root_real
         self.index = index if index is not None and same_root else SymbolIndex(self.root_real)
+        self.since: str | None = None  # the commit the memory being checked was anchored at
         home = os.path.expanduser("~")
         if not home or home == "~" or os.path.abspath(home) == os.sep:
             self.home_abs: str | None = None
@@ -290,6 +291,10 @@ class _Checker:
         try:
             st = os.stat(real)
         except FileNotFoundError:
+            moved = self._moved(rel_posix) if rel_posix else None
+            if moved is not None:
+                return _Where(Drift.FRESH, f"{shown} moved to {moved} (git)", rel=moved,
+                              real=os.path.join(base_real, moved), is_file=os.path.isfile(os.path.join(base_real, moved)))
             parent = os.path.dirname(real)
             if _inside(parent, base_real) and os.path.isdir(parent):
                 shown_parent = os.path.relpath(parent, base_real).replace(os.sep, "/")
@@ -301,6 +306,19 @@ class _Checker:
         is_file = stat.S_ISREG(st.st_mode)
         kind = "file" if is_file else "folder" if stat.S_ISDIR(st.st_mode) else "path"
         return _Where(Drift.FRESH, f"{kind} exists", rel=rel_posix, real=real, is_file=is_file)
+
+    def _moved(self, rel: str) -> str | None:
+        """Where git saw `rel` renamed since the memory's anchors were taken (HEAD without them),
+        by the rule drift follows a gone file with (`renames_since`); None when git cannot say."""
+        from pathlib import Path
+
+        from ..core.git import renames_since
+
+        try:
+            new = renames_since(Path(self.root_real), [self.since or "HEAD"], untracked=False).renamed.get(rel)
+        except (AnchorfsError, OSError):
+            return None
+        return new if new is not None and os.path.lexists(os.path.join(self.root_real, new)) else None
 
     def _why_unsafe(self, rel: str, shown: str) -> str:
         lexical = os.path.normpath(rel)
@@ -406,6 +424,7 @@ class _Checker:
     def check(self, memory: Memory) -> list[tuple[Claim, _Where | None]]:
         """Each claim with its verdict (None for a URL, checked apart); non-claims dropped."""
         remote = remote_context(memory.content)
+        self.since = next((a.commit for a in memory.anchors if a.commit), None)
         out: list[tuple[Claim, _Where | None]] = []
         for claim in extract_claims(memory.content):
             if claim.kind == "url":
