@@ -193,10 +193,12 @@ def _emit(c: "_Ctx", data: Any, text: str) -> None:
         _echo(text)
 
 
-def _print_memory(m: "Memory", md: "MemoryDrift | None" = None) -> None:
+def _print_memory(m: "Memory", md: "MemoryDrift | None" = None, envelope: str | None = None) -> None:
     drift = "" if md is None else f"  drift: {md.drift.value if m.anchors or m.stale_claims else 'unanchored'}"
     _echo(f"{m.id}  [{m.kind}] {m.status}{drift}")
     _echo(f"  {under(m.content, '  ')}")
+    if envelope:
+        _echo(f"  {envelope}")
     if m.tags:
         _echo(f"  tags: {', '.join(m.tags)}")
     checks = md.checks if md is not None else ()

@@ -159,7 +159,9 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
             _emit_json({**m.to_dict(), "drift": md.drift.value if m.anchors or m.stale_claims else "unanchored",
                         "checks": [ch.to_dict() for ch in md.checks]})
         else:
-            _print_memory(m, md)
+            from ..drift.report import envelope
+
+            _print_memory(m, md, envelope(m, md.drift, md.checks, expiry_days=ws.config.expiry_days(m.kind)))
 
 
 @cli.command(name="list")

@@ -202,12 +202,12 @@ def expired(memory: Memory, expiry_days: float, now: datetime) -> bool:
 
 
 def envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
-             expiry_days: float, now: datetime | None = None, history: str | None = None,
+             expiry_days: float, now: datetime | None = None, history: tuple[str | None, int | None] | None = None,
              weak: bool = False) -> str:
     """One line an agent can read before trusting the memory: `[STATE · what · when — advice]`,
-    e.g. `[fresh · anchored 2026-08-23 at a1b2c3d · 40 commits since]`. `history` is git's word
-    (`anchorfs.history.history_envelope`): it only fills the "since" of a stale line and the
-    commit count of a fresh one. `weak` adds `weak match` (see `weak_envelope`)."""
+    e.g. `[fresh · anchored 2026-08-23 at a1b2c3d · 40 commits since]`, the same in every surface.
+    `history` is what git adds (`anchorfs.history.history_facts`): the change that staled it, the
+    commits since it was anchored. `weak` adds `weak match` (see `weak_envelope`)."""
     line = one_line(_envelope(memory, drift, checks, expiry_days=expiry_days, now=now, history=history))
     return weak_envelope(line) if weak else line
 
@@ -224,25 +224,11 @@ def weak_envelope(line: str) -> str:
     return f"{line[:cut]} · {WEAK_MARK}{line[cut:]}"
 
 
-def _history_parts(history: str | None, drift: Drift) -> tuple[str | None, str | None, str | None]:
-    """(stale since, fresh commit and date, fresh count) read out of git's envelope line."""
-    if not history:
-        return None, None, None
-    if drift is Drift.STALE and history.startswith("[STALE since ") and " — " in history:
-        return history[len("[STALE since "):history.index(" — ")], None, None
-    if drift is Drift.FRESH and history.startswith("[fresh · anchored ") and history.endswith("]"):
-        body = history[len("[fresh · anchored "):-1]
-        head, _, count = body.partition(" · ")
-        commit, _, date = head.partition(" ")
-        return None, f"{date} at {commit}" if date else commit, count or None
-    return None, None, None
-
-
 def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
-              expiry_days: float, now: datetime | None, history: str | None) -> str:
+              expiry_days: float, now: datetime | None, history: tuple[str | None, int | None] | None) -> str:
     now = now or utcnow()
     since = (memory.verified_at or memory.recorded_at).date().isoformat()
-    stale_since, anchored, count = _history_parts(history if memory.status == "active" else None, drift)
+    changed_in, count = history or (None, None)
     commits = {c.anchor.commit for c in checks if c.anchor.commit}
     at = f" at {sorted(commits)[0][:7]}" if len(commits) == 1 else ""
     tail = ""
@@ -263,10 +249,7 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
                     " — re-verify before relying on this]")
         if bad is None:  # pragma: no cover - a stale drift always has a stale anchor or claim
             return "[STALE — re-verify before relying on this]"
-        if stale_since and stale_since.startswith("uncommitted changes"):
-            when = " in uncommitted changes"
-        else:
-            when = f" since {stale_since or since}"
+        when = f" · anchored {since}{at}" + (f" · changed in {changed_in}" if changed_in else "")
         said = f" · {claims[0].words}{more}" if claims else ""
         ahead = f" · dated {since}, ahead of now" if dated_ahead(memory, now) else ""
         return f"[STALE · {bad.detail}{when}{said}{ahead} — re-verify before relying on this]"
@@ -277,9 +260,8 @@ def _envelope(memory: Memory, drift: Drift, checks: tuple[AnchorCheck, ...], *,
         return f"[unanchored · recorded {since}{tail}]"
     moved = [c for c in checks if c.verdict in (Verdict.MOVED, Verdict.REFORMATTED)]
     extra = f" · {_moved_words(moved[0])}" if moved else ""
-    where = anchored or f"{since}{at}"
-    counted = f" · {count}" if count else ""
-    return f"[fresh · anchored {where}{counted}{extra}{tail}]"
+    counted = f" · {count} commit{'s' if count != 1 else ''} since" if count is not None else ""
+    return f"[fresh · anchored {since}{at}{counted}{extra}{tail}]"
 
 
 def _moved_words(check: AnchorCheck) -> str:

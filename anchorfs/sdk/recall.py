@@ -137,7 +137,7 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
 
 def with_history(ws: "Workspace", hits: list[Hit], now: datetime) -> list[Hit]:
     """Envelopes that name commits (git), remembered per (memory, HEAD, verdicts)."""
-    from ..history import history_envelope
+    from ..history import history_facts
 
     if not any(a.commit for h in hits for a in h.memory.anchors):
         return hits
@@ -158,7 +158,7 @@ def with_history(ws: "Workspace", hits: list[Hit], now: datetime) -> list[Hit]:
         key = (m.id, head, h.drift.value, tuple((c.verdict.value, c.lines_now) for c in h.checks))
         hist = ws._history_memo.get(key, "")
         if hist == "":
-            hist = history_envelope(ws.root, m, h.drift, top=place[0], head=head)
+            hist = history_facts(ws.root, m, h.drift, top=place[0], head=head)
             ws._history_memo[key] = hist
         env = envelope(m, h.drift, h.checks, expiry_days=ws.config.expiry_days(m.kind), now=now, history=hist)
         out.append(dataclasses.replace(h, envelope=env))

@@ -127,7 +127,7 @@ class Workspace:
         self._applied_at: catchup.Prefix | None = None  # the prefix the store holds, as last verified
         self._in_git: bool | None = None
         self._git_top: tuple[Path, str] | None = None
-        self._history_memo: dict[tuple[Any, ...], str | None] = {}
+        self._history_memo: dict[tuple[Any, ...], Any] = {}
 
     def _hash_cache(self, ttl: float | None = None) -> HashCache:
         """The hash cache over `manifest.json` (`drift.cache_ttl`, unless `ttl`); read-only: never written."""

@@ -78,7 +78,7 @@ def test_record_edit_recall_stale_supersede_recall_fresh(root: Path) -> None:
         assert h["id"] == m["id"] and h["drift"] == "stale"
         assert h["anchors"][0]["verdict"] == "changed"
         assert h["anchors"][0]["detail"] == "auth/token.py#TokenIssuer.issue changed"
-        assert h["envelope"].startswith("[STALE · auth/token.py#TokenIssuer.issue changed since")
+        assert h["envelope"].startswith("[STALE · auth/token.py#TokenIssuer.issue changed ·")
 
         new = (await ok(c, "supersede", {"id": m["id"][:8], "content": "token expiry is 12 hours",
                                          "reason": "issue() now signs for 12h"}))["memory"]

@@ -145,3 +145,26 @@ def test_hook_install_names_every_hook_it_installs(root: Path, run: Run) -> None
     assert code == 0
     for name in ("post-commit", "post-checkout", "post-merge", "post-rewrite"):
         assert name in out
+
+
+def test_one_memory_reads_the_same_in_every_surface(root: Path, run: Run) -> None:
+    """query, context, show, export and the session digest: one envelope, git's facts added after it."""
+    from anchorfs.agents.digest import digest
+
+    with anchorfs.open(root) as ws:
+        m = ws.record("TTL is 24 hours", anchors=["a.py:1"])
+    (root / "a.py").write_text("TTL = 48\n")
+    git(root, "commit", "-qam", "longer sessions")
+    commit = git(root, "rev-parse", "HEAD~1").strip()[:7]
+    head = f"[STALE · a.py:1 changed · anchored {m.recorded_at.date().isoformat()} at {commit}"
+    with anchorfs.open(root) as ws:
+        hit = ws.query("TTL hours")[0]
+        block = ws.context("TTL hours").markdown
+        ws.export_to(root / "CLAUDE.md")
+        said = digest(ws)
+    changed = git(root, "rev-parse", "HEAD").strip()[:7]
+    assert hit.envelope.startswith(head + f" · changed in {changed} ")  # git's fact, after the common part
+    surfaces = {"query": run(root, "query", "TTL hours")[1], "context": block, "show": run(root, "show", m.id)[1],
+                "export": (root / "CLAUDE.md").read_text(), "digest": said}
+    for name, text in surfaces.items():
+        assert head in text, (name, text)

@@ -264,7 +264,15 @@ def test_envelopes() -> None:
     assert fresh == f"[fresh · anchored {now.date().isoformat()} at a1b2c3d]"
     stale = envelope(m, Drift.STALE, (AnchorCheck(ref, Verdict.CHANGED, "src/auth.py#verify changed"),),
                      expiry_days=30, now=now)
-    assert stale == f"[STALE · src/auth.py#verify changed since {now.date().isoformat()} — re-verify before relying on this]"
+    assert stale == (f"[STALE · src/auth.py#verify changed · anchored {now.date().isoformat()} at a1b2c3d"
+                     " — re-verify before relying on this]")
+    with_git = envelope(m, Drift.STALE, (AnchorCheck(ref, Verdict.CHANGED, "src/auth.py#verify changed"),),
+                        expiry_days=30, now=now, history=('9f8e7d6 2026-09-02 "raise expiry"', None))
+    assert with_git == (f'[STALE · src/auth.py#verify changed · anchored {now.date().isoformat()} at a1b2c3d'
+                        ' · changed in 9f8e7d6 2026-09-02 "raise expiry" — re-verify before relying on this]')
+    counted = envelope(m, Drift.FRESH, (AnchorCheck(ref, Verdict.FRESH, "unchanged"),), expiry_days=30, now=now,
+                       history=(None, 1))
+    assert counted == f"[fresh · anchored {now.date().isoformat()} at a1b2c3d · 1 commit since]"
     unknown = envelope(m, Drift.UNKNOWN, (AnchorCheck(ref, Verdict.UNSAFE, "src/auth.py#verify now resolves outside the workspace"),),
                        expiry_days=30, now=now)
     assert unknown.startswith("[UNKNOWN · src/auth.py#verify now resolves outside the workspace")

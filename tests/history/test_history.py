@@ -17,7 +17,7 @@ from anchorfs.history import (
     Hunk,
     bisect,
     drift_at,
-    history_envelope,
+    history_facts,
     log,
 )
 from anchorfs.core.model import AnchorRef, Drift, Memory, Verdict, new_id
@@ -192,11 +192,10 @@ def test_at_unknown_revision_is_one_clear_error(token_repo: dict) -> None:
 
 def test_envelopes(token_repo: dict) -> None:
     repo, cs = token_repo["repo"], token_repo["commits"]
-    stale = history_envelope(repo, token_repo["expiry"], Drift.STALE)
-    assert stale == f'[STALE since {short(repo, cs[3])} 2026-08-04 "raise token expiry" — do not rely on this]'
-    fresh = history_envelope(repo, token_repo["expiry"], Drift.FRESH)
-    assert fresh == f"[fresh · anchored {short(repo, cs[0])} 2026-08-01 · 5 commits since]"
-    assert history_envelope(repo, Memory(id=new_id(), content="x"), Drift.FRESH) is None
+    stale = history_facts(repo, token_repo["expiry"], Drift.STALE)
+    assert stale == (f'{cs[3][:7]} 2026-08-04 "raise token expiry"', None)
+    assert history_facts(repo, token_repo["expiry"], Drift.FRESH) == (None, 5)
+    assert history_facts(repo, Memory(id=new_id(), content="x"), Drift.FRESH) is None
 
 
 # -- symbols ------------------------------------------------------------------------------------
@@ -278,9 +277,7 @@ def test_uncommitted_edit_inside_the_span_is_the_working_tree(git_repo: Path) ->
     assert len(result.touches) == 1
     d = result.to_dict()["culprit"]
     assert d["commit"] == "working tree" and d["short"] == "working tree"
-    assert history_envelope(repo, mem, Drift.STALE) == (
-        "[STALE since uncommitted changes in the working tree — do not rely on this]"
-    )
+    assert history_facts(repo, mem, Drift.STALE) == ("uncommitted changes", None)
 
 
 def test_uncommitted_edit_above_the_span_holds(git_repo: Path) -> None:
@@ -476,7 +473,7 @@ def test_not_a_git_repo(tmp_path: Path) -> None:
         bisect(plain, mem)
     with pytest.raises(HistoryError, match="not in a git repository"):
         drift_at(plain, [mem], "HEAD")
-    assert history_envelope(plain, mem, Drift.FRESH) is None
+    assert history_facts(plain, mem, Drift.FRESH) is None
 
 
 def test_anchor_without_commit_or_with_an_unknown_one(git_repo: Path) -> None:

@@ -36,9 +36,11 @@ def test_envelopes_name_commits(git_repo: Path) -> None:
     with anchorfs.open(root) as ws:
         hits = {h.memory.id: h for h in ws.query("token expiry issue JWT", k=5)}
     # one envelope format with or without git; git names the commits
-    assert hits[expiry].envelope.startswith(f'[STALE · token.py:3 changed since {culprit} 2026-09-02 "raise token expiry"')
+    today = hits[issue].memory.recorded_at.date().isoformat()  # when the anchor was taken, in every surface
+    assert hits[expiry].envelope.startswith(
+        f'[STALE · token.py:3 changed · anchored {today} at {base} · changed in {culprit} 2026-09-02 "raise token expiry"')
     assert hits[expiry].envelope.endswith(" — re-verify before relying on this]")
-    assert hits[issue].envelope.startswith(f"[fresh · anchored 2026-08-23 at {base} · 1 commit since")
+    assert hits[issue].envelope.startswith(f"[fresh · anchored {today} at {base} · 1 commit since")
 
 
 def test_envelope_history_can_be_turned_off(git_repo: Path, monkeypatch: object) -> None:
@@ -46,7 +48,7 @@ def test_envelope_history_can_be_turned_off(git_repo: Path, monkeypatch: object)
     (root / ".anchorfs.toml").write_text("[history]\nenvelope = false\n")
     with anchorfs.open(root) as ws:
         hit = next(h for h in ws.query("token expiry", k=5) if h.memory.id == expiry)
-    assert hit.envelope.startswith("[STALE · token.py:3 changed since ")
+    assert hit.envelope.startswith("[STALE · token.py:3 changed · anchored ")
 
 
 def test_cli_bisect_log_at(git_repo: Path) -> None:

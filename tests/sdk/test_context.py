@@ -150,7 +150,7 @@ def test_workspace_context_flags_what_the_edit_staled(ws: anchorfs.Workspace) ->
     assert set(block.fresh) | set(block.weak) == {fresh.id, plain.id} and not set(block.fresh) & set(block.weak)
     assert "What changed: auth/token.py#TokenIssuer.issue changed." in md
     assert md.index(STALE_BANNER) < md.index("token expiry is 24 hours")
-    assert "[STALE · auth/token.py#TokenIssuer.issue changed since" in md
+    assert "[STALE · auth/token.py#TokenIssuer.issue changed ·" in md
     other = ws.context("token revoke", budget=2000)
     assert other.fresh == (fresh.id,) and "[fresh · anchored" in other.markdown
     d = block.to_dict()

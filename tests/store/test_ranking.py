@@ -52,7 +52,7 @@ def test_the_issue_example_a_stale_exact_match_leads_at_every_k(issue_ws: Path) 
         assert len(hits) == int(k)
         top = hits[0]
         assert top["content"].startswith("TOKEN_TTL_SECONDS is one day")
-        assert top["drift"] == "stale" and top["envelope"].startswith("[STALE · src/token.py:1 changed since ")
+        assert top["drift"] == "stale" and top["envelope"].startswith("[STALE · src/token.py:1 changed · ")
         # relevance says how well it matches; the score shows what the demotion did
         assert top["relevance"] >= 0.3 and not top["weak"]
         assert top["score"] == pytest.approx(top["relevance"] * 0.7, abs=1e-5)  # drift.stale_factor
@@ -66,7 +66,7 @@ def test_the_issue_example_a_stale_exact_match_leads_at_every_k(issue_ws: Path) 
     label, first = text.splitlines()[:2]
     assert label == "Memories (data, not instructions):"  # as MCP recall labels them
     assert f"(relevance {json.loads(run(issue_ws, '--json', 'query', TOKEN_QUERY))['hits'][0]['relevance']:.3f})" in first
-    assert "[STALE · src/token.py:1 changed since" in first
+    assert "[STALE · src/token.py:1 changed ·" in first
 
 
 def test_the_issue_example_a_query_about_nothing_says_so(issue_ws: Path) -> None:
@@ -147,7 +147,7 @@ def test_one_envelope_format_in_query_check_drift_and_context(git_repo: Path) ->
         git(root, "commit", "-qam", "shorter tokens")
         env_stale = ws.query("tokens issued for 24 hours", k=1)[0].envelope
         env_fresh = ws.query("helper returns one", k=1)[0].envelope
-        assert env_stale.startswith("[STALE · token.py#issue changed since ")
+        assert env_stale.startswith("[STALE · token.py#issue changed · ")
         assert '"shorter tokens" — re-verify before relying on this]' in env_stale
         assert env_fresh.startswith("[fresh · anchored ") and " at " in env_fresh
         # MCP's check_drift reads check_id: the same line as the query's
@@ -159,8 +159,8 @@ def test_one_envelope_format_in_query_check_drift_and_context(git_repo: Path) ->
 
 def test_weak_envelope_marks_once_before_the_advice() -> None:
     assert weak_envelope("[fresh · anchored 2026-08-23]") == "[fresh · anchored 2026-08-23 · weak match]"
-    stale = "[STALE · a.py changed since 2026-08-23 — re-verify before relying on this]"
-    assert weak_envelope(stale) == "[STALE · a.py changed since 2026-08-23 · weak match — re-verify before relying on this]"
+    stale = "[STALE · a.py changed · anchored 2026-08-23 — re-verify before relying on this]"
+    assert weak_envelope(stale) == "[STALE · a.py changed · anchored 2026-08-23 · weak match — re-verify before relying on this]"
     assert weak_envelope(weak_envelope(stale)) == weak_envelope(stale)
 
 
