@@ -173,7 +173,27 @@ def _session(ctx: click.Context, root: str | None, as_json: bool) -> Iterator[_C
         c.close()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+SECTIONS = (
+    ("Start", ("init", "demo", "record", "query", "drift")),
+    ("Remember and correct", ("supersede", "reanchor", "retract", "revert", "accept", "reject", "import", "export")),
+    ("Inspect", ("show", "list", "context", "verify", "history", "ledger", "watch")),
+    ("History (git)", ("bisect", "log", "at")),
+    ("Agents", ("mcp", "hook", "serve", "reindex")),
+    ("Team", ("share", "conflicts")),
+)
+"""`anchorfs --help`: the commands by task, in the order a person meets them."""
+
+
+class _Grouped(click.Group):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for title, names in SECTIONS:
+            rows = [(n, self.commands[n].get_short_help_str(formatter.width - 16)) for n in names if n in self.commands]
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_Grouped, context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+             epilog="Start: `anchorfs init --for claude` in your repository; `anchorfs COMMAND -h` for one command.")
 @click.option("--root", type=click.Path(file_okay=False), help="Workspace root (default: found like git).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.version_option(package_name="anchorfs")

@@ -186,7 +186,7 @@ def mode_of(root: Any) -> str:
     return mode(root)
 
 
-@cli.command("merge-ledger")
+@cli.command("merge-ledger", hidden=True)
 @_common
 @click.argument("base", type=click.Path(dir_okay=False))
 @click.argument("ours", type=click.Path(dir_okay=False))

@@ -168,3 +168,22 @@ def test_one_memory_reads_the_same_in_every_surface(root: Path, run: Run) -> Non
                 "export": (root / "CLAUDE.md").read_text(), "digest": said}
     for name, text in surfaces.items():
         assert head in text, (name, text)
+
+
+def test_help_groups_commands_by_task_and_hides_internal_ones(run: Run, root: Path) -> None:
+    from anchorfs.cli.base import SECTIONS
+    from anchorfs.cli.commands import cli as group
+
+    code, out, _ = run(root, "--help")
+    assert code == 0
+    titles = [title for title, _ in SECTIONS]
+    assert [line.rstrip(":") for line in out.splitlines() if line.rstrip(":") in titles] == titles
+    assert "merge-ledger" not in out  # git runs it, not a person
+    shown = {name for _, names in SECTIONS for name in names}
+    visible = {name for name, cmd in group.commands.items() if not cmd.hidden}
+    assert shown == visible  # every command a person can run is in exactly one section
+    assert sum(len(names) for _, names in SECTIONS) == len(shown)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert all(f"anchorfs {name}" in readme for name in shown)  # and documented
+    assert group.context_settings["show_default"] is True  # every option with a default shows it
+    assert "init --for claude" in out  # where to start
