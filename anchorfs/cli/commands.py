@@ -122,9 +122,10 @@ def record(ctx: click.Context, root: str | None, as_json: bool, text: str | None
               help="The store as it stood then: ISO 8601 or 7d, 12h.")
 @click.option("--stale", type=click.Choice(["include", "exclude", "only"]), default="include", show_default=True,
               help="Keep stale hits (demoted), leave them out, or show them alone.")
+@click.option("--all", "every", is_flag=True, help="Also the weak matches (below the relevance floor), marked.")
 @click.pass_context
 def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int | None,
-          include_superseded: bool, as_of: str | None, stale: str) -> None:
+          include_superseded: bool, as_of: str | None, stale: str, every: bool) -> None:
     """Search memories; every hit is re-checked against its anchors."""
     with _session(ctx, root, as_json) as c:
         hits = c.ws().query(text, k=k, include_superseded=include_superseded, as_of=as_of, stale=stale)
@@ -137,12 +138,16 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
         from ..core.model import DATA_LABEL, under
 
         _echo(DATA_LABEL)
-        if all(h.weak for h in hits):  # the closest things are listed, and called what they are
+        shown = hits if every else [h for h in hits if not h.weak] or hits[:3]
+        if all(h.weak for h in shown):  # the closest things are listed, and called what they are
             _echo("no memory matches well; closest:")
-        for h in hits:
+        for h in shown:
             mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
             _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {h.memory.id}{mark}  {h.envelope}")
             _echo(f"       {under(h.memory.content, '       ')}")
+        if len(shown) < len(hits):
+            n = len(hits) - len(shown)
+            _echo(f"{n} weak match{'es' if n > 1 else ''} left out (--all shows them)")
 
 
 @cli.command()

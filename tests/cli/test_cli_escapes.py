@@ -84,7 +84,7 @@ def test_a_newline_in_a_memory_or_a_file_name_never_starts_a_line(tmp_path: Path
         assert proc.returncode in (0, 90), proc.stderr
         return proc.stdout
 
-    surfaces = {"query": cli("query", "deploy notes"), "context": cli("context", "deploy notes"),
+    surfaces = {"query": cli("query", "deploy notes", "--all"), "context": cli("context", "deploy notes"),
                 "drift": cli("drift"), "show": cli("show", plain.id) + cli("show", anchored.id)}
     with anchorfs.open(root) as ws:
         surfaces["digest"] = digest(ws)

@@ -187,3 +187,16 @@ def test_help_groups_commands_by_task_and_hides_internal_ones(run: Run, root: Pa
     assert all(f"anchorfs {name}" in readme for name in shown)  # and documented
     assert group.context_settings["show_default"] is True  # every option with a default shows it
     assert "init --for claude" in out  # where to start
+
+
+def test_query_shows_the_good_hits_and_counts_the_weak_ones(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        ws.record("token expiry is 24 hours for every session")
+        for i in range(8):
+            ws.record(f"deploys go out on friday afternoon, rotation {i}")
+        weak = sum(h.weak for h in ws.query("token expiry"))
+    assert weak > 0
+    code, out, _ = run(root, "query", "token expiry")
+    assert code == 0 and "token expiry is 24 hours" in out and "rotation" not in out
+    assert f"{weak} weak match{'es' if weak > 1 else ''} left out (--all shows them)" in out
+    assert out.count("rotation") == 0 and run(root, "query", "token expiry", "--all")[1].count("rotation") == weak
