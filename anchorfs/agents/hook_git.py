@@ -14,7 +14,7 @@ import stat
 import sys
 
 from ..core.errors import AnchorfsError, WorkspaceError
-from ..core.model import one_line
+from ..core.model import cut as _short, one_line
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -289,11 +289,6 @@ def commit_args(argv: list[str]) -> tuple[str | None, str, bool] | None:
     if words != ["hook", "run"]:
         return None
     return values.get("--root"), values.get("--rev", "HEAD"), as_json
-
-
-def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> int:

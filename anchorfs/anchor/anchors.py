@@ -414,9 +414,8 @@ def judge(ref: AnchorRef, data: bytes, *, strict: bool = False,
 
 
 DISTINCT_WORDS = (6, 4)
-"""Words (runs of letters, digits, `_`) a line anchor's text needs, on one line and on two or
-more, before a copy of it far from its place counts as where it went: `import "math/rand"`,
-`get errors() {` or `throw new Error(` sit in many places, so finding one says nothing."""
+"""Words a line anchor's text needs (on one line, on more) before a copy far from its place counts
+as where it went: `import "math/rand"` or `throw new Error(` sit in many places."""
 
 
 def _distinctive(data: bytes, lines: tuple[int, int] | None) -> bool:

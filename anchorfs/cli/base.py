@@ -17,7 +17,7 @@ import click
 import orjson
 
 from ..core.errors import AnchorfsError, InputError, printable, warn_line
-from ..core.model import KINDS, one_line, parse_time, under
+from ..core.model import KINDS, cut as _short, one_line, parse_time, under
 
 if TYPE_CHECKING:
     from ..core.model import Memory
@@ -31,6 +31,16 @@ EXIT_STALE = 90
 
 def _echo(text: str = "", *, err: bool = False) -> None:
     click.echo(printable(text), err=err)
+
+
+def word_diff(old: str, new: str) -> str:
+    """`new` with what changed from `old` marked as git's `--word-diff` does: `[-gone-]{+added+}`."""
+    import difflib
+
+    a, b = old.split(" "), new.split(" ")
+    parts = ((" ".join(a[i:j]), " ".join(b[k:m]), tag) for tag, i, j, k, m in
+             difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes())
+    return " ".join(y if tag == "equal" else f"[-{x}-]" * bool(x) + f"{{+{y}+}}" * bool(y) for x, y, tag in parts)
 
 
 def _json_text(data: Any) -> str:
@@ -50,11 +60,6 @@ def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def _short(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class _Ctx:

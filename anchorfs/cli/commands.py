@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ import click
 
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
-    _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run,
+    _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run, word_diff,
 )
 
 if TYPE_CHECKING:
@@ -347,9 +348,16 @@ def history(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
         if c.json:
             _emit_json({"id": memory_id, "events": [e.to_dict() for e in events]})
             return
-        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.memory.id, e.memory.status, e.actor,
-                 e.reason or "", _short(e.memory.content, 40)) for e in events]
-        _echo(_table(rows, ["at", "op", "id", "status", "actor", "reason", "content"]))
+        rows = [(e.at.isoformat(timespec="minutes")[:16], e.op, e.memory.id[:8], e.memory.status, e.actor,
+                 _short(e.reason or "", 20)) for e in events]
+        _echo(_table(rows, ["at", "op", "id", "status", "actor", "reason"]))
+        texts: dict[str, str] = {}
+        for m in (e.memory for e in events):  # each text once, a successor's as a word diff on the one it replaced
+            if m.id not in texts:
+                texts[m.id] = m.content
+                was = texts.get(m.supersedes or "")
+                _echo(textwrap.fill(f"{m.id[:8]}: {word_diff(was, m.content) if was else m.content}",
+                                    shutil.get_terminal_size().columns, subsequent_indent=" " * 10))
 
 
 @cli.command()

@@ -35,10 +35,9 @@ __all__ = [
 
 def history_facts(root: Path, memory: Memory, drift: Drift, *, result: BisectResult | None = None,
                   top: Path | None = None, head: str | None = None) -> tuple[str | None, int | None] | None:
-    """What git adds to a memory's envelope (`drift.report.envelope`): the change that staled it
-    (`9f8e7d6 2026-09-02 "subject"`, or `uncommitted changes`) and the commits since it was
-    anchored; None when git cannot say. A stale memory costs a bisect unless `result` is given;
-    never raises. A caller serving many hits passes the repo's `top` and `head`, looked up once."""
+    """What git adds to a memory's envelope: the change that staled it (`9f8e7d6 2026-09-02 "subject"`
+    or `uncommitted changes`), the commits since it was anchored; None when git cannot say. A stale
+    memory costs a bisect unless `result` is given; never raises."""
     commits = [a.commit for a in memory.anchors if a.commit]
     if not commits:
         return None

@@ -116,7 +116,8 @@ def revert(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Mem
             if successor.status == Status.ACTIVE:
                 changed.append(validate_memory(successor.replace(
                     status=Status.RETRACTED.value, valid_until=now, reason=reason or f"reverted to {old.id}")))
-    restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None))
+    restored = validate_memory(old.replace(status=Status.ACTIVE.value, valid_until=None, superseded_by=None,
+                                           reason=reason))  # the retract's reason no longer holds
     writes.commit(ws, "revert", [restored, *changed], reason=reason, at=now, based_on=based)
     return restored
 

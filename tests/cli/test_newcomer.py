@@ -200,3 +200,22 @@ def test_query_shows_the_good_hits_and_counts_the_weak_ones(root: Path, run: Run
     assert code == 0 and "token expiry is 24 hours" in out and "rotation" not in out
     assert f"{weak} weak match{'es' if weak > 1 else ''} left out (--all shows them)" in out
     assert out.count("rotation") == 0 and run(root, "query", "token expiry", "--all")[1].count("rotation") == weak
+
+
+def test_history_shows_what_a_supersede_changed_and_fits_80_columns(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        old = ws.record("session tokens expire after 24 hours unless the user ticks remember me")
+        new = ws.supersede(old.id, "session tokens expire after 48 hours unless the user ticks remember me",
+                           reason="raised")
+    code, out, _ = run(root, "history", new.id, env={"COLUMNS": "80"})
+    assert code == 0 and "[-24-]{+48+}" in out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+
+
+def test_a_reverted_retract_does_not_keep_the_retract_reason(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        m = ws.record("we deploy on fridays")
+        ws.retract(m.id, reason="wrong, we stopped")
+        ws.revert(m.id)
+        assert ws.get(m.id).reason is None
+    assert "wrong, we stopped" not in run(root, "show", m.id)[1]
