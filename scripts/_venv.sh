@@ -25,7 +25,8 @@ if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
     # The CPU build of torch first: left to the resolver, torch comes as a CUDA build of several GB.
     .venv/bin/python -m pip install -q "torch==2.13.0" >&2
   fi
-  .venv/bin/python -m pip install -q -e "$spec" --config-settings editable_mode=compat >&2
+  # the build backend's warnings (experimental ext-modules, compat editable mode) are not the user's concern
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e "$spec" --config-settings editable_mode=compat >&2
   echo "$want" > "$stamp"
 fi
 export PATH="$here/.venv/bin:$PATH"
