@@ -20,7 +20,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for key in list(os.environ):
-        if key.startswith("ANCHORFS_"):
+        if key.startswith("ANCHORFS_") or key in ("COLUMNS", "LINES"):  # pytest-xdist sets a terminal's size
             monkeypatch.delenv(key)
 
 

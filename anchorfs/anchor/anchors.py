@@ -335,12 +335,9 @@ _NEAREST_REACH = 8  # lines looked at around the aligned place, past the block's
 
 
 def nearest_block(data: bytes, then: bytes, lines: tuple[int, int]) -> tuple[int, int] | None:
-    """Where the text at `lines` of `then` (the file as it was) stands in `data` now, as many
-    lines as it had: the place the lines around it align it to (a line diff of the two
-    files), when that block is still alike enough (`NEAREST_RATIO`); else the most alike block
-    near there, the closest among equals; None when none is alike enough, or its lines were
-    deleted with nothing in their place. Where a changed line anchor's text went: a supersede re-takes it
-    there, a stale verdict names it."""
+    """Where the text at `lines` of `then` (the file as it was) stands in `data` now, as many lines:
+    where a line diff of the two files aligns it when still alike enough (`NEAREST_RATIO`), else the
+    most alike block near there; None when none is, or its lines went with nothing in their place."""
     import difflib
 
     old, new = _split_lines(then), _split_lines(data)

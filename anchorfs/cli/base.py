@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -52,8 +53,14 @@ def _emit_json(data: Any) -> None:
 
 
 def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """Padded columns; on a terminal (or with COLUMNS) the widest cut with `…` until a row fits."""
     cells = [[str(h) for h in headers]] + [["" if c is None else one_line(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    fit = sys.stdout.isatty() or "COLUMNS" in os.environ
+    room = shutil.get_terminal_size().columns - 2 * (len(widths) - 1) if fit else 0
+    while room and sum(widths) > room and max(widths) > 8:
+        widths[widths.index(max(widths))] -= 1
+    cells = [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths)] for r in cells]
     lines = []
     for n, r in enumerate(cells):
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

@@ -43,11 +43,8 @@ _THEN_TOKENS: dict[tuple[str, AnchorRef], str | None] = {}
 
 
 class DriftChecker(MoveSearch):
-    """One drift pass. Memoizes per anchor and per directory; create a new one per read.
-
-    `whitespace` is `drift.whitespace` ("tokens" or "strict"); None reads it from the
-    workspace's config the first time a narrowed anchor's file has changed.
-    """
+    """One drift pass, memoized per anchor and folder: a new one per read. `whitespace` is
+    `drift.whitespace` ("tokens" or "strict"); None reads the config when first needed."""
 
     def __init__(self, root_real: str, cache: HashCache, *, whitespace: str | None = None) -> None:
         super().__init__(root_real, cache, whitespace=whitespace)

@@ -83,11 +83,9 @@ class MoveSearch(FileProbe):
         return then
 
     def _follow(self, ref: AnchorRef, lost: AnchorCheck) -> AnchorCheck:
-        """Where the content of an anchor that would be `deleted` or `symbol_missing` is now:
-        `moved` with `path_now` when found identical (or `reformatted` there), `changed` with
-        `path_now` when git names its file's new path and the text there differs, else `lost`.
-        Answers are kept while the file found hashes as it did: in this process (`_FOLLOWED`)
-        and in the manifest (`HashCache.move_of`), re-judged there before use."""
+        """Where a lost anchor's content is now: `moved` (or `reformatted`) with `path_now`, `changed`
+        with `path_now` when git names its file's new path and the text differs, else `lost`; kept
+        while the file found hashes as it did (`_FOLLOWED`, the manifest's `move_of`)."""
         key = (self.root_real, ref, self.strict)
         known = _FOLLOWED.get(key)
         if known is not None:

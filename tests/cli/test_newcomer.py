@@ -219,3 +219,13 @@ def test_a_reverted_retract_does_not_keep_the_retract_reason(root: Path, run: Ru
         ws.revert(m.id)
         assert ws.get(m.id).reason is None
     assert "wrong, we stopped" not in run(root, "show", m.id)[1]
+
+
+def test_ledger_and_list_fit_80_columns(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        m = ws.record("a long memory about how session tokens are issued, refreshed and revoked across services",
+                      anchors=["a.py:1"])
+    for args in (["ledger"], ["list"], ["history", m.id]):
+        code, out, _ = run(root, *args, env={"COLUMNS": "80"})
+        assert code == 0 and max(len(line) for line in out.splitlines()) <= 80, (args, out)
+        assert "…" in out or args[0] == "history"
