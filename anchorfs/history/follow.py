@@ -220,8 +220,8 @@ class _Follower:
             if not is_rename:
                 if leaf is not None and leaf not in data:
                     continue
-                if (self.kind == "lines" and self.text is not None and not self.orig.token_hash
-                        and self.text not in _norm(data)):
+                if self.kind == "lines" and self.text is not None and not (  # the tracker's rule: no match possible
+                        same_chars(self.text, data) if self.orig.token_hash else self.text in _norm(data)):
                     continue
             judged = self._judge_in(path, data)
             if judged.verdict in _HOLDS and (is_rename or self.kind != "lines" or _distinctive(data, judged.where)):
