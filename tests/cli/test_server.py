@@ -313,8 +313,11 @@ def test_killed_stale_stopped_and_idle_servers(tmp_path: Path) -> None:
     served = _cli(env, root, "query", "token expiry")
     assert "token expiry is 24h" in served.stdout and _served(root) == 1
     os.kill(pid, signal.SIGKILL)
-    for _ in range(1200):  # not our child: gone once its socket stops answering (its fds closed at exit)
-        if server.ping(root) is None:
+    for _ in range(1200):  # not our child: dead once its pid is gone or a zombie; no client may touch the
+        try:               # socket meanwhile, as the first one to find it dead removes it
+            if Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+                break
+        except OSError:
             break
         time.sleep(0.05)
     assert sock.exists()  # left behind by the killed server
