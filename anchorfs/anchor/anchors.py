@@ -470,7 +470,7 @@ def _relaid(ref: AnchorRef, path: str, data: bytes, text: bytes | None = None) -
         return offsets[line - 1]
 
     def tokens(start: int, end: int) -> str | None:
-        if want is not None and _squeezed(b"".join(lines[start - 1:end])) != want:
+        if want is not None and b"".join(lines[start - 1:end]).translate(None, _SPACE) != want:
             return None  # other characters: other tokens, no parse needed
         b = at(end + 1) - 1
         return token_hash(path, data, at(start), b - 1 if data[b - 1:b] == b"\r" else b)

@@ -199,7 +199,7 @@ def test_query_shows_the_good_hits_and_counts_the_weak_ones(root: Path, run: Run
     code, out, _ = run(root, "query", "token expiry")
     assert code == 0 and "token expiry is 24 hours" in out and "rotation" not in out
     assert f"{weak} weak match{'es' if weak > 1 else ''} left out (--all shows them)" in out
-    assert out.count("rotation") == 0 and run(root, "query", "token expiry", "--all")[1].count("rotation") == weak
+    assert run(root, "query", "token expiry", "--all")[1].count("rotation") == weak
 
 
 def test_history_shows_what_a_supersede_changed_and_fits_80_columns(root: Path, run: Run) -> None:
