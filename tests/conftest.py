@@ -188,3 +188,16 @@ def anchored_clone(tmp_path_factory: pytest.TempPathFactory, app: bytes) -> tupl
         with anchorfs.open(root) as ws:
             memory_id = ws.record("the handler answers ok", anchors=["src/app.py#handler"]).id
     return root, memory_id
+
+
+def drift_column(store: Any) -> dict[str, str | None]:
+    """The store's `drift` column, by memory id (what a reindex or a search would read)."""
+    table = store.table()
+    rows = table.search().select(["id", "drift"]).limit(max(1, table.count_rows())).to_list()
+    return {r["id"]: r["drift"] for r in rows}
+
+
+def read_events(ws: Any) -> list[dict[str, Any]]:
+    """The drift transitions logged in `events.jsonl`, oldest first, as a user's tool reads them."""
+    path = Path(ws.state_dir) / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

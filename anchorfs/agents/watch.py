@@ -26,13 +26,13 @@ from ..anchor.anchors import STATE_DIR
 from ..core.errors import AnchorfsError, WorkspaceError
 from ..drift.hashcache import DEFAULT_GRANULARITY_NS
 from ..core.model import Drift, Value, Verdict, to_iso, utcnow
-from ..core.statefs import open_state, read_state
+from ..core.statefs import open_state
 
 if TYPE_CHECKING:
     from ..drift import MemoryDrift
     from ..sdk.workspace import Workspace
 
-__all__ = ["DriftEvent", "EVENTS_FILE", "IGNORE_DIRS", "record_transitions", "read_events", "watch"]
+__all__ = ["DriftEvent", "EVENTS_FILE", "IGNORE_DIRS", "record_transitions", "watch"]
 
 EVENTS_FILE = "events.jsonl"
 IGNORE_DIRS: tuple[str, ...] = (
@@ -110,24 +110,6 @@ def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, sour
 
         os.write(fd, b"".join(dumps(e.to_dict()) + b"\n" for e in events))
     return events
-
-
-def read_events(ws: "Workspace", *, limit: int | None = None) -> list[dict[str, Any]]:
-    """Logged transitions, oldest first (the last `limit`); a torn or bad line is skipped."""
-    raw = read_state(os.path.join(ws.state_dir, EVENTS_FILE), tail=True)  # a link is refused, never read through
-    if raw is None:
-        return []
-    import orjson
-
-    out = []
-    for line in raw.splitlines():
-        try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(item, dict):
-            out.append(item)
-    return out[-limit:] if limit else out
 
 
 class _Index:

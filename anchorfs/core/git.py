@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "run_git", "read_git", "read_git_each", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
-    "head_and_dirty", "dirty_paths", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change",
+    "head_and_dirty", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change",
     "tree_changes", "worktree_changes", "branches_containing", "is_tracked",
 ]
 
@@ -252,11 +252,6 @@ def head_and_dirty(root: Path, paths: Sequence[str], *, prefix: str | None = Non
             name = name[len(prefix):]
         dirty.add(name)
     return head, dirty
-
-
-def dirty_paths(root: Path, paths: list[str]) -> set[str]:
-    """Which of `paths` (relative to `root`) differ from HEAD or are untracked."""
-    return head_and_dirty(root, paths)[1] if paths else set()
 
 
 def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:

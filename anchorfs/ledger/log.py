@@ -252,21 +252,6 @@ class Ledger:
         finally:
             os.close(fd)
 
-    def complete_size(self) -> int:
-        """Bytes up to the end of the last whole line (a checkpoint never points into a torn tail)."""
-        try:
-            fd = open_state(self.file, os.O_RDONLY)
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
-        try:
-            return self._records_end(fd)
-        except OSError as exc:
-            raise LedgerError(f"cannot read the ledger {self.file}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-
     @staticmethod
     def _records_end(fd: int) -> int:
         end = os.lseek(fd, 0, os.SEEK_END)

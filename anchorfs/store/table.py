@@ -526,15 +526,6 @@ class Store:
         table = self.table()
         return int(_read(lambda: table.count_rows(where), "count"))
 
-    def drift_map(self, where: str | None = None) -> dict[str, str | None]:
-        if not self.path.exists():
-            return {}
-        table = self.table()
-        q = table.search().select(["id", "drift"]).limit(max(1, _read(table.count_rows, "count")))
-        if where:
-            q = q.where(where)
-        return {r["id"]: r["drift"] for r in _read(q.to_list, "read")}
-
     def search(self, text: str, query_vector: "np.ndarray", *, k: int, where: str | None, candidates: int,
                rrf_k: float, vector_weight: float, text_weight: float,
                memories: "Mapping[str, Memory] | None" = None) -> list[SearchRow]:

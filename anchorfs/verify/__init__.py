@@ -7,20 +7,8 @@ and `anchor` only (`drift` for nothing).
 
 from __future__ import annotations
 
-from .claims import (
-    CLAIM_KINDS,
-    ClaimResult,
-    MemoryVerdict,
-    SymbolIndex,
-    VerifyReport,
-    check_memory,
-    check_url,
-    check_urls,
-    mark_reason,
-    marked_claims,
-    verify,
-    verify_texts,
-)
+from .claims import (CLAIM_KINDS, ClaimResult, MemoryVerdict, SymbolIndex, VerifyReport, check_memory, check_url,
+                     check_urls, mark_reason, marked_claims, verify, verify_texts)
 from .suggest import Suggestion, SuggestReport, suggest_anchors, suggest_report
 from .text import Claim, extract_claims, remote_context
 

@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TOKEN, git
+from conftest import TOKEN, git, read_events
 
 import anchorfs
 from anchorfs.agents.hook_git import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
-from anchorfs.agents.watch import read_events
 
 
 def commit(repo: Path, message: str) -> subprocess.CompletedProcess[str]:

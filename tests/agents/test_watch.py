@@ -15,9 +15,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import read_events
 
 import anchorfs
-from anchorfs.agents.watch import IGNORE_DIRS, DriftEvent, _Index, _wanted, read_events, record_transitions, watch
+from anchorfs.agents.watch import IGNORE_DIRS, DriftEvent, _Index, _wanted, record_transitions, watch
 
 TOKEN = """class TokenIssuer:
     def issue(self, user):

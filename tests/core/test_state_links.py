@@ -122,8 +122,6 @@ def test_the_sdk_refuses_the_same_before_reading(template: tuple[Path, str], tmp
         list(ledger.read())
     with pytest.raises(WorkspaceError):
         ledger.size()
-    with pytest.raises(WorkspaceError):
-        ledger.complete_size()
     assert tree_snapshot(tmp_path) == before
 
 

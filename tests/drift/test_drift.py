@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from conftest import drift_column
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -296,7 +297,7 @@ def test_write_back_only_on_change(ws: anchorfs.Workspace) -> None:
     m = ws.record("readme fact", anchors=["README.md"])
     drift_file = ws.state / "drift.json"
     version = ws.store.table().version
-    assert ws.store.drift_map() == {m.id: "fresh"}  # fresh when recorded
+    assert drift_column(ws.store) == {m.id: "fresh"}  # fresh when recorded
     ws.drift()
     ws.drift()
     ws.query("readme fact")
@@ -310,7 +311,7 @@ def test_write_back_only_on_change(ws: anchorfs.Workspace) -> None:
     settled = version + 2
     assert ws.store.table().version == settled
     assert [x.id for x in ws.list(drift="stale")] == [m.id]
-    assert ws.store.drift_map() == {m.id: "stale"}
+    assert drift_column(ws.store) == {m.id: "stale"}
     stamp = drift_file.stat().st_mtime_ns, drift_file.stat().st_ino
     ws.drift()
     ws.query("readme fact")
@@ -321,7 +322,7 @@ def test_write_back_only_on_change(ws: anchorfs.Workspace) -> None:
     report = ws.drift()
     assert report.flagged == [] and report.count(Drift.FRESH) == 2
     assert ws.last_drift() == {m.id: "fresh"} and other.id not in ws.last_drift()
-    assert ws.store.drift_map() == {m.id: "fresh", other.id: "fresh"}
+    assert drift_column(ws.store) == {m.id: "fresh", other.id: "fresh"}
 
 
 def test_reanchor_makes_stale_fresh_and_is_in_the_ledger(ws: anchorfs.Workspace) -> None:
@@ -427,7 +428,7 @@ def test_storeless_drift_change_waits_in_pending_then_reaches_the_store(ws: anch
         assert again.last_drift() == {m.id: "stale"}
         assert [x.id for x in again.list(drift="stale")] == [m.id]
         assert writeback.read(again.state_dir)[1] == {m.id: "stale"}
-        assert again.store.drift_map() == {m.id: "stale"}  # opening the store flushed it
+        assert drift_column(again.store) == {m.id: "stale"}  # opening the store flushed it
         assert writeback.read(again.state_dir)[1] == {}
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import drift_column
 
 import anchorfs
 from anchorfs.core.errors import LedgerError, StoreError
@@ -173,10 +174,10 @@ def test_a_failed_drift_write_back_to_the_store_never_fails_the_read(
     hits = ws.query("helper returns 42")
     assert any(h.memory.id == anchored.id and h.drift is Drift.STALE for h in hits)
     assert ws.last_drift()[anchored.id] == "stale"  # drift.json has it, waiting for the store
-    assert ws.store.drift_map()[anchored.id] == "fresh"
+    assert drift_column(ws.store)[anchored.id] == "fresh"
     monkeypatch.delenv(FAULT_ENV)
     with anchorfs.open(root) as again:
-        assert again.store.drift_map()[anchored.id] == "stale"  # mirrored when the store opens
+        assert drift_column(again.store)[anchored.id] == "stale"  # mirrored when the store opens
     assert_consistent(root, acked(ws))
 
 

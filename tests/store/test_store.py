@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drift_column
 
 import anchorfs
 from anchorfs.store.embedders import HashingEmbedder
@@ -82,15 +83,15 @@ def test_set_drift_and_drift_map(tmp_path: Path) -> None:
     store = Store(tmp_path, HashingEmbedder())
     a, b = mem("one"), mem("two")
     store.add([a, b])
-    assert store.drift_map() == {a.id: "fresh", b.id: "fresh"}
+    assert drift_column(store) == {a.id: "fresh", b.id: "fresh"}
     version = store.table().version
     store.settle_writes = False
     store.set_drift({a.id: "stale"})
-    assert store.drift_map() == {a.id: "stale", b.id: "fresh"}
+    assert drift_column(store) == {a.id: "stale", b.id: "fresh"}
     assert store.table().version == version + 1  # one update per drift value
     store.settle_writes = True
     store.set_drift({a.id: "unknown", b.id: "unknown"})
-    assert store.drift_map() == {a.id: "unknown", b.id: "unknown"}
+    assert drift_column(store) == {a.id: "unknown", b.id: "unknown"}
     assert store.text_unindexed() == 0  # the rewritten rows folded back into the full-text index
 
 
