@@ -93,10 +93,10 @@ def main() -> None:
         full = before()
         t_before = median(before, args.repeat)
         t_write = median(lambda: foldsnap.save(led, catchup.Folded(catchup.follow(led, None).prefix, full)), 1)
-        foldsnap.snap_path(led).unlink()
+        Path(foldsnap.snap_file(led)).unlink()
         first = foldsnap.current(led)  # writes the snapshot (a fresh fold)
         assert first.saved is not None and dict(first.state) == dict(full)
-        snap_size = foldsnap.snap_path(led).stat().st_size
+        snap_size = Path(foldsnap.snap_file(led)).stat().st_size
         time.sleep(catchup.FINE_NS / 1e9 + 0.05)
         t_after = median(lambda: foldsnap.current(led), args.repeat)
         assert dict(foldsnap.current(led).state) == dict(full)

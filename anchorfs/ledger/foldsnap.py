@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import gc
 import os
+from itertools import accumulate
 from datetime import datetime
 import stat as stat_mod
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, NamedTuple
 
 import blake3
 
@@ -34,16 +35,14 @@ from ..core.statefs import open_state, replace_state
 
 from ..core import __version__
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "DriftView", "Snapshot", "current", "decode", "drift_view",
-           "encode", "load", "save", "snap_file", "snap_path"]
+           "encode", "load", "save", "snap_file"]
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 12
-"""12: each memory a positional row, and the drift view. A file of another version is not used."""
+VERSION = 13
+"""13: each memory a positional row, and the drift view naming records by byte offset. A file of
+another version is not used."""
 MIN_LINES = 64
 """A ledger this short folds fast: no snapshot is written for it."""
 REWRITE_DIVISOR = 32
@@ -58,20 +57,11 @@ def snap_file(ledger: Ledger) -> str:
     return os.path.join(ledger.dir, SNAP_FILE)
 
 
-def snap_path(ledger: Ledger) -> Path:
-    from pathlib import Path
-
-    return Path(snap_file(ledger))
-
-
-class Snapshot:
+class Snapshot(NamedTuple):
     """A snapshot read from disk: its fold, and the file's identity (to re-stamp that file)."""
 
-    __slots__ = ("folded", "ident")
-
-    def __init__(self, folded: Folded, ident: tuple[int, int, int, int]) -> None:
-        self.folded = folded
-        self.ident = ident
+    folded: Folded
+    ident: tuple[int, int, int, int]
 
 
 def _folder(ledger: Ledger) -> _Folder | None:
@@ -115,9 +105,10 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
     import orjson
 
     head = orjson.dumps({"top": state.top, "lines": state.lines})
-    view = orjson.dumps(_view(state))
     dumps, utc = orjson.dumps, orjson.OPT_UTC_Z  # times as orjson writes them: RFC 3339, read by `from_iso`
-    body = b"".join([head, b"\n", view, b"\n", *(dumps(rec, option=utc) + b"\n" for rec in _records(state))])
+    records = [dumps(rec, option=utc) + b"\n" for rec in _records(state)]
+    view = orjson.dumps(_view(state, list(accumulate(map(len, records), initial=0))))
+    body = b"".join([head, b"\n", view, b"\n", *records])
     header = orjson.dumps({"format": FORMAT, "v": VERSION, "anchorfs": __version__,
                            "prefix": folded.prefix.to_dict(), "folder": list(folder),
                            "size": len(body), "body": blake3.blake3(body).hexdigest()})
@@ -194,9 +185,9 @@ _RECORDS = 2
 """The body's line of the first memory record: the counts, then the drift view, come first."""
 
 
-def _view(state: FoldState) -> dict[str, list[Any]]:
+def _view(state: FoldState, starts: list[int]) -> dict[str, list[Any]]:
     """What a whole-fold drift pass asks, so a new process's pass builds no memory: the active
-    anchored memories (`at`: record positions, `ids`); their distinct paths in order of first use
+    anchored memories (`at`: where their records start, from `starts`, `ids`); their distinct paths in order of first use
     (`uniq`); per path, the hash all its anchors recorded or None (`want`), and its memories
     (`owners`, positions among the anchored); the anchored ones with `stale_claims` (`claims`),
     and the records of the unanchored ones with some (`marked`)."""
@@ -211,11 +202,11 @@ def _view(state: FoldState) -> dict[str, list[Any]]:
             continue
         if not m.anchors:
             if m.stale_claims:
-                marked.append(k)
+                marked.append(starts[k])
             continue
         t = len(ids)
         ids.append(m.id)
-        at.append(k)
+        at.append(starts[k])
         if m.stale_claims:
             claims.append(t)
         for a in m.anchors:
@@ -232,37 +223,27 @@ def _view(state: FoldState) -> dict[str, list[Any]]:
 
 
 class _Rows(Sequence[Memory]):
-    """The memories of some records of a snapshot's body, each built from its line when first
-    read (a drift pass reads only those resting on a changed file); `ids` without building any."""
+    """The memories of some records of a snapshot's body (`at`: their offsets from `base`), each
+    built from its line when first read (a drift pass reads only those resting on a changed
+    file); `ids` without building any."""
 
-    __slots__ = ("_body", "_lines", "_at", "ids", "_built")
+    __slots__ = ("_body", "_base", "_at", "ids", "_built")
 
-    def __init__(self, body: bytes, at: list[int], ids: list[str]) -> None:
-        self._body, self._at, self.ids = body, at, ids
-        self._lines: list[bytes] | None = None
+    def __init__(self, body: bytes, base: int, at: list[int], ids: list[str]) -> None:
+        self._body, self._base, self._at, self.ids = body, base, at, ids
         self._built: dict[int, Memory] = {}
 
     def __len__(self) -> int:
         return len(self._at)
 
-    if TYPE_CHECKING:
-        @overload
-        def __getitem__(self, i: int) -> Memory: ...
-
-        @overload
-        def __getitem__(self, i: slice) -> list[Memory]: ...
-
-    def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def __getitem__(self, i: int) -> Memory:  # type: ignore[override]  # no slices: none is asked
         at = self._at[i]
         memory = self._built.get(at)
         if memory is None:
             import orjson
 
-            if self._lines is None:
-                self._lines = self._body.split(b"\n")
-            mid, _, _, memory = _record(orjson.loads(self._lines[_RECORDS + at]))
+            start = self._base + at
+            mid, _, _, memory = _record(orjson.loads(self._body[start:self._body.index(b"\n", start)]))
             if self.ids and mid != self.ids[i]:
                 raise ValueError("a view naming another record")
             self._built[at] = memory
@@ -275,18 +256,18 @@ class DriftView:
 
     __slots__ = ("targets", "uniq", "want", "owners", "claims", "marked")
 
-    def __init__(self, body: bytes, view: dict[str, Any]) -> None:
+    def __init__(self, body: bytes, base: int, view: dict[str, Any]) -> None:
         ids, at, uniq, want, owners = view["ids"], view["at"], view["uniq"], view["want"], view["owners"]
         claims, marked = view["claims"], view["marked"]
         if not (type(ids) is type(at) is type(uniq) is type(want) is type(owners) is type(claims)
                 is type(marked) is list) or len(ids) != len(at) or not len(uniq) == len(want) == len(owners):
             raise ValueError("a bad drift view")
-        self.targets = _Rows(body, at, ids)
+        self.targets = _Rows(body, base, at, ids)
         self.uniq: list[str] = [_str(p) for p in uniq]
         self.want: list[str | None] = want
         self.owners: list[list[int]] = owners
         self.claims: list[int] = claims
-        self.marked = _Rows(body, marked, [])[:]
+        self.marked = list(_Rows(body, base, marked, []))
 
 
 def drift_view(ledger: Ledger) -> DriftView | None:
@@ -300,21 +281,21 @@ def drift_view(ledger: Ledger) -> DriftView | None:
         checked = _checked(data, st.st_mtime_ns, _folder(ledger))
         if checked is None or not catchup.settled(ledger, checked[0]):
             return None
-        body = checked[1]
-        start = body.index(b"\n") + 1
+        start = data.index(b"\n", checked[1]) + 1  # past the body's counts line
+        end = data.index(b"\n", start)
         import orjson
 
-        return DriftView(body, orjson.loads(body[start:body.index(b"\n", start)]))
+        return DriftView(data, end + 1, orjson.loads(data[start:end]))
     except _SURPRISES:
         return None
 
 
-def _state(body: bytes) -> FoldState:
-    """The body read back into a `FoldState`, checked as the ledger reader checks a line; any
-    surprise raises (the caller treats it as no snapshot)."""
+def _state(data: bytes) -> FoldState:
+    """The body (the lines after the header) read back into a `FoldState`, checked as the ledger
+    reader checks a line; any surprise raises (the caller treats it as no snapshot)."""
     import orjson
 
-    lines = body.split(b"\n")
+    lines = data.split(b"\n")[1:]
     if len(lines) < _RECORDS + 1 or lines[-1] != b"":
         raise ValueError("a torn record")
     head = orjson.loads(lines[0])
@@ -342,8 +323,8 @@ def decode(data: bytes, seen_ns: int, folder: _Folder | None) -> Folded | None:
         checked = _checked(data, seen_ns, folder)
         if checked is None:
             return None
-        prefix, body = checked
-        state = _state(body)
+        prefix = checked[0]
+        state = _state(data)
     except _SURPRISES:
         return None
     return Folded(prefix, state, state.lines)
@@ -353,9 +334,9 @@ _SURPRISES = (ValueError, KeyError, TypeError, AttributeError, IndexError, Overf
 """What a damaged snapshot can raise while read (orjson's and json's `JSONDecodeError` are ValueErrors)."""
 
 
-def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix, bytes] | None:
-    """(prefix, body) of a snapshot whose header is ours (format, versions, this state folder)
-    and whose body matches its size and checksum; None otherwise. May raise on garbage."""
+def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix, int] | None:
+    """(prefix, where the body starts) of a snapshot whose header is ours (format, versions, this
+    state folder) and whose body matches its size and checksum; None otherwise. May raise on garbage."""
     import orjson
 
     cut = data.find(b"\n", 0, _HEAD_LIMIT)
@@ -367,11 +348,11 @@ def _checked(data: bytes, seen_ns: int, folder: _Folder | None) -> tuple[Prefix,
         return None
     if folder is None or header.get("folder") != list(folder):
         return None
-    body = data[cut + 1:]
+    body = memoryview(data)[cut + 1:]  # not copied: a hook's snapshot is megabytes
     if header.get("size") != len(body) or header.get("body") != blake3.blake3(body).hexdigest():
         return None
     prefix = Prefix.from_dict(header.get("prefix"), seen_ns)
-    return None if prefix is None else (prefix, body)
+    return None if prefix is None else (prefix, cut + 1)
 
 
 def _read(ledger: Ledger) -> tuple[bytes, os.stat_result] | None:
@@ -386,14 +367,14 @@ def _read(ledger: Ledger) -> tuple[bytes, os.stat_result] | None:
         ledger_size = os.lstat(ledger.file).st_size
         if st.st_size > 2 * ledger_size + (1 << 20):
             return None  # no fold of that ledger is this large: not ours
-        chunks = []
-        while chunk := os.read(fd, 1 << 22):
-            chunks.append(chunk)
+        data = os.read(fd, st.st_size)  # one read, one buffer: a hook reads it whole
+        while chunk := os.read(fd, 1 << 22):  # grown since the fstat
+            data += chunk
     except OSError:
         return None
     finally:
         os.close(fd)
-    return b"".join(chunks), st
+    return data, st
 
 
 def load(ledger: Ledger) -> Snapshot | None:

@@ -105,7 +105,7 @@ def test_a_valid_snapshot_is_served_without_parsing_a_line(led: Ledger, monkeypa
     want = build(led)
     settle()
     first = foldsnap.current(led)
-    assert foldsnap.snap_path(led).is_file() and first.saved == want.lines
+    assert Path(foldsnap.snap_file(led)).is_file() and first.saved == want.lines
     parses = Parses(monkeypatch)
     again = foldsnap.current(led)  # a new process: no in-process fold to start from
     assert parses.n == 0  # the snapshot held: the ledger was not read line by line
@@ -135,7 +135,7 @@ def test_a_snapshot_about_other_bytes_is_never_trusted(led: Ledger, tmp_path: Pa
     folder = os.lstat(led.path.parent)
     for prefix in (lie_prefix,  # another ledger's bytes
                    catchup.Prefix(led.size(), lie_prefix.base, lie_prefix.digest, lie_prefix.tail, None, time.time_ns())):
-        foldsnap.snap_path(led).write_bytes(foldsnap.encode(Folded(prefix, lie), (folder.st_dev, folder.st_ino)))
+        Path(foldsnap.snap_file(led)).write_bytes(foldsnap.encode(Folded(prefix, lie), (folder.st_dev, folder.st_ino)))
         loaded = foldsnap.load(led)
         assert loaded is not None and view(loaded.folded.state) == view(lie)  # it parses: only its prefix is wrong
         served = foldsnap.current(led)
@@ -149,7 +149,7 @@ def test_a_snapshot_about_other_bytes_is_never_trusted(led: Ledger, tmp_path: Pa
 def test_a_damaged_snapshot_is_not_there(led: Ledger, damage: str) -> None:
     want = build(led)
     foldsnap.current(led)
-    path = foldsnap.snap_path(led)
+    path = Path(foldsnap.snap_file(led))
     data = path.read_bytes()
     head, _, body = data.partition(b"\n")
     header = orjson.loads(head)
@@ -189,14 +189,14 @@ def test_a_link_is_never_followed_nor_written_through(led: Ledger, tmp_path: Pat
     want = build(led)
     foldsnap.current(led)
     outside = tmp_path / "outside.snap"
-    shutil.copyfile(foldsnap.snap_path(led), outside)
+    shutil.copyfile(Path(foldsnap.snap_file(led)), outside)
     kept = outside.read_bytes()
-    foldsnap.snap_path(led).unlink()
-    foldsnap.snap_path(led).symlink_to(outside)
+    Path(foldsnap.snap_file(led)).unlink()
+    Path(foldsnap.snap_file(led)).symlink_to(outside)
     assert foldsnap.load(led) is None
     write(led, want, "record", [Memory(id="after-link", content="x")])
     assert view(foldsnap.current(led).state) == view(full_fold(led))
-    assert foldsnap.snap_path(led).is_symlink() and outside.read_bytes() == kept
+    assert Path(foldsnap.snap_file(led)).is_symlink() and outside.read_bytes() == kept
 
 
 def test_a_truncated_ledger_is_folded_afresh(led: Ledger) -> None:
@@ -252,10 +252,10 @@ def test_a_bad_line_is_never_snapshotted_away(led: Ledger) -> None:
     build(led)
     with open(led.path, "ab") as fh:
         fh.write(b'{"v": 1, "not": "an entry"}\n')
-    foldsnap.snap_path(led).unlink(missing_ok=True)
+    Path(foldsnap.snap_file(led)).unlink(missing_ok=True)
     with pytest.warns(UserWarning, match="bad line"):
         foldsnap.current(led)
-    assert not foldsnap.snap_path(led).exists()
+    assert not Path(foldsnap.snap_file(led)).exists()
     with pytest.warns(UserWarning, match="bad line"):
         served = foldsnap.current(led)
     assert view(served.state) == view(full_fold(led))
@@ -267,7 +267,7 @@ def test_a_torn_tail_is_never_snapshotted_away(led: Ledger) -> None:
         fh.write(b'{"v": 1, "tx": "torn')
     with pytest.warns(UserWarning, match="torn"):
         served = foldsnap.current(led)
-    assert not foldsnap.snap_path(led).exists() and view(served.state) == view(full_fold(led))
+    assert not Path(foldsnap.snap_file(led)).exists() and view(served.state) == view(full_fold(led))
 
 
 def test_a_torn_tail_after_the_snapshot_is_still_said(led: Ledger) -> None:
@@ -290,11 +290,11 @@ def test_a_workspace_starts_from_the_snapshot_and_read_only_writes_none(tmp_path
     build(led)
     with Workspace(tmp_path, read_only=True) as ro:
         assert view(ro._memories()) == view(full_fold(led))
-    assert not foldsnap.snap_path(led).exists()  # read-only: nothing written in .anchorfs/
+    assert not Path(foldsnap.snap_file(led)).exists()  # read-only: nothing written in .anchorfs/
     settle()
     with Workspace(tmp_path) as w:
         listed = {m.id for m in w.list(status="all")}
-    assert foldsnap.snap_path(led).exists()
+    assert Path(foldsnap.snap_file(led)).exists()
     want = set(full_fold(led))
     parses = Parses(monkeypatch)
     with Workspace(tmp_path) as w:
