@@ -7,6 +7,7 @@ anchored, and the digest says so). Every anchored memory is checked now, through
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -34,18 +35,10 @@ def digest(ws: "Workspace", *, limit: int | None = None) -> str:
     here), cut to `limit` characters (`hook.digest_chars`, 2,000 by default) saying how many
     were left out. Empty when the workspace holds no active memory. The anchored ones are
     checked now (and their drift persisted)."""
-    mems = ws.list(status="active")
+    mems = [m for m in ws._memories().values() if m.status == "active"]  # ordered below, not by `list`
     if not mems:
         return ""
     return _compose(ws, limit, ws.drift(), mems)
-
-
-def _newest(m: "Memory", now: "datetime") -> tuple[bool, float, int, str]:
-    """Most recent first, then most anchored, then by id; a memory dated ahead of now (a clock
-    far off, a forged `9999-12-31`) after the rest, flagged: its date says nothing of recency."""
-    from ..core.model import dated_ahead, ordered_at
-
-    return (dated_ahead(m, now), -ordered_at(m, now).timestamp(), -len(m.anchors), m.id)
 
 
 _TITLES = (
@@ -91,7 +84,7 @@ def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "
 
 
 def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
-    from ..core.model import Drift, utcnow
+    from ..core.model import FUTURE_SKEW, Drift, utcnow
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
     flagged = {md.memory.id: md for md in report.flagged}
@@ -109,14 +102,20 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
         others = against.get(m.id)  # a fork: named as query and recall name it
         return _line(m, md, ws.config.expiry_days(m.kind), now, conflict_words(state, others) if others else "")
 
+    ahead = now + FUTURE_SKEW
+
     def newest(m: "Memory") -> tuple[bool, float, int, str]:
-        return _newest(m, now)
+        """Most recent first, then most anchored, then by id; one dated ahead of now (a clock far off,
+        a forged `9999-12-31`) after the rest: its date says nothing of recency (`model.dated_ahead`)."""
+        at = m.verified_at or m.recorded_at
+        return (at > ahead, -(at if at < now else now).timestamp(), -len(m.anchors), m.id)
 
     active = {m.id for m in mems}
     shown_flagged = [md for mid, md in flagged.items() if mid in active]
     stale = sorted((md.memory for md in shown_flagged if md.drift is Drift.STALE), key=newest)
     unknown = sorted((md.memory for md in shown_flagged if md.drift is Drift.UNKNOWN), key=newest)
-    fresh = sorted((m for m in mems if m.id not in flagged), key=newest)
+    # a line is over 20 characters (an id, an envelope): no more than cap // 20 fit
+    fresh = heapq.nsmallest(cap // 20 + 1, (m for m in mems if m.id not in flagged), key=newest)
     counts = (len(stale), len(unknown), len(mems) - len(shown_flagged))
 
     def entries() -> "Iterator[_Entry]":

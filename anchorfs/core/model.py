@@ -24,8 +24,7 @@ __all__ = [
     "AnchorCheck", "Hit", "span_text", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
     "check_anchor_dict", "check_snapshot", "check_optional_str", "validate_anchor", "validate_memory",
     "validate_query_args", "MIN_ID_PREFIX", "anchor_items", "claim_key", "DATA_LABEL", "cut", "one_line", "under",
-    "FUTURE_SKEW", "dated_ahead", "ordered_at",
-]
+    "FUTURE_SKEW", "dated_ahead"]
 
 
 class Kind(StrEnum):
@@ -639,11 +638,6 @@ def dated_ahead(memory: Memory, now: datetime) -> bool:
     """Whether the memory says it was recorded (or verified) past now by more than the skew: a
     clock far off, or a forged line (`9999-12-31`); flagged, and ordered as if recorded now."""
     return (memory.verified_at or memory.recorded_at) > now + FUTURE_SKEW
-
-
-def ordered_at(memory: Memory, now: datetime) -> datetime:
-    """The time a memory is ordered by (ranking's age, a recency list): its own, never past now."""
-    return min(memory.verified_at or memory.recorded_at, now)
 
 
 # -- data on screen: what any surface prints of a memory never starts a line of its own
