@@ -157,6 +157,10 @@ def agent_main(event_name: str, root: str | None = None) -> int:
         found = _find_root(root, event)
         if event_name == "post-edit" and not _may_rest_on(found, event):
             return 0  # no memory names the edited file: nothing to say, no fold to pay
+        if event_name == "post-edit":
+            from ..drift.moves import look_ahead
+
+            look_ahead(found)  # git walks the tree for a move search while the workspace opens
         from ..sdk.workspace import Workspace
 
         with Workspace(found) as ws:

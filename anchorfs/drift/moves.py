@@ -47,6 +47,27 @@ _THEN_BLOBS: dict[tuple[str, str, str], bytes | None] = {}
 """(root, commit, path) -> the file as committed then (`MoveSearch.then_of`)."""
 _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
+_AHEAD: dict[str, tuple[threading.Thread, list[Any]]] = {}
+"""Per root, the untracked files being listed ahead of a search (`look_ahead`)."""
+
+
+def look_ahead(root_real: str) -> None:
+    """Start `git ls-files --others` (a move search's slowest git answer: it walks the tree) beside
+    the work before a search this process may make (the post-edit hook of an anchored file)."""
+    from pathlib import Path
+
+    from ..core.git import untracked_files
+
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(untracked_files(Path(root_real)))
+        except Exception:  # noqa: BLE001 - no answer: the search asks git itself
+            pass
+    if root_real not in _AHEAD:
+        _AHEAD[root_real] = (thread := threading.Thread(target=run, daemon=True), out)
+        thread.start()
 
 
 class MoveSearch(FileProbe):
@@ -326,6 +347,10 @@ class MoveSearch(FileProbe):
             if top == "":
                 top = _TOPS[self.root_real] = toplevel(Path(self.root_real))
             if top is not None:
+                ahead = _AHEAD.pop(self.root_real, None)
+                if ahead is not None and self._untracked is None:
+                    ahead[0].join()
+                    self._untracked = ahead[1][0] if ahead[1] else None
                 found = renames_since(Path(self.root_real), [commit], untracked=self._untracked is None)
                 if found.untracked is not None:  # listed beside the diff: `_git_added` needs them next
                     self._untracked = found.untracked

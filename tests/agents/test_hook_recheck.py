@@ -111,6 +111,23 @@ def test_post_edit_reads_any_json_the_standard_reader_takes(repo: Path) -> None:
     assert issue in json.loads(out)["hookSpecificOutput"]["additionalContext"]
 
 
+def test_a_span_moved_into_a_new_untracked_file_is_followed_by_the_post_edit_hook(repo: Path) -> None:
+    """The hook lists the untracked files ahead of its move search (`moves.look_ahead`): lines cut
+    from the anchored file into a file git does not know yet are `moved`, never said stale."""
+    with anchorfs.open(repo) as ws:
+        ws.record_many([{"content": f"readme fact {i}", "anchors": ["README.md"]} for i in range(20)])
+        span = ws.record("issue signs for a day", anchors=["auth/token.py:2-3"])
+    token = repo / "auth" / "token.py"
+    settle()
+    (repo / "auth" / "issue.py").write_text("# split out\nclass Issuing:\n" + "".join(TOKEN.splitlines(True)[1:3]))
+    token.write_text(TOKEN.replace("".join(TOKEN.splitlines(True)[1:3]), ""))
+    out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
+    assert out == "" and report["workspace"] is True
+    with anchorfs.open(repo) as ws:
+        check = ws.check(ws.get(span.id)).checks[0]
+    assert (check.verdict.value, check.path_now) == ("moved", "auth/issue.py")
+
+
 def test_two_hooks_racing_on_one_edit_log_it_once(repo: Path) -> None:
     """Each judges the change again under the events lock: whichever comes second finds it
     recorded, says nothing and writes nothing."""
