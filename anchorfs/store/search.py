@@ -30,6 +30,10 @@ TERMS_KEPT = 65_536
 """Full-texts whose term sets a store keeps between queries (`_term_sets`)."""
 _DOC_BATCH = 16
 """Docs read at once when a memory is read: the drift pass reads the best candidates in order."""
+FLAT_ROWS = 20_000
+"""Up to this many rows (no vector index yet), a process that queries one table version twice
+holds its vectors (`_Flat`): a server's vector side is then a product in numpy, not a scan."""
+_FLAT_WHERE = {"status = 'active'": ("active", True), "status != 'proposed'": ("proposed", False)}
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
 
@@ -40,6 +44,14 @@ def _side_pool() -> ThreadPoolExecutor:
     if _POOL is None or _POOL[0] != os.getpid():
         _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchorfs-fts"))
     return _POOL[1]
+
+
+def _vectors(data: Any) -> "np.ndarray":
+    """The vector column as one (rows, dim) float32 matrix, without a Python list per row."""
+    import numpy as np
+
+    col = data.column("vector").combine_chunks()
+    return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), -1)
 
 
 class _Side:
@@ -57,12 +69,53 @@ class _Side:
             self._columns[name] = self.data.column(name).to_pylist()
         return self._columns[name]
 
-    def vectors(self) -> "np.ndarray":
-        """The vector column as one (rows, dim) float32 matrix, without a Python list per row."""
+
+
+class _Flat:
+    """A table version's ids, full-texts, vectors and row ids, held in memory; `side` is what
+    LanceDB's flat vector query gives (cosine distance), for the filters a query uses."""
+
+    def __init__(self, version: int, data: Any) -> None:
         import numpy as np
 
-        col = self.data.column("vector").combine_chunks()
-        return np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(col), -1)
+        self.version = version
+        self.status = np.asarray(data.column("status").to_pylist(), dtype=object)
+        self.data = data.drop_columns(["status"]).combine_chunks()  # one chunk: `take` is then cheap
+        self.matrix = _vectors(self.data)
+        norms = np.linalg.norm(self.matrix, axis=1)
+        self.norms = np.where(norms > 0, norms, np.inf)  # a zero vector is at distance 1 from all
+
+    def side(self, query: "np.ndarray", where: str | None, n: int) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        q = np.asarray(query, dtype=np.float32)
+        dist = 1.0 - (self.matrix @ q) / (self.norms * (float(np.linalg.norm(q)) or 1.0))
+        keep = np.arange(len(dist))
+        if where is not None:
+            value, equal = _FLAT_WHERE[where]
+            keep = np.flatnonzero((self.status == value) == equal)
+        if len(keep) > n:  # the n nearest, and any tied with the last (`_Side` orders ties by id)
+            keep = keep[dist[keep] <= np.partition(dist[keep], n - 1)[n - 1]]
+        return self.data.take(pa.array(keep)).append_column("_distance", pa.array(dist[keep], pa.float32()))
+
+
+def flat(store: "Store", table: Any, where: str | None) -> _Flat | None:
+    """The vectors held for `table`'s version now, read the second time a version is queried (a
+    one-shot process never pays for them); None past `FLAT_ROWS`, with a vector index, or for a
+    filter `_Flat` does not know (LanceDB answers)."""
+    if where is not None and where not in _FLAT_WHERE:
+        return None
+    version = table.version
+    held, seen = store._flat or (None, None)
+    if held is not None and held.version == version:
+        return held
+    store._flat = (None, version)
+    if seen != version or not 0 < int(table.count_rows()) <= FLAT_ROWS or store.vector_index() is not None:
+        return None
+    data = table.search().select(["id", "status", "text", "vector"]).with_row_id(True).limit(FLAT_ROWS).to_arrow()
+    store._flat = (_Flat(version, data), version)
+    return store._flat[0]
 
 
 class _Docs:
@@ -188,7 +241,10 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
         pending = _side_pool().submit(fq.select([*cols, "_score"]).with_row_id(True).limit(fetch).to_arrow)
     vec: Any = None
     try:
-        if use_vector:
+        kept = _read(lambda: flat(store, table, where), "search") if use_vector else None
+        if kept is not None:
+            vec = kept.side(query_vector, where, fetch)
+        elif use_vector:
             vq = store.vector_query(query_vector, where).select([*cols, "_distance"]).with_row_id(True).limit(fetch)
             vec = _read(vq.to_arrow, "search")
     finally:
@@ -212,7 +268,7 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
     for side in sides:
         at = [j for j, mid in enumerate(ids) if rows[mid][0] is side]
         if at:
-            matrix[at] = side.vectors()[[rows[ids[j]][1] for j in at]]
+            matrix[at] = _vectors(side.data)[[rows[ids[j]][1] for j in at]]
     # The exact cosine of every candidate, also of those only full-text found.
     sims = [float(x) for x in matrix @ q]
     docs = _Docs(store, {mid: int(side.column("_rowid")[j]) for mid, (side, j) in rows.items()})

@@ -137,6 +137,7 @@ class Store:
         self._status_indexed = False  # the `status` index seen or built (`status_index`)
         self._index_job: Any = None  # a background build started from here (`maybe_index`)
         self._terms: dict[str, "Terms"] = {}  # full-text -> its term set (`store_search._term_sets`)
+        self._flat: Any = None  # the vectors held at one version, and the last version queried (`search.flat`)
         self.settle_writes = True  # `rebuild` turns it off while it bulk-loads, then optimizes once
 
     # -- opening -------------------------------------------------------------------------

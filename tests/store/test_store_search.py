@@ -4,6 +4,7 @@ and a full-text index kept current so relevance does not depend on the index's h
 from __future__ import annotations
 
 import math
+from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,37 @@ def test_a_memorys_bm25_evidence_is_its_own_whatever_the_length_of_its_neighbour
     assert got[0] == got[1]
     # two query terms held once each, by this memory alone: two units of one rare matched term
     assert got[0][1] == pytest.approx(math.log1p(2.0))
+
+
+def test_vectors_held_by_a_process_that_queries_twice_answer_as_lancedb_does(tmp_path: Path) -> None:
+    """A server's second query at one table version reads the vectors it holds (`search.flat`):
+    the same ranking as LanceDB's scan, each filter kept, and a write starts it over."""
+    from anchorfs.store import search
+
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
+    texts = TEXTS + [f"the {a} {b} worker's retry queue" for a, b in combinations(words, 2)]  # no two alike
+    store, mems = _store(tmp_path, texts)  # more rows than a side's 50 candidates
+    other = Store(tmp_path, HashingEmbedder())  # a one-shot process: every query its first
+    queries = ["retry backoff queue", "cache entries lru", "when do tokens expire", "redis"]
+    first = [_search(store, q) for q in queries]
+    assert store._flat[0] is not None  # held from the second query at that version on
+    version = store._flat[0].version
+    for q, want in zip(queries, first):
+        assert _search(store, q) == want  # `first` was LanceDB's: each query its version's first
+        vec = store.embedder.embed_query(q)
+        mine = store._flat[0].side(vec, "status = 'active'", 30)
+        theirs = other.vector_query(vec, "status = 'active'").select(["id", "_distance"]).limit(30).to_arrow()
+        assert len(mine) >= len(theirs) == 30  # and any tied with the 30th
+        assert sorted(mine.column("_distance").to_pylist())[:30] == pytest.approx(
+            sorted(theirs.column("_distance").to_pylist()), abs=1e-6)
+    gone = mems[0].replace(status="superseded")
+    store.upsert([gone])  # a new version: LanceDB answers once, then the vectors are held again
+    for _ in range(2):
+        ids = [i for i, _ in _search(store, "retry backoff queue", text_weight=0.0)]
+        assert gone.id not in ids and len(ids) == 20
+    assert store._flat[0].version > version
+    held = search.flat(store, store.table(), "status != 'proposed'")
+    assert held is store._flat[0]
+    every = held.side(store.embedder.embed_query("retry"), "status != 'proposed'", 1000).column("id").to_pylist()
+    assert gone.id in every and len(every) == len(texts)
+    assert search.flat(store, store.table(), "id IN ('x')") is None  # a filter it does not know: LanceDB's
