@@ -100,7 +100,7 @@ def test_past_the_sync_bound_writes_append_and_the_text_index_is_folded_once_row
     every write past the sync bound, a bulk load of 100,000 memories in batches of 1,000 left
     the folder at 24x its live data. Now a write appends its fragment alone while the rows the
     index lacks stay within `TEXT_LAG_ROWS` (searched flat meanwhile, found all the same); past
-    it the indexer folds them all in at once."""
+    it the indexer builds the full-text index again, its files alone."""
     import anchorfs.store.table as store_mod
 
     monkeypatch.setattr(store_mod, "TEXT_SYNC_ROWS", 4)
@@ -116,7 +116,9 @@ def test_past_the_sync_bound_writes_append_and_the_text_index_is_folded_once_row
     assert len(_search(store, "retry backoff queue")) == 6  # the unindexed rows are found
     store.add([Memory(id=new_id(), content=t) for t in TEXTS[6:8]])
     assert store._index_job is not None  # 4 behind, past 3: folded in the background
+    written = set(data.iterdir())
     assert store.wait_index() == 0
+    assert set(data.iterdir()) == written  # the index built again: no fragment rewritten
     store._table = None  # the indexer's version, read afresh
     assert store.text_unindexed() == 0
     assert len(_search(store, "retry backoff queue")) == 8
