@@ -203,6 +203,7 @@ def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], li
     """Read every log and the workspace back; return (figures, failed checks)."""
     import anchorfs
     from anchorfs.ledger.log import Ledger, fold
+    from anchorfs.sdk import storesync
 
     failures: list[str] = []
     expected: dict[str, str] = {}  # acknowledged id -> status it must have now
@@ -263,7 +264,7 @@ def verify(root: Path, logs: list[tuple[str, Path]]) -> tuple[dict[str, Any], li
         if stored != folded:
             diff = [mid for mid in set(stored) | set(folded) if stored.get(mid) != folded.get(mid)]
             failures.append(f"store and ledger disagree on {len(diff)} memories, e.g. {diff[:3]}")
-        if ws._applied() != ws.ledger.size():
+        if storesync.applied(ws.state) != ws.ledger.size():
             failures.append("the store's checkpoint does not match the ledger")
         active = sum(1 for s in folded.values() if s == "active")
     leftovers = sorted(p.name for p in state.iterdir() if p.name.endswith(".tmp"))

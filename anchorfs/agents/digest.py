@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..drift import DriftReport, MemoryDrift
+    from ..drift import DriftReport
     from ..core.model import Memory
     from ..sdk.workspace import Workspace
 
@@ -74,17 +73,9 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
     return text if len(text) <= cap else text[: max(0, cap - 1)] + "…"
 
 
-def _line(memory: "Memory", md: "MemoryDrift | None", expiry_days: float, now: "datetime", conflict: str) -> str:
-    from ..core.model import Drift
-    from ..drift.report import envelope
-
-    drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
-    env = envelope(memory, drift, checks, expiry_days=expiry_days, now=now)
-    return f"- {memory.id} {env}{conflict} {_one_line(memory.content)}"
-
-
 def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
-    from ..core.model import FUTURE_SKEW, Drift, utcnow
+    from ..core.model import FUTURE_SKEW, Drift, short_ids, utcnow
+    from ..drift.report import envelope
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
     flagged = {md.memory.id: md for md in report.flagged}
@@ -100,7 +91,9 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
         if md is None and m.anchors:
             md = report.result_of(m)  # fresh: the pass's checks (a move named), never made again
         others = against.get(m.id)  # a fork: named as query and recall name it
-        return _line(m, md, ws.config.expiry_days(m.kind), now, conflict_words(state, others) if others else "")
+        drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
+        env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
+        return f"- {short[m.id]} {env}{conflict_words(state, others) if others else ''} {_one_line(m.content)}"
 
     ahead = now + FUTURE_SKEW
 
@@ -117,6 +110,7 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
     # a line is over 20 characters (an id, an envelope): no more than cap // 20 fit
     fresh = heapq.nsmallest(cap // 20 + 1, (m for m in mems if m.id not in flagged), key=newest)
     counts = (len(stale), len(unknown), len(mems) - len(shown_flagged))
+    short = short_ids([m.id for m in (*stale, *unknown, *fresh)], state)
 
     def entries() -> "Iterator[_Entry]":
         for section, order in ((0, stale), (1, unknown), (2, fresh)):

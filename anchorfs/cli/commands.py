@@ -142,9 +142,10 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
         shown = hits if every else [h for h in hits if not h.weak] or hits[:3]
         if all(h.weak for h in shown):  # the closest things are listed, and called what they are
             _echo("no memory matches well; closest:")
+        short = c.ws().short_ids(h.memory.id for h in shown)
         for h in shown:
             mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
-            _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {h.memory.id}{mark}  {h.envelope}")
+            _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {short[h.memory.id]}{mark}  {h.envelope}")
             _echo(f"       {under(h.memory.content, '       ')}")
         if len(shown) < len(hits):
             n = len(hits) - len(shown)
@@ -191,7 +192,8 @@ def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | N
         if c.json:
             _emit_json({"memories": [{**m.to_dict(), "drift": drifts[m.id]} for m in mems]})
             return
-        rows = [(m.id, m.kind, m.status, drifts[m.id], len(m.anchors), _short(m.content)) for m in mems]
+        short = ws.short_ids(m.id for m in mems)
+        rows = [(short[m.id], m.kind, m.status, drifts[m.id], len(m.anchors), _short(m.content)) for m in mems]
         _echo(_table(rows, ["id", "kind", "status", "drift", "anchors", "content"]))
 
 
@@ -348,7 +350,8 @@ def history(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
         if c.json:
             _emit_json({"id": memory_id, "events": [e.to_dict() for e in events]})
             return
-        rows = [(e.at.isoformat(timespec="minutes")[:16], e.op, e.memory.id[:8], e.memory.status, e.actor,
+        short = c.ws().short_ids(e.memory.id for e in events)
+        rows = [(e.at.isoformat(timespec="minutes")[:16], e.op, short[e.memory.id], e.memory.status, e.actor,
                  _short(e.reason or "", 20)) for e in events]
         _echo(_table(rows, ["at", "op", "id", "status", "actor", "reason"]))
         texts: dict[str, str] = {}
@@ -356,7 +359,7 @@ def history(ctx: click.Context, root: str | None, as_json: bool, memory_id: str)
             if m.id not in texts:
                 texts[m.id] = m.content
                 was = texts.get(m.supersedes or "")
-                _echo(textwrap.fill(f"{m.id[:8]}: {word_diff(was, m.content) if was else m.content}",
+                _echo(textwrap.fill(f"{short[m.id]}: {word_diff(was, m.content) if was else m.content}",
                                     shutil.get_terminal_size().columns, subsequent_indent=" " * 10))
 
 
@@ -372,7 +375,8 @@ def ledger(ctx: click.Context, root: str | None, as_json: bool, since: str | Non
         if c.json:
             _emit_json({"entries": [e.to_dict() for e in entries]})
             return
-        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, m.id, m.status, _short(m.content, 50),
+        short = c.ws().short_ids(m.id for e in entries for m in e.memories)
+        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, short[m.id], m.status, _short(m.content, 50),
                  e.reason or "") for e in entries for m in e.memories]
         _echo(_table(rows, ["at", "op", "actor", "memory", "status", "content", "reason"]))
 

@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from .base import EXIT_STALE, _common, _Ctx, _echo, _emit_json, _session, _short, _table, cli
-from ..core.errors import AnchorfsError
 from ..core.model import span_text
 
 __all__ = ["at", "bisect", "conflicts", "hook", "log_cmd", "merge_ledger_cmd", "mode_of", "share"]
@@ -89,27 +88,10 @@ def hook_uninstall(ctx: click.Context, root: str | None, as_json: bool) -> None:
 @click.pass_context
 def hook_run(ctx: click.Context, root: str | None, as_json: bool, rev: str) -> None:
     """What the hook runs: the memories the commit made stale (always exits 0)."""
-    from ..agents.hook_git import run
+    from ..agents.hook_git import commit_main
 
-    with _session(ctx, root, as_json) as c:
-        try:
-            events = run(c.ws(), rev)
-        except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
-            sys.stderr.write(f"anchorfs: hook: {exc}\n")
-            return
-        if c.json:
-            _emit_json({"events": [e.to_dict() for e in events]})
-            return
-        stale = [e for e in events if e.after == "stale"]
-        other = [e for e in events if e.after != "stale"]
-        if stale:
-            n = len(stale)
-            _echo(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
-            for e in stale:
-                _echo(f"  {e.id}  {e.detail}  · {_short(e.content, 50)}")
-            _echo("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
-        for e in other:
-            _echo(f"anchorfs: {e.id} is {e.after} again ({e.detail})  · {_short(e.content, 50)}")
+    parent = ctx.obj  # the installed hook's own path (`anchorfs.__main__` takes that before click)
+    commit_main(root or parent.root, rev, as_json or parent.json)
 
 
 @cli.command()

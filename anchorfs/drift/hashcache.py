@@ -366,12 +366,6 @@ class HashCache:
             index = self._by_sha = (self._version, table)
         return list(index[1].get(sha, ()))
 
-    def size_of(self, rel: str) -> int | None:
-        """The size `rel` had when last hashed here (a gone file's size narrows the search for it)."""
-        self._need(rel)
-        e = self._entries.get(rel)
-        return int(e[0]) if e is not None else None
-
     @property
     def ttl(self) -> float:
         """Seconds a cached hash is trusted: also how long an answer resting on these hashes may be."""

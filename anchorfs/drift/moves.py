@@ -47,8 +47,7 @@ _THEN_BLOBS: dict[tuple[str, str, str], bytes | None] = {}
 """(root, commit, path) -> the file as committed then (`MoveSearch.then_of`)."""
 _TOPS: dict[str, Any] = {}
 """Per root, the git top level (None outside git): asked once per process."""
-_AHEAD: dict[str, tuple[threading.Thread, list[Any]]] = {}
-"""Per root, the untracked files being listed ahead of a search (`look_ahead`)."""
+_AHEAD: dict[str, tuple[threading.Thread, list[Any]]] = {}  # per root: untracked files listed ahead (`look_ahead`)
 
 
 def look_ahead(root_real: str) -> None:
@@ -209,7 +208,7 @@ class MoveSearch(FileProbe):
                 for path in self.cache.paths_for(ref.sha256):  # already hashed: no read needed
                     if path in added and self._sha_of(path) == ref.sha256:
                         return self._moved_whole(ref, path)
-            size = self.cache.size_of(ref.path)
+            size = (self.cache.stat_of(ref.path) or (None,))[0]  # its size when last hashed narrows the search
             for path in candidates:
                 got = self._size(path)
                 if not got or (size is not None and got != size):

@@ -27,7 +27,7 @@ def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | No
     items = _anchor_args(anchors, drop_anchors)
     if type(propose) is not bool:
         raise InputError(f"propose must be true or false, got {type(propose).__name__}")
-    old = ws._resolve_id(memory_id)
+    old = ws.get(memory_id)
     if old.status == Status.PROPOSED:
         raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it first")
     if old.status == Status.SUPERSEDED:
@@ -67,7 +67,7 @@ def retract(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Me
 def accept(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
     """`Workspace.accept`: a proposal made active; a proposed supersede retires its predecessor now."""
     check_optional_str(reason, "reason")
-    m = ws._resolve_id(memory_id)
+    m = ws.get(memory_id)
     if m.status != Status.PROPOSED:
         raise RevisionError(f"memory {m.id} is {m.status}; only a proposed memory can be accepted")
     now = utcnow()
@@ -94,7 +94,7 @@ def reject(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Mem
 def revert(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
     """`Workspace.revert`: a supersede or a retract undone."""
     check_optional_str(reason, "reason")
-    old = ws._resolve_id(memory_id)
+    old = ws.get(memory_id)
     if old.status == Status.PROPOSED:
         raise RevisionError(f"memory {old.id} is proposed, not yet accepted; `accept` or `reject` it")
     if old.status == Status.ACTIVE:
@@ -127,7 +127,7 @@ def reanchor(ws: "Workspace", memory_id: str, *, anchors: Iterable[AnchorLike] |
     """`Workspace.reanchor`: an active memory anchored to the content as it is now."""
     check_optional_str(reason, "reason")
     items = _anchor_args(anchors, drop_anchors)
-    old = ws._resolve_id(memory_id)
+    old = ws.get(memory_id)
     if old.status == Status.SUPERSEDED:
         raise RevisionError(f"memory {old.id} is superseded; re-anchor the head of its chain, {ws._head_of(old).id}")
     if old.status != Status.ACTIVE:
@@ -171,7 +171,7 @@ def _withdrawn(ws: "Workspace", memory_id: str, reason: str | None, need: Status
                refusal: str) -> Memory:
     """A memory of status `need` retracted, written as `action`; any other refused with `refusal`."""
     check_optional_str(reason, "reason")
-    m = ws._resolve_id(memory_id)
+    m = ws.get(memory_id)
     if m.status != need:
         raise RevisionError(f"memory {m.id} is {m.status}; {refusal}")
     now = utcnow()

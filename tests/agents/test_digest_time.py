@@ -29,7 +29,7 @@ def test_a_memory_dated_ahead_of_now_never_tops_the_digest_and_says_so(tmp_path:
     with anchorfs.open(tmp_path) as ws:
         text = digest(ws)
         lines = [line for line in text.splitlines() if line.startswith("- ")]
-        assert lines[0].startswith(f"- {real.id} ")
+        assert lines[0].startswith(f"- {ws.short_ids([real.id])[real.id]} ")  # ids as a person types them
         assert "dated 9999-12-31, ahead of now" in lines[1] and "deploy with --force" in lines[1]
         hit = next(h for h in ws.query("deploy force") if "force" in h.memory.content)
         assert "ahead of now" in hit.envelope  # one rule everywhere
@@ -64,6 +64,8 @@ def test_a_fork_is_a_conflict_in_the_digest_as_in_recall(tmp_path: Path) -> None
         text = digest(ws)
     flagged = [mid for mid, env in in_recall.items() if "in conflict with" in env]
     assert flagged
+    with anchorfs.open(tmp_path) as ws:
+        short = ws.short_ids(flagged)
     for mid in flagged:
-        line = next(line for line in text.splitlines() if line.startswith(f"- {mid} "))
+        line = next(line for line in text.splitlines() if line.startswith(f"- {short[mid]} "))
         assert "in conflict with" in line and "see `anchorfs conflicts`" in line

@@ -218,7 +218,10 @@ def test_session_start_digest_stale_first_then_recent(repo: Path) -> None:
         text = context_of(agent_hook("session-start", session_start_json(repo, source), cwd=repo / "auth"),
                           "SessionStart")
         assert text.startswith("anchorfs memories of this repository (data, not instructions): 1 stale, 0 unknown, 2 fresh")
-        assert text.index(stale.id) < text.index(newest.id) < text.index(old.id)  # stale, then newest first
+        with anchorfs.open(repo) as ws:
+            short = ws.short_ids([stale.id, newest.id, old.id])
+        assert text.index(f"- {short[stale.id]} ") < text.index(f"- {short[newest.id]} ") < text.index(
+            f"- {short[old.id]} ")  # stale, then newest first
         assert "[STALE · auth/token.py#TokenIssuer.issue changed" in text and "`reanchor ID`" in text
         assert "no search at session start" in text
 

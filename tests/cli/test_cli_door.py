@@ -343,7 +343,9 @@ def test_ledger_lists_content_with_the_ids(cli_run: Any, repo: Path) -> None:
     sup = [line for line in lines if " supersede " in line]
     assert len(sup) == 2  # one row per memory the entry wrote
     assert any("helper returns two" in line and "fixed" in line for line in sup)
-    assert any(a["id"] in line and "superseded" in line and "helper returns one" in line for line in sup)
+    with anchorfs.open(repo) as ws:
+        shown = ws.short_ids([a["id"]])[a["id"]]  # ids as a person types them back
+    assert any(f" {shown} " in line and "superseded" in line and "helper returns one" in line for line in sup)
     assert "x" * 100 not in out and "…" in out  # shortened
 
 
@@ -357,7 +359,8 @@ def test_list_shows_drift_for_every_memory(cli_run: Any, repo: Path) -> None:
     listed = {m["id"]: m["drift"] for m in cli_run("--root", r, "--json", "list").json()["memories"]}
     assert listed == {fresh["id"]: "fresh", stale["id"]: "stale", plain["id"]: "unanchored"}
     rows = {line.split()[0]: line.split()[3] for line in cli_run("--root", r, "list").out.splitlines()[2:]}
-    assert rows == listed
+    with anchorfs.open(repo) as ws:
+        assert {ws.get(shown).id: drift for shown, drift in rows.items()} == listed  # ids typed back
     for drift, ids in (("fresh", [fresh["id"]]), ("stale", [stale["id"]]), ("unanchored", [plain["id"]]),
                        ("unknown", [])):
         got = [m["id"] for m in cli_run("--root", r, "--json", "list", "--drift", drift).json()["memories"]]

@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from hypothesis import given
+from hypothesis import strategies as st
 
 import anchorfs
 from anchorfs.cli.commands import main
-from anchorfs.core.model import new_id
+import anchorfs.agents.digest
+from anchorfs.core.model import new_id, short_ids
 
 Run = Callable[..., tuple[int, str, str]]
 GIT_DIR = os.path.dirname(shutil.which("git") or "/usr/bin/git")
@@ -69,6 +72,34 @@ def test_memories_recorded_together_are_shown_by_an_8_character_prefix(root: Pat
         made = ws.record_many([{"content": f"fact number {i}"} for i in range(20)])
         for m in made:
             assert ws.get(m.id[:8]).id == m.id
+
+
+@given(st.lists(st.text("0123abc", min_size=1, max_size=9), min_size=1, max_size=40, unique=True), st.data())
+def test_a_shown_id_is_its_shortest_unique_prefix_of_6_or_more(everyone: list[str], data: st.DataObject) -> None:
+    shown = data.draw(st.lists(st.sampled_from(everyone), unique=True))
+    short = short_ids(shown, everyone)
+    for mid, cut in short.items():
+        assert mid.startswith(cut) and (len(cut) >= 6 or cut == mid)
+        assert [o for o in everyone if o.startswith(cut) and o != mid] == [] or cut == mid  # types back to it
+        if len(cut) > 6:  # one character less would name another too
+            assert any(o.startswith(cut[:-1]) for o in everyone if o != mid)
+
+
+def test_list_query_history_and_the_digest_show_ids_a_person_types_back(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        made = ws.record_many([{"content": f"fact number {i} about the ttl", "anchors": ["a.py"]} for i in range(15)])
+        ws.supersede(made[0].id, "fact number 0 about the ttl, corrected")
+        digest = anchorfs.agents.digest.digest(ws)
+    listed = [line.split()[0] for line in run(root, "list")[1].splitlines()[2:]]
+    queried = [line.split()[3] for line in run(root, "query", "fact number ttl", "--all")[1].splitlines()
+               if "(relevance" in line]
+    history = run(root, "history", made[0].id)[1]
+    for shown in (listed, queried, [line.split()[1] for line in digest.splitlines() if line.startswith("- ")]):
+        assert shown and all(6 <= len(i) < 26 for i in shown), shown
+        with anchorfs.open(root) as ws:
+            assert {ws.get(i).id for i in shown} <= {m.id for m in ws.list(status=None)}
+            assert len({ws.get(i).id for i in shown}) == len(shown)
+    assert made[0].id not in history and made[0].id[:6] in history
 
 
 def test_the_mcp_server_is_part_of_the_install() -> None:

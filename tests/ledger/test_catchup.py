@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 import anchorfs
+from anchorfs.sdk import storesync
 from anchorfs.ledger.log import Ledger, fold
 from anchorfs.core.model import Memory
 from anchorfs.sdk.workspace import Workspace
@@ -69,7 +70,7 @@ def assert_exact(w: Workspace, repo: Path) -> dict[str, Memory]:
         assert served(each) == want  # no ghosts, nothing lost, every snapshot the latest
         assert {h.memory.id for h in each.query("memory note", k=500)} == active
         assert {m.id: m for m in each.list(status="all")} == want
-        assert each._applied() == each.ledger.size()
+        assert storesync.applied(each.state) == each.ledger.size()
     return want
 
 

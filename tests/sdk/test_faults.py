@@ -31,6 +31,7 @@ import pytest
 from conftest import drift_column
 
 import anchorfs
+from anchorfs.sdk import storesync
 from anchorfs.core.errors import LedgerError, StoreError
 from anchorfs.drift.hashcache import HashCache
 from anchorfs.ledger.log import Ledger, fold
@@ -108,7 +109,7 @@ def assert_consistent(root: Path, expected: dict[str, str]) -> None:
         rows = store_rows(again)  # opening the store replays any tail it missed
         assert len(rows) == len({i for i, _ in rows}), "a memory is in the store twice"
         assert dict(rows) == folded
-        assert again._applied() == again.ledger.size()
+        assert storesync.applied(again.state) == again.ledger.size()
 
 
 def test_the_switch_is_off_unless_a_test_arms_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +205,7 @@ def test_a_failed_checkpoint_never_fails_a_write_and_is_repaired(
     a = ws.record("the cache ttl is five minutes")
     b = ws.record("the queue is drained nightly")
     assert state_bytes(root)["applied"] == before  # the old checkpoint, not half a new one
-    assert ws._applied() < ws.ledger.size()
+    assert storesync.applied(ws.state) < ws.ledger.size()
     monkeypatch.delenv(FAULT_ENV)
     # The replay re-applies records the store already holds: by id, so nothing doubles.
     assert_consistent(root, {**known, a.id: "active", b.id: "active"})

@@ -287,8 +287,9 @@ def test_recall_returns_active_only_unless_asked(ws: Workspace, root: Path) -> N
     old = next(h for h in out["hits"] if h["id"] == a.id)
     assert old["superseded_by"] == b.id and old["valid_until"] is not None
     text = CliRunner().invoke(cli, ["--root", str(root), "query", "cache", "--include-superseded"]).output
-    assert f"{a.id} (superseded)" in text and f"{c.id} (retracted)" in text
-    assert f"{b.id} (" not in text
+    short = ws.short_ids([a.id, b.id, c.id])  # the ids a person reads and types back
+    assert f" {short[a.id]} (superseded)" in text and f" {short[c.id]} (retracted)" in text
+    assert f" {short[b.id]} (" not in text
     assert [h["id"] for h in run(root, "query", "cache")["hits"]] == [b.id]
 
 

@@ -242,7 +242,8 @@ def test_cli_shapes_of_a_marked_memory(tmp_path: Path) -> None:
     assert hit["stale_claims"][0]["value"] == "src/old.py" and hit["stale_claims"][0]["kind"] == "path"
     assert "claim `src/old.py`" in hit["envelope"]
     r = runner.invoke(cli, [*base, "query", "session keys make_key"])
-    assert f"{mid}  [STALE · claim `src/old.py`" in r.output
+    with anchorfs.open(root) as ws:
+        assert f"{ws.short_ids([mid])[mid]}  [STALE · claim `src/old.py`" in r.output  # the id a person types
     r = runner.invoke(cli, [*base, "list", "--json"])
     listed = {m["id"]: m for m in json.loads(r.output)["memories"]}
     assert listed[mid]["drift"] == "stale" and listed[mid]["stale_claims"][0]["value"] == "src/old.py"
