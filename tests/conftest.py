@@ -22,6 +22,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     for key in list(os.environ):
         if key.startswith("ANCHORFS_") or key in ("COLUMNS", "LINES"):  # pytest-xdist sets a terminal's size
             monkeypatch.delenv(key)
+    monkeypatch.setenv("ANCHORFS_SERVE_AUTO", "0")  # no query a test runs leaves a server behind
 
 
 TOKEN = """class TokenIssuer:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import orjson
 
+from . import server
 from .base import _KIND, _common, _echo, _emit_json, _session, _short, _text_value, cli
 
 __all__ = ["context", "export", "import_cmd", "mcp", "serve", "watch"]
@@ -69,6 +70,7 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
     """A markdown block of the memories for TASK, ready for a prompt (stale ones flagged)."""
     with _session(ctx, root, as_json) as c:
         block = c.ws().context(task, budget=budget)
+        server.start_behind(c.ws())  # the next one in this workspace is answered warm
         if c.json:
             _emit_json(block.to_dict())
         else:
@@ -115,8 +117,6 @@ def serve(ctx: click.Context, root: str | None, as_json: bool, idle_timeout: flo
     slow, gone, or the caller's environment differs from the server's, the command runs in
     process as before. Only the same user is served; set ANCHORFS_NO_SERVER=1 to bypass it.
     """
-    from . import server
-
     if sum((detach, status, stop_)) > 1:
         raise click.UsageError("--detach, --status and --stop exclude each other")
     with _session(ctx, root, as_json) as c:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from . import server
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
     _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run, word_diff,
@@ -130,6 +131,7 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
     """Search memories; every hit is re-checked against its anchors."""
     with _session(ctx, root, as_json) as c:
         hits = c.ws().query(text, k=k, include_superseded=include_superseded, as_of=as_of, stale=stale)
+        server.start_behind(c.ws())  # the next query in this workspace is answered warm
         if c.json:
             _emit_json({"hits": [h.to_dict() for h in hits]})
             return

@@ -348,6 +348,24 @@ def detach(root: "str | os.PathLike[str] | None" = None, *, idle_timeout: float 
         raise WorkspaceError(f"the server did not answer within {wait:.0f} s")
 
 
+def start_behind(ws: "Workspace") -> None:
+    """After a person's one-shot `query` or `context` at a terminal (never a script's), start the
+    workspace's server, detached, to answer the next warm; off with `serve.auto = false`, ANCHORFS_NO_SERVER."""
+    import subprocess
+
+    from .base import _Ctx
+
+    if (_Ctx.opener is not None or not sys.stdout.isatty() or os.environ.get(NO_SERVER_ENV)
+            or not ws.config["serve.auto"] or ping(ws.root_real)):
+        return
+    try:  # a second one started meanwhile exits on the server lock
+        subprocess.Popen([sys.executable, "-m", "anchorfs", "serve", "--root", ws.root_real, "--idle-timeout",
+                          str(DEFAULT_IDLE_TIMEOUT)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, cwd=ws.root_real)
+    except OSError:
+        pass  # only speed is at stake
+
+
 # -- the server ------------------------------------------------------------------------------
 
 def _chunks(fd: int, chunks: list[tuple[int, bytes]], tty: bool) -> "Any":

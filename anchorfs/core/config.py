@@ -43,6 +43,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "limits.content_chars": (int, 32768),
     "hook.digest_chars": (int, 2000),
     "mcp.propose": (bool, False),
+    "serve.auto": (bool, True),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
 }
 

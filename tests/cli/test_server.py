@@ -407,3 +407,41 @@ def test_the_warm_workspace_is_kept_across_git_writes_and_reopened_on_a_config_e
 
     with pytest.raises(WorkspaceError, match="symbolic link"):
         pool.open(str(root))
+
+
+def test_a_query_typed_at_a_terminal_starts_the_server_that_answers_the_next(tmp_path: Path) -> None:
+    """Issue 38: a person's second query is warm without `serve --detach`. A script's query (no
+    terminal) and `serve.auto = false` start nothing: no process is left behind by either."""
+    import pty
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _env(home)
+    root = tmp_path / "ws"
+    _workspace(root)
+
+    def typed(**extra: str) -> None:
+        primary, secondary = pty.openpty()
+        try:
+            done = subprocess.run([sys.executable, "-m", "anchorfs", "query", "token expiry"], cwd=root,
+                                  env={**env, **extra}, stdout=secondary, stderr=subprocess.PIPE, timeout=120)
+            assert done.returncode == 0, done.stderr
+        finally:
+            os.close(secondary)
+            os.close(primary)
+
+    assert "token expiry is 24h" in _cli(env, root, "query", "token expiry").stdout  # a script's
+    typed(ANCHORFS_SERVE_AUTO="0")
+    started = time.time()
+    typed()
+    try:
+        for _ in range(1200):
+            info = server.ping(root)
+            if info is not None:
+                break
+            time.sleep(0.05)
+        assert info is not None and info["started"] >= started  # this one's, none of the two before
+        second = _cli(env, root, "query", "token expiry")
+        assert "token expiry is 24h" in second.stdout and _served(root) == 1
+    finally:
+        server.stop(root)
