@@ -83,7 +83,7 @@ class _Flat:
         self.data = data.drop_columns(["status"]).combine_chunks()  # one chunk: `take` is then cheap
         self.matrix = _vectors(self.data)
         norms = np.linalg.norm(self.matrix, axis=1)
-        self.norms = np.where(norms > 0, norms, np.inf)  # a zero vector is at distance 1 from all
+        self.norms = np.where(norms > 0, norms, np.inf)  # a zero vector: at distance 1 from all
 
     def side(self, query: "np.ndarray", where: str | None, n: int) -> Any:
         import numpy as np
@@ -101,9 +101,8 @@ class _Flat:
 
 
 def flat(store: "Store", table: Any, where: str | None) -> _Flat | None:
-    """The vectors held for `table`'s version now, read the second time a version is queried (a
-    one-shot process never pays for them); None past `FLAT_ROWS`, with a vector index, or for a
-    filter `_Flat` does not know (LanceDB answers)."""
+    """The vectors held for `table`'s version, read when a version is queried twice (never by a one-shot
+    process); None past `FLAT_ROWS`, with a vector index, or for a filter `_Flat` does not know."""
     if where is not None and where not in _FLAT_WHERE:
         return None
     version = table.version
