@@ -2,7 +2,8 @@
 """Whole-process cost of the CLI: `query`, `record`, `context`, `list`, `drift --json` against
 `python3 -c pass`, measured in the same run, over a real source tree (issue 19); `query`,
 `context`, `list` and `record` again with a warm server running (`anchorfs serve --detach`),
-which the command hands them to.
+which the command hands them to; and a person's second `query`, the first one typed at a
+terminal having started the server behind it (`serve.auto`, issue 38).
 
 The tree is the pinned Django sdist (fetched once with pip into the bench cache, see
 `_benchlib.source_tree`), else a synthetic one. Memories are anchored to its Python files
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pty
 import random
 import shutil
 import subprocess
@@ -125,6 +127,19 @@ def main() -> None:
                 served = _served(root) - served_before
                 notes.append(f"{target:,}: {served} of the {4 * args.repeat} calls timed as served were served "
                              "(a busy server's caller runs in process)")
+            finally:
+                subprocess.run([*cmd, "serve", "--stop"], check=False, capture_output=True)
+            # a person's second query: the first, typed at a terminal, started the server behind it (issue 38)
+            primary, secondary = pty.openpty()
+            try:
+                subprocess.run([*cmd, "query", next(queries)], stdout=secondary, stderr=subprocess.DEVNULL, check=True)
+            finally:
+                os.close(secondary)
+                os.close(primary)
+            try:
+                _served(root)  # it answers once it has started
+                got["`anchorfs query`, the second one typed (the first started the server)"] = median_run(
+                    [*cmd, "query", next(queries)], args.repeat)
             finally:
                 subprocess.run([*cmd, "serve", "--stop"], check=False, capture_output=True)
             got["`anchorfs list --limit 20` (in process)"] = median_run([*cmd, "list", "--limit", "20"], args.repeat)
