@@ -457,5 +457,10 @@ def mcp_config(root: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def write_mcp_config(root: str | os.PathLike[str], *, host: str = "claude", absolute: bool = True) -> Path:
-    """Write (or update) `host`'s MCP config; `absolute` (the default, as `init --mcp` wrote) names this install."""
-    return write_mcp(root, host, absolute=absolute).path
+    """Write (or update) `host`'s MCP config naming this install (`init --mcp`); a portable entry there
+    (`init --for`, `anchorfs` on PATH) is kept, never made absolute behind the user's back."""
+    path = _config_path(Path(root), MCP_FILES[host])
+    servers = _load_json(path, _read(path)).get(_SERVERS_KEY.get(host, "")) if host != "codex" else None
+    mine = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    portable = isinstance(mine, dict) and mine.get("command") == "anchorfs" and shutil.which("anchorfs")
+    return write_mcp(root, host, absolute=absolute and not portable).path

@@ -53,7 +53,7 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
     if absolute and not hosts:
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
-        from ..agents.hosts import check_setup
+        from ..agents.hosts import check_setup, server_command, setup, write_mcp_config
         from ..core.statedir import check_init
         from ..sdk.team import check_mode, init_mode
 
@@ -66,17 +66,9 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
             check_setup(planned, ["claude"], mcp_only=True)
         path = init_ws(c.root, nested=nested)
         init_mode(path, shared)
-        mcp_path = None
-        written = []
         unwired = hosts and not absolute and shutil.which("anchorfs") is None  # the host would run nothing
-        if hosts:
-            from ..agents.hosts import server_command, setup
-
-            written = setup(path, hosts, absolute=absolute or bool(unwired))
-        if write_mcp:
-            from ..agents.mcp import write_mcp_config
-
-            mcp_path = write_mcp_config(path)
+        written = setup(path, hosts, absolute=absolute or bool(unwired)) if hosts else []
+        mcp_path = write_mcp_config(path) if write_mcp else None
         said = (f"`anchorfs` is not on PATH: the host files name this install, {server_command(path, absolute=True)[0]}"
                 " (install it on PATH, README: Install, and run init --for again for portable ones)") if unwired else None
         if c.json:

@@ -127,6 +127,9 @@ def test_init_for_claude_stays_portable_when_anchorfs_is_on_path(root: Path, tmp
     code, out, err = run(root, "init", "--for", "claude", env={"PATH": f"{here}:{GIT_DIR}"})
     assert code == 0 and "not on PATH" not in out + err
     assert json.loads((root / ".mcp.json").read_text())["mcpServers"]["anchorfs"]["command"] == "anchorfs"
+    before = (root / ".mcp.json").read_text()
+    code, out, err = run(root, "init", "--mcp", env={"PATH": f"{here}:{GIT_DIR}"})  # the old flag, again
+    assert code == 0 and (root / ".mcp.json").read_text() == before  # the portable entry is kept
 
 
 def test_context_with_empty_text_is_a_usage_error_like_query(root: Path, run: Run) -> None:
