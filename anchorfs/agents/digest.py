@@ -95,8 +95,7 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         return f"- {short[m.id]} {env}{conflict_words(state, others) if others else ''} {_one_line(m.content)}"
 
-    ahead = now + FUTURE_SKEW
-
+    ahead = now + FUTURE_SKEW  # `model.dated_ahead`'s bound, once
     def newest(m: "Memory") -> tuple[bool, float, int, str]:
         """Most recent first, then most anchored, then by id; one dated ahead of now (a clock far off,
         a forged `9999-12-31`) after the rest: its date says nothing of recency (`model.dated_ahead`)."""

@@ -12,6 +12,7 @@ import click
 import orjson
 
 from . import server
+from ..core.model import DATA_LABEL
 from .base import _KIND, _common, _echo, _emit_json, _session, _short, _text_value, cli
 
 __all__ = ["context", "export", "import_cmd", "mcp", "serve", "watch"]
@@ -74,8 +75,6 @@ def context(ctx: click.Context, root: str | None, as_json: bool, task: str, budg
         if c.json:
             _emit_json(block.to_dict())
         else:
-            from ..core.model import DATA_LABEL
-
             _echo(DATA_LABEL + "\n\n" + block.markdown)
 
 

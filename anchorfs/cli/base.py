@@ -30,8 +30,16 @@ __all__ = ["cli", "EXIT_STALE"]
 EXIT_STALE = 90
 
 
+_VERDICT = re.compile(r"\[(?:STALE|UNKNOWN|fresh|stale|unknown)\b|(?<=  )(?:stale|unknown|fresh)(?=  |$)", re.M)
+_COLOUR = {"stale": "red", "unknown": "yellow", "fresh": "green"}
+
+
 def _echo(text: str = "", *, err: bool = False) -> None:
-    click.echo(printable(text), err=err)
+    """Terminal-safe text; at a terminal (not under NO_COLOR) each verdict in its colour: stale red."""
+    text = printable(text)
+    if not os.environ.get("NO_COLOR") and (sys.stderr if err else sys.stdout).isatty():
+        text = _VERDICT.sub(lambda m: click.style(m[0], fg=_COLOUR[m[0].lstrip("[").lower()], bold=True), text)
+    click.echo(text, err=err)
 
 
 def word_diff(old: str, new: str) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import server
+from ..core.model import DATA_LABEL, Drift, drift_of, under
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
     _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run, word_diff,
@@ -130,8 +131,6 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
         if not hits:
             _echo("no memories found")
             return
-        from ..core.model import DATA_LABEL, under
-
         _echo(DATA_LABEL)
         shown = hits if every else [h for h in hits if not h.weak] or hits[:3]
         if all(h.weak for h in shown):  # the closest things are listed, and called what they are
@@ -242,8 +241,6 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, reha
 
 def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False) -> str:
     """`drift`'s output for people: the memories that are not fresh (`every`: all), then the counts."""
-    from ..core.model import Drift, drift_of
-
     text = ""
     bad = report.memories if every else report.flagged
     if bad:

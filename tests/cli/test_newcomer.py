@@ -263,3 +263,38 @@ def test_ledger_and_list_fit_80_columns(root: Path, run: Run) -> None:
         code, out, _ = run(root, *args, env={"COLUMNS": "80"})
         assert code == 0 and max(len(line) for line in out.splitlines()) <= 80, (args, out)
         assert "…" in out or args[0] == "history"
+
+
+def _at_terminal(root: Path, *args: str, **env: str) -> str:
+    """`anchorfs ARGS` with a terminal for its stdout, 100 columns: what a person sees."""
+    import pty
+    import select
+    import subprocess
+
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "anchorfs", "--root", str(root), *args], stdout=secondary,
+                              stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "100", **env}, timeout=120)
+        assert done.returncode in (0, 90), done.stderr
+        out = b""
+        while True:
+            if not select.select([primary], [], [], 0.2)[0]:
+                break
+            out += os.read(primary, 65536)
+        return out.decode()
+    finally:
+        os.close(secondary)
+        os.close(primary)
+
+
+def test_verdicts_are_coloured_at_a_terminal_and_never_in_a_pipe_or_under_no_color(root: Path, run: Run) -> None:
+    with anchorfs.open(root) as ws:
+        ws.record("ttl is a day", anchors=["a.py"])
+        ws.record("the blob is binary", anchors=["blob.bin"])
+    (root / "a.py").write_text("TTL = 12\n")
+    red, green = "\x1b[31m\x1b[1mstale\x1b[0m", "\x1b[32m\x1b[1mfresh\x1b[0m"
+    shown = _at_terminal(root, "list")
+    assert red in shown and green in shown  # the drift column
+    assert "\x1b[31m\x1b[1m[STALE\x1b[0m" in _at_terminal(root, "query", "ttl day")  # the envelope
+    assert "\x1b[" not in _at_terminal(root, "list", NO_COLOR="1")
+    assert "\x1b[" not in run(root, "list")[1]  # a pipe: plain text
