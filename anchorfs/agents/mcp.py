@@ -189,8 +189,10 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         k: Annotated[int, Field(ge=1, le=100, description="How many memories at most.")] = 10,
         include_superseded: Annotated[bool, Field(description="Also past beliefs (superseded, retracted), marked so.")] = False,
         as_of: Annotated[str | None, Field(description="Recall as the memory stood then: ISO 8601 time or a span back like `7d`, `12h`.")] = None,
+        include_weak: Annotated[bool, Field(description="Also the hits below the relevance floor (`weak`), left out by default.")] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
         hits = call(lambda: ws.query(query, k=k, include_superseded=include_superseded, as_of=as_of))
+        hits = hits if include_weak else [h for h in hits if not h.weak] or hits[:1]  # else the closest, marked weak
         data: RecallResult = {"count": len(hits), "hits": [_capped_hit(h.to_dict()) for h in hits]}
         return result(data, _read_text("recall", data))
 
@@ -200,7 +202,8 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         "(what changed), and `envelope` is one line to read before trusting the memory. A stale "
         "hit is demoted, never hidden: re-read the anchored code before relying on it, then "
         f"{after_stale}. A long memory's content is cut at {HIT_CHARS:,} characters (`content_cut`); "
-        "`show` gives more."
+        "`show` gives more. Weak matches are left out (`include_weak` keeps them); when none clears the "
+        "relevance floor, the closest one comes, marked `weak`."
     ))
 
     def context(

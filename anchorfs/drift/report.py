@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..core.model import AnchorCheck, Drift, Memory, Verdict, dated_ahead, one_line, utcnow
 
 if TYPE_CHECKING:
-    from typing import Any, overload
+    from typing import Any
 
 
 __all__ = ["MemoryDrift", "DriftReport", "envelope", "weak_envelope", "WEAK_MARK", "expired", "age_days"]
@@ -153,16 +153,7 @@ class _Chained(Sequence[Memory]):
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)
 
-    if TYPE_CHECKING:
-        @overload
-        def __getitem__(self, i: int) -> Memory: ...
-
-        @overload
-        def __getitem__(self, i: slice) -> list[Memory]: ...
-
-    def __getitem__(self, i: int | slice) -> Memory | list[Memory]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def __getitem__(self, i: int) -> Memory:  # type: ignore[override]  # no slices: none is asked
         n, cut = len(self), len(self._head)
         if i < 0:
             i += n

@@ -390,7 +390,7 @@ def test_unknown_argument_message_as_the_issue_asks(root: Path) -> None:
 
     paths, wat = session(root, flow)
     assert paths == 'unknown argument \'paths\'; anchors are given as `anchors`: ["src/a.py#Cls.fn", "src/b.py:10-12"]'
-    assert wat == "unknown argument 'wat'; `recall` takes `query`, `k`, `include_superseded`, `as_of`"
+    assert wat == "unknown argument 'wat'; `recall` takes `query`, `k`, `include_superseded`, `as_of`, `include_weak`"
     with anchorfs.open(root) as ws:
         assert ws.list() == []
 
@@ -1052,5 +1052,22 @@ def test_remember_takes_allow_secret_in_a_shared_workspace(tmp_path: Path) -> No
         entries = [json.loads(line) for line in ledger.read_bytes().splitlines()]
         assert [e["memories"][0]["id"] for e in entries] == [out["memory"]["id"], entries[1]["memories"][0]["id"]]
         assert "AWS Access Key" in entries[0]["allow_secret"] and "allow_secret" not in entries[1]
+
+    session(root, flow)
+
+
+def test_recall_leaves_out_weak_hits_unless_nothing_clears_the_floor(root: Path) -> None:
+    """Issue 39: the default k is no longer filled with hits that match nothing."""
+    with anchorfs.open(root) as ws:
+        wanted = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record_many([{"content": f"the {w} service retries three times"} for w in ("billing", "mail", "search")])
+
+    async def flow(c: Client) -> None:
+        hits = (await ok(c, "recall", {"query": "token expiry hours"}))["hits"]
+        assert [h["id"] for h in hits] == [wanted.id] and not hits[0]["weak"]
+        every = (await ok(c, "recall", {"query": "token expiry hours", "include_weak": True}))["hits"]
+        assert len(every) == 4 and all(h["weak"] for h in every[1:])
+        [closest] = (await ok(c, "recall", {"query": "giraffe zebra"}))["hits"]  # nothing clears the floor
+        assert closest["weak"] is True
 
     session(root, flow)
