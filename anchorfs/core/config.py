@@ -42,6 +42,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "history.envelope": (bool, True),
     "limits.content_chars": (int, 32768),
     "hook.digest_chars": (int, 2000),
+    "hook.edit_chars": (int, 2000),
     "mcp.propose": (bool, False),
     "serve.auto": (bool, True),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
@@ -121,6 +122,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "store.index_rows": (0, 1_000_000_000),
     "drift.cache_ttl": (0, 31 * 86_400),
     "hook.digest_chars": (100, 1_000_000),
+    "hook.edit_chars": (500, 1_000_000),
 }
 """Ranges past which a value can only be a mistake; other keys take any finite value up to `_LARGEST`
 (`_factor` and `_floor` keys: 0 to 1)."""

@@ -280,6 +280,28 @@ def test_post_edit_reports_what_the_edit_made_stale_once(repo: Path) -> None:
     assert f"anchorfs: {stale.id} is fresh again" in text
 
 
+def test_post_edit_output_is_capped_and_counts_the_rest(repo: Path) -> None:
+    """Issue 39: one edit that staled 102 memories said 17,880 characters, past what Claude Code
+    shows; the text now stops at `hook.edit_chars` with whole lines and says how many more."""
+    with anchorfs.open(repo) as ws:
+        made = ws.record_many([{"content": f"issue signs token number {i} for a day " + "x" * 80,
+                                "anchors": ["auth/token.py#TokenIssuer.issue"]} for i in range(102)])
+    token = repo / "auth" / "token.py"
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    text = context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")
+    shown = [line for line in text.splitlines() if line.startswith("- ") and "more: call" not in line]
+    assert len(text) <= 2000 and text.startswith("anchorfs: this edit of auth/token.py made 102 memories stale")
+    assert 5 < len(shown) < 102 and f"- {102 - len(shown)} more: call check_drift" in text
+    assert {line[2:28] for line in shown} <= {m.id for m in made} and "`reanchor`" in text
+    (repo / ".anchorfs.toml").write_text("[hook]\nedit_chars = 100000\n")
+    token.write_text(TOKEN.replace("hours=24", "hours=6"))  # stale still: nothing new to say
+    token.write_text(TOKEN)
+    context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")  # fresh again
+    token.write_text(TOKEN.replace("hours=24", "hours=3"))
+    text = context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")
+    assert "more: call check_drift" not in text and len([x for x in text.splitlines() if x.startswith("- ")]) == 102
+
+
 def test_post_edit_fails_open_on_bad_stdin(repo: Path) -> None:
     for stdin in ("not json", "[1, 2]"):
         proc = agent_hook("post-edit", stdin, cwd=repo)

@@ -95,7 +95,7 @@ def test_a_newline_in_a_memory_or_a_file_name_never_starts_a_line(tmp_path: Path
         assert [e.after for e in record_transitions(ws, [name], source="post-edit")] == ["fresh"]
     (root / name).write_text("x = 3\n")
     with anchorfs.open(root) as ws:
-        out = _post_edit_output(name, record_transitions(ws, [name], source="post-edit"))
+        out = _post_edit_output(name, record_transitions(ws, [name], source="post-edit"), 2000)
         surfaces["post-edit"] = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     for surface, text in surfaces.items():
         assert FORGED in text.replace("\\n", "\n"), surface  # the data is there, shown
