@@ -132,7 +132,6 @@ def post_edit(ws: "Workspace", event: dict[str, Any]) -> str:
 def _post_edit_output(rel: str, events: list["DriftEvent"], cap: int) -> str:
     """What `post_edit` prints for the transitions an edit of `rel` logged ("" for none)."""
     stale = [e for e in events if e.after == "stale"]
-    other = [e for e in events if e.after != "stale"]
     if not events:
         return ""
     lines: list[str] = []
@@ -148,7 +147,7 @@ def _post_edit_output(rel: str, events: list["DriftEvent"], cap: int) -> str:
         lines.append("Next: re-read the code; if the memory still holds, `reanchor` it (MCP `reanchor`, "
                      "or `anchorfs reanchor ID`); if not, `supersede` it with the corrected text.")
     lines += [f"anchorfs: {e.id} is {e.after} again after this edit ({one_line(e.detail)}) · {_one_line(e.content)}"
-              for e in other]
+              for e in events if e.after != "stale"]
     out = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "\n".join(lines)}}
     return json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n"
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from ..core.errors import AnchorfsError, InputError
+from ..core.errors import AnchorfsError, InputError, NotFoundError
 from .hosts import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
     _PAGE, _SHORT_CHARS, DATA_LABEL, HIT_CHARS, SHOW_CHARS, BisectOutput, ContextResult, DriftResult, HistoryResult,
@@ -39,6 +39,7 @@ SERVER_NAME = "anchorfs"
 WRITE_TOOLS = ("remember", "supersede", "retract", "reanchor", "revert")
 TOOL_ORDER = ("recall", "context", "check_drift", "show", "history", "bisect", *WRITE_TOOLS)
 """The order `tools/list` gives, whatever order they were added in: reading first, as an agent uses them."""
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's error for a resource that does not exist
 STALE_URI = "anchorfs://stale"
 MEMORY_URI = "anchorfs://memory/{id}"
 REVERIFY_PROMPT = "reverify_stale"
@@ -99,6 +100,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     (None: the `mcp.propose` key) makes `remember` and `supersede` write `proposed` memories."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+    from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, TextContent, ToolAnnotations
     from pydantic import Field
 
@@ -115,6 +117,8 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
             with lock:
                 return fn()
         except AnchorfsError as exc:
+            if error is ResourceError and isinstance(exc, NotFoundError):  # the spec's resource-not-found
+                raise MCPError(RESOURCE_NOT_FOUND, _for_agent(str(exc), ws.root)) from None
             raise error(_for_agent(str(exc), ws.root)) from None
 
     def result(data: Mapping[str, Any], text: str | None = None) -> CallToolResult:
@@ -299,14 +303,11 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
 
     # -- resources, and the prompt that walks the stale memories ---------------------------
 
-    def read(fn: Callable[[], T]) -> T:
-        return call(fn, ResourceError)
-
     @server.resource(STALE_URI, name="stale", title="Stale memories", mime_type="application/json",
                      description="The memories whose anchored code changed (stale) or could not be read "
                                  "(unknown), checked now, with what changed; JSON.")
     def stale_memories() -> str:
-        report = read(lambda: ws.drift())
+        report = call(lambda: ws.drift(), ResourceError)
         flagged = report.flagged
         return _json({
             "about": DATA_LABEL, "checked": len(report.checked), "stale": report.count(Drift.STALE),
@@ -317,7 +318,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     @server.resource(MEMORY_URI, name="memory", title="One memory", mime_type="application/json",
                      description="One memory in full by id (or a unique prefix), its drift checked now; JSON.")
     def one_memory(id: str) -> str:  # noqa: A002
-        md, env = read(lambda: ws.check_id(id))
+        md, env = call(lambda: ws.check_id(id), ResourceError)
         return _json({"about": DATA_LABEL, "memory": _memory_view(md, env)})
 
     @server.prompt(REVERIFY_PROMPT, title="Re-verify stale memories",
@@ -325,7 +326,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
                                + ("report which no longer hold." if read_only else
                                   "reanchor what still holds, supersede what changed, retract what was wrong."))
     def reverify_stale() -> str:
-        flagged = read(lambda: ws.drift()).flagged
+        flagged = call(lambda: ws.drift(), ResourceError).flagged
         return _reverify_text(flagged, read_only=read_only, propose=bool(propose))
 
     # -- writing ---------------------------------------------------------------------------

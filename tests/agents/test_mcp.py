@@ -988,8 +988,11 @@ def test_resources_stale_and_one_memory(root: Path) -> None:
         one = (await read(f"anchorfs://memory/{b['id'][:16]}"))["memory"]
         assert (one["id"], one["content"], one["drift"], one["status"]) == (b["id"], "readme greets", "fresh", "active")
         assert one["envelope"].startswith("[fresh")
-        with pytest.raises(Exception, match="no memory 'zzzzzzzz'"):
+        from mcp.shared.exceptions import MCPError
+
+        with pytest.raises(MCPError, match="no memory 'zzzzzzzz'") as gone:
             await c.read_resource("anchorfs://memory/zzzzzzzz")
+        assert gone.value.code == -32002  # the specification's resource-not-found, not an internal error (-32603)
 
     session(root, flow)
 

@@ -428,7 +428,9 @@ def test_cli_supersede_retract_revert_history(root: Path, monkeypatch: pytest.Mo
     assert hist["events"][0]["memory"]["content"] == "session timeout is 15m"
 
     text = CliRunner().invoke(cli, ["--root", str(root), "history", second["id"]]).output
-    assert "support tickets" in text and "dana" in text and first["id"][:8] in text
+    with anchorfs.open(root) as ws:
+        shown = ws.short_ids([first["id"]])[first["id"]]  # as a person types it back: 6 characters or more
+    assert "support tickets" in text and "dana" in text and f"{shown}: session timeout is 15m" in text
 
     entries = run(root, "ledger", "--since", "7d", "--limit", "3")["entries"]
     assert [e["op"] for e in entries] == ["revert", "retract", "supersede"]
