@@ -26,6 +26,7 @@ from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.comma
 
 if TYPE_CHECKING:
     from ..drift import DriftReport
+    from ..sdk.workspace import Workspace
 
 __all__ = ["cli", "main", "EXIT_STALE"]
 
@@ -233,25 +234,24 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, reha
         finally:
             finish()
         d = report.to_dict(every=every)
-        out = _json_text(d) if c.json else printable(_drift_text(report, d, every=every))
-        sys.stdout.write(out)
+        if c.json:
+            sys.stdout.write(_json_text(d))
+        else:
+            _echo(_drift_text(report, d, ws, every=every))
         if report.stale:
             ctx.exit(EXIT_STALE)
 
 
-def _drift_text(report: "DriftReport", d: dict[str, Any], *, every: bool = False) -> str:
+def _drift_text(report: "DriftReport", d: dict[str, Any], ws: "Workspace", *, every: bool = False) -> str:
     """`drift`'s output for people: the memories that are not fresh (`every`: all), then the counts."""
-    text = ""
     bad = report.memories if every else report.flagged
-    if bad:
-        rows = []
-        for md in bad:  # why = the anchors that are not fresh by drift (moved, reformatted: fresh)
-            why = [ch.detail for ch in md.checks if drift_of((ch.verdict,)) is not Drift.FRESH]
-            why += [f"claim `{c.value}`: {c.detail}" for c in md.memory.stale_claims]  # found by verify --mark
-            detail = "; ".join(why)
-            rows.append((md.memory.id, md.drift.value, _short(md.memory.content, 40), detail))
-        text = _table(rows, ["id", "drift", "memory", "why"]) + "\n"
-    return text + f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh\n"
+    short, rows = ws.short_ids(md.memory.id for md in bad) if bad else {}, []
+    for md in bad:  # why = the anchors that are not fresh by drift (moved, reformatted: fresh)
+        why = [ch.detail for ch in md.checks if drift_of((ch.verdict,)) is not Drift.FRESH]
+        why += [f"claim `{c.value}`: {c.detail}" for c in md.memory.stale_claims]  # found by verify --mark
+        rows.append((short[md.memory.id], md.drift.value, _short(md.memory.content, 40), "; ".join(why)))
+    text = _table(rows, ["id", "drift", "memory", "why"]) + "\n" if rows else ""
+    return text + f"checked {d['checked']}: {d['stale']} stale, {d['unknown']} unknown, {d['fresh']} fresh"
 
 
 @cli.command()
