@@ -234,10 +234,8 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, reha
         finally:
             finish()
         d = report.to_dict(every=every)
-        if c.json:
-            sys.stdout.write(_json_text(d))
-        else:
-            _echo(_drift_text(report, d, ws, every=every))
+        # the text stream, not click's: its error handler escapes what the terminal cannot show
+        sys.stdout.write(_json_text(d) if c.json else printable(_drift_text(report, d, ws, every=every)) + "\n")
         if report.stale:
             ctx.exit(EXIT_STALE)
 

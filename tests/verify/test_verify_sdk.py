@@ -349,5 +349,7 @@ def test_a_drift_pass_counts_a_marked_memory_stale_with_its_claim(tmp_path: Path
     assert (out["stale"], out["fresh"]) == (2, 0)
     r = CliRunner().invoke(cli, ["--root", str(root), "drift"])
     assert r.exit_code == 90, r.output
-    line = next(x for x in r.output.splitlines() if x.startswith(session))
+    with anchorfs.open(root) as ws:
+        shown = ws.short_ids([session])[session]  # the id as a person reads it
+    line = next(x for x in r.output.splitlines() if x.startswith(shown + " "))
     assert "claim `src/old.py`: src/old.py does not exist" in line  # the why column names the claim
