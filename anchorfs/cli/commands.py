@@ -56,9 +56,9 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
         raise click.UsageError("--absolute goes with --for HOST")
     with _session(ctx, root, as_json) as c:
         from ..agents.hosts import check_setup, server_command, setup, write_mcp_config
+        from ..core.git import read_git
         from ..core.statedir import check_init
         from ..sdk.team import check_mode, init_mode
-
         # every refusal before the first write: a refused init leaves no .anchorfs/ behind
         planned = check_init(c.root, nested=nested)
         check_mode(planned, shared)
@@ -82,6 +82,8 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
                 _echo(said, err=True)
             for w in written:
                 _echo(f"{'wrote' if w.changed else 'unchanged'} {w.path}  ({w.host} {w.kind})")
+            for p in (w.path for w in written if w.host == "vscode" and read_git(path, "check-ignore", "--", str(w.path))):
+                _echo(f"warning: git ignores {p}: your team will never see it (see .gitignore)", err=True)
             if mcp_path:
                 _echo(f"wrote {mcp_path}")
 

@@ -329,3 +329,15 @@ def test_the_readme_reads_in_five_minutes_and_every_command_the_docs_show_exists
                 assert words[1] in cmd.commands or words[1] in ("--help",), (path.name, words)
             shown += 1
     assert shown > 40
+
+
+def test_init_for_vscode_warns_when_git_ignores_what_it_wrote(root: Path, run: Run) -> None:
+    """Issue 39: a `.vscode/` the repository ignores means the team never sees the MCP entry."""
+    (root / ".gitignore").write_text(".vscode/\n")
+    code, out, err = run(root, "init", "--for", "vscode")
+    assert code == 0 and (root / ".vscode" / "mcp.json").is_file()
+    assert [line for line in err.splitlines() if "git ignores" in line] == [
+        f"warning: git ignores {root / '.vscode' / 'mcp.json'}: your team will never see it (see .gitignore)"]
+    (root / ".gitignore").write_text("")
+    code, out, err = run(root, "init", "--for", "vscode")
+    assert code == 0 and "git ignores" not in err
