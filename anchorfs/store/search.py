@@ -70,7 +70,6 @@ class _Side:
         return self._columns[name]
 
 
-
 class _Flat:
     """A table version's ids, full-texts, vectors and row ids, held in memory; `side` is what
     LanceDB's flat vector query gives (cosine distance), for the filters a query uses."""
