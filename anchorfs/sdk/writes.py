@@ -135,7 +135,6 @@ def current_specs(ws: "Workspace", memory: Memory) -> list[AnchorLike]:
     return wanted
 
 
-
 def guard(ws: "Workspace", based_on: Sequence[Memory]) -> None:
     """Under the lock: the snapshots a revision was computed from must still be the latest."""
     if not based_on:
