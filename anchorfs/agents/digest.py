@@ -74,7 +74,7 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
 
 
 def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
-    from ..core.model import FUTURE_SKEW, Drift, short_ids, utcnow
+    from ..core.model import Drift, dated_ahead, short_ids, utcnow
     from ..drift.report import envelope
 
     cap = int(ws.config[DIGEST_KEY]) if limit is None else limit
@@ -95,12 +95,10 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         return f"- {short[m.id]} {env}{conflict_words(state, others) if others else ''} {_one_line(m.content)}"
 
-    ahead = now + FUTURE_SKEW  # `model.dated_ahead`'s bound, once
     def newest(m: "Memory") -> tuple[bool, float, int, str]:
         """Most recent first, then most anchored, then by id; one dated ahead of now (a clock far off,
-        a forged `9999-12-31`) after the rest: its date says nothing of recency (`model.dated_ahead`)."""
-        at = m.verified_at or m.recorded_at
-        return (at > ahead, -(at if at < now else now).timestamp(), -len(m.anchors), m.id)
+        a forged `9999-12-31`) after the rest: its date says nothing of recency."""
+        return (dated_ahead(m, now), -min(m.verified_at or m.recorded_at, now).timestamp(), -len(m.anchors), m.id)
 
     active = {m.id for m in mems}
     shown_flagged = [md for mid, md in flagged.items() if mid in active]

@@ -24,8 +24,9 @@ __all__ = [
     "Value", "KINDS", "Kind", "Status", "STATUSES", "Verdict", "Drift", "AnchorRef", "StaleClaim", "Memory",
     "AnchorCheck", "Hit", "span_text", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
     "check_anchor_dict", "check_snapshot", "check_optional_str", "validate_anchor", "validate_memory",
-    "validate_query_args", "MIN_ID_PREFIX", "SHOWN_ID_CHARS", "short_ids", "anchor_items", "claim_key", "DATA_LABEL", "cut", "one_line", "under",
-    "FUTURE_SKEW", "dated_ahead"]
+    "validate_query_args", "MIN_ID_PREFIX", "SHOWN_ID_CHARS", "short_ids", "anchor_items", "claim_key", "DATA_LABEL",
+    "cut", "one_line", "under", "FUTURE_SKEW", "dated_ahead",
+]
 
 
 class Kind(StrEnum):
@@ -158,6 +159,27 @@ def new_id() -> str:
             _last_minute, _seq = _last_minute + 1, 0
     value = (((_last_minute << 14) | _seq) << 90) | (int.from_bytes(os.urandom(12), "big") >> 6)
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+MIN_ID_PREFIX = 2
+"""Shortest id prefix that resolves (`anchorfs show 01`); an ambiguous one lists the candidates."""
+SHOWN_ID_CHARS = 6
+"""A person's surfaces show each id as its shortest unique prefix, at least this long (as git does)."""
+
+
+def short_ids(ids: Iterable[str], among: Iterable[str]) -> dict[str, str]:
+    """Each of `ids` cut to the shortest prefix no other id of `among` shares (`SHOWN_ID_CHARS`
+    at least): what a person reads, and types back."""
+    from bisect import bisect_left
+
+    ids = list(ids)
+    everyone = sorted({*among, *ids})
+    out = {}
+    for mid in ids:  # only its neighbours in sorted order can share a longer prefix
+        k = bisect_left(everyone, mid)
+        near = [len(os.path.commonprefix([mid, o])) + 1 for o in everyone[max(0, k - 1):k + 2] if o != mid]
+        out[mid] = mid[:max([SHOWN_ID_CHARS, *near])]
+    return out
 
 
 # -- frozen values ---------------------------------------------------------------------------
@@ -454,26 +476,6 @@ class Memory(Value):
 
 # -- validation: the ledger reader's rules (it skips a snapshot that breaks them), applied at
 # every SDK write too, so nothing a write acknowledges is dropped by a later read.
-
-MIN_ID_PREFIX = 2
-"""Shortest id prefix that resolves (`anchorfs show 01`); an ambiguous one lists the candidates."""
-SHOWN_ID_CHARS = 6
-"""A person's surfaces show each id as its shortest unique prefix, at least this long (as git does)."""
-
-
-def short_ids(ids: Iterable[str], among: Iterable[str]) -> dict[str, str]:
-    """Each of `ids` cut to the shortest prefix no other id of `among` shares (`SHOWN_ID_CHARS`
-    at least): what a person reads, and types back."""
-    from bisect import bisect_left
-
-    ids = list(ids)
-    everyone = sorted({*among, *ids})
-    out = {}
-    for mid in ids:  # only its neighbours in sorted order can share a longer prefix
-        k = bisect_left(everyone, mid)
-        near = [len(os.path.commonprefix([mid, o])) + 1 for o in everyone[max(0, k - 1):k + 2] if o != mid]
-        out[mid] = mid[:max([SHOWN_ID_CHARS, *near])]
-    return out
 
 _SNAPSHOT_STRS = ("kind", "author", "valid_from", "valid_until", "status", "supersedes", "superseded_by",
                   "reason", "verified_at")

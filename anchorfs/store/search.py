@@ -78,7 +78,8 @@ class _Flat:
         import numpy as np
 
         self.version = version
-        self.status = np.asarray(data.column("status").to_pylist(), dtype=object)
+        status = np.asarray(data.column("status").to_pylist(), dtype=object)
+        self.rows = {where: np.flatnonzero((status == value) == equal) for where, (value, equal) in _FLAT_WHERE.items()}
         self.data = data.drop_columns(["status"]).combine_chunks()  # one chunk: `take` is then cheap
         self.matrix = _vectors(self.data)
         norms = np.linalg.norm(self.matrix, axis=1)
@@ -90,10 +91,7 @@ class _Flat:
 
         q = np.asarray(query, dtype=np.float32)
         dist = 1.0 - (self.matrix @ q) / (self.norms * (float(np.linalg.norm(q)) or 1.0))
-        keep = np.arange(len(dist))
-        if where is not None:
-            value, equal = _FLAT_WHERE[where]
-            keep = np.flatnonzero((self.status == value) == equal)
+        keep = np.arange(len(dist)) if where is None else self.rows[where]  # the filter's rows, found at load
         if len(keep) > n:  # the n nearest, and any tied with the last (`_Side` orders ties by id)
             keep = keep[dist[keep] <= np.partition(dist[keep], n - 1)[n - 1]]
         return self.data.take(pa.array(keep)).append_column("_distance", pa.array(dist[keep], pa.float32()))
