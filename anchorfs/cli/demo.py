@@ -94,11 +94,14 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
                           kind="note", anchors=["auth/token.py#get_user_by_id"])
             for m in (a, b, c):
                 say(f"   {m.id}  {m.content}  -> {', '.join(x.spec for x in m.anchors)}")
+            def ask(key: str, k: int) -> None:  # the one query, its hits shown and kept under `key`
+                hits = ws.query("when do tokens expire", k=k)
+                for h in hits:
+                    say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
+                out[key] = [h.to_dict() for h in hits]
+
             say("\n2. query 'when do tokens expire' while the code still says so")
-            first = ws.query("when do tokens expire", k=1)
-            for h in first:
-                say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
-            out["before"] = [h.to_dict() for h in first]
+            ask("before", 1)
 
             say("\n3. someone edits the code: expiry becomes 168 hours, a comment is added to the config")
             path = root / "auth" / "token.py"
@@ -109,10 +112,7 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
                 _git(root, "commit", "-qam", "raise token expiry to a week")
 
             say("\n4. the same query: the memory is served, flagged and demoted, never hidden")
-            after = ws.query("when do tokens expire", k=3)
-            for h in after:
-                say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
-            out["after"] = [h.to_dict() for h in after]
+            ask("after", 3)
 
             say("\n5. the drift check over everything (exit code 90 in the CLI when stale)")
             report = ws.drift()
@@ -123,10 +123,7 @@ def run_demo(keep: str | None = None, *, as_json: bool = False, echo: Callable[[
             say("\n6. correct it: supersede keeps the old belief with its validity bounds")
             new = ws.supersede(a.id, "Token expiry is 7 days (168h, TokenIssuer.EXPIRY_HOURS)",
                                reason="expiry raised")
-            final = ws.query("when do tokens expire", k=1)
-            for h in final:
-                say(f"   {h.score:.3f} {h.envelope} {h.memory.content}")
-            out["final"] = [h.to_dict() for h in final]
+            ask("final", 1)
             out["superseded"] = a.id
             out["successor"] = new.id
         if as_json:

@@ -111,7 +111,7 @@ def query(ws: "Workspace", text: str, *, k: int | None = None, include_supersede
             if (stale == "exclude" and md.drift is Drift.STALE) or (stale == "only" and md.drift is not Drift.STALE):
                 continue
             days = ws.config.expiry_days(m.kind)
-            score = row.score  # the relevance (ranking.rank); demoted below by the drift and age factors
+            score = row.score  # the relevance; demoted below by the drift and age factors
             if md.drift is Drift.STALE:
                 score *= stale_factor
             if expired(m, days, now):

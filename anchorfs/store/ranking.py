@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from ..core.model import Memory
 
 __all__ = ["Calibration", "CALIBRATIONS", "SearchRow", "Terms", "calibrated_relevance", "coverage",
-           "bm25_units", "term_sets", "rank", "anchor_refs", "anchor_bonus", "fts_query"]
+           "bm25_units", "term_sets", "anchor_refs", "anchor_bonus", "fts_query"]
 
 # Added evidence when a candidate is anchored where the query points: the file, or exactly its lines or symbol.
 BONUS_FILE = 0.8
@@ -161,19 +161,6 @@ class SearchRow:
         self.relevance = relevance
         self.features = features
         self.score = relevance
-
-    @property
-    def match(self) -> float:
-        """The relevance (its earlier name, when `relevance` was the discounted value)."""
-        return self.relevance
-
-
-def rank(rows: list[SearchRow]) -> list[SearchRow]:
-    """`rows` best relevance first, ties by id; each score starts as its relevance."""
-    for r in rows:
-        r.score = r.relevance
-    rows.sort(key=lambda r: (-r.score, r.memory.id))
-    return rows
 
 
 def anchor_refs(text: str) -> list[Ref]:

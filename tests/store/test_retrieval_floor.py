@@ -21,8 +21,7 @@ import pytest
 
 import anchorfs
 from anchorfs.store.embedders import DEFAULT_EMBEDDER
-from anchorfs.store.ranking import (SearchRow, bm25_units, calibrated_relevance, calibration, coverage, rank,
-                              term_sets)
+from anchorfs.store.ranking import bm25_units, calibrated_relevance, calibration, coverage, term_sets
 from anchorfs.store.table import embed_text, search_text
 from anchorfs.core.textutil import compound_keys, search_terms
 
@@ -195,18 +194,6 @@ def test_coverage_is_a_fact_of_the_pair_not_of_the_other_candidates() -> None:
     assert alone == [pytest.approx(2 / 3), pytest.approx(1.0), 0.0]
     # a term found only as a synonym counts half ("exception" is in error's group)
     assert coverage(search_terms("error"), term_sets(["raise an exception"])) == [0.5]
-
-
-def test_rank_orders_by_relevance_and_the_score_is_the_relevance_until_demoted() -> None:
-    from anchorfs.core.model import Memory
-
-    rows = [SearchRow(Memory(content=c, id=f"m{i}"), 0.0, r) for i, (c, r) in enumerate(
-        [("a", 0.2), ("b", 0.8), ("c", 0.4), ("d", 0.4)])]
-    ranked = rank(rows)
-    assert [r.memory.id for r in ranked] == ["m1", "m2", "m3", "m0"]  # ties by id
-    assert [r.score for r in ranked] == pytest.approx([0.8, 0.4, 0.4, 0.2])  # nothing hidden in it
-    assert [r.relevance for r in ranked] == [0.8, 0.4, 0.4, 0.2]  # relevance itself untouched
-    assert rank([]) == []
 
 
 def test_calibrated_relevance_grows_with_each_kind_of_evidence() -> None:
