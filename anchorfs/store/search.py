@@ -71,16 +71,19 @@ class _Side:
 
 
 class _Flat:
-    """A table version's ids, full-texts, vectors and row ids, held in memory; `side` is what
-    LanceDB's flat vector query gives (cosine distance), for the filters a query uses."""
+    """A table version's rows held in memory: `side` is LanceDB's flat vector query (cosine distance) for
+    the filters a query uses, `rows` the rows whose scores a full-text query read (it reads nothing else)."""
 
     def __init__(self, version: int, data: Any) -> None:
         import numpy as np
 
         self.version = version
         status = np.asarray(data.column("status").to_pylist(), dtype=object)
-        self.rows = {where: np.flatnonzero((status == value) == equal) for where, (value, equal) in _FLAT_WHERE.items()}
-        self.data = data.drop_columns(["status"]).combine_chunks()  # one chunk: `take` is then cheap
+        self.rows_of = {where: np.flatnonzero((status == value) == equal)
+                        for where, (value, equal) in _FLAT_WHERE.items()}
+        self.data = data.drop_columns(["status", "doc"]).combine_chunks()  # one chunk: `take` is then cheap
+        self.docs: list[str | None] = data.column("doc").to_pylist()
+        self.at = {rid: j for j, rid in enumerate(self.data.column("_rowid").to_pylist())}
         self.matrix = _vectors(self.data)
         norms = np.linalg.norm(self.matrix, axis=1)
         self.norms = np.where(norms > 0, norms, np.inf)  # a zero vector: at distance 1 from all
@@ -91,10 +94,19 @@ class _Flat:
 
         q = np.asarray(query, dtype=np.float32)
         dist = 1.0 - (self.matrix @ q) / (self.norms * (float(np.linalg.norm(q)) or 1.0))
-        keep = np.arange(len(dist)) if where is None else self.rows[where]  # the filter's rows, found at load
+        keep = np.arange(len(dist)) if where is None else self.rows_of[where]  # the filter's rows, found at load
         if len(keep) > n:  # the n nearest, and any tied with the last (`_Side` orders ties by id)
             keep = keep[dist[keep] <= np.partition(dist[keep], n - 1)[n - 1]]
         return self.data.take(pa.array(keep)).append_column("_distance", pa.array(dist[keep], pa.float32()))
+
+    def rows(self, scored: Any) -> Any:
+        """The held rows of `scored` (row ids and `_score`), or None when one is not held (a newer version)."""
+        import pyarrow as pa
+
+        at = [self.at.get(rid) for rid in scored.column("_rowid").to_pylist()]
+        if None in at:
+            return None
+        return self.data.take(pa.array(at, pa.int64())).append_column("_score", scored.column("_score"))
 
 
 def flat(store: "Store", table: Any, where: str | None) -> _Flat | None:
@@ -109,7 +121,7 @@ def flat(store: "Store", table: Any, where: str | None) -> _Flat | None:
     store._flat = (None, version)
     if seen != version or not 0 < int(table.count_rows()) <= FLAT_ROWS or store.vector_index() is not None:
         return None
-    data = table.search().select(["id", "status", "text", "vector"]).with_row_id(True).limit(FLAT_ROWS).to_arrow()
+    data = table.search().select(["id", "status", "text", "vector", "doc"]).with_row_id(True).limit(FLAT_ROWS).to_arrow()
     store._flat = (_Flat(version, data), version)
     return store._flat[0]
 
@@ -228,16 +240,17 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
     file_names = _file_names(store, refs) if refs else []
     fts_text = " ".join([*expand_for_search(text).split(), *compound_keys(text)])
     fts_text = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in fts_text).strip()
+    kept = _read(lambda: flat(store, table, where), "search") if use_vector else None
     pending: Future[Any] | None = None
     if fts_text and use_text:
         fq = table.search(fts_query(fts_text, file_names), query_type="fts", fts_columns="text")
         if where:
             fq = fq.where(where, prefilter=True)
         # the two sides are independent: the full-text one runs while the vector one does
-        pending = _side_pool().submit(fq.select([*cols, "_score"]).with_row_id(True).limit(fetch).to_arrow)
+        pending = _side_pool().submit(fq.select(["_score"] if kept is not None else [*cols, "_score"])
+                                      .with_row_id(True).limit(fetch).to_arrow)
     vec: Any = None
     try:
-        kept = _read(lambda: flat(store, table, where), "search") if use_vector else None
         if kept is not None:
             vec = kept.side(query_vector, where, fetch)
         elif use_vector:
@@ -250,6 +263,9 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
                 fts = pending.result()
             except Exception:  # an odd query the FTS parser refuses still gets vector hits
                 fts = None
+    # the held rows of the scores read; a row written since the held version: LanceDB reads the side again
+    if fts is not None and kept is not None and (fts := kept.rows(fts)) is None:
+        fts = _read(fq.select([*cols, "_score"]).with_row_id(True).limit(fetch).to_arrow, "search")
     sides = [_Side(fts, "_score", -1.0, n), _Side(vec, "_distance", 1.0, n)]
     # id -> (side, row), full-text first
     rows: dict[str, tuple[_Side, int]] = {}
@@ -268,6 +284,8 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
     # The exact cosine of every candidate, also of those only full-text found.
     sims = [float(x) for x in matrix @ q]
     docs = _Docs(store, {mid: int(side.column("_rowid")[j]) for mid, (side, j) in rows.items()})
+    if kept is not None:  # a row id names one row for good (fragments are immutable): its doc is held
+        docs.got.update((mid, kept.docs[kept.at[rid]]) for mid, rid in docs.rowids.items() if rid in kept.at)
     parsed: dict[str, dict[str, Any]] = {}  # each candidate's JSON parsed at most once
 
     def doc(mid: str) -> dict[str, Any]:
@@ -302,7 +320,7 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
         for d in docs_terms:
             for t in asked.intersection(d):
                 df[t] = df.get(t, 0) + 1
-        table_rows = int(_read(table.count_rows, "count"))  # BM25's idf grows with the table
+        table_rows = len(kept.docs) if kept else int(_read(table.count_rows, "count"))  # BM25's idf grows with it
         units = [bm25_units(d, asked, table_rows, df) for d in docs_terms]
     else:
         units = cover = [0.0] * len(ids)
@@ -317,7 +335,7 @@ def search(store: "Store", text: str, query_vector: "np.ndarray", *, k: int, whe
         if held is None and parsed.get(mid):
             held = Memory.from_dict(parsed[mid])
         out.append(_LazyRow(mid, docs, sims[j], rel, features, held))
-    # `ranking.rank`'s order, keyed by the id the row holds (its Memory is built only when read)
+    # best relevance first, ties by id: the id the row holds (its Memory is built only when read)
     out.sort(key=lambda r: (-r.relevance, r.id))
     best: list[SearchRow] = [*out[:k]]
     docs.ranked([r.id for r in out[:k]])

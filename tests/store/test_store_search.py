@@ -272,3 +272,34 @@ def test_vectors_held_by_a_process_that_queries_twice_answer_as_lancedb_does(tmp
     every = held.side(store.embedder.embed_query("retry"), "status != 'proposed'", 1000).column("id").to_pylist()
     assert gone.id in every and len(every) == len(texts)
     assert search.flat(store, store.table(), "id IN ('x')") is None  # a filter it does not know: LanceDB's
+
+
+def test_held_rows_answer_the_full_text_side_and_the_docs_as_lancedb_does(tmp_path: Path) -> None:
+    """Once held, a full-text query reads only scores and row ids; the rows, their docs and the
+    ranking are the held ones, equal to what a one-shot process reads from LanceDB."""
+    import pyarrow as pa
+
+    texts = TEXTS + [f"the {w} worker of src/jobs/{w}.py retries" for w in ("alpha", "bravo", "charlie")]
+    store, mems = _store(tmp_path, texts)
+    other = Store(tmp_path, HashingEmbedder())  # a one-shot process: every query its first
+    queries = ["retry backoff queue", "what does src/jobs/alpha.py retry", "redis sessions"]
+    for q in queries:
+        _search(store, q)
+    held = store._flat[0]
+    assert held is not None and held.version == store.table().version
+    for q in queries:
+        mine = store.search(q, store.embedder.embed_query(q), k=20, where="status = 'active'", candidates=10,
+                            rrf_k=60.0, vector_weight=1.0, text_weight=1.0)
+        theirs = other.search(q, other.embedder.embed_query(q), k=20, where="status = 'active'", candidates=10,
+                              rrf_k=60.0, vector_weight=1.0, text_weight=1.0)
+        assert [(r.memory.to_dict(), r.relevance, r.features) for r in mine] == [
+            (r.memory.to_dict(), r.relevance, r.features) for r in theirs]
+        assert other._flat[0] is None  # each of its queries was LanceDB's
+        other._flat = None
+    scored = store.table().search("retry", query_type="fts", fts_columns="text").select(["_score"]).with_row_id(
+        True).limit(5).to_arrow()
+    rows = held.rows(scored)
+    assert rows is not None and rows.column("_score").to_pylist() == scored.column("_score").to_pylist()
+    assert all("retry" in t for t in rows.column("text").to_pylist())
+    unknown = pa.table({"_rowid": pa.array([max(held.at) + 1], pa.uint64()), "_score": pa.array([1.0], pa.float32())})
+    assert held.rows(unknown) is None  # a row written after the held version: LanceDB reads the side again
