@@ -43,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Answer a hook, hand off to a warm server, or run the full CLI; exits with its code."""
     args = sys.argv[1:] if argv is None else list(argv)
     usable_stdout()
+    # one BLAS thread: a query's products are small, and idle OpenBLAS threads spin on the cores others need
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if "hook" in args:  # the agent hooks answer before click is imported
         from .agents.hook_agent import agent_args, agent_main
 

@@ -511,8 +511,9 @@ def main() -> None:
     finally:
         if not args.keep and not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    first = (f"Machine: {machine()}. `python3 -c pass` ({PY}) median {statistics.median(bare) * 1000:.1f} ms "
-             f"over {len(bare)} baseline runs. Codes: " + ", ".join(f"`{c}`" for c in codes) + ".")
+    base = (f"`python3 -c pass` ({PY}) median {statistics.median(bare) * 1000:.1f} ms over {len(bare)} baseline runs"
+            if bare else "no process case, so no `python3 -c pass` baseline")  # `--only recall`
+    first = f"Machine: {machine()}. {base}. Codes: " + ", ".join(f"`{c}`" for c in codes) + "."
     print(first + "\n\n" + "\n".join(sections))
     if args.write:
         write_section("User-felt speed budgets (issue 36)", first + "\n\n" + "\n".join(sections)

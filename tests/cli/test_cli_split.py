@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import anchorfs.cli.commands as cli_module
 import anchorfs.verify as verify_module
 from anchorfs.cli import agents as cli_agents, git as cli_git
@@ -47,3 +49,20 @@ def test_python_m_anchorfs_cli_runs_every_command() -> None:
     body = proc.stdout.split("Start:")[1].split("\n\n  Start: ")[0]  # the sections, before the epilog
     listed = {line.split()[0] for line in body.splitlines() if line.strip() and line.strip() not in titles}
     assert listed == COMMANDS - {"merge-ledger"}  # hidden: git runs it
+
+
+@pytest.mark.parametrize("set_by_user", [None, "4"])
+def test_the_command_runs_numpy_on_one_blas_thread_unless_told(monkeypatch: pytest.MonkeyPatch,
+                                                               set_by_user: str | None) -> None:
+    """OpenBLAS's idle threads spin on the cores a server's full-text search needs: one thread, unless set."""
+    import os
+
+    from anchorfs.__main__ import main
+
+    if set_by_user is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", set_by_user)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == (set_by_user or "1")
