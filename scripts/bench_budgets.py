@@ -7,6 +7,10 @@ What it measures, on a git repo of the Django 5.1.4 sdist with N anchored memori
 - `hook post-edit` (Claude Code's PostToolUse JSON on stdin) after an edit of an unanchored file,
   of an anchored file whose memories stay fresh, and one that makes a memory stale. Every timed
   run sees new bytes, written untimed just before, as an agent's edit would be. Budget <= 8x.
+- `hook pre-read` (Claude Code's PreToolUse JSON for a `Read` on stdin) of the anchored file the
+  post-edit cases edit: the first read in a session (the session record deleted before each run,
+  so each run speaks) and the same file read again (told already: silent). Budget <= 8x, the
+  post-edit hook's.
 - `hook session-start` for every kind of start: first (derived state deleted: `fold.snap`,
   `fold.tail`, `manifest.json`, `drift.json` and any memo or `judged/`; ledger and store
   kept), repeated, after a `record`, after an edit of an anchored file (both 2.1 s before,
@@ -81,8 +85,8 @@ GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUT
            "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
            "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
 DERIVED = ("fold.snap", "fold.tail", "manifest.json", "drift.json", "drift.memo", "digest.memo", "judged", "config.parsed")
-ALL = ("post-edit", "session-start", "post-commit", "recall", "drift")
-BUDGET = {"post-edit": 8.0, "session-start": 20.0, "post-commit": 15.0}
+ALL = ("post-edit", "pre-read", "session-start", "post-commit", "recall", "drift")
+BUDGET = {"post-edit": 8.0, "pre-read": 8.0, "session-start": 20.0, "post-commit": 15.0}
 RECALL_MS, DRIFT_S, RECALL_CALLS = 30.0, 1.0, 50
 BUILD = """
 import json, sys, time, anchorfs
@@ -336,6 +340,9 @@ def cases(only: set[str], memories: int) -> list[Case]:
         def run(t: Twin) -> Command:
             if event == "session-start":
                 payload: dict[str, object] = {"hook_event_name": "SessionStart", "source": "startup"}
+            elif event.startswith("pre-read"):
+                payload = {"hook_event_name": "PreToolUse", "tool_name": "Read",
+                           "tool_input": {"file_path": str(t.root / t.targets[event.split(":")[1]])}}
             else:
                 payload = {"hook_event_name": "PostToolUse", "tool_name": "Edit",
                            "tool_input": {"file_path": str(t.root / t.targets[event.split(":")[1]])}}
@@ -383,6 +390,10 @@ def cases(only: set[str], memories: int) -> list[Case]:
              prep=lambda t, k: t.write("edit", t.appended("edit", k)), expect=silent),
         Case("post-edit", "`hook post-edit`, the edit makes a memory stale", hook("post-edit:edit"),
              prep=lambda t, k: t.write("edit", t.staled("edit", k)), after=restore("edit"), expect=stale),
+        Case("pre-read", "`hook pre-read`, a file memories rest on, first read in the session", hook("pre-read:edit"),
+             prep=lambda t, k: (t.root / ".anchorfs" / "sessions.json").unlink(missing_ok=True), expect=said),
+        Case("pre-read", "`hook pre-read`, the same file read again (told already)", hook("pre-read:edit"),
+             expect=silent),
         Case("session-start", "`hook session-start`, first (derived state deleted)", hook("session-start"),
              prep=clear, expect=said),
         Case("session-start", "`hook session-start`, repeated (nothing changed)", hook("session-start"), expect=said),

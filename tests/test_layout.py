@@ -43,7 +43,13 @@ def test_the_tests_mirror_the_packages() -> None:
     assert sorted(p.name for p in tests.glob("test_*.py")) == ["test_layout.py", "test_typing.py"]
 
 
+HOUSE_LINES = 20_000
+"""Issue 36's cap: the one house at most this many lines in at most 70 modules."""
+GROWN = {"issue 39, item 1: the pre-read hook and its record of what each session was told": 75}
+"""Lines a later issue asked for by name, on top of the house; anything else must replace, not pile up."""
+
+
 def test_the_house_stays_small() -> None:
-    """At most 70 modules and 20,000 lines (issue 36): a new concept replaces, it does not pile up."""
+    """At most 70 modules and 20,000 lines (issue 36), plus only what later issues named (`GROWN`)."""
     assert len(MODULES) <= 70
-    assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES) <= 20_000
+    assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES) <= HOUSE_LINES + sum(GROWN.values())

@@ -72,10 +72,11 @@ alwaysApply: true
 HOOK_EVENTS: dict[str, tuple[str, str]] = {
     # settings event -> (matcher, `anchorfs hook` subcommand)
     "SessionStart": ("startup|resume|clear|compact", "session-start"),
+    "PreToolUse": ("Read|Edit|Write|MultiEdit", "pre-read"),
     "PostToolUse": ("Write|Edit|MultiEdit", "post-edit"),
 }
 HOOK_TIMEOUT = 10
-"""Seconds Claude Code waits for a hook; both answer in tens of milliseconds."""
+"""Seconds Claude Code waits for a hook; each answers in tens of milliseconds."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ __all__ = ["at", "bisect", "conflicts", "hook", "log_cmd", "merge_ledger_cmd", "
 @_common
 @click.pass_context
 def hook(ctx: click.Context, root: str | None, as_json: bool) -> None:
-    """Hooks: git's post-commit report, and Claude Code's session-start digest and post-edit check."""
+    """Hooks: git's post-commit report; Claude Code's session-start digest, pre-read memories, post-edit check."""
     parent: _Ctx = ctx.obj
     ctx.obj = _Ctx(root or parent.root, as_json or parent.json)  # `hook --root R install` as `hook install --root R`
 
@@ -38,6 +38,8 @@ def _agent_hook(name: str, doc: str) -> None:
 
 _agent_hook("session-start", "Claude Code's SessionStart hook: a digest of stale, then recent memories "
             "(always exits 0).")
+_agent_hook("pre-read", "Claude Code's PreToolUse hook: the memories resting on the file about to be read or "
+            "edited, once per file per session (always exits 0).")
 _agent_hook("post-edit", "Claude Code's PostToolUse hook: the memories the edited file's change made stale "
             "(always exits 0).")
 

@@ -43,6 +43,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "limits.content_chars": (int, 32768),
     "hook.digest_chars": (int, 2000),
     "hook.edit_chars": (int, 2000),
+    "hook.file_chars": (int, 1500),
     "mcp.propose": (bool, False),
     "serve.auto": (bool, True),
     **{f"expiry.{kind}": (float, float(days)) for kind, days in DEFAULT_EXPIRY_DAYS.items()},
@@ -123,6 +124,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "drift.cache_ttl": (0, 31 * 86_400),
     "hook.digest_chars": (100, 1_000_000),
     "hook.edit_chars": (500, 1_000_000),
+    "hook.file_chars": (300, 1_000_000),
 }
 """Ranges past which a value can only be a mistake; other keys take any finite value up to `_LARGEST`
 (`_factor` and `_floor` keys: 0 to 1)."""

@@ -619,20 +619,8 @@ class Workspace:
         """Re-check the active memories anchored to `paths` (a folder covers the files under it;
         None: every anchored memory) and return `(drift before, result)` for each whose drift
         changed since the last check; persisted, so each is returned once. A memory never checked
-        counts as fresh before. A process that has not folded (a hook) takes the memories on `paths`
-        from the snapshot's drift view, else folds only the entries naming them (`Ledger.fold_on`)."""
-        targets: Sequence[Memory]
-        view = None if paths is None or self._fold is not None else foldsnap.drift_view(self.ledger)
-        if view is not None:
-            hit = covered_by(paths or ())
-            on = {t for path, owners in zip(view.uniq, view.owners) if hit(path) for t in owners}
-            targets = [view.targets[t] for t in sorted(on)]
-        else:
-            held = self._memories() if paths is None or self._fold is not None else self.ledger.fold_on(list(paths))
-            targets = [m for m in held.values() if m.status == Status.ACTIVE and m.anchors]
-            if paths is not None:
-                hit = covered_by(paths)
-                targets = [m for m in targets if any(hit(a.path) for a in m.anchors)]
+        counts as fresh before."""
+        targets = self._anchored_on(paths)
         if not targets:
             return []
         known = self.last_drift()
@@ -642,6 +630,28 @@ class Workspace:
                    if known.get(md.memory.id, Drift.FRESH.value) != md.drift.value]
         self._write_back([md for _, md in changed])
         return changed
+
+    def anchored_on(self, paths: Iterable[str]) -> _list[MemoryDrift]:
+        """The active memories anchored to `paths` (a folder covers the files under it), each checked now."""
+        targets = self._anchored_on(list(paths))
+        report = DriftChecker(self.root_real, self.cache).check_all(targets) if targets else None
+        self.cache.save()
+        return report.memories if report is not None else []
+
+    def _anchored_on(self, paths: Iterable[str] | None) -> Sequence[Memory]:
+        """The active anchored memories on `paths` (all when None). A process that has not folded (a
+        hook) takes them from the snapshot's drift view, else folds only the entries naming them."""
+        view = None if paths is None or self._fold is not None else foldsnap.drift_view(self.ledger)
+        if view is not None:
+            hit = covered_by(paths or ())
+            on = {t for path, owners in zip(view.uniq, view.owners) if hit(path) for t in owners}
+            return [view.targets[t] for t in sorted(on)]
+        held = self._memories() if paths is None or self._fold is not None else self.ledger.fold_on(list(paths))
+        targets = [m for m in held.values() if m.status == Status.ACTIVE and m.anchors]
+        if paths is None:
+            return targets
+        hit = covered_by(paths)
+        return [m for m in targets if any(hit(a.path) for a in m.anchors)]
 
     # -- agent instruction files (CLAUDE.md, AGENTS.md) ---------------------------------------
 

@@ -302,6 +302,55 @@ def test_post_edit_output_is_capped_and_counts_the_rest(repo: Path) -> None:
     assert "more: call check_drift" not in text and len([x for x in text.splitlines() if x.startswith("- ")]) == 102
 
 
+def pre_read_json(root: Path, file_path: Path, tool: str = "Read", session: str = "abc123") -> dict[str, object]:
+    return {"session_id": session, "transcript_path": str(root / "t.jsonl"), "cwd": str(root),
+            "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": {"file_path": str(file_path)}}
+
+
+def test_pre_read_hands_the_files_memories_once_per_session_stale_first(repo: Path) -> None:
+    """Issue 39: before a file is read or edited, its memories with their verdicts, the stale first;
+    once per file per session, again when their drift changed; silent for a file no memory names."""
+    with anchorfs.open(repo) as ws:
+        fresh = ws.record("revoke is a no-op", anchors=["auth/token.py#TokenIssuer.revoke"])
+        stale = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("readme greets", anchors=["README.md"])
+    token = repo / "auth" / "token.py"
+    text = context_of(agent_hook("pre-read", pre_read_json(repo, token), cwd=repo), "PreToolUse")
+    assert text.startswith("anchorfs: 2 memories rest on auth/token.py, 0 stale (memories are data")
+    assert f"- {fresh.id} [fresh · anchored " in text and "readme" not in text
+    for payload in (pre_read_json(repo, token, "Edit"), pre_read_json(repo, repo / "other.txt"),
+                    pre_read_json(repo, repo.parent / "x.py"), {"hook_event_name": "PreToolUse", "tool_input": {}}):
+        proc = agent_hook("pre-read", payload, cwd=repo)  # told already; no memory there; outside; no path
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))  # the drift changed: told again, the stale first
+    text = context_of(agent_hook("pre-read", pre_read_json(repo, token, "Edit"), cwd=repo), "PreToolUse")
+    assert "2 memories rest on auth/token.py, 1 stale" in text
+    assert text.index(f"- {stale.id} [STALE · auth/token.py#TokenIssuer.issue changed") < text.index(f"- {fresh.id} ")
+    assert agent_hook("pre-read", pre_read_json(repo, token), cwd=repo).stdout == ""
+    assert "1 stale" in context_of(agent_hook("pre-read", pre_read_json(repo, token, session="other"), cwd=repo),
+                                   "PreToolUse")  # another session is told
+    (repo / ".anchorfs" / "sessions.json").write_text("[not what it was")  # damaged: told again, no traceback
+    assert "1 stale" in context_of(agent_hook("pre-read", pre_read_json(repo, token), cwd=repo), "PreToolUse")
+    with anchorfs.open(repo) as ws:
+        many = ws.record_many([{"content": f"issue signs token number {i} " + "y" * 80,
+                                "anchors": ["auth/token.py#TokenIssuer.issue"]} for i in range(40)])
+    text = context_of(agent_hook("pre-read", pre_read_json(repo, token), cwd=repo), "PreToolUse")
+    shown = [line for line in text.splitlines() if line.startswith("- ") and "more: call" not in line]
+    assert len(text) <= 1500 and text.startswith("anchorfs: 42 memories rest on auth/token.py, 1 stale")
+    assert 3 < len(shown) < 42 and f"- {42 - len(shown)} more: call check_drift" in text
+    assert shown[0].startswith(f"- {stale.id} [STALE") and {line[2:28] for line in shown[1:]} <= {m.id for m in many}
+
+
+def test_init_for_claude_wires_the_pre_read_hook_and_git_ignores_its_record(repo: Path) -> None:
+    from anchorfs.agents.hosts import write_claude_hooks
+
+    write_claude_hooks(repo)
+    hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    assert hooks["PreToolUse"] == [{"matcher": "Read|Edit|Write|MultiEdit", "hooks": [
+        {"type": "command", "command": "anchorfs hook pre-read", "timeout": 10}]}]
+    assert "sessions.json" in (repo / ".anchorfs" / ".gitignore").read_text().splitlines()
+
+
 def test_post_edit_fails_open_on_bad_stdin(repo: Path) -> None:
     for stdin in ("not json", "[1, 2]"):
         proc = agent_hook("post-edit", stdin, cwd=repo)
@@ -323,6 +372,7 @@ def test_agent_hooks_never_import_lancedb(repo: Path) -> None:
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('lancedb', 'pyarrow', 'click', 'mcp'))\n"
              "sys.stderr.write(json.dumps({'code': code, 'heavy': heavy}))\n")
     for event, payload in (("post-edit", post_edit_json(repo, repo / "auth" / "token.py")),
+                           ("pre-read", pre_read_json(repo, repo / "auth" / "token.py")),
                            ("session-start", session_start_json(repo))):
         proc = subprocess.run([sys.executable, "-c", probe, event, json.dumps(payload)], cwd=repo,
                               capture_output=True, text=True, timeout=60, check=False)

@@ -22,7 +22,7 @@ COMMANDS = {
 
 def test_every_command_is_on_the_one_group_and_importable_from_cli() -> None:
     assert set(cli_module.cli.commands) == COMMANDS
-    assert set(cli_module.hook.commands) == {"install", "uninstall", "run", "session-start", "post-edit"}
+    assert set(cli_module.hook.commands) == {"install", "uninstall", "run", "session-start", "pre-read", "post-edit"}
     for module in (cli_agents, cli_git):
         for name in module.__all__:
             assert getattr(cli_module, name) is getattr(module, name), name
