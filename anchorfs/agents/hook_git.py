@@ -1,5 +1,6 @@
-"""The git hooks: post-commit says which memories a commit made stale; the sync hooks keep
-the store following the ledger after a checkout, merge or rewrite.
+"""The git hooks: post-commit says which memories a commit made stale; the opt-in pre-commit gate
+refuses a commit whose staged changes would make one stale; the sync hooks keep the store
+following the ledger after a checkout, merge or rewrite.
 
 `install` writes a block between marker lines into the hook, keeping what it already holds;
 `uninstall` removes only that block. The block calls the installing interpreter by absolute path
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BEGIN", "END", "hook_path", "hook_command", "install", "uninstall", "is_installed", "committed_paths", "run",
-    "commit_args", "commit_main", "SYNC_HOOKS", "sync_command", "install_sync", "uninstall_sync",
+    "commit_args", "commit_main", "SYNC_HOOKS", "sync_command", "install_sync", "uninstall_sync", "GATE_REFUSED",
+    "gate_command", "gate",
 ]
 
 BEGIN = "# >>> anchorfs >>>"
@@ -145,13 +147,14 @@ def _for_root(line: str, root: Path) -> bool:
         words[words.index("--root") + 1] == str(root)
 
 
-def install(root: Path) -> tuple[Path, bool]:
-    """Add (or refresh) this workspace's line in the post-commit hook; (hook path, changed)."""
+def install(root: Path, *, gate: bool = False) -> tuple[Path, bool]:
+    """Add (or refresh) this workspace's line in the post-commit hook, or with `gate` in the pre-commit
+    one; (hook path, changed)."""
     from pathlib import Path
 
     root = Path(root)
-    path = hook_path(root)
-    command = hook_command(root)
+    path = _git_hook(_repo(root), "pre-commit") if gate else hook_path(root)
+    command = gate_command(root) if gate else hook_command(root)
     try:
         text = _read(path)
     except FileNotFoundError:
@@ -381,12 +384,68 @@ def install_sync(root: Path) -> list[Path]:
 
 
 def uninstall_sync(root: Path) -> list[Path]:
-    """Take this workspace's line out of the sync hooks (as `_remove` does); the hooks changed."""
+    """Take this workspace's line out of the sync hooks and the gate (as `_remove` does); the hooks changed."""
     from pathlib import Path
 
     root = Path(root)
     _repo(root)
-    return [path for path in (_git_hook(root, name) for name in SYNC_HOOKS) if _remove(path, root)]
+    return [path for path in (_git_hook(root, n) for n in (*SYNC_HOOKS, "pre-commit")) if _remove(path, root)]
+
+
+# -- the commit gate (pre-commit, opt-in: `anchorfs hook install --gate`) -------------------
+
+GATE_REFUSED = 3
+"""The gate's exit code when it refuses; any other lets the commit through (a broken anchorfs fails open)."""
+
+
+def gate_command(root: Path) -> str:
+    import shlex
+
+    exe = shlex.quote(os.path.abspath(sys.executable))
+    where = shlex.quote(str(root))
+    return f"{exe} -m anchorfs.agents.hook_git gate --root {where} ; [ $? -ne {GATE_REFUSED} ] || exit 1"
+
+
+def gate(root: str | os.PathLike[str]) -> list[str]:
+    """The memories the staged changes would make stale, one line each (what changed), judged on the
+    staged blobs, not the work tree, by the same rules as drift (a text moved into another staged
+    file is followed); a memory already stale at HEAD is not this commit's doing."""
+    from pathlib import Path
+
+    from ..anchor.anchors import judge
+    from ..core.git import prefix_of, read_git, toplevel
+    from ..core.model import AnchorRef, Verdict
+    from ..history.repo import _Blobs
+    from ..sdk.workspace import Workspace
+
+    root = Path(root)
+    top = toplevel(root) or root
+    pre, blobs, staged = prefix_of(root, top), _Blobs(top), {}  # staged: a path -> where its bytes went (None: gone)
+    out = read_git(root, "diff", "--cached", "--name-status", "-z", "-M", "--relative")
+    words = [os.fsdecode(w) for w in out.split(b"\0")]
+    while len(words) > 1:
+        n = 3 if words[0][:1] in "RC" else 2
+        if words[0][:1] != "C":
+            staged[words[1]] = None if words[0] == "D" else words[n - 1]
+        words = words[n:]
+    bad, said = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING), []
+
+    def moved(a: AnchorRef, now: str | None) -> bool:  # its text found in another staged file, as drift would
+        return any(judge(a.replace(path=p), d)[0] in (Verdict.FRESH, Verdict.MOVED, Verdict.REFORMATTED)
+                   for p in staged.values()
+                   if p not in (None, now) and (d := blobs.get(f":{pre}{p}")) is not None)
+
+    with Workspace(root) as ws:
+        for m in ws._anchored_on(ws.ledger.mentions(list(staged))) if staged else ():
+            for a in (a for a in m.anchors if a.path in staged):
+                now = staged[a.path]
+                own = blobs.get(f":{pre}{now}") if now is not None else None
+                verdict, detail = judge(a.replace(path=now), own)[:2] if own is not None else (Verdict.DELETED, "")
+                head = blobs.get(f"HEAD:{pre}{a.path}") if verdict in bad and not moved(a, now) else None
+                if head is not None and judge(a, head)[0] not in bad:
+                    said.append(f"  {m.id}  {one_line(detail or a.path + ' deleted')}  · {_short(m.content, 50)}")
+                    break
+    return said
 
 
 def sync(root: str | os.PathLike[str]) -> int:
@@ -402,13 +461,27 @@ def sync(root: str | os.PathLike[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "gate" and argv[1] == "--root":
+        try:
+            said = gate(argv[2])
+        except Exception as exc:  # noqa: BLE001 - a broken gate lets the commit through, saying why
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            print(f"anchorfs: gate: {why} (the commit goes on)", file=sys.stderr)
+            return 0
+        if said:
+            n = len(said)
+            head = f"anchorfs: this commit would make {n} memor{'y' if n == 1 else 'ies'} stale:"
+            print("\n".join([head, *said, "anchorfs: re-read each; if it still holds `anchorfs reanchor ID`, if not "
+                             "`anchorfs supersede ID TEXT` (or `anchorfs retract ID`); `git commit --no-verify` skips "
+                             "this check"]), file=sys.stderr)
+        return GATE_REFUSED if said else 0
     if len(argv) == 3 and argv[0] == "sync" and argv[1] == "--root":
         try:
             return sync(argv[2])
         except Exception as exc:  # a git hook must never fail the checkout or merge it follows
             print(f"anchorfs: {exc}", file=sys.stderr)
             return 0
-    print("usage: python -m anchorfs.agents.hook_git sync --root ROOT", file=sys.stderr)
+    print("usage: python -m anchorfs.agents.hook_git sync|gate --root ROOT", file=sys.stderr)
     return 2
 
 

@@ -46,13 +46,16 @@ _agent_hook("post-edit", "Claude Code's PostToolUse hook: the memories the edite
 
 @hook.command("install")
 @_common
+@click.option("--gate", is_flag=True, help="Also a pre-commit gate: refuse a commit whose staged changes make a memory "
+              "stale (`git commit --no-verify` passes).")
 @click.pass_context
-def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
+def hook_install(ctx: click.Context, root: str | None, as_json: bool, gate: bool) -> None:
     """Add anchorfs to the repo's post-commit hook (an existing hook's content is kept)."""
     from ..agents.hook_git import install
 
     with _session(ctx, root, as_json) as c:
         path, changed = install(c.ws().root)
+        gated = install(c.ws().root, gate=True) if gate else None
         from ..agents.hook_git import install_sync
         from ..sdk.team import install_merge
 
@@ -60,9 +63,10 @@ def hook_install(ctx: click.Context, root: str | None, as_json: bool) -> None:
         if mode_of(c.ws().root) != "private":
             install_merge(c.ws().root)
         if c.json:
-            _emit_json({"hook": str(path), "changed": changed, "sync": [str(p) for p in synced]})
+            _emit_json({"hook": str(path), "changed": changed, "sync": [str(p) for p in synced],
+                        **({"gate": str(gated[0]), "gate_changed": gated[1]} if gated else {})})
         else:
-            done = [p.name for p in ([path] if changed else []) + synced]
+            done = [p.name for p in ([path] if changed else []) + ([gated[0]] if gated and gated[1] else []) + synced]
             _echo(f"installed: {', '.join(done)} in {path.parent}" if done else f"already installed in {path.parent}")
 
 

@@ -12,7 +12,8 @@ import pytest
 from conftest import TOKEN, git, read_events
 
 import anchorfs
-from anchorfs.agents.hook_git import BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall
+from anchorfs.agents.hook_git import (BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall,
+                                     uninstall_sync)
 
 
 def commit(repo: Path, message: str) -> subprocess.CompletedProcess[str]:
@@ -584,3 +585,53 @@ def test_a_symbol_check_loads_its_grammar_without_the_language_packs_init() -> N
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     report = json.loads(proc.stdout)
     assert report["loaded"] is False and report["direct"] == report["packed"] and "A.f" in report["direct"]
+
+
+def _try_commit(repo: Path, message: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example.com")
+    return subprocess.run(["git", "commit", "-q", "-m", message, *extra], cwd=repo, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+def test_the_gate_refuses_a_commit_whose_staged_changes_stale_a_memory(repo: Path) -> None:
+    """Issue 39, item 2: opt-in; judged on the staged blobs; named with what settles it; `--no-verify`
+    passes; a text moved into another staged file is followed; a broken anchorfs lets the commit through."""
+    with anchorfs.open(repo) as ws:
+        stale = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+        ws.record("revoke is a no-op", anchors=["auth/token.py#TokenIssuer.revoke"])
+    install(repo)  # report-only: no gate
+    token = repo / "auth" / "token.py"
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    git(repo, "add", "-A")
+    assert _try_commit(repo, "report only").returncode == 0
+    git(repo, "reset", "-q", "--soft", "HEAD~1")
+    path, changed = install(repo, gate=True)
+    assert changed and path.name == "pre-commit" and install(repo, gate=True) == (path, False)
+    proc = _try_commit(repo, "shorter tokens")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("anchorfs: this commit would make 1 memory stale:\n")
+    assert f"  {stale.id}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours" in proc.stderr
+    assert "`anchorfs reanchor ID`" in proc.stderr and "--no-verify" in proc.stderr
+    token.write_text(TOKEN)  # the work tree put back, the index not: still refused
+    assert _try_commit(repo, "shorter tokens").returncode == 1
+    git(repo, "reset", "-q")  # nothing of it staged: a commit of something else passes
+    (repo / "notes.txt").write_text("x\n")
+    git(repo, "add", "notes.txt")
+    assert _try_commit(repo, "notes").returncode == 0
+    token.write_text(TOKEN.replace("hours=24", "hours=6"))
+    git(repo, "add", "-A")
+    assert _try_commit(repo, "forced", "--no-verify").returncode == 0  # git's own way past a hook
+    with anchorfs.open(repo) as ws:  # it still holds at 6 hours? then re-anchored, and a commit passes
+        ws.reanchor(stale.id, reason="checked")
+    (repo / "auth" / "moved.py").write_text("class TokenIssuer:\n    def issue(self, user):\n"
+                                            "        return sign(user, hours=6)\n")
+    token.write_text("class TokenIssuer:\n    def revoke(self, token):\n        return None\n")
+    git(repo, "add", "-A")
+    assert _try_commit(repo, "issue moved to its own module").returncode == 0, "moved, as drift says"
+    (repo / ".anchorfs.toml").write_text("[hook\n")  # a broken workspace: one line, the commit goes on
+    token.write_text("")
+    git(repo, "add", "-A")
+    proc = _try_commit(repo, "broken")
+    assert proc.returncode == 0 and proc.stderr.startswith("anchorfs: gate: ") and "(the commit goes on)" in proc.stderr
+    assert uninstall_sync(repo) and "anchorfs" not in (path.read_text() if path.exists() else "")
