@@ -22,6 +22,9 @@ What it measures, on a git repo of the Django 5.1.4 sdist with N anchored memori
 - the installed `.git/hooks/post-commit` run directly with `sh` after a commit (made untimed,
   with the hook off) touching no anchored file, an anchored file whose memories stay fresh,
   or making one stale. Budget <= 15x.
+- the pre-commit gate (`hook install --gate`'s line, run with `sh`) with an anchored file staged
+  whose memories stay fresh, and with a staged change that makes one stale (refused). Budget <= 8x,
+  the post-edit hook's.
 - MCP `recall` in a running `anchorfs mcp` server, through the official MCP client: 50 calls
   with varied queries after one untimed call (the first call's lazy imports are start-up, not
   recall; its time is noted). Budget p50 <= 30 ms at 10,000 memories.
@@ -62,6 +65,7 @@ import fcntl
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -85,8 +89,8 @@ GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUT
            "GIT_COMMITTER_EMAIL": "bench@example.invalid", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
            "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
 DERIVED = ("fold.snap", "fold.tail", "manifest.json", "drift.json", "drift.memo", "digest.memo", "judged", "config.parsed")
-ALL = ("post-edit", "pre-read", "session-start", "post-commit", "recall", "drift")
-BUDGET = {"post-edit": 8.0, "pre-read": 8.0, "session-start": 20.0, "post-commit": 15.0}
+ALL = ("post-edit", "pre-read", "session-start", "post-commit", "pre-commit", "recall", "drift")
+BUDGET = {"post-edit": 8.0, "pre-read": 8.0, "session-start": 20.0, "post-commit": 15.0, "pre-commit": 8.0}
 RECALL_MS, DRIFT_S, RECALL_CALLS = 30.0, 1.0, 50
 BUILD = """
 import json, sys, time, anchorfs
@@ -382,6 +386,16 @@ def cases(only: set[str], memories: int) -> list[Case]:
     def post_commit(t: Twin) -> Command:
         return ["sh", ".git/hooks/post-commit"], None, {}
 
+    def gate(t: Twin) -> Command:  # the line `hook install --gate` writes, its refusal (exit 3) read as output
+        line = f"{shlex.quote(PY)} -m anchorfs.agents.hook_git gate --root {shlex.quote(str(t.root))}; true"
+        return ["sh", "-c", line], None, {}
+
+    def stage(name: str, make: Callable[[Twin, str, int], bytes]) -> Callable[[Twin, int], None]:
+        def prep(t: Twin, k: int) -> None:
+            t.write(name, make(t, name, k))
+            t.git("add", "--", t.targets[name])
+        return prep
+
     ttl = {"ANCHORFS_DRIFT_CACHE_TTL": "1"}
     all_cases = [
         Case("post-edit", "`hook post-edit`, unanchored file edited", hook("post-edit:quiet"),
@@ -410,6 +424,11 @@ def cases(only: set[str], memories: int) -> list[Case]:
         Case("post-commit", "post-commit hook, the commit makes a memory stale", post_commit,
              prep=lambda t, k: t.commit("commit", t.staled("commit", k)), after=restore("commit", commit=True),
              expect=stale),
+        Case("pre-commit", "pre-commit gate, anchored file staged, memories stay fresh", gate,
+             prep=stage("commit", Twin.appended), expect=silent),
+        Case("pre-commit", "pre-commit gate, the staged change makes a memory stale (refused)", gate,
+             prep=stage("commit", Twin.staled), after=stage("commit", lambda t, n, k: t.orig[n]),
+             expect=lambda out: "would make 1 memory stale" in out),
         Case("drift", f"`drift --json`, warm, {memories:,} memories",
              lambda t: ([PY, "-m", "anchorfs", "--root", str(t.root), "drift", "--json"], None, {}), warm=2),
     ]

@@ -412,15 +412,15 @@ def gate(root: str | os.PathLike[str]) -> list[str]:
     file is followed); a memory already stale at HEAD is not this commit's doing."""
     from pathlib import Path
 
-    from ..anchor.anchors import judge
-    from ..core.git import prefix_of, read_git, toplevel
+    from ..anchor.anchors import MAX_FILE_BYTES, judge
+    from ..core.git import _Blobs, prefix_of, read_git, toplevel
     from ..core.model import AnchorRef, Verdict
-    from ..history.repo import _Blobs
     from ..sdk.workspace import Workspace
 
     root = Path(root)
     top = toplevel(root) or root
-    pre, blobs, staged = prefix_of(root, top), _Blobs(top), {}  # staged: a path -> where its bytes went (None: gone)
+    pre, blobs = prefix_of(root, top), _Blobs(top, MAX_FILE_BYTES)
+    staged: dict[str, str | None] = {}  # a staged path -> where its bytes went (None: gone)
     out = read_git(root, "diff", "--cached", "--name-status", "-z", "-M", "--relative")
     words = [os.fsdecode(w) for w in out.split(b"\0")]
     while len(words) > 1:

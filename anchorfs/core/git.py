@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from .errors import HistoryError
 from .statedir import STATE_DIR
 
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path  # annotations only: costly to import in a commit hook
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "run_git", "read_git", "read_git_each", "git_env", "popen_git", "toplevel", "prefix_of", "head_commit", "current_head",
     "head_and_dirty", "is_ancestor", "Renames", "renames_since", "untracked_files", "Change",
-    "tree_changes", "worktree_changes", "branches_containing", "is_tracked",
+    "tree_changes", "worktree_changes", "branches_containing", "is_tracked", "_Blobs",
 ]
 
 
@@ -422,3 +423,116 @@ def elsewhere(root: str, commit: str | None, path: str) -> str | None:
     on = f"branch {', '.join(tips)}" if tips else "no local branch"
     return (f"{path} is absent here, and its anchor was taken at {commit[:12]} (on {on}), which is not in "
             f"HEAD's history: the private ledger is served on every branch")
+
+
+_OID_RE = re.compile(rb"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def _header(line: bytes) -> tuple[str, str, int] | None:
+    """`<oid> <type> <size>` from cat-file; None for `<name> missing`, `<name> ambiguous` and
+    anything else (a name with spaces in it echoes back as more than three words)."""
+    parts = line.split()
+    if len(parts) != 3 or not _OID_RE.match(parts[0]) or not parts[2].isdigit():
+        return None
+    return parts[0].decode(), parts[1].decode("ascii", "replace"), int(parts[2])
+
+
+class _Blobs:
+    """Objects on demand for a walk, through two long-lived `git cat-file` processes. A blob's
+    size is known before a byte of it is read, so one over the size bound is never read."""
+
+    def __init__(self, top: Path, limit: int) -> None:
+        self._top = top
+        self.limit = limit  # the size bound: a larger blob is never read
+        self._check: Any = None
+        self._batch: Any = None
+        self._info: dict[str, tuple[str, str, int] | None] = {}
+        self._data: dict[str, bytes] = {}
+        self.read_bytes = 0
+        """Blob bytes read so far (what the size bound keeps small)."""
+
+    def info(self, spec: str) -> tuple[str, str, int] | None:
+        """(oid, type, size) of any object name git understands; None when missing or bad."""
+        if spec in self._info:
+            return self._info[spec]
+        if "\n" in spec or "\0" in spec or not spec:
+            return None
+        if self._check is None:
+            self._check = popen_git(self._top, "cat-file", "--batch-check")
+        found = _header(self._ask(self._check, spec))
+        if len(self._info) >= 4096:
+            del self._info[next(iter(self._info))]
+        self._info[spec] = found
+        return found
+
+    def size(self, spec: str) -> int | None:
+        """A blob's size in bytes; None when missing or not a blob."""
+        found = self.info(spec)
+        return found[2] if found is not None and found[1] == "blob" else None
+
+    def oid(self, spec: str) -> str | None:
+        """A blob's oid (e.g. of `rev:path`); None when missing or not a blob."""
+        found = self.info(spec)
+        return found[0] if found is not None and found[1] == "blob" else None
+
+    def too_large(self, spec: str) -> bool:
+        size = self.size(spec)
+        return size is not None and size > self.limit
+
+    def why_missing(self, spec: str | None, path: str) -> str:
+        """The detail of an unreadable step whose blob `get` did not give."""
+        size = self.size(spec) if spec else None
+        if size is not None and size > self.limit:
+            return f"{path} is too large to judge ({size} bytes, over {self.limit})"
+        return f"{path}: the blob is missing"
+
+    def get(self, spec: str) -> bytes | None:
+        """The blob named by an oid or `rev:path`; None when missing, not a blob, or over the size bound."""
+        found = self.info(spec)
+        if found is None or found[1] != "blob" or found[2] > self.limit:
+            return None
+        oid, _, size = found
+        if oid in self._data:
+            return self._data[oid]
+        if self._batch is None:
+            self._batch = popen_git(self._top, "cat-file", "--batch")
+        got = _header(self._ask(self._batch, oid))
+        if got is None or got[2] != size:
+            raise HistoryError(f"git cat-file gave {oid} as {got!r}, not a {size}-byte blob")
+        body = self._batch.stdout.read(size + 1)[:size]
+        if len(body) != size:
+            raise HistoryError("git cat-file stopped unexpectedly")
+        self.read_bytes += size
+        if len(self._data) >= 16:
+            del self._data[next(iter(self._data))]
+        self._data[oid] = body
+        return body
+
+    @staticmethod
+    def _ask(proc: Any, spec: str) -> bytes:
+        stdin: IO[bytes] = proc.stdin
+        stdout: IO[bytes] = proc.stdout
+        try:
+            stdin.write(spec.encode("utf-8", "surrogateescape") + b"\n")
+            stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise HistoryError("git cat-file stopped unexpectedly") from None
+        header = stdout.readline()
+        if not header:
+            raise HistoryError("git cat-file stopped unexpectedly")
+        return header
+
+    def close(self) -> None:
+        for attr in ("_check", "_batch"):
+            proc = getattr(self, attr)
+            if proc is None:
+                continue
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=10)
+            except Exception:  # pragma: no cover - best effort cleanup
+                proc.kill()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            setattr(self, attr, None)
