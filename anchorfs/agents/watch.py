@@ -29,6 +29,7 @@ from ..core.model import Drift, Value, Verdict, to_iso, utcnow
 from ..core.statefs import open_state
 
 if TYPE_CHECKING:
+    from ..core.model import AnchorRef
     from ..drift import MemoryDrift
     from ..sdk.workspace import Workspace
 
@@ -67,10 +68,13 @@ class DriftEvent(Value):
                 "detail": self.detail, "content": self.content}
 
 
-def _detail(md: "MemoryDrift") -> str:
-    """What a person needs to act: the anchors behind the new drift."""
+def _detail(md: "MemoryDrift", bodies: "Callable[[AnchorRef], list[str]]" = lambda a: []) -> str:
+    """What a person needs to act: the anchors behind the new drift; for a symbol no longer found, where
+    the same body is now (`bodies`: what `reanchor` offers), so the agent re-anchors in one call."""
     if md.drift is Drift.STALE:
-        bad = [c.detail for c in md.checks if c.verdict in _STALE]
+        bad = [c.detail + (f"; the same body is at {', '.join(found)}: reanchor to it if the memory still holds"
+                           if c.verdict is Verdict.SYMBOL_MISSING and (found := bodies(c.anchor)) else "")
+               for c in md.checks if c.verdict in _STALE]
     elif md.drift is Drift.UNKNOWN:
         bad = [c.detail for c in md.checks if c.verdict in _UNKNOWN]
     else:
@@ -95,14 +99,18 @@ def _events_fd(state: str | os.PathLike[str]) -> Iterator[int]:
 
 def record_transitions(ws: "Workspace", paths: Iterable[str] | None = None, *, source: str) -> list[DriftEvent]:
     """Re-check the memories anchored to `paths` (all when None); log and return each transition."""
+    from ..drift import DriftChecker
+
     with _events_fd(ws.state_dir) as fd:
-        return log_transitions(fd, ws.recheck(paths), source=source)
+        bodies = DriftChecker(ws.root_real, ws.cache).body_candidates
+        return log_transitions(fd, ws.recheck(paths), source=source, bodies=bodies)
 
 
-def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, source: str) -> list[DriftEvent]:
+def log_transitions(fd: int, changed: Iterable[tuple[str, MemoryDrift]], *, source: str,
+                    bodies: "Callable[[AnchorRef], list[str]]" = lambda a: []) -> list[DriftEvent]:
     """One event per (drift before, drift now) transition, appended to the events log locked at `fd`."""
     now = utcnow()
-    events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md), md.memory.content)
+    events = [DriftEvent(now, md.memory.id, before, md.drift.value, source, _detail(md, bodies), md.memory.content)
               for before, md in changed]
     if events:
         # One write with O_APPEND: lines from the watcher and the hook never interleave.

@@ -635,3 +635,17 @@ def test_the_gate_refuses_a_commit_whose_staged_changes_stale_a_memory(repo: Pat
     proc = _try_commit(repo, "broken")
     assert proc.returncode == 0 and proc.stderr.startswith("anchorfs: gate: ") and "(the commit goes on)" in proc.stderr
     assert uninstall_sync(repo) and "anchorfs" not in (path.read_text() if path.exists() else "")
+
+
+def test_post_edit_names_where_a_renamed_symbols_body_went(repo: Path) -> None:
+    """Issue 39, item 3: a symbol renamed with its body kept is named where `reanchor` finds it, so
+    the agent's next call is the right one; a line anchor's text says where it is now."""
+    with anchorfs.open(repo) as ws:
+        renamed = ws.record("issue signs for a day", anchors=["auth/token.py#TokenIssuer.issue"])
+    token = repo / "auth" / "token.py"
+    token.write_text(TOKEN.replace("def issue(", "def issue_token("))
+    text = context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")
+    assert (f"- {renamed.id}: auth/token.py#TokenIssuer.issue no longer found; the same body is at "
+            "auth/token.py#TokenIssuer.issue_token: reanchor to it if the memory still holds") in text
+    events = read_events(anchorfs.open(repo))
+    assert "the same body is at auth/token.py#TokenIssuer.issue_token" in events[-1]["detail"]
