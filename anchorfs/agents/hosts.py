@@ -108,13 +108,15 @@ def server_entry(host: str, root: str | os.PathLike[str], *, absolute: bool = Fa
     command, args = server_command(root, absolute=absolute)
     if host == "codex":
         return {"command": command, "args": args}
+    if host == "vscode" and not absolute:  # VS Code's own variable for the folder it opened
+        args = [*args, "--root", "${workspaceFolder}"]
     return {"type": "stdio", "command": command, "args": args}
 
 
 def hook_command(event: str, root: str | os.PathLike[str], *, absolute: bool = False) -> str:
     """The shell command a Claude Code hook runs: `anchorfs hook EVENT`, or this install's (`absolute`)."""
-    if not absolute:
-        return f"anchorfs hook {event}"
+    if not absolute:  # the project Claude Code runs in, when it says (else the session's folder, searched upward)
+        return f'anchorfs hook {event} ${{CLAUDE_PROJECT_DIR:+--root "$CLAUDE_PROJECT_DIR"}}'
     command, args = server_command(root, absolute=True)
     prefix = [command, *args[: args.index("mcp")]]  # the script, or `python -m anchorfs.cli.commands`
     words = [*prefix, "hook", event, "--root", str(Path(root).resolve())]

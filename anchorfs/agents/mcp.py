@@ -12,9 +12,10 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
-from ..core.errors import AnchorfsError, InputError, NotFoundError
+from ..core.errors import AnchorfsError, InputError, NotFoundError, WorkspaceError
+from ..core.statedir import ROOT_ENV, locate
 from .hosts import MCP_CONFIG_FILE, mcp_config, write_mcp_config  # noqa: F401 (re-exported)
 from .mcp_results import (
     _PAGE, _SHORT_CHARS, DATA_LABEL, HIT_CHARS, SHOW_CHARS, BisectOutput, ContextResult, DriftResult, HistoryResult,
@@ -93,6 +94,43 @@ def _for_agent(message: str, root: Path) -> str:
                            f"run `anchorfs reindex --root {root}` in a shell (this server has no reindex tool)")
 
 
+class _Deferred:
+    """The workspace of a server started outside one (no `--root`, no ANCHORFS_ROOT): the first of the
+    client's roots (`roots/list`) that is or lies in a workspace, found at the first call."""
+
+    def __init__(self, read_only: bool) -> None:
+        self.read_only = read_only
+        self.target: Workspace | None = None
+
+    async def find(self, context: Any) -> None:
+        import warnings
+        from urllib.parse import unquote, urlparse
+
+        from ..sdk.workspace import Workspace
+
+        roots: list[Any] = []
+        if getattr(getattr(context, "client_capabilities", None), "roots", None) is not None:
+            with warnings.catch_warnings():  # deprecated by the 2026-07-28 revision; earlier clients still answer
+                warnings.simplefilter("ignore")
+                try:
+                    roots = (await context.session.list_roots()).roots
+                except Exception:  # noqa: BLE001 - a client that cannot be asked has no roots to give
+                    roots = []
+        for uri in (urlparse(str(r.uri)) for r in roots):
+            try:
+                self.target = Workspace(locate(None, start=unquote(uri.path)), read_only=self.read_only)
+                return
+            except (WorkspaceError, OSError):
+                continue
+        raise WorkspaceError(f"no anchorfs workspace in the folder this server started in ({os.getcwd()}) nor in "
+                             "the client's roots; start it with --root or ANCHORFS_ROOT, or `anchorfs init` there")
+
+    def __getattr__(self, name: str) -> Any:
+        if self.target is None:
+            raise WorkspaceError("no workspace found yet")
+        return getattr(self.target, name)
+
+
 def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,
                  workspace: "Workspace | None" = None, propose: bool | None = None) -> "MCPServer":
     """An MCP server over the workspace at `root` (found like git when None), opened first so a server
@@ -106,9 +144,14 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
 
     from ..sdk.workspace import Workspace, find_root
 
-    ws = workspace if workspace is not None else Workspace(find_root(root), read_only=read_only)
+    try:
+        ws = workspace if workspace is not None else Workspace(find_root(root), read_only=read_only)
+    except WorkspaceError:
+        if root is not None or os.environ.get(ROOT_ENV):
+            raise
+        ws = cast("Workspace", _Deferred(read_only))  # started outside one: the client's roots, at the first call
     if propose is None:
-        propose = bool(ws.config["mcp.propose"])
+        propose = bool(ws.config["mcp.propose"]) if not isinstance(ws, _Deferred) else False
     propose = propose and not read_only
     lock = threading.Lock()  # the SDK runs sync tools on worker threads; a Workspace is not thread-safe
 
@@ -139,12 +182,25 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     class _Server(MCPServer):
         """Checks every call's arguments against the tool's closed schema, and lists tools in `TOOL_ORDER`."""
 
+        async def read_resource(self, uri: Any, context: Any = None) -> Any:
+            if isinstance(ws, _Deferred) and ws.target is None:
+                try:
+                    await ws.find(context)
+                except WorkspaceError as exc:
+                    raise ResourceError(str(exc)) from None
+            return await super().read_resource(uri, context)
+
         async def list_tools(self) -> Any:
             tools = await super().list_tools()
             rank = {name: i for i, name in enumerate(TOOL_ORDER)}
             return sorted(tools, key=lambda t: (rank.get(t.name, len(rank)), t.name))
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            if isinstance(ws, _Deferred) and ws.target is None:
+                try:
+                    await ws.find(context)
+                except WorkspaceError as exc:
+                    raise ToolError(str(exc)) from None
             tool = self._tool_manager.get_tool(name)
             if tool is not None:
                 try:
@@ -290,7 +346,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         "and reanchor, with time, actor, reason and the memory's status after it."
     ))
 
-    if hasattr(ws, "bisect"):  # git history support (anchorfs.history), when the SDK offers it
+    if hasattr(Workspace, "bisect"):  # git history support (anchorfs.history), when the SDK offers it
         def bisect(id: Id) -> Annotated[CallToolResult, BisectOutput]:  # noqa: A002
             found: Any = call(lambda: ws.bisect(id))
             return result({"result": _short_strings(found.to_dict() if hasattr(found, "to_dict") else found)})

@@ -347,9 +347,18 @@ def test_init_for_claude_wires_the_pre_read_hook_and_git_ignores_its_record(repo
 
     write_claude_hooks(repo)
     hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    command = 'anchorfs hook pre-read ${CLAUDE_PROJECT_DIR:+--root "$CLAUDE_PROJECT_DIR"}'  # Claude Code's variable
     assert hooks["PreToolUse"] == [{"matcher": "Read|Edit|Write|MultiEdit", "hooks": [
-        {"type": "command", "command": "anchorfs hook pre-read", "timeout": 10}]}]
+        {"type": "command", "command": command, "timeout": 10}]}]
     assert "sessions.json" in (repo / ".anchorfs" / ".gitignore").read_text().splitlines()
+    with anchorfs.open(repo) as ws:
+        ws.record("readme greets", anchors=["README.md"])
+    elsewhere = repo.parent / "elsewhere"  # the session somewhere else: the project named by the variable
+    elsewhere.mkdir()
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", CLAUDE_PROJECT_DIR=str(repo))
+    proc = subprocess.run(["sh", "-c", command], input=json.dumps(pre_read_json(elsewhere, repo / "README.md")),
+                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert "1 memory rests on README.md" in context_of(proc, "PreToolUse")
 
 
 def test_post_edit_fails_open_on_bad_stdin(repo: Path) -> None:

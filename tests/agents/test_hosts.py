@@ -91,11 +91,14 @@ def test_every_host_config_parses_by_its_schema_and_starts_the_server(project: P
     assert proc.returncode == 0, proc.stderr
     for host in HOSTS:
         entry = _stdio_entry(host, project)
-        assert entry["command"] == "anchorfs" and entry["args"] == ["mcp"]  # portable: no path, no root
+        # portable: no path, no root but the host's own variable for its folder (VS Code's `${workspaceFolder}`)
+        assert entry["command"] == "anchorfs" and entry["args"] == (
+            ["mcp", "--root", "${workspaceFolder}"] if host == "vscode" else ["mcp"])
         # the host's working directory is the project (Codex's: wherever the session is, here a
-        # subfolder: the server finds the workspace above it, as git finds .git)
-        cwd = project / "auth" if host == "codex" else project
-        out = _start_and_check(entry["command"], entry["args"], cwd=cwd)
+        # subfolder: the server finds the workspace above it, as git finds .git); VS Code's from elsewhere
+        cwd = project / "auth" if host == "codex" else project.parent if host == "vscode" else project
+        out = _start_and_check(entry["command"], [a.replace("${workspaceFolder}", str(project)) for a in entry["args"]],
+                               cwd=cwd)
         assert (out["checked"], out["fresh"], out["stale"]) == (1, 1, 0), host  # this workspace's memory
     assert str(project) not in "".join((project / MCP_FILES[h]).read_text() for h in HOSTS)
 
@@ -227,10 +230,10 @@ def test_claude_hooks_are_merged_never_duplicated(project: Path) -> None:
     post = data["hooks"]["PostToolUse"]
     assert post[0] == mine
     assert post[1] == {"matcher": "Write|Edit|MultiEdit",
-                       "hooks": [{"type": "command", "command": "anchorfs hook post-edit", "timeout": 10}]}
+                       "hooks": [{"type": "command", "command": hook_command("post-edit", project), "timeout": 10}]}
     start = data["hooks"]["SessionStart"]
     assert start == [{"matcher": "startup|resume|clear|compact",
-                      "hooks": [{"type": "command", "command": "anchorfs hook session-start", "timeout": 10}]}]
+                      "hooks": [{"type": "command", "command": hook_command("session-start", project), "timeout": 10}]}]
     assert not write_claude_hooks(project).changed
     # switching to the absolute form replaces our entries in place
     assert write_claude_hooks(project, absolute=True).changed

@@ -266,6 +266,35 @@ def test_server_outside_a_workspace_fails_fast(tmp_path: Path) -> None:
     ]
 
 
+def test_a_server_started_outside_a_workspace_finds_it_in_the_clients_roots(root: Path, tmp_path: Path) -> None:
+    """Issue 39, item 5: started elsewhere (no --root, no ANCHORFS_ROOT), the server asks the client's
+    roots (`roots/list`) at the first call; a client without roots gets one clear line, nothing written."""
+    from mcp import types
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ANCHORFS_ROOT"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "anchorfs.cli.commands", "mcp"], env=env,
+                                   cwd=str(elsewhere))
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=f"file://{tmp_path / 'none'}"),
+                                            types.Root(uri=f"file://{root / 'auth'}")])  # inside the workspace
+
+    async def main() -> tuple[dict[str, Any], str]:
+        # the initialize handshake, as hosts speak it today: the 2026-07-28 revision deprecates roots
+        async with Client(params, read_timeout_seconds=60, list_roots_callback=roots, mode="legacy") as c:
+            found = await ok(c, "remember", {"content": "readme says hello", "anchors": ["README.md"]})
+        async with Client(params, read_timeout_seconds=60) as c:  # no roots to ask
+            return found, await fails(c, "recall", {"query": "readme"})
+
+    found, refused = asyncio.run(main())
+    with anchorfs.open(root) as ws:
+        assert ws.get(found["memory"]["id"]).content == "readme says hello"
+    assert refused.startswith(f"no anchorfs workspace in the folder this server started in ({elsewhere})")
+    assert not (elsewhere / ".anchorfs").exists()
+
+
 def test_real_stdio_session(root: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "anchorfs.cli.commands", "mcp", "--root", str(root)],
