@@ -29,16 +29,62 @@ from types import TracebackType
 from typing import Any
 
 from ..core.guard import sha256_bytes
-from .filehash import _ONE_READ, reread_digests, sha256_file
 from .manifest import MANIFEST_VERSION, assemble, newest_hashed, parse, parse_only, splice
 from .manifest import plain_rel as _plain_rel
 
-try:  # the warm check's loop in C, off the GIL: built at install where a C compiler is at hand
+try:  # the warm check's loop and the batch re-read in C, off the GIL: built at install where a compiler is at hand
     from . import _statmatch
 except ImportError:  # the pure-Python loop gives the same answers (tests run both)
     _statmatch = None  # type: ignore[assignment]
 
 __all__ = ["HashCache", "sha256_bytes", "sha256_file", "reread_digests", "MANIFEST_VERSION"]
+
+
+# -- hashing: the anchor contract's SHA-256 of a file, one at a time or a batch read again in C --
+
+_ONE_READ = 1 << 20
+"""Files up to this size are hashed from one `os.read` (`HashCache.hash_many`, `reread_digests`)."""
+_RENEW_BYTES = 64 << 20
+"""Most bytes `reread_digests` holds at once: one batch of `_statmatch.reread`'s reads."""
+
+
+def reread_digests(root: str, rels: Sequence[str], keys: Sequence[tuple[int, ...]]
+                   ) -> tuple[int, list[bytes | None]] | None:
+    """(when the reads began, per file `root/rel` the SHA-256 of its bytes read again now, None
+    where it was refused) by `_statmatch.reread`'s loop: the guarded open's checks, in C, at
+    most `_RENEW_BYTES` held at once. None where the loop is not built or refused the batch:
+    the caller goes one by one."""
+    reread = getattr(_statmatch, "reread", None)
+    if reread is None:
+        return None
+    started = time.time_ns()  # before any read, so a caller's racy rule errs towards poisoning
+    out: list[bytes | None] = []
+    import hashlib
+
+    sha256 = hashlib.sha256
+    start = 0
+    while start < len(rels):  # batches of at most _RENEW_BYTES held at once
+        end, held = start, 0
+        while end < len(rels) and (end == start or held + keys[end][0] <= _RENEW_BYTES):
+            held += keys[end][0]
+            end += 1
+        packed = _statmatch.pack(list(keys[start:end]))
+        got = reread(root, list(rels[start:end]), packed, _ONE_READ) if packed is not None else None
+        if got is None:
+            return None
+        out.extend(None if data is None else sha256(data).digest() for data in got)
+        start = end
+    return started, out
+
+
+def sha256_file(
+    path: str | os.PathLike[str], *, root: str | None = None, expect: os.stat_result | None = None
+) -> str:
+    """Hex SHA-256 of a whole workspace file, streamed, through the one guarded open
+    (`anchorfs.core.guard`): a violation raises its `GuardError`; other OSErrors pass."""
+    from ..core.guard import hash_guarded
+
+    return hash_guarded(path, root=root, expect=expect)
 
 
 DEFAULT_GRANULARITY_NS = 2_000_000_000

@@ -459,13 +459,11 @@ def test_batch_pass_agrees_with_one_by_one_checks(ws: anchorfs.Workspace, tmp_pa
     is not built); every other case must land on exactly the verdict `check` gives, and only
     changed files may be hashed again."""
     import anchorfs.drift.check as drift_mod
-    import anchorfs.drift.filehash as filehash_mod
     import anchorfs.drift.hashcache as hashing_mod
 
     monkeypatch.setattr(drift_mod, "_CHUNK", chunk)
     if not c_loop:
         monkeypatch.setattr(hashing_mod, "_statmatch", None)
-        monkeypatch.setattr(filehash_mod, "_statmatch", None)  # its batch re-read too
     root = ws.root
     outside = tmp_path / "outside"
     outside.mkdir()

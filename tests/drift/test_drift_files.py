@@ -15,7 +15,6 @@ import pytest
 
 import anchorfs
 import anchorfs.drift.check as drift_mod
-import anchorfs.drift.filehash as filehash_mod
 import anchorfs.drift.hashcache as hashing_mod
 from anchorfs.drift import DriftChecker, DriftReport
 from anchorfs.drift.hashcache import HashCache
@@ -79,7 +78,6 @@ def test_a_pass_lstats_each_file_once_however_many_memories_rest_on_it(
     many = [dataclasses.replace(base[i % len(base)], id=new_id()) for i in range(5000)]
     ws.drift()  # the manifest holds every file
     monkeypatch.setattr(hashing_mod, "_statmatch", None)
-    monkeypatch.setattr(filehash_mod, "_statmatch", None)  # its batch re-read too
     cache = HashCache(ws.cache.manifest_path)
     DriftChecker(ws.root_real, cache).check_all(many)
     calls: list[str] = []
@@ -152,7 +150,6 @@ def test_a_folder_swapped_for_a_link_is_caught_on_every_pass(
     pass that judged them; a swapped folder is another inode, so it is judged again, every pass."""
     if not c_loop:
         monkeypatch.setattr(hashing_mod, "_statmatch", None)
-        monkeypatch.setattr(filehash_mod, "_statmatch", None)  # its batch re-read too
     for _ in range(2):
         assert ws.drift().flagged == []
     kept = plan(ws)
