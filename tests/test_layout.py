@@ -48,7 +48,8 @@ HOUSE_LINES = 20_000
 GROWN = {"issue 39, item 1: the pre-read hook and its record of what each session was told": 75,
          "issue 39, item 2: the opt-in pre-commit gate, judged on the staged blobs": 77,
          "issue 39, item 3: where a renamed symbol's body went, in every drift event": 8,
-         "issue 39, item 5: a server started elsewhere finds its workspace in the client's roots": 58}
+         "issue 39, item 5: a server started elsewhere finds its workspace in the client's roots": 58,
+         "issue 39, item 7: the usage record, list --unused and show's last hand-out": 99}
 """Lines a later issue asked for by name, on top of the house; anything else must replace, not pile up."""
 
 

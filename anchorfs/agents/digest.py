@@ -28,16 +28,16 @@ def _one_line(text: str, width: int = _CONTENT_CHARS) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def digest(ws: "Workspace", *, limit: int | None = None) -> str:
+def digest(ws: "Workspace", *, limit: int | None = None, shown: list[str] | None = None) -> str:
     """The session-start digest: stale memories first (with what to do), then unknown ones, then
     the fresh and unanchored ones most recent first (then most anchored: there is no search
     here), cut to `limit` characters (`hook.digest_chars`, 2,000 by default) saying how many
     were left out. Empty when the workspace holds no active memory. The anchored ones are
-    checked now (and their drift persisted)."""
+    checked now (and their drift persisted). `shown` gets the ids of the memories it names."""
     mems = [m for m in ws._memories().values() if m.status == "active"]  # ordered below, not by `list`
     if not mems:
         return ""
-    return _compose(ws, limit, ws.drift(), mems)
+    return _compose(ws, limit, ws.drift(), mems, shown if shown is not None else [])
 
 
 _TITLES = (
@@ -51,7 +51,7 @@ _TITLES = (
 _Entry = tuple[str, int, str]
 
 
-def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterable[_Entry]") -> str:
+def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterable[_Entry]", ids: list[str]) -> str:
     """The digest's text: its head, then the sections' lines in order while they fit, then how
     many were left out."""
     head = f"{_LABEL}: {counts[0]} stale, {counts[1]} unknown, {counts[2]} fresh or unanchored."
@@ -59,11 +59,12 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
     size = len(head)
     shown = 0
     section = -1
-    for _, sect, text in entries:
+    for mid, sect, text in entries:
         extra = ("\n\n" + _TITLES[sect] + "\n" if sect != section else "\n") + text
         if size + len(extra) + 80 > cap:  # keep room for the closing "N more" line
             break
         out.append(extra)
+        ids.append(mid)
         size += len(extra)
         shown += 1
         section = sect
@@ -73,7 +74,7 @@ def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterab
     return text if len(text) <= cap else text[: max(0, cap - 1)] + "…"
 
 
-def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]") -> str:
+def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "list[Memory]", shown: list[str]) -> str:
     from ..core.model import Drift, dated_ahead, short_ids, utcnow
     from ..drift.report import envelope
 
@@ -114,15 +115,17 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
             for m in order:
                 yield m.id, section, line(m)
 
-    return _layout(cap, counts, len(mems), entries())
+    return _layout(cap, counts, len(mems), entries(), shown)
 
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:
     """The SessionStart hook's stdout: the digest as `additionalContext`; "" when nothing to say."""
     import orjson
 
-    text = digest(ws)
+    shown: list[str] = []
+    text = digest(ws, shown=shown)
     if not text:
         return ""
+    ws.handed(shown, "session-start")
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return orjson.dumps(out).decode() + "\n"

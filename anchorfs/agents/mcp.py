@@ -253,6 +253,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
     ) -> Annotated[CallToolResult, RecallResult]:
         hits = call(lambda: ws.query(query, k=k, include_superseded=include_superseded, as_of=as_of))
         hits = hits if include_weak else [h for h in hits if not h.weak] or hits[:1]  # else the closest, marked weak
+        ws.handed([h.memory.id for h in hits], "recall")
         data: RecallResult = {"count": len(hits), "hits": [_capped_hit(h.to_dict()) for h in hits]}
         return result(data, _read_text("recall", data))
 
@@ -274,6 +275,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
 
         head = DATA_LABEL + "\n\n"  # labelled inside the block, which is what lands in a prompt
         block = call(lambda: ws.context(task, budget=max(1, budget - estimate_tokens(head))))
+        ws.handed([*block.fresh, *block.unknown, *block.stale], "context")
         data = block.to_dict()
         data["markdown"] = head + block.markdown
         data["tokens"], data["budget"] = estimate_tokens(data["markdown"]), budget

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import server
-from ..core.model import DATA_LABEL, Drift, drift_of, under
+from ..core.model import DATA_LABEL, Drift, drift_of, to_iso, under
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
     _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run, word_diff,
@@ -158,13 +158,17 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
         ws = c.ws()
         m = ws.get(memory_id)
         md = ws.check(m)  # a fresh check of this one memory, not the last pass's
+        at, by = ws.last_handed().get(m.id, (None, None))
         if c.json:
             _emit_json({**m.to_dict(), "drift": md.drift.value if m.anchors or m.stale_claims else "unanchored",
-                        "checks": [ch.to_dict() for ch in md.checks]})
+                        "checks": [ch.to_dict() for ch in md.checks],
+                        "last_handed": {"at": to_iso(at), "by": by} if at else None})
         else:
             from ..drift.report import envelope
 
             _print_memory(m, md, envelope(m, md.drift, md.checks, expiry_days=ws.config.expiry_days(m.kind)))
+            _echo(f"  last handed to an agent {at.isoformat(timespec='seconds')} by {by}" if at else
+                  "  never handed to an agent (recall, context, hooks) since this clone's usage record began")
 
 
 @cli.command(name="list")
@@ -174,13 +178,15 @@ def show(ctx: click.Context, root: str | None, as_json: bool, memory_id: str) ->
               show_default=True, help="proposed: written by an agent under review (`mcp --propose`), drift checked now.")
 @click.option("--drift", "drift_filter", type=click.Choice(["fresh", "stale", "unknown", "unanchored"]), default=None,
               help="Keep the memories of this drift, checked now; unanchored: no anchors.")
+@click.option("--unused", metavar="SPAN", default=None,
+              help="Keep the memories no agent was handed (recall, context, hooks) for SPAN (28d) or since a time.")
 @click.pass_context
 def list_cmd(ctx: click.Context, root: str | None, as_json: bool, limit: int | None, status: str,
-             drift_filter: str | None) -> None:
+             drift_filter: str | None, unused: str | None) -> None:
     """Memories, newest first, with their drift checked now."""
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
-        mems = ws.list(status=status)
+        mems = ws.list(status=status, unused=unused)
         drifts = ws.drift_of(mems)  # one pass: the filter and the column read the same check
         if drift_filter is not None:
             mems = [m for m in mems if drifts[m.id] == drift_filter]

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 __all__ = ["check_init", "init", "upgrade_gitignore", "STATE_DIR", "ROOT_ENV", "locate", "option_value"]
 
 
-_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\njudged/\nsessions.json\n"
+_GITIGNORE = "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\ndrift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\njudged/\nsessions.json\nusage.jsonl\n"
 _GITIGNORE_BEFORE = (
+    "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
+    "drift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\njudged/\nsessions.json\n",
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"
     "drift.memo\napplied\nlock\n*.tmp\nevents.jsonl\nfold.snap\ndigest.memo\nfold.tail\nconfig.parsed\njudged/\n",
     "# the ledger is the record; everything else here is rebuilt from it\nmemories.lance/\nmanifest.json\ndrift.json\n"

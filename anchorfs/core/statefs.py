@@ -42,7 +42,7 @@ FAULT_ENV = "ANCHORFS_TEST_FAULT"
 
 STORE_DIR = "memories.lance"
 STATE_FILES = ("ledger.jsonl", "lock", "manifest.json", "drift.json", "applied", "events.jsonl",
-               ".gitignore", "fold.snap", "server.sock", STORE_DIR)
+               ".gitignore", "fold.snap", "server.sock", "sessions.json", "usage.jsonl", STORE_DIR)
 """Every name anchorfs keeps in `.anchorfs/`; none of them may be a link (a test keeps these in
 step with their owners)."""
 

@@ -386,10 +386,14 @@ class Workspace:
     # -- reads -----------------------------------------------------------------------------
 
     def list(self, *, limit: int | None = None, status: str | None = "active",
-             drift: str | None = None) -> _list[Memory]:
+             drift: str | None = None, unused: str | datetime | None = None) -> _list[Memory]:
         """Memories newest first; `drift` keeps those whose drift is that now (`drift_of`):
-        fresh, stale, unknown, or unanchored for a memory with no anchors."""
+        fresh, stale, unknown, or unanchored for a memory with no anchors; `unused` (`28d`, or a
+        time) those recorded before then and handed to no agent since (`last_handed`)."""
         mems = [m for m in self._memories().values() if status in (None, "all") or m.status == status]
+        if unused is not None:
+            since, last = parse_time(unused) if isinstance(unused, str) else unused, self.last_handed()
+            mems = [m for m in mems if m.recorded_at <= since and (m.id not in last or last[m.id][0] < since)]
         mems.sort(key=lambda m: (m.recorded_at, m.id), reverse=True)
         if drift is not None:
             if drift not in (*DRIFTS, UNANCHORED):
@@ -397,6 +401,20 @@ class Workspace:
             now = self.drift_of(mems)
             mems = [m for m in mems if now[m.id] == drift]
         return mems[:limit] if limit else mems
+
+    def handed(self, ids: Iterable[str], by: str) -> None:
+        """Note in the local usage record that `by` (recall, context, a hook) handed `ids` to an agent
+        (not by a read-only workspace: it writes nothing)."""
+        from .usage import handed
+
+        if not self.read_only:
+            handed(self.state_dir, ids, by)
+
+    def last_handed(self) -> dict[str, tuple[datetime, str]]:
+        """Each memory's newest hand-out to an agent: id -> (when, by which surface) (`sdk.usage`)."""
+        from .usage import last_handed
+
+        return last_handed(self.state_dir)
 
     def drift_of(self, memories: Iterable[Memory]) -> dict[str, str]:
         """Each memory's drift now, by id: its anchors checked through the hash cache (never a

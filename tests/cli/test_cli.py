@@ -104,8 +104,9 @@ def test_record_and_show_json(repo: Path) -> None:
     assert (lines["path"], lines["symbol"], lines["lines"]) == ("notes.txt", None, [2, 3])
 
     shown = run_json("--root", r, "--json", "show", rec["id"])
-    assert {k: v for k, v in shown.items() if k not in ("drift", "checks")} == rec
+    assert {k: v for k, v in shown.items() if k not in ("drift", "checks", "last_handed")} == rec
     assert (shown["drift"], [c["verdict"] for c in shown["checks"]]) == ("fresh", ["fresh", "fresh"])
+    assert shown["last_handed"] is None  # no agent was handed it yet (`list --unused`)
     assert run_json("--root", r, "--json", "show", rec["id"][:10]) == shown
 
 
