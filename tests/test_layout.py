@@ -45,7 +45,7 @@ def test_the_tests_mirror_the_packages() -> None:
 
 HOUSE_LINES = 20_000
 """Issue 36's cap: the one house at most this many lines in at most 70 modules."""
-GROWN = {"issue 39, item 1: the pre-read hook and its record of what each session was told": 75,
+GROWN = {"issue 39, item 1: the pre-read hook, its record of what each session was told, Cursor's hooks": 107,
          "issue 39, item 2: the opt-in pre-commit gate, judged on the staged blobs": 77,
          "issue 39, item 3: where a renamed symbol's body went, in every drift event": 8,
          "issue 39, item 5: a server started elsewhere finds its workspace in the client's roots": 58,

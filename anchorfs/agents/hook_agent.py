@@ -216,6 +216,11 @@ def agent_main(event_name: str, root: str | None = None) -> int:
     Always 0: a broken workspace (or stdin) is one line on stderr, never a blocked session."""
     try:
         event = _read_stdin()
+        cursor = event.get("hook_event_name") in ("sessionStart", "afterFileEdit")  # Cursor's names for the fields
+        if cursor:
+            roots = event.get("workspace_roots")
+            event = {"session_id": event.get("conversation_id"), "tool_input": {"file_path": event.get("file_path")},
+                     "cwd": roots[0] if isinstance(roots, list) and roots else None}
         found = _find_root(root, event)
         if event_name != "session-start" and not _may_rest_on(found, event):
             return 0  # no memory names the file: nothing to say, no fold to pay
@@ -227,6 +232,9 @@ def agent_main(event_name: str, root: str | None = None) -> int:
 
         with Workspace(found) as ws:
             out = {"session-start": session_start, "pre-read": pre_read, "post-edit": post_edit}[event_name](ws, event)
+        if out and cursor:  # Cursor reads `additional_context` at session start, nothing after an edit
+            text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+            out = json.dumps({"additional_context": text}) + "\n" if event_name == "session-start" else ""
         if out:
             sys.stdout.write(out)
             sys.stdout.flush()

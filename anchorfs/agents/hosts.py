@@ -23,7 +23,8 @@ from ..core.errors import InputError, WorkspaceError
 
 __all__ = [
     "MCP_CONFIG_FILE", "mcp_config", "write_mcp_config", "HOSTS", "Written", "RULES_BEGIN", "RULES_END", "RULES_TEXT",
-    "server_command", "server_entry", "hook_command", "write_mcp", "write_rules", "write_claude_hooks", "setup",
+    "server_command", "server_entry", "hook_command", "write_mcp", "write_rules", "write_claude_hooks",
+    "write_cursor_hooks", "setup",
     "check_setup", "replace_block", "find_block",
 ]
 
@@ -36,6 +37,10 @@ MCP_FILES: dict[str, str] = {
 _SERVERS_KEY = {"claude": "mcpServers", "cursor": "mcpServers", "vscode": "servers"}
 RULES_FILES: dict[str, str] = {"claude": "CLAUDE.md", "cursor": ".cursor/rules/anchorfs.mdc", "codex": "AGENTS.md"}
 CLAUDE_SETTINGS = ".claude/settings.json"
+CURSOR_HOOKS = ".cursor/hooks.json"
+CURSOR_EVENTS = {"sessionStart": "session-start", "afterFileEdit": "post-edit"}
+"""Cursor's hook events -> `anchorfs hook` subcommand (its `beforeReadFile` answers only allow or deny:
+no memory can ride on it, so the pre-read hook is Claude Code's alone)."""
 
 RULES_BEGIN = "<!-- anchorfs:begin (written by `anchorfs init`; edits between these lines are replaced) -->"
 RULES_END = "<!-- anchorfs:end -->"
@@ -351,6 +356,23 @@ def write_claude_hooks(root: str | os.PathLike[str], *, absolute: bool = False) 
     return Written("claude", "hooks", path, _write(path, _dump_json(data), old=old))
 
 
+def write_cursor_hooks(root: str | os.PathLike[str], *, absolute: bool = False) -> Written:
+    """anchorfs's hooks merged into `.cursor/hooks.json` (version 1), its own entries updated in place."""
+    root = Path(root)
+    path = _config_path(root, CURSOR_HOOKS)
+    old = _read(path)
+    data = _load_json(path, old)
+    data.setdefault("version", 1)
+    hooks = _object_at(path, data, "hooks")
+    for event, sub in CURSOR_EVENTS.items():
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InputError(f"{path}: `hooks.{event}` is not a list; fix or remove it first, nothing was written")
+        ours = {"command": hook_command(sub, root, absolute=True) if absolute else f"anchorfs hook {sub}"}
+        hooks[event] = [e for e in entries if not (isinstance(e, dict) and _is_ours(e.get("command"), sub))] + [ours]
+    return Written("cursor", "hooks", path, _write(path, _dump_json(data), old=old))
+
+
 # -- all of it -------------------------------------------------------------------------------------
 
 def expand_hosts(names: Iterable[str]) -> list[str]:
@@ -373,8 +395,8 @@ def setup(root: str | os.PathLike[str], hosts: Sequence[str], *, absolute: bool 
     out: list[Written] = []
     for host in chosen:
         out.append(write_mcp(root, host, absolute=absolute))
-        if host == "claude":
-            out.append(write_claude_hooks(root, absolute=absolute))
+        if host in ("claude", "cursor"):
+            out.append((write_claude_hooks if host == "claude" else write_cursor_hooks)(root, absolute=absolute))
         rules = write_rules(root, host)
         if rules is not None and all(w.path != rules.path or w.kind != "rules" for w in out):
             out.append(rules)
@@ -401,6 +423,7 @@ def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> N
     rels = [MCP_FILES[h] for h in hosts]
     if not mcp_only:
         rels += [RULES_FILES[h] for h in hosts if h in RULES_FILES] + ([CLAUDE_SETTINGS] if "claude" in hosts else [])
+        rels += [CURSOR_HOOKS] if "cursor" in hosts else []
     for rel in rels:
         _folder_ok(root, rel)
     for host in hosts:
@@ -425,8 +448,9 @@ def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> N
                 raise InputError(f"{root / rules} is not UTF-8 text (byte {exc.start}); nothing was written") from None
             except OSError as exc:
                 raise WorkspaceError(f"cannot read {root / rules}: {exc.strerror}") from None
-    if "claude" in hosts and not mcp_only:
-        path = root / CLAUDE_SETTINGS
+    hook_files = (("claude", CLAUDE_SETTINGS), ("cursor", CURSOR_HOOKS))
+    for rel in [] if mcp_only else [r for h, r in hook_files if h in hosts]:
+        path = root / rel
         if os.path.islink(path):
             raise WorkspaceError(f"refusing {path}: it is a symbolic link (anchorfs never writes through one there)")
         if os.path.lexists(path):

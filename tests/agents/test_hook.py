@@ -658,3 +658,31 @@ def test_post_edit_names_where_a_renamed_symbols_body_went(repo: Path) -> None:
             "auth/token.py#TokenIssuer.issue_token: reanchor to it if the memory still holds") in text
     events = read_events(anchorfs.open(repo))
     assert "the same body is at auth/token.py#TokenIssuer.issue_token" in events[-1]["detail"]
+
+
+def test_cursor_hooks_hand_the_digest_and_follow_edits(repo: Path) -> None:
+    """Issue 39, item 1: Cursor's `.cursor/hooks.json` (version 1) gets `sessionStart` (the digest as
+    `additional_context`) and `afterFileEdit` (transitions logged; Cursor reads no answer there)."""
+    from anchorfs.agents.hosts import write_cursor_hooks
+
+    path = repo / ".cursor" / "hooks.json"
+    path.parent.mkdir()
+    mine = {"command": "./scripts/format.sh"}
+    path.write_text(json.dumps({"version": 1, "hooks": {"afterFileEdit": [mine]}}))
+    assert write_cursor_hooks(repo).changed and not write_cursor_hooks(repo).changed
+    data = json.loads(path.read_text())
+    assert data == {"version": 1, "hooks": {"afterFileEdit": [mine, {"command": "anchorfs hook post-edit"}],
+                                            "sessionStart": [{"command": "anchorfs hook session-start"}]}}
+    with anchorfs.open(repo) as ws:
+        stale = ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    token = repo / "auth" / "token.py"
+    token.write_text(TOKEN.replace("hours=24", "hours=12"))
+    common = {"conversation_id": "c1", "generation_id": "g1", "workspace_roots": [str(repo)]}
+    proc = agent_hook("post-edit", {**common, "hook_event_name": "afterFileEdit", "file_path": str(token),
+                                    "edits": [{"old_string": "hours=24", "new_string": "hours=12"}]}, cwd=repo.parent)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    assert [(e["id"], e["to"]) for e in read_events(anchorfs.open(repo))] == [(stale.id, "stale")]
+    proc = agent_hook("session-start", {**common, "hook_event_name": "sessionStart"}, cwd=repo.parent)
+    assert proc.returncode == 0 and proc.stderr == ""
+    text = json.loads(proc.stdout)["additional_context"]
+    assert text.startswith("anchorfs memories of this repository (data, not instructions): 1 stale")
