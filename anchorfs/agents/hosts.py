@@ -16,15 +16,15 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.statefs import find_block, replace_block, replace_text
-from ..core.errors import InputError, WorkspaceError
+from ..core.errors import AnchorfsError, InputError, WorkspaceError
 
 __all__ = [
     "MCP_CONFIG_FILE", "mcp_config", "write_mcp_config", "HOSTS", "Written", "RULES_BEGIN", "RULES_END", "RULES_TEXT",
     "server_command", "server_entry", "hook_command", "write_mcp", "write_rules", "write_claude_hooks",
-    "write_cursor_hooks", "setup",
+    "write_cursor_hooks", "setup", "Check", "doctor",
     "check_setup", "replace_block", "find_block",
 ]
 
@@ -491,3 +491,86 @@ def write_mcp_config(root: str | os.PathLike[str], *, host: str = "claude", abso
     mine = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
     portable = isinstance(mine, dict) and mine.get("command") == "anchorfs" and shutil.which("anchorfs")
     return write_mcp(root, host, absolute=absolute and not portable).path
+
+
+# -- anchorfs doctor: an install checked end to end ------------------------------------------------
+
+class Check(NamedTuple):
+    """One finding of `doctor`: what was checked, whether it holds, what was seen, and the fix."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _runs(argv: Sequence[str], stdin: str = "", cwd: Path | None = None) -> tuple[bool, str]:
+    """Whether `argv` runs and exits 0 here, and its output's last line (or why not)."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    said = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+    return proc.returncode == 0, said[-1][:200] if said else f"exit {proc.returncode}"
+
+
+def doctor(root: str | os.PathLike[str] | None = None) -> list[Check]:
+    """`anchorfs doctor`: on PATH and which version, the workspace, each host file and that the
+    commands it names run, the git hooks, the store against the ledger; each with its fix."""
+    import tomllib
+
+    from ..core import __version__
+    from ..core.statedir import locate
+
+    exe = shutil.which("anchorfs")
+    seen = _runs([exe, "--version"])[1] if exe else "not found"
+    ok = bool(exe) and __version__ in seen
+    out = [Check("anchorfs on PATH", ok, f"{exe} ({seen})" if exe else seen, "" if ok else "install this checkout "
+                 f"for your user (README), or `anchorfs init --for HOST --absolute` ({_command()[0]})")]
+    try:
+        found = Path(locate(root))
+    except AnchorfsError as exc:
+        return [*out, Check("workspace", False, str(exc), "run `anchorfs init` at the repository's root")]
+    from ..sdk import storesync
+    from ..sdk.workspace import Workspace
+
+    with Workspace(found) as ws:
+        active = sum(m.status == "active" for m in ws._memories().values())
+    out.append(Check("workspace", True, f"{found}: {active} active memories, anchorfs {__version__}"))
+    for host in [h for h in HOSTS if (found / MCP_FILES[h]).exists()]:
+        path = found / MCP_FILES[host]
+        try:
+            text = _read(path) or ""
+            got = (tomllib.loads(text).get("mcp_servers", {}) if host == "codex" else
+                   _object_at(path, _load_json(path, text), _SERVERS_KEY[host])).get(SERVER_NAME) or {}
+        except (AnchorfsError, ValueError) as exc:
+            out.append(Check(f"{host}: {MCP_FILES[host]}", False, str(exc), f"fix it, or `anchorfs init --for {host}`"))
+            continue
+        args = [str(a).replace("${workspaceFolder}", str(found)) for a in got.get("args") or []]
+        ok, said = _runs([str(got.get("command")), *args[: args.index("mcp") if "mcp" in args else 0], "--version"])
+        out.append(Check(f"{host}: {MCP_FILES[host]} starts the server", ok, said,
+                         "" if ok else f"its command does not run here: `anchorfs init --for {host} --absolute`"))
+    settings = found / CLAUDE_SETTINGS
+    groups = _load_json(settings, _read(settings)).get("hooks", {}).get("SessionStart", []) if settings.exists() else []
+    for command in [str(h["command"]) for g in groups if isinstance(g, dict) for h in g.get("hooks", [])
+                    if isinstance(h, dict) and _is_ours(h.get("command"), "session-start")]:
+        event = json.dumps({"hook_event_name": "SessionStart", "cwd": str(found)})
+        ok, said = _runs(["sh", "-c", command], event, found)
+        ok = ok and not said.startswith("anchorfs: hook")  # a hook fails open: its one line says why
+        said = f"answered with the digest ({len(said):,} characters)" if ok and said.startswith("{") else said
+        out.append(Check("claude: the SessionStart hook runs", ok, said, "" if ok else
+                         "`anchorfs init --for claude --absolute`"))
+    from .hook_git import is_installed
+
+    try:
+        hooked = "post-commit reports what a commit staled" if is_installed(found) else "none"
+    except AnchorfsError:
+        hooked = "none (not a git repository)"
+    out.append(Check("git hooks", True, hooked if hooked != "none" else
+                     "none (optional: `anchorfs hook install`; `--gate` refuses a commit that stales a memory)"))
+    taken, size = storesync.applied(Path(ws.state_dir)), ws.ledger.size()
+    out.append(Check("store", True, f"has taken in the whole ledger ({size:,} bytes)" if taken == size else
+                     "takes in the ledger's newest lines at the next read (or `anchorfs reindex`)"))
+    return out

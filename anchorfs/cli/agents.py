@@ -15,7 +15,7 @@ from . import server
 from ..core.model import DATA_LABEL
 from .base import _KIND, _common, _echo, _emit_json, _session, _short, _text_value, cli
 
-__all__ = ["context", "export", "import_cmd", "mcp", "serve", "watch"]
+__all__ = ["context", "doctor", "export", "import_cmd", "mcp", "serve", "watch"]
 
 
 @cli.command(name="import")
@@ -188,3 +188,24 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
             pass
         if not c.json:
             _echo("stopped", err=True)
+
+
+@cli.command()
+@_common
+@click.pass_context
+def doctor(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Check the install end to end: on PATH, the workspace, each host file's command, hooks, store.
+
+    Example: `anchorfs doctor` after `anchorfs init --for claude`; exit 1 when something needs a fix.
+    """
+    from ..agents.hosts import doctor as check
+
+    with _session(ctx, root, as_json) as c:
+        found = check(c.root)
+        if c.json:
+            _emit_json({"ok": all(f.ok for f in found), "checks": [f._asdict() for f in found]})
+        else:
+            for f in found:
+                _echo(f"{'ok ' if f.ok else 'FIX'}  {f.name}: {f.detail}" + (f"\n     -> {f.fix}" if f.fix else ""))
+        if not all(f.ok for f in found):
+            ctx.exit(1)

@@ -194,7 +194,7 @@ def _session(ctx: click.Context, root: str | None, as_json: bool) -> Iterator[_C
 
 
 SECTIONS = (
-    ("Start", ("init", "demo", "record", "query", "drift")),
+    ("Start", ("init", "doctor", "demo", "record", "query", "drift")),
     ("Remember and correct", ("supersede", "reanchor", "retract", "revert", "accept", "reject", "import", "export")),
     ("Inspect", ("show", "list", "context", "verify", "history", "ledger", "watch")),
     ("History (git)", ("bisect", "log", "at")),

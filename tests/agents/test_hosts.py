@@ -242,3 +242,28 @@ def test_claude_hooks_are_merged_never_duplicated(project: Path) -> None:
         hook_command("session-start", project, absolute=True)]
     assert len(data["hooks"]["PostToolUse"]) == 2
     assert f"--root {project.resolve()}" in data["hooks"]["PostToolUse"][1]["hooks"][0]["command"]
+
+
+def test_doctor_checks_the_install_end_to_end_and_says_what_to_fix(project: Path) -> None:
+    """Issue 38: on PATH, the workspace, each host file's command run as the host would, the hooks,
+    the store; one line each, the fix under what fails, exit 1 then; `--json` too."""
+    assert cli("init", "--for", "claude", "--for", "vscode", "--root", str(project)).returncode == 0
+    proc = cli("doctor", "--root", str(project))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(line.startswith("ok   ") for line in lines) and len(lines) == 7, lines  # PATH, workspace, 2 hosts, hook, git, store
+    assert "ok   claude: .mcp.json starts the server: anchorfs, version " in proc.stdout
+    assert "ok   vscode: .vscode/mcp.json starts the server" in proc.stdout
+    assert "ok   claude: the SessionStart hook runs: answered with the digest" in proc.stdout
+    bare = {k: v for k, v in os.environ.items()}
+    bare["PATH"] = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                   if not (Path(p) / "anchorfs").exists())  # a PATH without anchorfs on it
+    (project / ".vscode" / "mcp.json").write_text("{ not json")
+    proc = subprocess.run([sys.executable, "-m", "anchorfs.cli.commands", "doctor", "--root", str(project), "--json"],
+                          capture_output=True, text=True, timeout=120, env=bare, check=False)
+    assert proc.returncode == 1 and proc.stderr == ""
+    report = json.loads(proc.stdout)
+    failed = {c["name"]: c for c in report["checks"] if not c["ok"]}
+    assert not report["ok"] and set(failed) == {"anchorfs on PATH", "claude: .mcp.json starts the server",
+                                                "claude: the SessionStart hook runs", "vscode: .vscode/mcp.json"}
+    assert all(c["fix"] for c in failed.values()) and "--absolute" in failed["claude: .mcp.json starts the server"]["fix"]

@@ -14,7 +14,7 @@ from anchorfs.cli import agents as cli_agents, git as cli_git
 from anchorfs.verify import claims as verify_claims, suggest as verify_suggest, text as verify_text
 
 COMMANDS = {
-    "accept", "at", "bisect", "conflicts", "context", "demo", "drift", "export", "history", "hook", "import",
+    "accept", "at", "bisect", "conflicts", "context", "demo", "doctor", "drift", "export", "history", "hook", "import",
     "init", "ledger", "list", "log", "mcp", "merge-ledger", "query", "reanchor", "record", "reindex", "reject",
     "retract", "revert", "serve", "share", "show", "supersede", "verify", "watch",
 }
