@@ -50,7 +50,8 @@ GROWN = {"issue 39, item 1: the pre-read hook, its record of what each session w
          "issue 39, item 3: where a renamed symbol's body went, in every drift event": 8,
          "issue 39, item 5: a server started elsewhere finds its workspace in the client's roots": 58,
          "issue 39, item 7: the usage record, list --unused and show's last hand-out": 99,
-         "issue 38: anchorfs doctor, the install checked end to end": 104}
+         "issue 38: anchorfs doctor, the install checked end to end": 104,
+         "issue 38: an example under each command's help": 26}
 """Lines a later issue asked for by name, on top of the house; anything else must replace, not pile up."""
 
 

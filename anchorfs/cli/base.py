@@ -204,7 +204,32 @@ SECTIONS = (
 """`anchorfs --help`: the commands by task, in the order a person meets them."""
 
 
+EXAMPLES = {
+    "init": "anchorfs init --for claude", "doctor": "anchorfs doctor --json", "demo": "anchorfs demo --keep /tmp/tour",
+    "record": 'anchorfs record "Tokens expire after 24h" --kind constraint --anchor src/auth/token.py#TokenIssuer.issue',
+    "query": 'anchorfs query "when do tokens expire" -k 5', "drift": "anchorfs drift || test $? -eq 90",
+    "supersede": 'anchorfs supersede 1qm0a2 "Tokens expire after 7 days" --reason "raised in 9f8e7d6"',
+    "reanchor": 'anchorfs reanchor 1qm0a2 --reason "still true after the refactor"',
+    "retract": 'anchorfs retract 1qm0a2 --reason "never true"', "revert": "anchorfs revert 1qm0a2",
+    "accept": "anchorfs accept 1qm0a2", "reject": 'anchorfs reject 1qm0a2 --reason "duplicate"',
+    "import": "anchorfs import CLAUDE.md --apply", "export": "anchorfs export --to CLAUDE.md",
+    "show": "anchorfs show 1qm0a2", "list": "anchorfs list --drift stale --unused 28d",
+    "context": 'anchorfs context "add refresh tokens" --budget 1500', "verify": "anchorfs verify --mark",
+    "history": "anchorfs history 1qm0a2", "ledger": "anchorfs ledger --limit 20", "watch": "anchorfs watch",
+    "bisect": "anchorfs bisect 1qm0a2", "log": "anchorfs log 1qm0a2", "at": "anchorfs at HEAD~20 --json",
+    "mcp": "anchorfs mcp --read-only", "hook": "anchorfs hook install --gate", "serve": "anchorfs serve --detach",
+    "reindex": "anchorfs reindex --embedder hashing", "share": "anchorfs share", "conflicts": "anchorfs conflicts",
+}
+"""One example per command, shown under its `--help` (`_Grouped.get_command`)."""
+
+
 class _Grouped(click.Group):
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and cmd_name in EXAMPLES and not command.epilog:
+            command.epilog = f"\b\nExample: {EXAMPLES[cmd_name]}"  # \b: click keeps the line as it is
+        return command
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         for title, names in SECTIONS:
             rows = [(n, self.commands[n].get_short_help_str(formatter.width - 16)) for n in names if n in self.commands]

@@ -341,3 +341,25 @@ def test_init_for_vscode_warns_when_git_ignores_what_it_wrote(root: Path, run: R
     (root / ".gitignore").write_text("")
     code, out, err = run(root, "init", "--for", "vscode")
     assert code == 0 and "git ignores" not in err
+
+
+def test_every_commands_help_shows_an_example_that_parses() -> None:
+    """Issue 38: `--help` for people: an example in each command's help, one a person can type as shown."""
+    import shlex
+
+    import click
+
+    from anchorfs.cli.base import EXAMPLES, SECTIONS
+    from anchorfs.cli.commands import cli
+
+    shown = {name for _, names in SECTIONS for name in names}
+    assert set(EXAMPLES) == shown  # every command a person sees has one
+    for name, example in EXAMPLES.items():
+        command = cli.get_command(click.Context(cli), name)
+        assert command is not None
+        help_text = command.get_help(click.Context(command, info_name=name))
+        assert f"\n  Example: {example}\n" in help_text + "\n", name  # one line, never rewrapped
+        words = shlex.split(example.split(" || ")[0])
+        assert words[:2] == ["anchorfs", name]
+        with command.make_context(name, words[2:]) as ctx:  # its options and arguments parse
+            assert ctx.params is not None
