@@ -45,13 +45,13 @@ def test_the_tests_mirror_the_packages() -> None:
 
 HOUSE_LINES = 20_000
 """Issue 36's cap: the one house at most this many lines in at most 70 modules."""
-GROWN = {"issue 39, item 1: the pre-read hook, its record of what each session was told, Cursor's hooks": 107,
+GROWN = {"issue 39, item 1: the pre-read hook, its record of what each session was told, Cursor's hooks": 105,
          "issue 39, item 2: the opt-in pre-commit gate, judged on the staged blobs": 77,
          "issue 39, item 3: where a renamed symbol's body went, in every drift event": 8,
          "issue 39, item 5: a server started elsewhere finds its workspace in the client's roots": 58,
          "issue 39, item 7: the usage record, list --unused and show's last hand-out": 99,
          "issue 38: anchorfs doctor, the install checked end to end": 104,
-         "issue 38: an example under each command's help": 26}
+         "issue 38: an example under each command's help": 25}
 """Lines a later issue asked for by name, on top of the house; anything else must replace, not pile up."""
 
 
