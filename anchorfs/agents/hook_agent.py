@@ -176,7 +176,10 @@ def _told(ws: "Workspace", session: Any, rel: str, verdicts: list[list[str]]) ->
     told, said[rel] = said.get(rel) == verdicts, verdicts
     seen[session] = said
     if not told:
-        replace_state(path, json.dumps(dict(list(seen.items())[-16:]), separators=(",", ":")).encode())
+        try:
+            replace_state(path, json.dumps(dict(list(seen.items())[-16:]), separators=(",", ":")).encode())
+        except OSError:  # not written (a read-only folder): told now, and again next time
+            pass
     return told
 
 

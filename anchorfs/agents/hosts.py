@@ -536,8 +536,11 @@ def doctor(root: str | os.PathLike[str] | None = None) -> list[Check]:
     from ..sdk import storesync
     from ..sdk.workspace import Workspace
 
-    with Workspace(found) as ws:
-        active = sum(m.status == "active" for m in ws._memories().values())
+    try:
+        with Workspace(found) as ws:
+            active = sum(m.status == "active" for m in ws._memories().values())
+    except AnchorfsError as exc:  # a broken config or ledger: said in its line, the fix beneath
+        return [*out, Check("workspace", False, str(exc), "fix what it names, then run `anchorfs doctor` again")]
     out.append(Check("workspace", True, f"{found}: {active} active memories, anchorfs {__version__}"))
     for host in [h for h in HOSTS if (found / MCP_FILES[h]).exists()]:
         path = found / MCP_FILES[host]

@@ -267,3 +267,6 @@ def test_doctor_checks_the_install_end_to_end_and_says_what_to_fix(project: Path
     assert not report["ok"] and set(failed) == {"anchorfs on PATH", "claude: .mcp.json starts the server",
                                                 "claude: the SessionStart hook runs", "vscode: .vscode/mcp.json"}
     assert all(c["fix"] for c in failed.values()) and "--absolute" in failed["claude: .mcp.json starts the server"]["fix"]
+    (project / ".anchorfs.toml").write_text("[hook\n")  # a broken config: its own line and fix, no traceback
+    proc = cli("doctor", "--root", str(project))
+    assert proc.returncode == 1 and proc.stderr == "" and "FIX  workspace: " in proc.stdout
