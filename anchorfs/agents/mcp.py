@@ -190,6 +190,11 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
                     raise ResourceError(str(exc)) from None
             return await super().read_resource(uri, context)
 
+        async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
+            if isinstance(ws, _Deferred) and ws.target is None:
+                await ws.find(context)  # a prompt's error is the SDK's: this one line
+            return await super().get_prompt(name, arguments, context)
+
         async def list_tools(self) -> Any:
             tools = await super().list_tools()
             rank = {name: i for i, name in enumerate(TOOL_ORDER)}

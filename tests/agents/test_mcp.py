@@ -284,6 +284,7 @@ def test_a_server_started_outside_a_workspace_finds_it_in_the_clients_roots(root
     async def main() -> tuple[dict[str, Any], str]:
         # the initialize handshake, as hosts speak it today: the 2026-07-28 revision deprecates roots
         async with Client(params, read_timeout_seconds=60, list_roots_callback=roots, mode="legacy") as c:
+            await c.get_prompt("reverify_stale")  # the first call may be a prompt: it finds the workspace too
             found = await ok(c, "remember", {"content": "readme says hello", "anchors": ["README.md"]})
         async with Client(params, read_timeout_seconds=60) as c:  # no roots to ask
             return found, await fails(c, "recall", {"query": "readme"})
