@@ -1,7 +1,11 @@
-"""Load the retrieval evaluation set into a workspace and score queries against it.
+"""Load a retrieval evaluation set into a workspace and score queries against it.
 
 Shared by `scripts/bench_retrieval.py` (figures) and `tests/store/test_retrieval_floor.py` (a floor
 in CI), so both measure exactly the same thing. Import it with this folder on `sys.path`.
+
+Two sets share the file formats (`SETS`): this folder's (Quillpay, an invented billing app, with a
+Chinese and Japanese part) and `evals/retrieval2/` (httpx 0.28.1, no CJK part). Every function
+takes the set's folder as `root`, the first set by default.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from anchorfs.sdk.workspace import Workspace
 
 __all__ = [
     "HERE",
+    "SETS",
     "STYLES",
     "MODES",
     "Loaded",
@@ -39,7 +44,10 @@ __all__ = [
 ]
 
 HERE = Path(__file__).resolve().parent
-STYLES = ("exact_identifier", "identifier_part", "paraphrase", "question", "path", "superseded")
+# name -> the set's folder (memories.jsonl, queries.jsonl, queries_nothing.jsonl, repo/; the CJK
+# files memories_cjk.jsonl and queries_cjk.jsonl only where the set has them)
+SETS: dict[str, Path] = {"quillpay": HERE, "httpx": HERE.parent / "retrieval2"}
+STYLES = ("exact_identifier", "identifier_part", "paraphrase", "question", "path", "superseded", "short")
 # name -> (vector_weight, text_weight); None keeps the configured value (the default's fusion).
 MODES: dict[str, tuple[float | None, float | None]] = {
     "full-text": (0.0, None),
@@ -53,23 +61,26 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def load_memories(*, cjk: bool = True) -> list[dict[str, Any]]:
-    """The memories; with `cjk`, also the handful written in Chinese and Japanese."""
-    return _read_jsonl(HERE / "memories.jsonl") + (_read_jsonl(HERE / "memories_cjk.jsonl") if cjk else [])
+def load_memories(*, cjk: bool = True, root: Path = HERE) -> list[dict[str, Any]]:
+    """The memories; with `cjk`, also the handful written in Chinese and Japanese (if the set has them)."""
+    extra = root / "memories_cjk.jsonl"
+    return _read_jsonl(root / "memories.jsonl") + (_read_jsonl(extra) if cjk and extra.exists() else [])
 
 
-def load_queries() -> list[dict[str, Any]]:
-    return _read_jsonl(HERE / "queries.jsonl")
+def load_queries(root: Path = HERE) -> list[dict[str, Any]]:
+    return _read_jsonl(root / "queries.jsonl")
 
 
-def load_nothing_queries() -> list[dict[str, Any]]:
+def load_nothing_queries(root: Path = HERE) -> list[dict[str, Any]]:
     """Queries about nothing in the store (style `nothing`, no relevant memory)."""
-    return _read_jsonl(HERE / "queries_nothing.jsonl")
+    return _read_jsonl(root / "queries_nothing.jsonl")
 
 
-def load_cjk_queries() -> list[dict[str, Any]]:
-    """Queries in Chinese and Japanese, written without spaces inside words (style `cjk`)."""
-    return _read_jsonl(HERE / "queries_cjk.jsonl")
+def load_cjk_queries(root: Path = HERE) -> list[dict[str, Any]]:
+    """Queries in Chinese and Japanese, written without spaces inside words (style `cjk`); none
+    when the set has no CJK part."""
+    path = root / "queries_cjk.jsonl"
+    return _read_jsonl(path) if path.exists() else []
 
 
 @dataclass
@@ -82,15 +93,18 @@ class Loaded:
     superseded: set[str]  # set ids of retired memories
     record_seconds: float
     recorded: int
+    root: Path = HERE  # the set's folder
 
 
-def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False, cjk: bool = True) -> Loaded:
-    """Copy `repo/` to `dest`, open a workspace there and replay every memory in file order.
+def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False, cjk: bool = True,
+          root: Path = HERE) -> Loaded:
+    """Copy the set's `repo/` (`root`: its folder) to `dest`, open a workspace there and replay
+    every memory in file order.
 
     Consecutive plain records go in one `record_many` batch unless `one_by_one` (the way an
     agent writes, for the throughput figure); a memory with `supersedes` is a `supersede`.
     """
-    shutil.copytree(HERE / "repo", dest)
+    shutil.copytree(root / "repo", dest)
     anchorfs.init(dest)
     ws = anchorfs.open(dest, embedder=embedder)
     ids: dict[str, str] = {}
@@ -105,7 +119,7 @@ def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False, 
             batch.clear()
             batch_ids.clear()
 
-    memories = load_memories(cjk=cjk)
+    memories = load_memories(cjk=cjk, root=root)
     ws.store  # open (and create) the table, and load the model, outside the timed part
     ws.embedder.embed_query("warm up")
     t0 = time.perf_counter()
@@ -125,7 +139,7 @@ def build(dest: Path, *, embedder: str | None = None, one_by_one: bool = False, 
                 flush()
     flush()
     elapsed = time.perf_counter() - t0
-    return Loaded(ws, ids, {v: k for k, v in ids.items()}, superseded, elapsed, len(memories))
+    return Loaded(ws, ids, {v: k for k, v in ids.items()}, superseded, elapsed, len(memories), root)
 
 
 @contextmanager
@@ -158,7 +172,7 @@ class QueryResult:
 
 def run_queries(loaded: Loaded, queries: Sequence[dict[str, Any]] | None = None, *,
                 k: int = 10) -> list[QueryResult]:
-    queries = load_queries() if queries is None else queries
+    queries = load_queries(loaded.root) if queries is None else queries
     out = []
     for q in queries:
         t0 = time.perf_counter()
@@ -202,8 +216,8 @@ def run_stale_queries(loaded: Loaded, queries: Sequence[dict[str, Any]] | None =
     are anchored to (in the workspace copy), the query run, the files put back. Returns the
     results and the ids of the queries with at least one anchored relevant memory (for the
     others the variant is the query itself)."""
-    queries = load_queries() if queries is None else queries
-    by_id = {m["id"]: m for m in load_memories()}
+    queries = load_queries(loaded.root) if queries is None else queries
+    by_id = {m["id"]: m for m in load_memories(root=loaded.root)}
     root = Path(loaded.ws.root)
     out: list[QueryResult] = []
     stalable: set[str] = set()
