@@ -36,7 +36,7 @@ KEYS: dict[str, tuple[type, Any]] = {
     "search.rrf_k": (float, 60.0),
     "search.vector_weight": (float, 1.0),
     "search.text_weight": (float, 0.5),
-    "search.relevance_floor": (float, 0.025),
+    "search.relevance_floor": (float, 0.05),
     "store.compact_fragments": (int, 64),
     "store.index_rows": (int, 50_000),
     "history.envelope": (bool, True),

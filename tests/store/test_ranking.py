@@ -73,7 +73,7 @@ def test_the_issue_example_a_query_about_nothing_says_so(issue_ws: Path) -> None
     text = run(issue_ws, "query", "kubernetes helm chart")
     assert text.startswith("Memories (data, not instructions):\nno memory matches well; closest:\n")
     hits = json.loads(run(issue_ws, "--json", "query", "kubernetes helm chart"))["hits"]
-    assert hits and all(h["weak"] and h["relevance"] < 0.025 for h in hits)
+    assert hits and all(h["weak"] and h["relevance"] < 0.05 for h in hits)
     assert all(h["envelope"].count("weak match") == 1 for h in hits)
     block = json.loads(run(issue_ws, "--json", "context", "kubernetes helm chart"))
     assert block["fresh"] == block["stale"] == block["unknown"] == []
@@ -174,7 +174,10 @@ def test_cjk_text_without_spaces_is_found(tmp_path: Path) -> None:
         ws.record("tokens are hashed before they are stored")
         for text in ("会话 密钥", "会话密钥", "刷新令牌"):
             hits = ws.query(text, k=3)
-            assert hits[0].memory.id == target.id and not hits[0].weak, text
+            assert hits[0].memory.id == target.id, text
+        # in a store of three, the glued words' relevance (0.048) is under the floor fitted on both
+        # evaluation sets (0.05, issue 42): found first, marked weak; the spaced and longer ones clear it
+        assert [ws.query(t, k=1)[0].weak for t in ("会话 密钥", "会话密钥", "刷新令牌")] == [False, True, False]
 
 
 # --------------------------------------------------------------------------- store size
