@@ -413,37 +413,34 @@ def gate(root: str | os.PathLike[str]) -> list[str]:
     from pathlib import Path
 
     from ..anchor.anchors import MAX_FILE_BYTES, judge
-    from ..core.git import _Blobs, prefix_of, read_git, toplevel
-    from ..core.model import AnchorRef, Verdict
+    from ..core.git import Change, _Blobs, _parse_raw_z, prefix_of, read_git, toplevel
+    from ..core.model import AnchorRef, Drift, Verdict, drift_of
     from ..sdk.workspace import Workspace
 
     root = Path(root)
     top = toplevel(root) or root
     pre, blobs = prefix_of(root, top), _Blobs(top, MAX_FILE_BYTES)
-    staged: dict[str, str | None] = {}  # a staged path -> where its bytes went (None: gone)
-    out = read_git(root, "diff", "--cached", "--name-status", "-z", "-M", "--relative")
-    words = [os.fsdecode(w) for w in out.split(b"\0")]
-    while len(words) > 1:
-        n = 3 if words[0][:1] in "RC" else 2
-        if words[0][:1] != "C":
-            staged[words[1]] = None if words[0] == "D" else words[n - 1]
-        words = words[n:]
-    bad, said = (Verdict.CHANGED, Verdict.DELETED, Verdict.SYMBOL_MISSING), []
+    out = read_git(root, "diff", "--cached", "-M", "--raw", "-z", "--no-abbrev", "--relative")
+    staged = {c.old: c for c in _parse_raw_z(out) if c.status != "C"}  # a copy leaves its source as it was
+    said: list[str] = []
 
-    def moved(a: AnchorRef, now: str | None) -> bool:  # its text found in another staged file, as drift would
-        return any(judge(a.replace(path=p), d)[0] in (Verdict.FRESH, Verdict.MOVED, Verdict.REFORMATTED)
-                   for p in staged.values()
-                   if p not in (None, now) and (d := blobs.get(f":{pre}{p}")) is not None)
+    def verdict(a: AnchorRef, c: Change) -> tuple[Verdict, str] | None:  # None: no staged bytes (deleted, too large)
+        data = blobs.get(c.oid) if c.status != "D" else None
+        return None if data is None else judge(a.replace(path=c.new), data)[:2]
 
     with Workspace(root) as ws:
         for m in ws._anchored_on(ws.ledger.mentions(list(staged))) if staged else ():
             for a in (a for a in m.anchors if a.path in staged):
-                now = staged[a.path]
-                own = blobs.get(f":{pre}{now}") if now is not None else None
-                verdict, detail = judge(a.replace(path=now), own)[:2] if own is not None else (Verdict.DELETED, "")
-                head = blobs.get(f"HEAD:{pre}{a.path}") if verdict in bad and not moved(a, now) else None
-                if head is not None and judge(a, head)[0] not in bad:
-                    said.append(f"  {m.id}  {one_line(detail or a.path + ' deleted')}  · {_short(m.content, 50)}")
+                own = verdict(a, staged[a.path])
+                if own is not None and drift_of([own[0]]) is not Drift.STALE:
+                    continue
+                if any((v := verdict(a, c)) is not None and drift_of([v[0]]) is Drift.FRESH
+                       for c in staged.values() if c is not staged[a.path]):
+                    continue  # its text is in another staged file: moved, as drift follows it
+                head = blobs.get(f"HEAD:{pre}{a.path}")
+                if head is not None and drift_of([judge(a, head)[0]]) is not Drift.STALE:  # not stale before
+                    what = one_line(own[1] if own else a.path + " deleted")
+                    said.append(f"  {m.id}  {what}  · {_short(m.content, 50)}")
                     break
     return said
 

@@ -686,3 +686,12 @@ def test_cursor_hooks_hand_the_digest_and_follow_edits(repo: Path) -> None:
     assert proc.returncode == 0 and proc.stderr == ""
     text = json.loads(proc.stdout)["additional_context"]
     assert text.startswith("anchorfs memories of this repository (data, not instructions): 1 stale")
+
+
+def test_the_gate_follows_a_staged_rename(repo: Path) -> None:
+    """A file `git mv`ed, unchanged, keeps its memories fresh: the gate reads the rename git reports."""
+    with anchorfs.open(repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    install(repo, gate=True)
+    git(repo, "mv", "auth/token.py", "auth/issuer.py")
+    assert _try_commit(repo, "rename").returncode == 0
