@@ -107,10 +107,10 @@ def main() -> None:
             # what LanceDB's import costs, with and without its REST namespace client's __init__
             got["for scale: `import lancedb`"] = median_run([sys.executable, "-c", "import lancedb"], args.repeat)
             got["for scale: `import lancedb`, namespace client deferred"] = median_run(
-                [sys.executable, "-c", "from anchorfs.store.lazyimport import defer_namespace_client as d; d(); import lancedb"],
+                [sys.executable, "-c", "from anchorfs.store.table import defer_namespace_client as d; d(); import lancedb"],
                 args.repeat)
-            got["for scale: `import lancedb` as the store does (`anchorfs.store.lazyimport.import_lancedb`)"] = median_run(
-                [sys.executable, "-c", "from anchorfs.store.lazyimport import import_lancedb; import_lancedb()"], args.repeat)
+            got["for scale: `import lancedb` as the store does (`anchorfs.store.table.import_lancedb`)"] = median_run(
+                [sys.executable, "-c", "from anchorfs.store.table import import_lancedb; import_lancedb()"], args.repeat)
             # a query right after those records pays their catch-up: timed apart
             got["`anchorfs query` right after 7 one-shot records (catches them up)"] = median_run(
                 [*cmd, "query", next(queries)], 1)

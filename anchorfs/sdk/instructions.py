@@ -221,7 +221,7 @@ def import_file(ws: "Workspace", path: str | os.PathLike[str], *, apply: bool = 
                 kind: str = "note") -> ImportResult:
     """Import the claims of one instructions file (see the module docstring)."""
     from ..core.model import Status
-    from ..verify.suggest import suggest
+    from ..verify.claims import suggest
 
     claims = claims_of_file(path)
     tag = source_tag(ws, path)

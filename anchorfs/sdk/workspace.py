@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..store.table import Store
     from ..history import AtReport, BisectResult, LogResult
     from ..verify.claims import VerifyReport
-    from ..verify.suggest import SuggestReport
+    from ..verify.claims import SuggestReport
     from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -569,7 +569,7 @@ class Workspace:
     def suggest(self, *, apply: bool = False) -> "SuggestReport":
         """Anchors that unanchored memories' text names; `apply` anchors them (a reanchor entry).
         A memory making a stale claim is only proposed, never anchored (`Suggestion.why`)."""
-        from ..verify.suggest import SuggestReport, suggest_report
+        from ..verify.claims import SuggestReport, suggest_report
 
         active = [m for m in self._memories().values() if m.status == Status.ACTIVE and not m.anchors]
         report = suggest_report(self.root_real, active)

@@ -99,13 +99,13 @@ def test_a_process_that_opened_the_store_writes_through(root: Path) -> None:
 def test_lancedb_loads_without_the_namespace_client_init_which_stays_whole() -> None:
     proc = run_py("""
         import sys
-        from anchorfs.store.lazyimport import DEFERRED, defer_namespace_client
+        from anchorfs.store.table import DEFERRED, defer_namespace_client
         assert defer_namespace_client()
         assert not defer_namespace_client()  # once
         import lancedb
         print("API", f"{DEFERRED}.api" in sys.modules, f"{DEFERRED}.api.table_api" in sys.modules)
         import overrides
-        from anchorfs.store.lazyimport import import_lancedb
+        from anchorfs.store.table import import_lancedb
         assert import_lancedb() is lancedb
         assert overrides.override.__module__ == "overrides.overrides"  # the real decorator, as it was
         import lance_namespace_urllib3_client as client
@@ -140,7 +140,7 @@ def test_lancedb_loaded_with_override_checks_skipped_still_enforces_nothing_else
     proc = run_py("""
         import overrides
         real = overrides.override
-        from anchorfs.store.lazyimport import import_lancedb
+        from anchorfs.store.table import import_lancedb
         lancedb = import_lancedb()
         from lancedb.db import LanceDBConnection as C
         print(overrides.override is real, C.serialize.__override__, C.list_namespaces.__override__)

@@ -24,7 +24,7 @@ from anchorfs.verify.claims import (
     remote_context,
     verify,
 )
-from anchorfs.verify.suggest import suggest, suggest_anchors
+from anchorfs.verify.claims import suggest, suggest_anchors
 
 PROVIDER = '''"""Token issuing."""
 
