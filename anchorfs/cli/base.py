@@ -34,9 +34,27 @@ _VERDICT = re.compile(r"\[(?:STALE|UNKNOWN|fresh|stale|unknown)\b|(?<=  )(?:stal
 _COLOUR = {"stale": "red", "unknown": "yellow", "fresh": "green"}
 
 
+def _width() -> int:
+    """The columns stdout's lines must fit: its terminal's (or COLUMNS'); 0 for a pipe."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() or "COLUMNS" in os.environ else 0
+
+
+def _fill(line: str, width: int) -> str:
+    """`line` wrapped by words to `width`, what continues it indented past where it starts."""
+    if len(line) <= width:
+        return line
+    import textwrap
+
+    indent = line[:min(len(line) - len(line.lstrip(" ")), width // 2)] + "    "
+    return textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False)
+
+
 def _echo(text: str = "", *, err: bool = False) -> None:
-    """Terminal-safe text; at a terminal (not under NO_COLOR) each verdict in its colour: stale red."""
+    """Terminal-safe text; at a terminal each line fitted to it (`_fill`) and (not under NO_COLOR)
+    each verdict in its colour: stale red."""
     text = printable(text)
+    if not err and sys.stdout.isatty():  # a pipe's lines stay whole: a program reads them
+        text = "\n".join(_fill(line, _width()) for line in text.split("\n"))
     if not os.environ.get("NO_COLOR") and (sys.stderr if err else sys.stdout).isatty():
         text = _VERDICT.sub(lambda m: click.style(m[0], fg=_COLOUR[m[0].lstrip("[").lower()], bold=True), text)
     click.echo(text, err=err)
@@ -64,8 +82,7 @@ def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     """Padded columns; on a terminal (or with COLUMNS) the widest cut with `…` until a row fits."""
     cells = [[str(h) for h in headers]] + [["" if c is None else one_line(str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    fit = sys.stdout.isatty() or "COLUMNS" in os.environ
-    room = shutil.get_terminal_size().columns - 2 * (len(widths) - 1) if fit else 0
+    room = max(_width() - 2 * (len(widths) - 1), 0)
     while room and sum(widths) > room and max(widths) > 8:
         widths[widths.index(max(widths))] -= 1
     cells = [[c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(r, widths)] for r in cells]
@@ -198,7 +215,7 @@ SECTIONS = (
     ("Remember and correct", ("supersede", "reanchor", "retract", "revert", "accept", "reject", "import", "export")),
     ("Inspect", ("show", "list", "context", "verify", "history", "ledger", "watch")),
     ("History (git)", ("bisect", "log", "at")),
-    ("Agents", ("mcp", "hook", "serve", "reindex")),
+    ("Agents", ("mcp", "lsp", "hook", "serve", "reindex")),
     ("Team", ("share", "conflicts")),
 )
 """`anchorfs --help`: the commands by task, in the order a person meets them."""
@@ -217,7 +234,7 @@ EXAMPLES = {
     "context": 'anchorfs context "add refresh tokens" --budget 1500', "verify": "anchorfs verify --mark",
     "history": "anchorfs history 1qm0a2", "ledger": "anchorfs ledger --limit 20", "watch": "anchorfs watch",
     "bisect": "anchorfs bisect 1qm0a2", "log": "anchorfs log 1qm0a2", "at": "anchorfs at HEAD~20 --json",
-    "mcp": "anchorfs mcp --read-only", "hook": "anchorfs hook install --gate", "serve": "anchorfs serve --detach",
+    "mcp": "anchorfs mcp --read-only", "lsp": "anchorfs lsp", "hook": "anchorfs hook install --gate", "serve": "anchorfs serve --detach",
     "reindex": "anchorfs reindex --embedder hashing", "share": "anchorfs share", "conflicts": "anchorfs conflicts",
 }
 """One example per command, shown under its `--help` (`_Grouped.get_command`)."""

@@ -49,7 +49,7 @@ RESULT_TIMEOUT = 120.0
 MAX_MESSAGE = 64 << 20
 _MAX_UNIX_PATH = 107  # sun_path is 108 bytes on Linux, one for the NUL
 _ENV_NAMES = frozenset({"HOME", "PATH", "TZ", "LANG", "LANGUAGE", "USER", "LOGNAME", "LNAME", "USERNAME", "TMPDIR",
-                        "COLUMNS"})
+                        "COLUMNS", "NO_COLOR"})
 _ENV_PREFIXES = ("ANCHORFS_", "GIT_", "HF_", "TRANSFORMERS_", "LC_", "PYTHON", "XDG_")
 
 
@@ -65,7 +65,7 @@ def _relevant_env(env: "Any") -> dict[str, str]:
 
 
 def _columns() -> int:
-    """The terminal width click's usage lines are wrapped to, capped at 80 as click does."""
+    """The width `shutil.get_terminal_size` gives this process: COLUMNS, stdout's terminal, else 80."""
     try:
         cols = int(os.environ.get("COLUMNS", "0"))
     except ValueError:
@@ -75,7 +75,7 @@ def _columns() -> int:
             cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):
             cols = 0
-    return min(cols or 80, 80)
+    return cols or 80
 
 
 def _umask() -> int:
@@ -667,8 +667,8 @@ class Server:
             return "another anchorfs"
         if _package_stamp() != self.stamp:
             return "code changed"
-        if req.get("umask") != _umask() or req.get("cols") != _columns():
-            return "another umask or terminal width"
+        if req.get("umask") != _umask():
+            return "another umask"
         for key in ("out", "err"):
             spec = req.get(key)
             if not (isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[0], str)
@@ -681,6 +681,9 @@ class Server:
                 codecs.lookup_error(spec[1])
             except LookupError:
                 return "unknown encoding"
+        cols = req.get("cols")  # a terminal's width is the caller's (`_run`); a pipe's, click's (<= 80) ours
+        if not isinstance(cols, int) or cols < 1 or not (req["out"][2] or min(cols, 80) == min(_columns(), 80)):
+            return "another terminal width"
         cwd = req.get("cwd")
         if not isinstance(cwd, str) or not os.path.isabs(cwd) or not os.path.isdir(cwd):
             return "no such folder"
@@ -701,7 +704,10 @@ class Server:
         saved = sys.stdin, sys.stdout, sys.stderr
         here = os.getcwd()
         code = 0
+        width = otty and "COLUMNS" not in os.environ  # the caller's terminal, which this process has not got
         try:
+            if width:
+                os.environ["COLUMNS"] = str(req["cols"])
             os.chdir(req["cwd"])
             sys.stdin = io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8")
             sys.stdout, sys.stderr = out, err
@@ -723,5 +729,7 @@ class Server:
         finally:
             sys.stdin, sys.stdout, sys.stderr = saved
             os.chdir(here)
+            if width:
+                del os.environ["COLUMNS"]
         self.served += 1
         return {"code": code, "chunks": chunks}
