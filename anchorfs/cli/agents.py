@@ -15,7 +15,7 @@ from . import server
 from ..core.model import DATA_LABEL
 from .base import _KIND, _common, _echo, _emit_json, _session, _short, _text_value, cli
 
-__all__ = ["context", "doctor", "export", "import_cmd", "mcp", "serve", "watch"]
+__all__ = ["context", "doctor", "export", "import_cmd", "lsp", "mcp", "serve", "watch"]
 
 
 @cli.command(name="import")
@@ -96,6 +96,20 @@ def mcp(ctx: click.Context, root: str | None, as_json: bool, read_only: bool, pr
         raise click.UsageError("--propose and --read-only exclude each other: a read-only server writes nothing")
     with _session(ctx, root, as_json) as c:
         serve(c.root, read_only=read_only, propose=propose)
+
+
+@cli.command()
+@_common
+@click.pass_context
+def lsp(ctx: click.Context, root: str | None, as_json: bool) -> None:
+    """Run the language server on stdio, for editors: memories on the lines they rest on, stale ones
+    as warnings (`anchorfs init --for neovim|helix|zed|vscode`; docs/editors.md). Needs `anchorfs[lsp]`."""
+    from ..agents.lsp import serve as serve_lsp
+
+    if as_json:
+        raise click.UsageError("--json does not apply to lsp: the server always speaks JSON-RPC on stdio")
+    with _session(ctx, root, as_json) as c:
+        serve_lsp(c.root)
 
 
 @cli.command()

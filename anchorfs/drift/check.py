@@ -125,6 +125,11 @@ class DriftChecker(MoveSearch):
             except OSError as exc:
                 return AnchorCheck(ref, Verdict.UNREADABLE, f"{ref.path} unreadable: {_why(exc)}")
             self._data[ref.path] = data
+        return self.judge_bytes(ref, data)
+
+    def judge_bytes(self, ref: AnchorRef, data: bytes) -> AnchorCheck:
+        """A narrowed (or a whole-file) anchor judged against `data`, its file's bytes now: read from
+        disk, or an editor's unsaved buffer (`agents.lsp`), which nothing here caches or writes."""
         verdict, detail, where = judge(ref, data, strict=self.strict)
         if verdict is Verdict.CHANGED and not ref.token_hash and self._same_tokens_as_then(ref, data, where):
             return AnchorCheck(ref, Verdict.REFORMATTED, f"{ref.spec} reformatted: same tokens, other layout", where)
