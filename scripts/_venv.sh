@@ -29,4 +29,10 @@ if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e "$spec" --config-settings editable_mode=compat >&2
   echo "$want" > "$stamp"
 fi
+# The editor test drives a real Neovim (tests/agents/test_lsp.py, Debian's 0.7): installed where it is missing.
+if [[ ",$extras," == *",test,"* ]] && ! command -v nvim >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq neovim; } >&2 \
+    || echo "neovim was not installed: the headless Neovim test of anchorfs lsp fails without it" >&2
+fi
 export PATH="$here/.venv/bin:$PATH"
