@@ -9,7 +9,6 @@ identical, and the headline hunk shown for a step is always one that hits the an
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +17,14 @@ from typing import Any
 from ..anchor.anchors import MAX_FILE_BYTES
 from ..core.errors import HistoryError
 from ..core.git import popen_git, run_git
-from .repo import _OID_RE, WORKING_TREE
+from .repo import _FORMAT, WORKING_TREE, _Commit, _parse_commit
 
-__all__ = ["_MAX_HUNKS", "Hunk", "_RawHunk", "_stream_pairs", "_worktree_patch", "_headline", "_blob_hunks"]
+__all__ = ["_MAX_HUNKS", "Hunk", "_RawHunk", "_stream", "_worktree_patch", "_headline", "_blob_hunks"]
 
 
 _HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HEADER_RE = re.compile(rb"^(?:[0-9a-f]{40}|[0-9a-f]{64})\x1f")
+"""A commit's line (`_FORMAT`) opening its record."""
 _MAX_HUNKS = 20
 _MAX_HUNK_LINES = 200
 
@@ -87,6 +88,7 @@ class _Record:
     """One commit (or the working tree) of the diff stream, limited to the anchored path."""
 
     commit: str
+    meta: _Commit | None = None
     entries: list[tuple[str, str, str, str]] = field(default_factory=list)
     """(status, old oid, new oid, path) per raw line."""
     sections: list[list[_RawHunk]] = field(default_factory=list)
@@ -176,10 +178,10 @@ class _PatchParser:
         if raw.startswith(b"\\"):
             return None
         finished: _Record | None = None
-        if _OID_RE.match(raw):
+        if _HEADER_RE.match(raw):
             self._close_hunk()
-            finished = self.current
-            self.current = _Record(raw.decode())
+            finished, head = self.current, _parse_commit(raw)
+            self.current = _Record(head.commit, head)
             return finished
         if self.current is None:
             return None
@@ -190,6 +192,11 @@ class _PatchParser:
                 self.current.entries.append(
                     (fields[4][:1].decode(), fields[2].decode(), fields[3].decode(), _unquote(path))
                 )
+        elif raw.startswith(b"index ") and 0 < len(self.current.sections) <= len(self.current.entries):
+            entry = self.current.entries[len(self.current.sections) - 1]  # its oids in full
+            old, _, new = raw[6:].split(b" ")[0].decode().partition("..")
+            if old.startswith(entry[1]) and new.startswith(entry[2]):
+                self.current.entries[len(self.current.sections) - 1] = (entry[0], old, new, entry[3])
         elif raw.startswith(b"diff --git ") or raw.startswith(b"diff --cc "):
             self._close_hunk()
             self.current.sections.append([])
@@ -220,24 +227,21 @@ def _big_files() -> str:
     return f"core.bigFileThreshold={MAX_FILE_BYTES}"
 
 
-def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Generator[_Record, None, None]:
-    """Stream `diff-tree --stdin` over (commit, previous) pairs: one record per commit."""
-    proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-tree", "--stdin", "--always", "-r",
-                     "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv",
-                     "--no-color", "--full-index", "--abbrev=64", "--", ":(literal)" + repo_path)
+def _stream(top: Path, repo_path: str, *args: str, pairs: str | None = None) -> Generator[_Record, None, None]:
+    """One record per commit touching `repo_path`, each with its commit's metadata: `git log ARGS`,
+    or `diff-tree --stdin` fed `pairs` ("commit previous" lines, every commit a record)."""
+    cmd = ("diff-tree", "--stdin", "--always") if pairs is not None else (
+        "-c", "log.follow=false", "-c", "log.showSignature=false", "-c", "log.diffMerges=first-parent", "log", "-m",
+        "--diff-algorithm=myers", "--inter-hunk-context=0", "--submodule=short")  # porcelain: its options pinned
+    proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), *cmd, *args, f"--format={_FORMAT}", "-r",
+                     "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color",
+                     "--full-index", "--", ":(literal)" + repo_path)  # raw oids abbreviated as %h: see `feed`
     assert proc.stdin is not None and proc.stdout is not None
-    stdin = proc.stdin
-
-    def feed() -> None:
-        try:
-            for commit, prev in pairs:
-                stdin.write(f"{commit} {prev}\n".encode())
-            stdin.close()
-        except (BrokenPipeError, OSError):  # git died; its stderr tells why
-            pass
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
+    try:  # a few bytes at most: written before a line is read
+        proc.stdin.write((pairs or "").encode())
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):  # git died; its stderr tells why
+        pass
     parser = _PatchParser()
     try:
         for line in proc.stdout:
@@ -249,14 +253,13 @@ def _stream_pairs(top: Path, pairs: list[tuple[str, str]], repo_path: str) -> Ge
             yield rec
     finally:
         proc.stdout.close()
-        writer.join(timeout=30)
         err = proc.stderr.read() if proc.stderr else b""
         code = proc.wait()
         if proc.stderr:
             proc.stderr.close()
     if code != 0:
         msg = err.decode("utf-8", "replace").strip().splitlines()
-        raise HistoryError(f"git diff-tree failed: {msg[-1] if msg else code}")
+        raise HistoryError(f"git {'log' if pairs is None else 'diff-tree'} failed: {msg[-1] if msg else code}")
 
 
 def _worktree_patch(top: Path, repo_path: str) -> _Record:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from ..anchor.anchors import MAX_FILE_BYTES
 from ..core.errors import HistoryError
-from ..core.git import _OID_RE, _Blobs, is_ancestor, run_git, toplevel
+from ..core.git import _Blobs, is_ancestor, run_git, toplevel
 
-__all__ = ["WORKING_TREE", "_OID_RE", "_Commit", "_FORMAT", "_parse_commit", "_Blobs", "_Repo", "_commit_info",
+__all__ = ["WORKING_TREE", "_Commit", "_FORMAT", "_parse_commit", "_Blobs", "_Repo", "_commit_info",
            "_count_since"]
 
 
@@ -95,22 +95,19 @@ class _Repo:
     def info(self, commit: str) -> _Commit:
         return _commit_info(str(self.top), commit)
 
-    def chain(self, base: str) -> list[_Commit]:
-        """HEAD's first-parent steps after `base`, oldest first, starting where `base` is in."""
-        out = run_git(self.top, "rev-list", "--first-parent", "--reverse", f"--format={_FORMAT}",
-                      self.head, f"^{base}")
-        chain = [_parse_commit(line) for line in out.splitlines()
-                 if line and not line.startswith(b"commit ")]
+    def chain(self, base: str) -> list[str]:
+        """HEAD's first-parent commits after `base`, oldest first, starting where `base` is in."""
+        chain = run_git(self.top, "rev-list", "--first-parent", "--reverse", self.head, f"^{base}").decode().split()
         if not chain:
             # HEAD is `base`, or behind it (an older checkout): one step from `base` to HEAD.
-            return [] if base == self.head else [self.info(self.head)]
-        if chain[0].parents[:1] != (base,) and is_ancestor(self.top, base, self.head):
+            return [] if base == self.head else [self.head]
+        if (self.blobs.info(f"{chain[0]}^") or ("",))[0] != base and is_ancestor(self.top, base, self.head):
             # `base` sits on a side branch: start at the first commit of the chain holding it
             # (ancestry along a first-parent chain is monotone, so bisect for it).
             lo, hi = 0, len(chain) - 1
             while lo < hi:
                 mid = (lo + hi) // 2
-                if is_ancestor(self.top, base, chain[mid].commit):
+                if is_ancestor(self.top, base, chain[mid]):
                     hi = mid
                 else:
                     lo = mid + 1

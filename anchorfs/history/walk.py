@@ -1,14 +1,14 @@
 """The walk: each of a memory's anchors down HEAD's first-parent chain, then the working tree.
 
 `bisect` and `log` are this walk, read for its culprit or seen whole: a handful of git processes
-per anchor whatever the history's length (`rev-list`, one streaming `diff-tree --stdin` fed every
-(step, previous step) pair, and `cat-file --batch`). A merge is one step, diffed against its first
-parent. `drift_at` reads a past revision from git's objects.
+per anchor whatever the history's length (`rev-list` for the chain, one streaming `git log -p` of the
+steps that touched the anchored file, and `cat-file --batch`). A merge is one step, diffed against
+its first parent. `drift_at` reads a past revision from git's objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
@@ -19,8 +19,8 @@ from ..anchor.anchors import MAX_FILE_BYTES, judge, nearest_now
 from ..core.errors import HistoryError
 from ..core.git import is_ancestor, run_git, tree_changes, worktree_changes
 from ..core.model import AnchorCheck, AnchorRef, Memory, Verdict, drift_of, from_iso
-from .follow import _NULL_OIDS, _safe_repo_path
-from .patch import _stream_pairs
+from .follow import _safe_repo_path
+from .patch import _Record, _stream
 from .repo import _FORMAT, WORKING_TREE, _Commit, _parse_commit, _Repo
 from .results import _HOLDS, AnchorHistory, AtReport, AtResult, BisectResult, LogResult, Step
 from .tracker import _Tracker
@@ -32,39 +32,49 @@ Progress = Callable[[int, int], None]
 """Called as (steps walked, steps in all) while a walk runs."""
 
 
-def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit], tick: Callable[[int], None] | None,
+def _records(repo: _Repo, rpath: str, base: str, chain: list[str], start: int) -> Generator[_Record, None, None]:
+    """The steps `chain[start:]` that touched `rpath`, oldest first, with their diffs: one `git log`
+    (a first step whose parent is not `base`, a side branch's merge, is diffed against `base` alone)."""
+    if start == 0 and chain and (repo.blobs.info(f"{chain[0]}^") or ("",))[0] != base:
+        for rec in _stream(repo.top, rpath, pairs=f"{chain[0]} {base}\n"):
+            rec.meta = repo.info(rec.commit)  # its own parents, not the pair's
+            yield rec
+        start = 1
+    if start < len(chain):
+        yield from _stream(repo.top, rpath, "--first-parent", "--reverse", repo.head,
+                           f"^{chain[start - 1] if start else base}")
+
+
+def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[str], tick: Callable[[int], None] | None,
                  *, fast: bool = True) -> tuple[AnchorHistory, bool]:
     """One anchor down the chain and into the working tree; (history, consistent?)."""
     rpath = repo.repo_path(ref.path)
     tracker = _Tracker(repo, ref, repo.blobs.oid(f"{base}:{rpath}"), fast=fast)
     steps: list[Step] = []
-    index = {c.commit: i for i, c in enumerate(chain)}
-    prevs = [base] + [c.commit for c in chain[:-1]]
-    pairs = list(zip([c.commit for c in chain], prevs))
+    index = {c: i for i, c in enumerate(chain)}
+    prevs = [base] + chain[:-1]
 
     start = 0
     while start < len(chain):
         moved_at: int | None = None
-        stream = _stream_pairs(repo.top, pairs[start:], rpath)
+        stream = _records(repo, rpath, base, chain, start)
         try:
             for rec in stream:
                 i = index.get(rec.commit)
-                if i is None or i < start:
+                mine = rec.mine(rpath) if i is not None and i >= start else None
+                if i is None or mine is None or rec.meta is None:
                     continue
-                mine = rec.mine(rpath)
-                if mine is not None:
-                    entry, hunks, binary = mine
-                    oid = entry[2]
-                    follow = (partial(tree_changes, repo.top, prevs[i], chain[i].commit), repo.load)
-                    step = tracker.step(chain[i], len(chain) - 1 - i, entry, hunks, binary,
-                                        partial(repo.blobs.get, oid),
-                                        size=repo.blobs.size(oid) if oid not in _NULL_OIDS else None, follow=follow)
-                    steps.append(step)
-                    if step.path_now is not None:
-                        moved_at = i
+                entry, hunks, binary = mine
+                oid = entry[2] if len(entry[2]) >= 40 else repo.blobs.oid(entry[2]) or entry[2]  # no index line
+                follow = (partial(tree_changes, repo.top, prevs[i], chain[i]), repo.load)
+                step = tracker.step(rec.meta, len(chain) - 1 - i, (entry[0], entry[1], oid), hunks, binary,
+                                    partial(repo.blobs.get, oid),
+                                    size=repo.blobs.size(oid) if binary or hunks is None else None, follow=follow)
+                steps.append(step)
                 if tick is not None:
                     tick(i + 1)
-                if moved_at is not None:
+                if step.path_now is not None:
+                    moved_at = i
                     break
         finally:
             stream.close()
@@ -89,7 +99,7 @@ def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[_Commit], t
     return hist, tracker.consistent()
 
 
-def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[_Commit]) -> Step | None:
+def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[str]) -> Step | None:
     """A file deleted with no trace at that step may have come back later under another name:
     `drift` would find it there, so history looks once, at the end of the walk, and names the
     commit that brought it back (or the working tree) as a restoring `moved` step."""
@@ -100,7 +110,7 @@ def _recover(repo: _Repo, tracker: _Tracker, base: str, chain: list[_Commit]) ->
     rpath = repo.repo_path(path)
     out = run_git(repo.top, "log", "--first-parent", "-1", "--diff-filter=A", f"--format={_FORMAT}",
                   repo.head, f"^{base}", "--", ":(literal)" + rpath, check=False).strip()
-    index = {c.commit: i for i, c in enumerate(chain)}
+    index = {c: i for i, c in enumerate(chain)}
     meta = _parse_commit(out.splitlines()[0]) if out else None
     if meta is not None and meta.commit in index:
         distance = len(chain) - 1 - index[meta.commit]
@@ -121,8 +131,8 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
     for ref in memory.anchors:
         if not ref.commit:
             raise HistoryError(f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git")
-    plans: list[tuple[AnchorRef, str, list[_Commit]]] = []
-    chains: dict[str, list[_Commit]] = {}
+    plans: list[tuple[AnchorRef, str, list[str]]] = []
+    chains: dict[str, list[str]] = {}
     for ref in memory.anchors:
         assert ref.commit is not None
         try:

@@ -1,0 +1,109 @@
+"""Bisect's fixed cost (issue 37, item 10): the git processes one walk starts, and its questions to
+`cat-file`, do not grow with the commits walked nor with the steps that touched the file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import git
+
+from anchorfs.anchor.anchors import narrowed_text, text_hash
+from anchorfs.core.git import _Blobs
+from anchorfs.history import bisect, log
+from anchorfs.core.model import AnchorRef, Memory, new_id
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The git subcommand (and its arguments) of every git process started from now on."""
+    calls: list[list[str]] = []
+    real_popen, real_spawn = subprocess.Popen, os.posix_spawnp
+
+    def name(argv: Any) -> list[str]:
+        args = [str(a) for a in argv[1:]]
+        while args and args[0] in ("-c", "-C"):
+            args = args[2:]
+        return args
+
+    class Counting(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, args: Any, *rest: Any, **kw: Any) -> None:
+            if isinstance(args, (list, tuple)) and args and args[0] == "git":
+                calls.append(name(args))
+            super().__init__(args, *rest, **kw)
+
+    def counting_spawn(path: Any, argv: Any, *rest: Any, **kw: Any) -> int:
+        if argv and argv[0] == "git":
+            calls.append(name(argv))
+        return real_spawn(path, argv, *rest, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", Counting)
+    monkeypatch.setattr(os, "posix_spawnp", counting_spawn)
+    return calls
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every object name asked of a `cat-file` process from now on."""
+    seen: list[str] = []
+    real = _Blobs._ask
+
+    def ask(proc: Any, spec: str) -> bytes:
+        seen.append(spec)
+        return real(proc, spec)
+
+    monkeypatch.setattr(_Blobs, "_ask", staticmethod(ask))
+    return seen
+
+
+def history(repo: Path, commits: int, every: int) -> Memory:
+    """`commits` commits through fast-import, the anchored file edited above its span in every
+    `every`-th one (others touch another file), the span's line changed at the end; the memory."""
+    body = [f"line {i}" for i in range(1, 41)]
+    stream: list[bytes] = []
+    for n in range(commits):
+        files = {"other.txt": f"{n}\n"}
+        if n == commits - 1:
+            body[body.index("line 30")] = "line 30 changed"
+        elif n and n % every == 0:
+            body.insert(0, f"header {n}")
+        if n == 0 or n % every == 0 or n == commits - 1:
+            files["big.txt"] = "\n".join(body) + "\n"
+        stream.append(b"commit refs/heads/main\ncommitter T <t@e> %d +0000\ndata 2\nc%d\n" % (1_7e9 + n, n % 10))
+        for path, text in files.items():
+            data = text.encode()
+            stream.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(data), data))
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=b"".join(stream), check=True)
+    git(repo, "checkout", "-q", "-f", "main")
+    first = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    data = git(repo, "show", f"{first}:big.txt").encode()
+    ref = AnchorRef("big.txt", sha256=hashlib.sha256(data).hexdigest(), lines=(29, 31), commit=first)
+    ref = AnchorRef(**{**ref.to_dict(), "content_hash": text_hash(narrowed_text(ref, data)[0])})
+    return Memory(id=new_id(), content="line 30", anchors=(ref,))
+
+
+@pytest.mark.parametrize("commits, every", [(60, 30), (240, 3)])
+def test_a_walk_reads_its_diffs_from_one_git_log(tmp_path: Path, commits: int, every: int,
+                                                spawned: list[list[str]], asked: list[str]) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    memory = history(repo, commits, every)
+    assert len(log(repo, memory).anchors[0].steps) == (commits - 1) // every + 1
+    spawned.clear()
+    asked.clear()
+    result = bisect(repo, memory)
+    assert result.culprit is not None and result.culprit.distance == 0
+    commands = sorted(c[0] for c in spawned)
+    # the top level, the objects (names and sizes, then contents), the chain, one stream of diffs
+    # limited to the file, and where the changed lines went at the breaking step
+    assert commands == ["cat-file", "cat-file", "diff-tree", "log", "rev-list", "rev-parse"]
+    assert not any("--stdin" in c for c in spawned)
+    # HEAD, the anchor's commit, the chain's first parent, the anchored blob, the breaking step's,
+    # and a candidate where its lines may have gone (each a name, then its contents): no
+    # question per step, however many steps touched the file
+    assert len(asked) <= 10, asked
