@@ -24,11 +24,22 @@ from ..core.errors import AnchorfsError, InputError, WorkspaceError
 __all__ = [
     "MCP_CONFIG_FILE", "mcp_config", "write_mcp_config", "HOSTS", "Written", "RULES_BEGIN", "RULES_END", "RULES_TEXT",
     "server_command", "server_entry", "hook_command", "write_mcp", "write_rules", "write_claude_hooks",
-    "write_cursor_hooks", "setup", "Check", "doctor",
+    "write_cursor_hooks", "setup", "Check", "doctor", "EDITORS", "lsp_command", "write_editor",
     "check_setup", "replace_block", "find_block",
 ]
 
 HOSTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex")
+EDITORS: dict[str, str | None] = {"vscode": None, "neovim": None, "helix": ".helix/languages.toml",
+                                  "zed": ".zed/settings.json"}
+"""Editors `init --for` wires the language server (`anchorfs lsp`) into: the project file each reads
+(None: the client is set up on the editor's side, as docs/editors.md shows; VS Code needs an extension)."""
+HELIX_SERVERS: dict[str, list[str]] = {
+    "python": ["ty", "ruff", "jedi", "pylsp", "zuban"], "rust": ["rust-analyzer"], "go": ["gopls", "golangci-lint-lsp"],
+    **dict.fromkeys(["javascript", "typescript", "jsx", "tsx"], ["typescript-language-server"]),
+    "c": ["clangd"], "cpp": ["clangd"], "java": ["jdtls"], "ruby": ["ruby-lsp", "solargraph"],
+    "markdown": ["marksman", "markdown-oxide", "rumdl"]}
+"""Helix's own servers per language (its languages.toml, 2026-07): a project's `language-servers` replaces the
+list, so anchorfs is added after them."""
 SERVER_NAME = "anchorfs"
 
 MCP_FILES: dict[str, str] = {
@@ -89,12 +100,14 @@ class Written:
     """One file `setup` wrote (or found already right): for which host, what, and whether it changed."""
 
     host: str
-    kind: str  # "mcp", "rules" or "hooks"
+    kind: str  # "mcp", "rules", "hooks" or "lsp"
     path: Path
     changed: bool
+    note: str = ""  # what to do instead where nothing was written (an editor set up on its own side)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "kind": self.kind, "path": str(self.path), "changed": self.changed}
+        return {"host": self.host, "kind": self.kind, "path": str(self.path), "changed": self.changed,
+                **({"note": self.note} if self.note else {})}
 
 
 # -- what the entries say ------------------------------------------------------------------------
@@ -373,18 +386,80 @@ def write_cursor_hooks(root: str | os.PathLike[str], *, absolute: bool = False) 
     return Written("cursor", "hooks", path, _write(path, _dump_json(data), old=old))
 
 
+# -- editors: the language server's client side -----------------------------------------------------
+
+def lsp_command(root: str | os.PathLike[str], *, absolute: bool = False) -> tuple[str, list[str]]:
+    """(command, args) that start the language server: `anchorfs lsp`, or this install's with `--root` (`absolute`)."""
+    if not absolute:
+        return "anchorfs", ["lsp"]
+    command = _command()
+    return command[0], [*command[1:], "lsp", "--root", str(Path(root).resolve())]
+
+
+def write_editor(root: str | os.PathLike[str], editor: str, *, absolute: bool = False) -> Written:
+    """anchorfs's language server merged into the editor's project file (Helix, Zed), everything else kept;
+    for an editor set up on its own side (Neovim, VS Code) nothing is written and the note says where to look."""
+    root = Path(root)
+    rel = EDITORS[editor]
+    if rel is None:
+        how = ("a generic LSP client extension running `anchorfs lsp`" if editor == "vscode" else
+               "vim.lsp.start({name = 'anchorfs', cmd = {'anchorfs', 'lsp'}}) in your config")
+        return Written(editor, "lsp", Path("docs/editors.md"), False,
+                       f"{editor}: set up on the editor's side: {how} (anchorfs's docs/editors.md; README: In the editor)")
+    path = _config_path(root, rel)
+    old = _read(path)
+    return Written(editor, "lsp", path, _write(path, _editor_text(path, editor, old, lsp_command(root, absolute=absolute)),
+                                               old=old))
+
+
+def _editor_text(path: Path, editor: str, old: str | None, command: tuple[str, list[str]]) -> str:
+    """The project file with anchorfs's server in it: Zed's `lsp.anchorfs.binary`; Helix's
+    `[language-server.anchorfs]` and anchorfs after Helix's own servers of each language (`HELIX_SERVERS`)."""
+    if editor == "zed":
+        data = _load_json(path, old)
+        lsp = _object_at(path, _object_at(path, data, "lsp"), SERVER_NAME)
+        lsp["binary"] = {"path": command[0], "arguments": command[1]}
+        return _dump_json(data)
+    import tomllib
+
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        tomllib.loads(old or "")
+        doc = tomlkit.parse(old or "")
+        servers = doc.setdefault("language-server", tomlkit.table(is_super_table=True))
+        servers[SERVER_NAME] = {"command": command[0], "args": command[1]}
+        langs = doc.setdefault("language", tomlkit.aot())
+        named = {t.get("name"): t for t in langs}
+        for name, own in HELIX_SERVERS.items():
+            table = named.get(name)
+            if table is None:
+                langs.append(tomlkit.table().add("name", name).add("language-servers", [*own, SERVER_NAME]))
+            elif SERVER_NAME not in [x.get("name") if isinstance(x, dict) else x for x in table.get("language-servers", [])]:
+                table["language-servers"] = [*table.get("language-servers", own), SERVER_NAME]
+        new = tomlkit.dumps(doc)
+        tomllib.loads(new)  # what is written must read back
+    except (tomllib.TOMLDecodeError, TOMLKitError, AttributeError, TypeError) as exc:
+        raise InputError(f"{path} is not a Helix languages.toml anchorfs can merge into ({exc}); fix or remove it "
+                         "first, nothing was written") from None
+    return new
+
+
 # -- all of it -------------------------------------------------------------------------------------
 
 def expand_hosts(names: Iterable[str]) -> list[str]:
-    """`all` and repeats resolved, in HOSTS order."""
+    """`all` (the agent hosts) and repeats resolved, in HOSTS then EDITORS order."""
     wanted: set[str] = set()
     for name in names:
         if name == "all":
             wanted.update(HOSTS)
+        elif name in EDITORS:
+            wanted.add(name)
         else:
             _check_host(name)
             wanted.add(name)
-    return [h for h in HOSTS if h in wanted]
+    return [h for h in dict.fromkeys((*HOSTS, *EDITORS)) if h in wanted]
 
 
 def setup(root: str | os.PathLike[str], hosts: Sequence[str], *, absolute: bool = False) -> list[Written]:
@@ -394,6 +469,10 @@ def setup(root: str | os.PathLike[str], hosts: Sequence[str], *, absolute: bool 
     _preflight(root, chosen)
     out: list[Written] = []
     for host in chosen:
+        if host in EDITORS and (host != "vscode" or host in hosts):  # `all`: the agent hosts
+            out.append(write_editor(root, host, absolute=absolute))
+        if host not in HOSTS:
+            continue
         out.append(write_mcp(root, host, absolute=absolute))
         if host in ("claude", "cursor"):
             out.append((write_claude_hooks if host == "claude" else write_cursor_hooks)(root, absolute=absolute))
@@ -420,13 +499,19 @@ def check_setup(root: str | os.PathLike[str], hosts: Sequence[str], *, mcp_only:
 
 def _preflight(root: Path, hosts: Sequence[str], *, mcp_only: bool = False) -> None:
     """Refuse before writing: a config file that does not parse, a link, a folder leading outside."""
-    rels = [MCP_FILES[h] for h in hosts]
+    rels = [MCP_FILES[h] for h in hosts if h in MCP_FILES] + [r for h in hosts if (r := EDITORS.get(h))]
     if not mcp_only:
         rels += [RULES_FILES[h] for h in hosts if h in RULES_FILES] + ([CLAUDE_SETTINGS] if "claude" in hosts else [])
         rels += [CURSOR_HOOKS] if "cursor" in hosts else []
     for rel in rels:
         _folder_ok(root, rel)
     for host in hosts:
+        if (editor := EDITORS.get(host)) and not mcp_only:
+            if os.path.islink(root / editor):
+                raise WorkspaceError(f"refusing {root / editor}: it is a symbolic link (anchorfs never writes through one there)")
+            _editor_text(root / editor, host, _read(root / editor), lsp_command(root))
+        if host not in MCP_FILES:
+            continue
         rel = MCP_FILES[host]
         path = root / rel
         if os.path.lexists(path):

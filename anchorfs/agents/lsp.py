@@ -201,7 +201,7 @@ class _Server:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="anchorfs-lsp")
         self.spaces: dict[str, "Workspace"] = {}
         self.roots: dict[str, str | None] = {}  # folder -> its workspace's root (None: in none)
-        self.index: dict[str, tuple[Any, dict[str, list[str]]]] = {}  # root -> (ledger stat, path -> ids)
+        self.index: dict[str, tuple[Any, dict[str, list[str]] | None]] = {}  # root -> (ledger stat, path -> ids)
         self.docs: dict[str, _Doc] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.dirty: set[str] = set()  # uris with edits not saved
@@ -247,9 +247,11 @@ class _Server:
         """The active memories anchored on `rel`, from an index kept while the ledger's stat holds."""
         sig = _ledger_sig(ws)
         held = self.index.get(ws.root_real)
-        if held is None or held[0] != sig:
-            held = self.index[ws.root_real] = (sig, ws.anchored_paths())
-        return [ws.get(i) for i in held[1].get(rel, ())]
+        paths = held[1] if held is not None and held[0] == sig else None
+        if paths is None:
+            paths = ws.anchored_paths()
+            self.index[ws.root_real] = (sig, paths)
+        return [ws.get(i) for i in paths.get(rel, ())]
 
     def judge(self, uri: str, text: str, version: int | None) -> _Doc | None:
         placed = self.place(uri)
@@ -307,14 +309,13 @@ class _Server:
 
     async def poll(self) -> None:
         """Refresh every open file when a ledger's stat moves (a write here or by another process)."""
-        seen: dict[str, Any] = {}
         while True:
             await asyncio.sleep(POLL)
             moved = False
             for root, ws in list(self.spaces.items()):
-                sig = _ledger_sig(ws)
-                moved |= seen.get(root, sig) != sig
-                seen[root] = sig
+                sig, held = _ledger_sig(ws), self.index.get(root)
+                if held is not None and held[0] != sig:
+                    moved, self.index[root] = True, (sig, None)  # once: the refresh builds it anew
             if moved:
                 self.refresh_all()
 

@@ -33,7 +33,7 @@ __all__ = ["cli", "main", "EXIT_STALE"]
 
 # -- commands ------------------------------------------------------------------------------
 
-_HOST = click.Choice(["claude", "cursor", "vscode", "codex", "all"])
+_HOST = click.Choice(["claude", "cursor", "vscode", "codex", "all", "neovim", "helix", "zed"])  # editors: `anchorfs lsp`
 
 
 @cli.command()
@@ -81,7 +81,7 @@ def init(ctx: click.Context, root: str | None, as_json: bool, hosts: tuple[str, 
             if said:
                 _echo(said, err=True)
             for w in written:
-                _echo(f"{'wrote' if w.changed else 'unchanged'} {w.path}  ({w.host} {w.kind})")
+                _echo(w.note or f"{'wrote' if w.changed else 'unchanged'} {w.path}  ({w.host} {w.kind})")
             for p in (w.path for w in written if w.host == "vscode" and read_git(path, "check-ignore", "--", str(w.path))):
                 _echo(f"warning: git ignores {p}: your team will never see it (see .gitignore)", err=True)
             if mcp_path:

@@ -300,3 +300,42 @@ def test_headless_neovim_reads_the_diagnostics_and_a_hover(repo: Any, tmp_path: 
     assert set(got) == {0, 4} and got[4]["severity"] == 2 and got[4]["source"] == "anchorfs"  # 2: a warning
     assert got[4]["message"].startswith("tokens are signed for 24 hours [STALE · ")
     assert ids["line"] in said["hover"] and "**stale**" in said["hover"]
+
+
+def test_init_for_editors_writes_helix_and_zed_and_says_where_neovim_and_vscode_are_set_up(tmp_path: Path) -> None:
+    import tomllib
+
+    from anchorfs.agents.hosts import HELIX_SERVERS, setup
+
+    root = tmp_path / "proj"
+    (root / ".helix").mkdir(parents=True)
+    (root / ".helix" / "languages.toml").write_text(
+        '# mine\n[[language]]\nname = "python"\nlanguage-servers = ["pyright"]\nauto-format = true\n')
+    (root / ".zed").mkdir()
+    (root / ".zed" / "settings.json").write_text('{"theme": "One Dark", "lsp": {"rust-analyzer": {}}}')
+    anchorfs.init(root)
+    written = setup(root, ["zed", "neovim", "helix"])
+    assert [(w.host, w.kind, w.changed) for w in written] == [("neovim", "lsp", False), ("helix", "lsp", True),
+                                                              ("zed", "lsp", True)]
+    assert "vim.lsp.start" in written[0].note and "docs/editors.md" in written[0].note
+    helix = tomllib.loads((root / ".helix" / "languages.toml").read_text())
+    assert helix["language-server"]["anchorfs"] == {"command": "anchorfs", "args": ["lsp"]}
+    langs = {t["name"]: t for t in helix["language"]}
+    assert langs["python"] == {"name": "python", "language-servers": ["pyright", "anchorfs"], "auto-format": True}
+    assert langs["rust"]["language-servers"] == [*HELIX_SERVERS["rust"], "anchorfs"]
+    assert (root / ".helix" / "languages.toml").read_text().startswith("# mine\n")  # merged, never clobbered
+    zed = json.loads((root / ".zed" / "settings.json").read_text())
+    assert zed == {"theme": "One Dark", "lsp": {"rust-analyzer": {}, "anchorfs": {
+        "binary": {"path": "anchorfs", "arguments": ["lsp"]}}}}
+    assert [w.changed for w in setup(root, ["helix", "zed"])] == [False, False]  # again: nothing to change
+    (root / ".zed" / "settings.json").write_text("{ not json")
+    proc = subprocess.run([sys.executable, "-m", "anchorfs", "init", "--for", "zed", "--for", "vscode"], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "settings.json is not valid JSON" in proc.stderr
+    assert not (root / ".vscode").exists()  # refused before anything was written
+    (root / ".zed" / "settings.json").unlink()
+    proc = subprocess.run([sys.executable, "-m", "anchorfs", "init", "--for", "vscode", "--for", "zed"], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "vscode: set up on the editor's side: a generic LSP client extension running `anchorfs lsp`" in proc.stdout
+    assert ".zed/settings.json  (zed lsp)" in proc.stdout and (root / ".vscode" / "mcp.json").exists()
