@@ -9,6 +9,7 @@ identical, and the headline hunk shown for a step is always one that hits the an
 from __future__ import annotations
 
 import re
+from _codecs import escape_decode
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,28 +107,9 @@ class _Record:
 
 def _unquote(path: bytes) -> str:
     """git's C-style quoting of unusual path names (core.quotepath is off, so only rare ones)."""
-    if not (path.startswith(b'"') and path.endswith(b'"')):
-        return path.decode("utf-8", "surrogateescape")
-    body = path[1:-1]
-    out = bytearray()
-    i = 0
-    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7, ord("b"): 8,
-              ord("f"): 12, ord("r"): 13, ord("v"): 11}
-    while i < len(body):
-        c = body[i]
-        if c == 92 and i + 1 < len(body):
-            nxt = body[i + 1]
-            if nxt in simple:
-                out.append(simple[nxt])
-                i += 2
-                continue
-            if 48 <= nxt <= 55 and i + 3 < len(body):
-                out.append(int(body[i + 1:i + 4], 8))
-                i += 4
-                continue
-        out.append(c)
-        i += 1
-    return bytes(out).decode("utf-8", "surrogateescape")
+    if path.startswith(b'"') and path.endswith(b'"'):
+        path = escape_decode(path[1:-1])[0]  # C's escapes, as git writes them: \t, \", \ooo (a byte)
+    return path.decode("utf-8", "surrogateescape")
 
 
 def _strip_cr(line: bytes) -> bytes:
@@ -227,13 +209,14 @@ def _big_files() -> str:
     return f"core.bigFileThreshold={MAX_FILE_BYTES}"
 
 
-def _stream(top: Path, repo_path: str, *args: str, pairs: str | None = None) -> Generator[_Record, None, None]:
-    """One record per commit touching `repo_path`, each with its commit's metadata: `git log ARGS`,
-    or `diff-tree --stdin` fed `pairs` ("commit previous" lines, every commit a record)."""
+def _stream(top: Path, repo_path: str, *revs: str, pairs: str | None = None) -> Generator[_Record, None, None]:
+    """One record per commit touching `repo_path`, each with its commit's metadata: `git log` of
+    the first-parent chain REVS names, oldest first, or `diff-tree --stdin` fed `pairs` ("commit
+    previous" lines, every commit a record). The process starts now, read as the records are."""
     cmd = ("diff-tree", "--stdin", "--always") if pairs is not None else (
         "-c", "log.follow=false", "-c", "log.showSignature=false", "-c", "log.diffMerges=first-parent", "log", "-m",
-        "--diff-algorithm=myers", "--inter-hunk-context=0", "--submodule=short")  # porcelain: its options pinned
-    proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), *cmd, *args, f"--format={_FORMAT}", "-r",
+        "--first-parent", "--reverse", "--diff-algorithm=myers", "--inter-hunk-context=0", "--submodule=short", *revs)
+    proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), *cmd, f"--format={_FORMAT}", "-r",
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color",
                      "--full-index", "--", ":(literal)" + repo_path)  # raw oids abbreviated as %h: see `feed`
     assert proc.stdin is not None and proc.stdout is not None
@@ -242,6 +225,10 @@ def _stream(top: Path, repo_path: str, *args: str, pairs: str | None = None) -> 
         proc.stdin.close()
     except (BrokenPipeError, OSError):  # git died; its stderr tells why
         pass
+    return _read(proc, "log" if pairs is None else "diff-tree")
+
+
+def _read(proc: Any, what: str) -> Generator[_Record, None, None]:
     parser = _PatchParser()
     try:
         for line in proc.stdout:
@@ -259,7 +246,7 @@ def _stream(top: Path, repo_path: str, *args: str, pairs: str | None = None) -> 
             proc.stderr.close()
     if code != 0:
         msg = err.decode("utf-8", "replace").strip().splitlines()
-        raise HistoryError(f"git {'log' if pairs is None else 'diff-tree'} failed: {msg[-1] if msg else code}")
+        raise HistoryError(f"git {what} failed: {msg[-1] if msg else code}")
 
 
 def _worktree_patch(top: Path, repo_path: str) -> _Record:

@@ -32,41 +32,41 @@ Progress = Callable[[int, int], None]
 """Called as (steps walked, steps in all) while a walk runs."""
 
 
-def _records(repo: _Repo, rpath: str, base: str, chain: list[str], start: int) -> Generator[_Record, None, None]:
+def _records(repo: _Repo, rpath: str, base: str, chain: list[str], start: int,
+             early: Iterator[_Record] | None = None) -> Generator[_Record, None, None]:
     """The steps `chain[start:]` that touched `rpath`, oldest first, with their diffs: one `git log`
-    (a first step whose parent is not `base`, a side branch's merge, is diffed against `base` alone)."""
-    if start == 0 and chain and (repo.blobs.info(f"{chain[0]}^") or ("",))[0] != base:
+    (`early`, when started already), but a first step whose parent is not `base` (a side branch's
+    merge, an older checkout) is diffed against `base` alone."""
+    apart = start == 0 and (repo.blobs.info(f"{chain[0]}^") or ("",))[0] != base
+    if apart:
         for rec in _stream(repo.top, rpath, pairs=f"{chain[0]} {base}\n"):
             rec.meta = repo.info(rec.commit)  # its own parents, not the pair's
             yield rec
-        start = 1
-    if start < len(chain):
-        yield from _stream(repo.top, rpath, "--first-parent", "--reverse", repo.head,
-                           f"^{chain[start - 1] if start else base}")
+    for rec in early or _stream(repo.top, rpath, repo.head, f"^{chain[start - 1] if start else base}"):
+        if not apart or rec.commit != chain[0]:
+            yield rec
 
 
 def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[str], tick: Callable[[int], None] | None,
-                 *, fast: bool = True) -> tuple[AnchorHistory, bool]:
+                 *, fast: bool = True, early: Iterator[_Record] | None = None) -> tuple[AnchorHistory, bool]:
     """One anchor down the chain and into the working tree; (history, consistent?)."""
     rpath = repo.repo_path(ref.path)
     tracker = _Tracker(repo, ref, repo.blobs.oid(f"{base}:{rpath}"), fast=fast)
     steps: list[Step] = []
     index = {c: i for i, c in enumerate(chain)}
-    prevs = [base] + chain[:-1]
-
     start = 0
     while start < len(chain):
         moved_at: int | None = None
-        stream = _records(repo, rpath, base, chain, start)
+        stream = _records(repo, rpath, base, chain, start, None if start else early)
         try:
             for rec in stream:
-                i = index.get(rec.commit)
-                mine = rec.mine(rpath) if i is not None and i >= start else None
-                if i is None or mine is None or rec.meta is None:
+                i = index.get(rec.commit, -1)
+                mine = rec.mine(rpath) if i >= 0 else None
+                if mine is None or rec.meta is None:
                     continue
                 entry, hunks, binary = mine
                 oid = entry[2] if len(entry[2]) >= 40 else repo.blobs.oid(entry[2]) or entry[2]  # no index line
-                follow = (partial(tree_changes, repo.top, prevs[i], chain[i]), repo.load)
+                follow = (partial(tree_changes, repo.top, chain[i - 1] if i else base, chain[i]), repo.load)
                 step = tracker.step(rec.meta, len(chain) - 1 - i, (entry[0], entry[1], oid), hunks, binary,
                                     partial(repo.blobs.get, oid),
                                     size=repo.blobs.size(oid) if binary or hunks is None else None, follow=follow)
@@ -131,18 +131,19 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
     for ref in memory.anchors:
         if not ref.commit:
             raise HistoryError(f"anchor {ref.spec} of memory {memory.id} has no commit: it was recorded outside git")
-    plans: list[tuple[AnchorRef, str, list[str]]] = []
-    chains: dict[str, list[str]] = {}
+    bases: list[str] = []
     for ref in memory.anchors:
         assert ref.commit is not None
         try:
-            base = repo.resolve(ref.commit, what="commit")
+            bases.append(repo.resolve(ref.commit, what="commit"))
         except HistoryError:
             raise HistoryError(
                 f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository") from None
-        if base not in chains:
-            chains[base] = repo.chain(base)
-        plans.append((ref, base, chains[base]))
+    # the first anchor's diffs come while rev-list lists the chain
+    early = _stream(repo.top, repo.repo_path(memory.anchors[0].path), repo.head, f"^{bases[0]}") if (
+        bases and bases[0] != repo.head) else None
+    chains = {base: repo.chain(base) for base in dict.fromkeys(bases)}
+    plans = [(ref, base, chains[base]) for ref, base in zip(memory.anchors, bases)]
     total = sum(len(chain) + 1 for _, _, chain in plans)
     results: list[AnchorHistory] = []
     done = 0
@@ -151,7 +152,7 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
         if progress is not None:
             offset = done
             tick = lambda n, offset=offset: progress(offset + n, total)  # noqa: E731
-        hist, consistent = _walk_anchor(repo, ref, base, chain, tick)
+        hist, consistent = _walk_anchor(repo, ref, base, chain, tick, early=None if done else early)
         if not consistent:  # a carried symbol verdict went wrong somewhere: parse every step
             hist, _ = _walk_anchor(repo, ref, base, chain, None, fast=False)
         results.append(hist)
