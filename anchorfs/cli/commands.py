@@ -452,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # The other command modules register their commands on `cli` as they are imported.
-from .agents import context, doctor, export, import_cmd, mcp, serve, watch  # noqa: E402, F401
+from .agents import context, doctor, export, import_cmd, lsp, mcp, serve, watch  # noqa: E402, F401
 from .git import at, bisect, conflicts, hook, log_cmd, merge_ledger_cmd, mode_of, share  # noqa: E402, F401
 
 if __name__ == "__main__":  # pragma: no cover
