@@ -191,6 +191,14 @@ def anchored_clone(tmp_path_factory: pytest.TempPathFactory, app: bytes) -> tupl
     return root, memory_id
 
 
+def shown(root: Path, memory_id: str) -> str:
+    """`memory_id` as every surface prints it: its shortest unique prefix in the workspace at `root`."""
+    import anchorfs
+
+    with anchorfs.open(root) as ws:
+        return ws.short_ids([memory_id])[memory_id]
+
+
 def drift_column(store: Any) -> dict[str, str | None]:
     """The store's `drift` column, by memory id (what a reindex or a search would read)."""
     table = store.table()

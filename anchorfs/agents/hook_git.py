@@ -311,11 +311,13 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
         state = os.path.join(found, STATE_DIR)
         check_state(state)  # as opening the workspace would: a link there is refused first
         events: list["DriftEvent"] = []
+        short: dict[str, str] = {}
         if Ledger(state).mentions(committed_paths(found, rev)):  # else no memory rests on what it touched
             from ..sdk.workspace import Workspace
 
             with Workspace(found) as ws:
                 events = run(ws, rev)
+                short = ws.short_ids(e.id for e in events)
     except (AnchorfsError, OSError) as exc:  # a post-commit check must never look like a failure
         sys.stderr.write(f"anchorfs: hook: {exc}\n")
         return 0
@@ -329,9 +331,9 @@ def commit_main(root: str | None, rev: str = "HEAD", as_json: bool = False) -> i
     if stale:
         n = len(stale)
         out.append(f"anchorfs: this commit made {n} memor{'y' if n == 1 else 'ies'} stale:")
-        out += [f"  {e.id}  {one_line(e.detail)}  · {_short(e.content, 50)}" for e in stale]
+        out += [f"  {short[e.id]}  {one_line(e.detail)}  · {_short(e.content, 50)}" for e in stale]
         out.append("anchorfs: re-verify each; `anchorfs reanchor ID` if it holds, `anchorfs supersede ID TEXT` if not")
-    out += [f"anchorfs: {e.id} is {e.after} again ({one_line(e.detail)})  · {_short(e.content, 50)}"
+    out += [f"anchorfs: {short[e.id]} is {e.after} again ({one_line(e.detail)})  · {_short(e.content, 50)}"
             for e in events if e.after != "stale"]
     if out:
         sys.stdout.write("".join(printable(line) + "\n" for line in out))
@@ -440,7 +442,7 @@ def gate(root: str | os.PathLike[str]) -> list[str]:
                 head = blobs.get(f"HEAD:{pre}{a.path}")
                 if head is not None and drift_of([judge(a, head)[0]]) is not Drift.STALE:  # not stale before
                     what = one_line(own[1] if own else a.path + " deleted")
-                    said.append(f"  {m.id}  {what}  · {_short(m.content, 50)}")
+                    said.append(f"  {ws.short_ids([m.id])[m.id]}  {what}  · {_short(m.content, 50)}")
                     break
     return said
 

@@ -200,10 +200,14 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+_SESSION = "anchorfs.session"
+"""`ctx.meta` key of the command's `_Ctx` (`_session`), for the helpers a command calls."""
+
+
 @contextmanager
 def _session(ctx: click.Context, root: str | None, as_json: bool) -> Iterator[_Ctx]:
     parent: _Ctx = ctx.obj
-    c = _Ctx(root or parent.root, as_json or parent.json)
+    c = ctx.meta[_SESSION] = _Ctx(root or parent.root, as_json or parent.json)
     try:
         yield c
     finally:
@@ -276,9 +280,14 @@ def _emit(c: "_Ctx", data: Any, text: str) -> None:
 
 
 def _print_memory(m: "Memory", md: "MemoryDrift | None" = None, envelope: str | None = None) -> None:
+    """`show`'s text: each id as the session's workspace abbreviates it (`Workspace.short_ids`)."""
+    ws = click.get_current_context().meta[_SESSION].ws()
+    short = ws.short_ids(i for i in (m.id, m.supersedes, m.superseded_by) if i)
     drift = "" if md is None else f"  drift: {md.drift.value if m.anchors or m.stale_claims else 'unanchored'}"
-    _echo(f"{m.id}  [{m.kind}] {m.status}{drift}")
+    _echo(f"{short[m.id]}  [{m.kind}] {m.status}{drift}")
     _echo(f"  {under(m.content, '  ')}")
+    if envelope and m.superseded_by:  # the envelope names the successor whole
+        envelope = envelope.replace(f" by {m.superseded_by} ", f" by {short[m.superseded_by]} ")
     if envelope:
         _echo(f"  {envelope}")
     if m.tags:
@@ -296,9 +305,9 @@ def _print_memory(m: "Memory", md: "MemoryDrift | None" = None, envelope: str | 
     if m.valid_until:
         _echo(f"  valid until {m.valid_until.isoformat(timespec='seconds')}")
     if m.supersedes:
-        _echo(f"  supersedes {m.supersedes}")
+        _echo(f"  supersedes {short[m.supersedes]}")
     if m.superseded_by:
-        _echo(f"  superseded by {m.superseded_by}")
+        _echo(f"  superseded by {short[m.superseded_by]}")
     if m.reason:
         _echo(f"  reason: {one_line(m.reason)}")
 

@@ -206,11 +206,12 @@ def conflicts(ctx: click.Context, root: str | None, as_json: bool) -> None:
         if not forks:
             _echo("no conflicts")
             return
+        short = c.ws().short_ids({i for f in forks for i in (f.memory.id, *(side.id for side in f.sides))})
         for f in forks:
-            _echo(f"{f.memory.id} forked: {_short(f.memory.content)}")
+            _echo(f"{short[f.memory.id]} forked: {_short(f.memory.content)}")
             for side in f.sides:
                 what = "retracted it" if side.memory.status == "retracted" else (
-                    "kept it" if side.id == f.memory.id else f"superseded it with {side.id}")
+                    "kept it" if side.id == f.memory.id else f"superseded it with {short[side.id]}")
                 who = side.memory.author if side.id != f.memory.id else (side.actor or side.memory.author)
                 _echo(f"  {who} {what}: {_short(side.memory.content)}")
         _echo("resolve: supersede one side (the successor replaces every side) or retract one")

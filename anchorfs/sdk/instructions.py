@@ -288,7 +288,7 @@ def export_block(ws: "Workspace") -> tuple[str, int, int]:
     active = sorted(ws.list(status="active"), key=lambda m: m.id)
     report = ws.drift()  # every active anchored memory checked now, and the drift persisted
     flagged = {md.memory.id: md for md in report.flagged}
-    now = utcnow()
+    now, short = utcnow(), ws.short_ids(m.id for m in active)
     groups: dict[str, list[str]] = {"stale": [], "unknown": [], "rest": []}
     for m in active:
         if m.status != Status.ACTIVE:
@@ -297,7 +297,7 @@ def export_block(ws: "Workspace") -> tuple[str, int, int]:
         drift, checks = (md.drift, md.checks) if md is not None else (Drift.FRESH, ())
         env = envelope(m, drift, checks, expiry_days=ws.config.expiry_days(m.kind), now=now)
         group = "stale" if drift is Drift.STALE else "unknown" if drift is Drift.UNKNOWN else "rest"
-        groups[group].append(f"- {env} {_one_line(m.content)} (`{m.id}`)")
+        groups[group].append(f"- {env} {_one_line(m.content)} (`{short[m.id]}`)")
     total = len(active)
     stale = len(groups["stale"])
     out = [EXPORT_BEGIN, "## Memories (anchorfs)", "",

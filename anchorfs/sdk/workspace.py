@@ -325,8 +325,20 @@ class Workspace:
         raise NotFoundError(f"no memory {memory_id!r}")
 
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
-        """Each id as a person reads and types it back: its shortest unique prefix (`model.short_ids`)."""
-        return short_ids(ids, self._memories())
+        """Each id as a person reads and types it back: its shortest unique prefix (`model.short_ids`).
+        A process that has not folded (a hook) does not fold for it: the only ids that can share
+        more than its first SHOWN_ID_CHARS are those the ledger names starting with them."""
+        ids = list(ids)
+        if self._fold is not None or not ids:
+            return short_ids(ids, self._memories())
+        import re
+
+        from ..core.model import SHOWN_ID_CHARS
+
+        data, near = self.ledger._head(), set()
+        for start in {i[:SHOWN_ID_CHARS] for i in ids}:  # each JSON string starting so (one literal: a fast scan)
+            near.update(re.findall(f'"({re.escape(start)}[0-9a-z]*)"'.encode(), data))
+        return short_ids(ids, {n.decode() for n in near})
 
     def _head_of(self, memory: Memory) -> Memory:
         mems = self._memories()

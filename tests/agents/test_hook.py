@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TOKEN, git, read_events
+from conftest import TOKEN, git, read_events, shown as short_of
 
 import anchorfs
 from anchorfs.agents.hook_git import (BEGIN, END, committed_paths, hook_path, install, is_installed, uninstall,
@@ -64,7 +64,7 @@ def test_commit_reports_the_memories_it_made_stale(repo: Path) -> None:
     (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
     out = commit(repo, "shorter tokens").stderr
     assert "anchorfs: this commit made 1 memory stale:" in out
-    assert f"{stale.id}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours" in out
+    assert f"{short_of(repo, stale.id)}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours" in out
     assert kept.id not in out
     events = read_events(anchorfs.open(repo))
     assert [(e["id"], e["from"], e["to"], e["source"]) for e in events] == [(stale.id, "fresh", "stale", "hook")]
@@ -79,7 +79,7 @@ def test_commit_reports_the_memories_it_made_stale(repo: Path) -> None:
     # putting the code back makes it fresh again, and says so
     (repo / "auth" / "token.py").write_text(TOKEN)
     out = commit(repo, "revert").stderr
-    assert f"anchorfs: {stale.id} is fresh again" in out
+    assert f"anchorfs: {short_of(repo, stale.id)} is fresh again" in out
     assert [e["to"] for e in read_events(anchorfs.open(repo))] == ["stale", "fresh"]
 
 
@@ -97,7 +97,7 @@ def test_an_existing_hook_is_kept_and_still_runs(repo: Path) -> None:
 
     (repo / "README.md").write_text("bye\n")
     out = commit(repo, "bye").stderr
-    assert m.id in out
+    assert short_of(repo, m.id) in out
     assert (repo / ".git" / "hook.log").read_text() == "user-hook-ran\n"
 
     assert uninstall(repo) == (path, True)
@@ -128,7 +128,7 @@ def test_hooks_path_and_two_workspaces_in_one_repo(repo: Path) -> None:
 
     (sub / "app.py").write_text("PORT = 8080\n")
     out = commit(repo, "port").stderr
-    assert f"{m.id}  app.py changed" in out
+    assert f"{short_of(sub, m.id)}  app.py changed" in out
     assert committed_paths(sub) == ["app.py"]  # relative to the workspace, not the repo
 
     assert uninstall(sub) == (path, True)
@@ -262,7 +262,7 @@ def test_post_edit_reports_what_the_edit_made_stale_once(repo: Path) -> None:
     token.write_text(TOKEN.replace("hours=24", "hours=12"))
     text = context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")
     assert text.startswith("anchorfs: this edit of auth/token.py made 1 memory stale")
-    assert f"- {stale.id}: auth/token.py#TokenIssuer.issue changed · token expiry is 24 hours" in text
+    assert f"- {short_of(repo, stale.id)}: auth/token.py#TokenIssuer.issue changed · token expiry is 24 hours" in text
     assert kept.id not in text
     assert "`reanchor`" in text and "`supersede`" in text
     events = read_events(anchorfs.open(repo))
@@ -278,7 +278,7 @@ def test_post_edit_reports_what_the_edit_made_stale_once(repo: Path) -> None:
     payload = post_edit_json(repo, Path("token.py"), "Write")
     payload["cwd"] = str(repo / "auth")
     text = context_of(agent_hook("post-edit", payload, cwd=repo), "PostToolUse")
-    assert f"anchorfs: {stale.id} is fresh again" in text
+    assert f"anchorfs: {short_of(repo, stale.id)} is fresh again" in text
 
 
 def test_post_edit_output_is_capped_and_counts_the_rest(repo: Path) -> None:
@@ -293,7 +293,7 @@ def test_post_edit_output_is_capped_and_counts_the_rest(repo: Path) -> None:
     shown = [line for line in text.splitlines() if line.startswith("- ") and "more: call" not in line]
     assert len(text) <= 2000 and text.startswith("anchorfs: this edit of auth/token.py made 102 memories stale")
     assert 5 < len(shown) < 102 and f"- {102 - len(shown)} more: call check_drift" in text
-    assert {line[2:28] for line in shown} <= {m.id for m in made} and "`reanchor`" in text
+    assert all(any(m.id.startswith(line[2:].split(":")[0]) for m in made) for line in shown) and "`reanchor`" in text
     (repo / ".anchorfs.toml").write_text("[hook]\nedit_chars = 100000\n")
     token.write_text(TOKEN.replace("hours=24", "hours=6"))  # stale still: nothing new to say
     token.write_text(TOKEN)
@@ -318,7 +318,7 @@ def test_pre_read_hands_the_files_memories_once_per_session_stale_first(repo: Pa
     token = repo / "auth" / "token.py"
     text = context_of(agent_hook("pre-read", pre_read_json(repo, token), cwd=repo), "PreToolUse")
     assert text.startswith("anchorfs: 2 memories rest on auth/token.py, 0 stale (memories are data")
-    assert f"- {fresh.id} [fresh · anchored " in text and "readme" not in text
+    assert f"- {short_of(repo, fresh.id)} [fresh · anchored " in text and "readme" not in text
     for payload in (pre_read_json(repo, token, "Edit"), pre_read_json(repo, repo / "other.txt"),
                     pre_read_json(repo, repo.parent / "x.py"), {"hook_event_name": "PreToolUse", "tool_input": {}}):
         proc = agent_hook("pre-read", payload, cwd=repo)  # told already; no memory there; outside; no path
@@ -326,7 +326,8 @@ def test_pre_read_hands_the_files_memories_once_per_session_stale_first(repo: Pa
     token.write_text(TOKEN.replace("hours=24", "hours=12"))  # the drift changed: told again, the stale first
     text = context_of(agent_hook("pre-read", pre_read_json(repo, token, "Edit"), cwd=repo), "PreToolUse")
     assert "2 memories rest on auth/token.py, 1 stale" in text
-    assert text.index(f"- {stale.id} [STALE · auth/token.py#TokenIssuer.issue changed") < text.index(f"- {fresh.id} ")
+    assert (text.index(f"- {short_of(repo, stale.id)} [STALE · auth/token.py#TokenIssuer.issue changed")
+            < text.index(f"- {short_of(repo, fresh.id)} "))
     assert agent_hook("pre-read", pre_read_json(repo, token), cwd=repo).stdout == ""
     assert "1 stale" in context_of(agent_hook("pre-read", pre_read_json(repo, token, session="other"), cwd=repo),
                                    "PreToolUse")  # another session is told
@@ -339,7 +340,8 @@ def test_pre_read_hands_the_files_memories_once_per_session_stale_first(repo: Pa
     shown = [line for line in text.splitlines() if line.startswith("- ") and "more: call" not in line]
     assert len(text) <= 1500 and text.startswith("anchorfs: 42 memories rest on auth/token.py, 1 stale")
     assert 3 < len(shown) < 42 and f"- {42 - len(shown)} more: call check_drift" in text
-    assert shown[0].startswith(f"- {stale.id} [STALE") and {line[2:28] for line in shown[1:]} <= {m.id for m in many}
+    assert shown[0].startswith(f"- {short_of(repo, stale.id)} [STALE")
+    assert all(any(m.id.startswith(line.split()[1]) for m in many) for line in shown[1:])
 
 
 def test_init_for_claude_wires_the_pre_read_hook_and_git_ignores_its_record(repo: Path) -> None:
@@ -529,7 +531,7 @@ def test_post_commit_run_answers_without_click_as_the_cli_does(repo: Path) -> No
                           capture_output=True, text=True, timeout=60, check=False)
     assert json.loads(proc.stderr) == {"code": 0, "heavy": []}  # neither click nor LanceDB imported
     assert proc.stdout.startswith("anchorfs: this commit made 1 memory stale:\n")
-    assert f"  {m.id}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours\n" in proc.stdout
+    assert f"  {short_of(repo, m.id)}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours\n" in proc.stdout
     (repo / "auth" / "token.py").write_text(TOKEN)  # fresh again: the click CLI says the same as the fast path
     git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "back")
     fast = subprocess.run([sys.executable, "-m", "anchorfs", "hook", "run", "--json", f"--root={repo}"], cwd=repo,
@@ -563,7 +565,7 @@ def test_install_upgrades_an_old_click_line_in_place(repo: Path) -> None:
     with anchorfs.open(repo) as ws:
         m = ws.record("readme greets", anchors=["README.md"])
     (repo / "README.md").write_text("bye\n")
-    assert m.id in commit(repo, "bye").stderr  # the upgraded line runs
+    assert short_of(repo, m.id) in commit(repo, "bye").stderr  # the upgraded line runs
 
 
 _EDIT_PROBE = ("import io, json, sys\n"
@@ -620,7 +622,7 @@ def test_the_gate_refuses_a_commit_whose_staged_changes_stale_a_memory(repo: Pat
     proc = _try_commit(repo, "shorter tokens")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith("anchorfs: this commit would make 1 memory stale:\n")
-    assert f"  {stale.id}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours" in proc.stderr
+    assert f"  {short_of(repo, stale.id)}  auth/token.py#TokenIssuer.issue changed  · token expiry is 24 hours" in proc.stderr
     assert "`anchorfs reanchor ID`" in proc.stderr and "--no-verify" in proc.stderr
     token.write_text(TOKEN)  # the work tree put back, the index not: still refused
     assert _try_commit(repo, "shorter tokens").returncode == 1
@@ -654,7 +656,7 @@ def test_post_edit_names_where_a_renamed_symbols_body_went(repo: Path) -> None:
     token = repo / "auth" / "token.py"
     token.write_text(TOKEN.replace("def issue(", "def issue_token("))
     text = context_of(agent_hook("post-edit", post_edit_json(repo, token), cwd=repo), "PostToolUse")
-    assert (f"- {renamed.id}: auth/token.py#TokenIssuer.issue no longer found; the same body is at "
+    assert (f"- {short_of(repo, renamed.id)}: auth/token.py#TokenIssuer.issue no longer found; the same body is at "
             "auth/token.py#TokenIssuer.issue_token: reanchor to it if the memory still holds") in text
     events = read_events(anchorfs.open(repo))
     assert "the same body is at auth/token.py#TokenIssuer.issue_token" in events[-1]["detail"]

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TOKEN, git
+from conftest import TOKEN, git, shown
 
 import anchorfs
 from anchorfs.ledger import catchup
@@ -96,7 +96,7 @@ def test_a_damaged_drift_file_or_no_snapshot_takes_the_workspaces_path(repo: Pat
     (repo / ".anchorfs" / "drift.json").write_bytes(b'{"v": 1, "drift": {"x": [1]}}')
     token.write_text(TOKEN.replace("hours=24", "hours=1"))
     out, report = probe(repo, edit_json(repo, token), "hook", "post-edit")
-    assert report["workspace"] is True and issue in out  # never judged from a damaged file; the full path mends it
+    assert report["workspace"] is True and shown(repo, issue) in out  # never judged from a damaged file; the full path mends it
     assert json.loads((repo / ".anchorfs" / "drift.json").read_text())["drift"] == {issue: "stale"}
 
 
@@ -108,7 +108,7 @@ def test_post_edit_reads_any_json_the_standard_reader_takes(repo: Path) -> None:
     token.write_text(TOKEN.replace("hours=24", "hours=3"))
     payload = edit_json(repo, token)[:-1] + ', "n": 123456789012345678901234567890}'
     out, _ = probe(repo, payload, "hook", "post-edit")
-    assert issue in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert shown(repo, issue) in json.loads(out)["hookSpecificOutput"]["additionalContext"]
 
 
 def test_a_span_moved_into_a_new_untracked_file_is_followed_by_the_post_edit_hook(repo: Path) -> None:

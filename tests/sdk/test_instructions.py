@@ -167,7 +167,7 @@ def test_export_shows_each_memory_as_the_pass_found_it_checking_none_again(
     calls = count_checks()
     with anchorfs.open(root) as ws:
         ws.export_to(root / "AGENTS.md")
-    line = next(x for x in (root / "AGENTS.md").read_text().splitlines() if moved.id in x)
+    line = next(x for x in (root / "AGENTS.md").read_text().splitlines() if f"(`{moved.id[:6]}" in x)
     assert line.startswith("- [fresh") and "now at auth/tokens.py" in line, line
     assert calls == [moved.id]  # the pass's own check of the moved file's memory, once
 
