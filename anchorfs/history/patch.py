@@ -121,7 +121,6 @@ class _PatchParser:
 
     def __init__(self, first: _Record | None = None) -> None:
         self.current = first
-        self.done: list[_Record] = []
         self._old_left = 0
         self._new_left = 0
         self._hunk: dict[str, Any] | None = None
@@ -131,9 +130,7 @@ class _PatchParser:
         if h is None or self.current is None or not self.current.sections:
             self._hunk = None
             return
-        olds = [_strip_cr(x) for x in h["old"]]
-        news = [_strip_cr(x) for x in h["new"]]
-        noop = olds == news
+        noop = len(h["old"]) == len(h["new"]) and [_strip_cr(x) for x in h["old"]] == [_strip_cr(x) for x in h["new"]]
         lines = [b"-" + x for x in h["old"]] + [b"+" + x for x in h["new"]]
         shown = tuple(x.decode("utf-8", "replace") for x in lines[:_MAX_HUNK_LINES])
         if len(lines) > _MAX_HUNK_LINES:
@@ -209,8 +206,8 @@ def _big_files() -> str:
     return f"core.bigFileThreshold={MAX_FILE_BYTES}"
 
 
-def _stream(top: Path, repo_path: str, *revs: str, pairs: str | None = None) -> Generator[_Record, None, None]:
-    """One record per commit touching `repo_path`, each with its commit's metadata: `git log` of
+def _stream(top: Path, paths: list[str], *revs: str, pairs: str | None = None) -> Generator[_Record, None, None]:
+    """One record per commit touching `paths`, each with its commit's metadata: `git log` of
     the first-parent chain REVS names, oldest first, or `diff-tree --stdin` fed `pairs` ("commit
     previous" lines, every commit a record). The process starts now, read as the records are."""
     cmd = ("diff-tree", "--stdin", "--always") if pairs is not None else (
@@ -218,7 +215,7 @@ def _stream(top: Path, repo_path: str, *revs: str, pairs: str | None = None) -> 
         "--first-parent", "--reverse", "--diff-algorithm=myers", "--inter-hunk-context=0", "--submodule=short", *revs)
     proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), *cmd, f"--format={_FORMAT}", "-r",
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color",
-                     "--full-index", "--", ":(literal)" + repo_path)  # raw oids abbreviated as %h: see `feed`
+                     "--full-index", "--", *(":(literal)" + p for p in paths))  # raw oids as %h: see `feed`
     assert proc.stdin is not None and proc.stdout is not None
     try:  # a few bytes at most: written before a line is read
         proc.stdin.write((pairs or "").encode())

@@ -32,17 +32,17 @@ Progress = Callable[[int, int], None]
 """Called as (steps walked, steps in all) while a walk runs."""
 
 
-def _records(repo: _Repo, rpath: str, base: str, chain: list[str], start: int,
+def _records(repo: _Repo, paths: list[str], base: str, chain: list[str], start: int,
              early: Iterator[_Record] | None = None) -> Generator[_Record, None, None]:
-    """The steps `chain[start:]` that touched `rpath`, oldest first, with their diffs: one `git log`
+    """The steps `chain[start:]` that touched `paths`, oldest first, with their diffs: one `git log`
     (`early`, when started already), but a first step whose parent is not `base` (a side branch's
     merge, an older checkout) is diffed against `base` alone."""
     apart = start == 0 and (repo.blobs.info(f"{chain[0]}^") or ("",))[0] != base
     if apart:
-        for rec in _stream(repo.top, rpath, pairs=f"{chain[0]} {base}\n"):
+        for rec in _stream(repo.top, paths, pairs=f"{chain[0]} {base}\n"):
             rec.meta = repo.info(rec.commit)  # its own parents, not the pair's
             yield rec
-    for rec in early or _stream(repo.top, rpath, repo.head, f"^{chain[start - 1] if start else base}"):
+    for rec in early or _stream(repo.top, paths, repo.head, f"^{chain[start - 1] if start else base}"):
         if not apart or rec.commit != chain[0]:
             yield rec
 
@@ -51,13 +51,14 @@ def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[str], tick:
                  *, fast: bool = True, early: Iterator[_Record] | None = None) -> tuple[AnchorHistory, bool]:
     """One anchor down the chain and into the working tree; (history, consistent?)."""
     rpath = repo.repo_path(ref.path)
+    paths = [rpath]  # every file the walk followed the text to: what its diffs are limited to
     tracker = _Tracker(repo, ref, repo.blobs.oid(f"{base}:{rpath}"), fast=fast)
     steps: list[Step] = []
     index = {c: i for i, c in enumerate(chain)}
     start = 0
     while start < len(chain):
         moved_at: int | None = None
-        stream = _records(repo, rpath, base, chain, start, None if start else early)
+        stream = _records(repo, paths, base, chain, start, None if start else early)
         try:
             for rec in stream:
                 i = index.get(rec.commit, -1)
@@ -73,14 +74,15 @@ def _walk_anchor(repo: _Repo, ref: AnchorRef, base: str, chain: list[str], tick:
                 steps.append(step)
                 if tick is not None:
                     tick(i + 1)
-                if step.path_now is not None:
+                rpath = repo.repo_path(tracker.ref.path)
+                if rpath not in paths:  # moved to a file this stream does not show: another one from here
+                    paths.append(rpath)
                     moved_at = i
                     break
         finally:
             stream.close()
         if moved_at is None:
             break
-        rpath = repo.repo_path(tracker.ref.path)
         start = moved_at + 1
     wt = tracker.working_tree()
     if wt is not None:
@@ -140,7 +142,7 @@ def _walk(repo: _Repo, memory: Memory, progress: Progress | None) -> tuple[Ancho
             raise HistoryError(
                 f"anchor {ref.spec} was taken at {ref.commit[:12]}, which is not in this repository") from None
     # the first anchor's diffs come while rev-list lists the chain
-    early = _stream(repo.top, repo.repo_path(memory.anchors[0].path), repo.head, f"^{bases[0]}") if (
+    early = _stream(repo.top, [repo.repo_path(memory.anchors[0].path)], repo.head, f"^{bases[0]}") if (
         bases and bases[0] != repo.head) else None
     chains = {base: repo.chain(base) for base in dict.fromkeys(bases)}
     plans = [(ref, base, chains[base]) for ref, base in zip(memory.anchors, bases)]

@@ -107,3 +107,29 @@ def test_a_walk_reads_its_diffs_from_one_git_log(tmp_path: Path, commits: int, e
     # and a candidate where its lines may have gone (each a name, then its contents): no
     # question per step, however many steps touched the file
     assert len(asked) <= 10, asked
+
+
+def test_a_file_renamed_back_and_forth_costs_one_more_stream(git_repo: Path, spawned: list[list[str]]) -> None:
+    """Each file the walk followed the text to stays in the stream's path limit: a rename back to
+    one of them is read from the same stream, only a file not seen before starts another."""
+    repo = git_repo
+    body = "".join(f"line {i}\n" for i in range(1, 21))
+    (repo / "a.txt").write_text(body)
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-qm", "add")
+    first = git(repo, "rev-parse", "HEAD").strip()
+    for old, new in (("a.txt", "b.txt"), ("b.txt", "a.txt"), ("a.txt", "b.txt"), ("b.txt", "a.txt")):
+        git(repo, "mv", old, new)
+        git(repo, "commit", "-qm", f"{old} -> {new}")
+    (repo / "a.txt").write_text(body.replace("line 10\n", "line ten\n"))
+    git(repo, "commit", "-qam", "edit")
+    data = body.encode()
+    ref = AnchorRef("a.txt", sha256=hashlib.sha256(data).hexdigest(), lines=(10, 10), commit=first)
+    ref = AnchorRef(**{**ref.to_dict(), "content_hash": text_hash(narrowed_text(ref, data)[0])})
+    memory = Memory(id=new_id(), content="line 10", anchors=(ref,))
+    steps = log(repo, memory).anchors[0].steps
+    assert [(s.verdict.value, s.path) for s in steps] == [
+        ("moved", "b.txt"), ("moved", "a.txt"), ("moved", "b.txt"), ("moved", "a.txt"), ("changed", "a.txt")]
+    spawned.clear()
+    assert bisect(repo, memory).culprit.subject == "edit"  # type: ignore[union-attr]
+    assert len([c for c in spawned if c[0] == "log" and "-p" in c]) == 2
