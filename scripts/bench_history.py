@@ -169,16 +169,28 @@ def anchor_at(repo: Path, base: str, path: str, *, lines: tuple[int, int] | None
                      commit=base, dirty=False, token_hash=narrowed_tokens(ref, data))  # as `take` records it
 
 
-def alternate(fa: Callable[[], object], fb: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Medians of `fa` and `fb`, run turn about so a busy machine slows both alike."""
+def alternate(fa: Callable[[], object], fb: Callable[[], object], repeat: int) -> tuple[float, float, float, float]:
+    """Medians of `fa` and `fb`, run turn about so a busy machine slows both alike: wall times,
+    then CPU times (this process and the git processes it waited for), which a machine shared with
+    other work disturbs less."""
+    import resource
+
+    def cpu() -> float:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
     ta: list[float] = []
     tb: list[float] = []
+    ca: list[float] = []
+    cb: list[float] = []
     for _ in range(repeat):
-        for fn, out in ((fa, ta), (fb, tb)):
-            t = time.perf_counter()
+        for fn, out, used in ((fa, ta, ca), (fb, tb, cb)):
+            c, t = cpu(), time.perf_counter()
             fn()
             out.append(time.perf_counter() - t)
-    return statistics.median(ta), statistics.median(tb)
+            used.append(cpu() - c)
+    m = statistics.median
+    return m(ta), m(tb), m(ca), m(cb)
 
 
 def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Path) -> tuple[str, str]:
@@ -258,17 +270,20 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
         try:
             run_log()
         except subprocess.CalledProcessError:  # git cannot follow these lines: bisect alone
-            t_bisect, t_log = alternate(lambda: bisect(top, memory), lambda: None, args.repeat)[0], None
+            t_bisect, _, c_bisect, _ = alternate(lambda: bisect(top, memory), lambda: None, args.repeat)
+            t_log = c_log = None
         else:
-            t_bisect, t_log = alternate(lambda: bisect(top, memory), run_log, args.repeat)
+            t_bisect, t_log, c_bisect, c_log = alternate(lambda: bisect(top, memory), run_log, args.repeat)
         culprit = result.culprit
-        rows.append((label, walked, steps, culprit.short if culprit else "none (holds)", t_bisect, t_log))
+        rows.append((label, walked, steps, culprit.short if culprit else "none (holds)", t_bisect, t_log,
+                     c_bisect / c_log if c_log else None))
 
-    lines = ["| anchor | commits walked | steps touching | culprit | bisect | `git log -L` | ratio |",
-             "|---|---:|---:|---|---:|---:|---:|"]
-    for label, w, n, c, tb, tl in rows:
+    lines = ["| anchor | commits walked | steps touching | culprit | bisect | `git log -L` | ratio | CPU ratio |",
+             "|---|---:|---:|---|---:|---:|---:|---:|"]
+    for label, w, n, c, tb, tl, cr in rows:
         log_cell, ratio = (f"{tl * 1000:.0f} ms", f"{tb / tl:.2f}x") if tl else ("fails", "-")
-        lines.append(f"| {label} | {w} | {n} | {c} | {tb * 1000:.0f} ms | {log_cell} | {ratio} |")
+        lines.append(f"| {label} | {w} | {n} | {c} | {tb * 1000:.0f} ms | {log_cell} | {ratio} | "
+                     f"{f'{cr:.2f}x' if cr else '-'} |")
     return what, "\n".join(lines)
 
 
@@ -305,12 +320,15 @@ def main() -> None:
         body = f"""Machine: {machine()}.
 
 `{command} --commits {args.commits} --repeat {args.repeat} --write`. Medians of {args.repeat}
-runs, `bisect` and the baseline taking turns. `bisect` walks the first-parent chain from the
-anchor's commit to HEAD, then the working tree: one `rev-list`, one streaming `diff-tree
---stdin -p -U0` limited to the path, one `cat-file --batch`, judging every step that touched
-the file. The baseline, `git log --first-parent -L START,END:FILE BASE..HEAD`, follows the
-same lines (named as they stand at HEAD) in one git process and judges nothing. Ratio =
-bisect / `git log -L`: below 1 is faster.
+runs, `bisect` and the baseline taking turns, in the same process. `bisect` walks the
+first-parent chain from the anchor's commit to HEAD, then the working tree: one `rev-list` for
+the chain, beside it one streaming `git log --first-parent -p -U0` limited to the path (only
+the steps that touched the file, with their metadata), `cat-file` for objects, judging every
+step that touched the file. The baseline, `git log --first-parent -L START,END:FILE
+BASE..HEAD`, follows the same lines (named as they stand at HEAD) in one git process and judges
+nothing. Ratio = bisect / `git log -L` in wall time: below 1 is faster. CPU ratio = the same
+in CPU time (the Python process and the git processes it started), which other work on a
+shared machine disturbs less.
 
 """ + "\n\n".join(parts) + ("\n\n" + args.note.strip() if args.note.strip() else "") + "\n"
         write_section("History (bisect)", body)
