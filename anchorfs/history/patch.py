@@ -154,33 +154,34 @@ class _PatchParser:
             if raw.startswith(b"\\"):
                 return None
             self._old_left = self._new_left = 0  # malformed: resynchronise
-        if raw.startswith(b"\\"):
+        c = raw[:1]  # one test per line, most lines: the first byte
+        if c == b"\\":
             return None
         finished: _Record | None = None
-        if _HEADER_RE.match(raw):
+        if c in b"0123456789abcdef" and _HEADER_RE.match(raw):
             self._close_hunk()
             finished, head = self.current, _parse_commit(raw)
             self.current = _Record(head.commit, head)
             return finished
         if self.current is None:
             return None
-        if raw.startswith(b":"):
+        if c == b":":
             meta, _, path = raw.partition(b"\t")
             fields = meta[1:].split()
             if len(fields) >= 5:
                 self.current.entries.append(
                     (fields[4][:1].decode(), fields[2].decode(), fields[3].decode(), _unquote(path))
                 )
-        elif raw.startswith(b"index ") and 0 < len(self.current.sections) <= len(self.current.entries):
+        elif c == b"i" and raw.startswith(b"index ") and 0 < len(self.current.sections) <= len(self.current.entries):
             entry = self.current.entries[len(self.current.sections) - 1]  # its oids in full
             old, _, new = raw[6:].split(b" ")[0].decode().partition("..")
             if old.startswith(entry[1]) and new.startswith(entry[2]):
                 self.current.entries[len(self.current.sections) - 1] = (entry[0], old, new, entry[3])
-        elif raw.startswith(b"diff --git ") or raw.startswith(b"diff --cc "):
+        elif c == b"d" and (raw.startswith(b"diff --git ") or raw.startswith(b"diff --cc ")):
             self._close_hunk()
             self.current.sections.append([])
             self.current.binary.append(False)
-        elif raw.startswith(b"@@ "):
+        elif c == b"@" and raw.startswith(b"@@ "):
             self._close_hunk()
             m = _HUNK_RE.match(raw)
             if m and self.current.sections:
@@ -191,7 +192,7 @@ class _PatchParser:
                 self._old_left, self._new_left = oc, nc
                 if oc == 0 and nc == 0:
                     self._close_hunk()
-        elif raw.startswith(b"Binary files ") and self.current.binary:
+        elif c == b"B" and raw.startswith(b"Binary files ") and self.current.binary:
             self.current.binary[-1] = True
         return None
 
