@@ -173,7 +173,8 @@ def short_ids(ids: Iterable[str], among: Iterable[str]) -> dict[str, str]:
     from bisect import bisect_left
 
     ids = list(ids)
-    everyone = sorted({*among, *ids})
+    heads = {i[:SHOWN_ID_CHARS] for i in ids}  # only an id sharing these can need a longer cut
+    everyone = sorted({*(o for o in among if o[:SHOWN_ID_CHARS] in heads), *ids})
     out = {}
     for mid in ids:  # only its neighbours in sorted order can share a longer prefix
         k = bisect_left(everyone, mid)

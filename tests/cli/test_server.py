@@ -175,11 +175,13 @@ def test_a_config_change_is_seen_by_the_next_served_query(warm: tuple[Path, dict
 
 
 def test_the_client_imports_neither_click_nor_lancedb(warm: tuple[Path, dict[str, str]]) -> None:
+    """Nor the model (nor `datetime`): a served command's client is the socket and the state folder (issue 38)."""
     root, env = warm
     probe = (
         "import atexit, sys\n"
-        "atexit.register(lambda: sys.stderr.write('HEAVY=' + ','.join(sorted({k.split('.')[0] for k in sys.modules"
-        " if k.split('.')[0] in ('click', 'lancedb', 'pyarrow', 'numpy', 'orjson')}))))\n"
+        "atexit.register(lambda: sys.stderr.write('HEAVY=' + ','.join(sorted({k for k in sys.modules"
+        " if k.split('.')[0] in ('click', 'lancedb', 'pyarrow', 'numpy', 'orjson', 'datetime')"
+        " or k == 'anchorfs.core.model'}))))\n"
         f"sys.argv = ['anchorfs', '--root', {str(root)!r}, 'query', 'token expiry']\n"
         "from anchorfs.__main__ import main\n"
         "main()\n"
