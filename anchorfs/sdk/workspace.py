@@ -327,7 +327,7 @@ class Workspace:
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
         """Each id as a person reads and types it back: its shortest unique prefix (`model.short_ids`).
         A process that has not folded (a hook) does not fold for it: the only ids that can share
-        more than its first SHOWN_ID_CHARS are those the ledger names starting with them."""
+        more than its first SHOWN_ID_CHARS are the ledger's memory ids starting with them."""
         ids = list(ids)
         if self._fold is not None or not ids:
             return short_ids(ids, self._memories())
@@ -335,9 +335,10 @@ class Workspace:
 
         from ..core.model import SHOWN_ID_CHARS
 
-        data, near = self.ledger._head(), set()
-        for start in {i[:SHOWN_ID_CHARS] for i in ids}:  # each JSON string starting so (one literal: a fast scan)
-            near.update(re.findall(f'"({re.escape(start)}[0-9a-z]*)"'.encode(), data))
+        heads = {i[:SHOWN_ID_CHARS] for i in ids}
+        same = os.path.commonprefix(list(heads))  # one pass in C, each `"id"` its literal start
+        starts = "|".join(re.escape(h[len(same):]) for h in heads)
+        near = set(re.findall(rf'"id"\s*:\s*"({re.escape(same)}(?:{starts})[0-9a-z]*)"'.encode(), self.ledger._head()))
         return short_ids(ids, {n.decode() for n in near})
 
     def _head_of(self, memory: Memory) -> Memory:
