@@ -51,10 +51,14 @@ _TITLES = (
 _Entry = tuple[str, int, str]
 
 
-def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterable[_Entry]", ids: list[str]) -> str:
-    """The digest's text: its head, then the sections' lines in order while they fit, then how
-    many were left out."""
+def _layout(cap: int, counts: tuple[int, int, int], total: int, entries: "Iterable[_Entry]", ids: list[str],
+            conflicts: int = 0) -> str:
+    """The digest's text: its head (with the open conflicts, when any), then the sections' lines
+    in order while they fit, then how many were left out."""
     head = f"{_LABEL}: {counts[0]} stale, {counts[1]} unknown, {counts[2]} fresh or unanchored."
+    if conflicts:
+        head += (f" {conflicts} open conflict{'s' if conflicts != 1 else ''} (two memories on the same ground "
+                 "saying different values): `anchorfs tidy` lists them.")
     out = [head]
     size = len(head)
     shown = 0
@@ -115,7 +119,8 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
             for m in order:
                 yield m.id, section, line(m)
 
-    return _layout(cap, counts, len(mems), entries(), shown)
+    contradictions = len(state.open_conflicts()) if hasattr(state, "open_conflicts") else 0
+    return _layout(cap, counts, len(mems), entries(), shown, contradictions)
 
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:

@@ -45,6 +45,10 @@ STALE_URI = "anchorfs://stale"
 MEMORY_URI = "anchorfs://memory/{id}"
 REVERIFY_PROMPT = "reverify_stale"
 _PROPOSED_NOTE = "proposed: a person reviews it (`anchorfs accept {id}` or `reject {id}`); no recall serves it before"
+_MCP_SETTLE = {
+    "conflicts": "if this memory is right: retract {new}, then supersede {old} with its text; if not: retract {new}",
+    "similar": "it repeats {old}: retract {new}, or supersede {old} if this wording is better",
+}
 
 _ABOUT = """\
 anchorfs is this repository's memory: decisions, constraints and facts about the code, each
@@ -177,7 +181,9 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
                 md = ws.check(m)
         except AnchorfsError:
             md = MemoryDrift(m, Drift.UNKNOWN, ())
-        return result({"memory": _written(m, md), **extra})
+        found = {kind: [{**c.to_dict(), "settle": _MCP_SETTLE[kind].format(old=c.id, new=m.id)}
+                        for c in m.candidates if c.kind == kind] for kind in ("similar", "conflicts")}
+        return result({"memory": _written(m, md), **extra, **{k: v for k, v in found.items() if v}})
 
     class _Server(MCPServer):
         """Checks every call's arguments against the tool's closed schema, and lists tools in `TOOL_ORDER`."""
@@ -316,6 +322,7 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
             "unknown": report.count(Drift.UNKNOWN), "fresh": report.count(Drift.FRESH),
             "memories": [_listed(md) for md in page], "listed": len(rows), "offset": offset,
             "next_offset": offset + limit if more else None,
+            "conflicts": len(ws.open_conflicts()),
         }
         return result(data, _read_text("check_drift", data))
 
@@ -325,7 +332,8 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         "anchor's `detail` says which) or unknown (an anchor could not be read). Without `id` "
         "it returns the counts and lists only the stale and unknown memories, a page at a time "
         "(`offset`, `limit`; `next_offset` is null on the last page); `all: true` lists every "
-        "one. Use it after editing code to see which memories your change made stale."
+        "one. Use it after editing code to see which memories your change made stale. `conflicts` counts the pairs "
+        "of active memories found to contradict each other when written (`anchorfs tidy` lists them)."
     ))
 
     def show(id: Id) -> Annotated[CallToolResult, ShowResult]:  # noqa: A002

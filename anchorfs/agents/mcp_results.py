@@ -185,6 +185,10 @@ class WriteResult(TypedDict):
     memory: dict[str, Any]
     duplicate: NotRequired[bool]
     note: NotRequired[str]
+    similar: NotRequired[list[dict[str, str]]]
+    """Active memories on the same ground saying the same in other words: {id, why, settle}."""
+    conflicts: NotRequired[list[dict[str, str]]]
+    """Active memories on the same ground saying another value: supersede or retract one."""
 
 
 class RecallResult(TypedDict):
@@ -211,6 +215,7 @@ class DriftResult(TypedDict):
     listed: NotRequired[int]
     offset: NotRequired[int]
     next_offset: NotRequired[int | None]
+    conflicts: NotRequired[int]
 
 
 class ShowResult(TypedDict):

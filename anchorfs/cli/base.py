@@ -216,7 +216,8 @@ def _session(ctx: click.Context, root: str | None, as_json: bool) -> Iterator[_C
 
 SECTIONS = (
     ("Start", ("init", "doctor", "demo", "record", "query", "drift")),
-    ("Remember and correct", ("supersede", "reanchor", "retract", "revert", "accept", "reject", "import", "export")),
+    ("Remember and correct", ("supersede", "reanchor", "retract", "revert", "accept", "reject", "tidy", "redact", "import",
+                              "export")),
     ("Inspect", ("show", "list", "context", "verify", "history", "ledger", "watch")),
     ("History (git)", ("bisect", "log", "at")),
     ("Agents", ("mcp", "lsp", "hook", "serve", "reindex")),
@@ -233,6 +234,7 @@ EXAMPLES = {
     "reanchor": 'anchorfs reanchor 1qm0a2 --reason "still true after the refactor"',
     "retract": 'anchorfs retract 1qm0a2 --reason "never true"', "revert": "anchorfs revert 1qm0a2",
     "accept": "anchorfs accept 1qm0a2", "reject": 'anchorfs reject 1qm0a2 --reason "duplicate"',
+    "tidy": "anchorfs tidy --apply", "redact": 'anchorfs redact 1qm0a2 --reason "a leaked API key"',
     "import": "anchorfs import CLAUDE.md --apply", "export": "anchorfs export --to CLAUDE.md",
     "show": "anchorfs show 1qm0a2", "list": "anchorfs list --drift stale --unused 28d",
     "context": 'anchorfs context "add refresh tokens" --budget 1500', "verify": "anchorfs verify --mark",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import server
-from ..core.model import DATA_LABEL, Drift, drift_of, to_iso, under
+from ..core.model import DATA_LABEL, Drift, Memory, cut, drift_of, one_line, to_iso, under
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
     _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run, word_diff,
@@ -108,7 +108,15 @@ def record(ctx: click.Context, root: str | None, as_json: bool, text: str | None
         ws = c.ws()
         m = ws.record(content, kind=kind, tags=tags, anchors=_from_cwd(ws, anchors), author=author,
                       allow_secret=allow_secret)
-        _emit(c, m.to_dict(), f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})")
+        _emit(c, m.to_dict(), f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})"
+              + _candidates_text(ws, m))
+
+
+def _candidates_text(ws: "Workspace", m: Memory) -> str:
+    """The memories on the same ground a write may repeat or contradict, each with why and its settling command."""
+    short = ws.short_ids(c.id for c in m.candidates)
+    return "".join(f"\n  {'conflicts with' if c.kind == 'conflicts' else 'similar to'} {short[c.id]}: "
+                   f"{one_line(c.why)}\n    settle: {c.settle}" for c in m.candidates)
 
 
 @cli.command()
@@ -248,6 +256,33 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, reha
             ctx.exit(EXIT_STALE)
 
 
+@cli.command()
+@_common
+@click.option("--apply", is_flag=True, help="Merge each near-duplicate cluster into its newest memory (never a conflict).")
+@click.option("--keep", metavar="ID", default=None, help="Settle ID's conflicts: it supersedes the memories it contradicts.")
+@click.pass_context
+def tidy(ctx: click.Context, root: str | None, as_json: bool, apply: bool, keep: str | None) -> None:
+    """Near-duplicates and candidate conflicts among the active memories, grouped by ground."""
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+        report = ws.tidy(apply=apply, keep=keep)
+        if c.json:
+            return _emit_json(report.to_dict())
+        if keep is not None:
+            return _echo(f"kept {keep}; superseded by it: {', '.join(ws.short_ids(report.merged).values())}")
+        texts = ws._memories()
+        short = ws.short_ids({i for cl in [*report.similar, *report.conflicts] for i in cl.ids})
+        out = [f"{report.checked} active memories: {len(report.similar)} near-duplicate cluster(s), "
+               f"{len(report.conflicts)} candidate conflict(s)"]
+        for title, clusters in (("near-duplicates", report.similar), ("conflicts", report.conflicts)):
+            for cl in clusters:
+                out.append(f"{title} on {cl.ground.split(' ', 2)[-1]}: {cl.why}; {cl.action}")
+                out.extend(f"  {short[i]}  {under(cut(texts[i].content, 100), '    ')}" for i in cl.ids)
+        if report.merged:
+            out.append(f"merged {len(report.merged)} near-duplicate(s) into their cluster's newest memory")
+        sys.stdout.write(printable("\n".join(out)) + "\n")
+
+
 def _drift_text(report: "DriftReport", d: dict[str, Any], ws: "Workspace", *, every: bool = False) -> str:
     """`drift`'s output for people: the memories that are not fresh (`every`: all), then the counts."""
     bad = report.memories if every else report.flagged
@@ -295,7 +330,7 @@ def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: st
         ws = c.ws()
         m = ws.supersede(memory_id, text, reason=reason, anchors=_from_cwd(ws, anchors) or None, kind=kind,
                          tags=tags or None, allow_secret=allow_secret)
-        _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}")
+        _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}" + _candidates_text(ws, m))
 
 
 def _decision(name: str, doc: str, said: str) -> None:
@@ -322,6 +357,29 @@ _decision("reject", "Turn down a proposed memory: retracted with the reason, nev
 @cli.command()
 @_common
 @click.argument("memory_id", metavar="ID")
+@click.option("--reason", required=True, help="Why the text must go (kept in the ledger).")
+@click.option("--anchors", "with_anchors", is_flag=True, help="Remove its anchors too (their paths and symbols).")
+@click.pass_context
+def redact(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str,
+           with_anchors: bool) -> None:
+    """Purge a memory's text from the ledger (a leaked secret); the ledger keeps that it was there."""
+    with _session(ctx, root, as_json) as c:
+        ws = c.ws()
+        m = ws.redact(memory_id, reason=reason, anchors=with_anchors)
+        from ..sdk.team import is_shared
+
+        rewrite = None
+        if is_shared(ws.root):
+            rewrite = ("git filter-repo --replace-text <(printf '%s\\n' "
+                       f"'regex:(\"id\":\"{m.id}\",\"content\":)\"(?:[^\"\\\\]|\\\\.)*\"==>\\1\"[redacted]\"')")
+        _emit(c, {**m.to_dict(), "history_command": rewrite}, f"redacted {m.id}: its text is gone from the ledger and the store"
+              + (f"\nthe ledger is committed: git history still holds the text. To remove it there (git-filter-repo):"
+                 f"\n  {rewrite}\nclones made before keep it." if rewrite else ""))
+
+
+@cli.command()
+@_common
+@click.argument("memory_id", metavar="ID")
 @click.option("--reason", default=None)
 @click.pass_context
 def revert(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
@@ -332,7 +390,8 @@ def revert(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, 
         successor = before.superseded_by if before.status == "superseded" else (
             before.id if before.status == "active" and before.supersedes else None)
         m = ws.revert(memory_id, reason=reason)
-        undone = f"; its successor {successor} is retracted" if successor and successor != m.id else ""
+        undone = (f"; its successor {successor} is retracted" if successor and successor != m.id
+                  and ws.get(successor).status == "retracted" else "")
         _emit(c, m.to_dict(), f"{m.id} is active again{undone}")
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Value", "KINDS", "Kind", "Status", "STATUSES", "Verdict", "Drift", "AnchorRef", "StaleClaim", "Memory",
-    "AnchorCheck", "Hit", "span_text", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
+    "AnchorCheck", "Candidate", "Hit", "span_text", "new_id", "utcnow", "to_iso", "from_iso", "drift_of", "parse_time", "SnapshotError",
     "check_anchor_dict", "check_snapshot", "check_optional_str", "validate_anchor", "validate_memory",
     "validate_query_args", "MIN_ID_PREFIX", "SHOWN_ID_CHARS", "short_ids", "anchor_items", "claim_key", "DATA_LABEL",
     "cut", "one_line", "under", "FUTURE_SKEW", "dated_ahead",
@@ -368,14 +368,30 @@ class StaleClaim(NamedTuple):
         return cls(d["kind"], d["value"], d["detail"], found)
 
 
+class Candidate(NamedTuple):
+    """An active memory a write found on the same ground (`anchorfs.sdk.tidy`): `kind` is `similar`
+    (the same claim in other words) or `conflicts` (the same subject, another value)."""
+
+    kind: str
+    id: str
+    why: str
+    settle: str
+    """The command that settles it."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "why": self.why, "settle": self.settle}
+
+
 class Memory(Value):
     """One memory at one version. `verified_at`: when it was last re-verified (ages count from
-    there). `stale_claims`: what `verify --mark` last found stale. `duplicate`: set only on what
-    `record` returns when the memory was already there; never stored, outside equality."""
+    there). `stale_claims`: what `verify --mark` last found stale. `duplicate` and `candidates`:
+    set only on what a write returns (the memory already there; the ones on the same ground it
+    may repeat or contradict); never stored, outside equality."""
 
     __slots__ = ("id", "content", "kind", "tags", "anchors", "author", "recorded_at", "valid_from", "valid_until",
-                 "status", "supersedes", "superseded_by", "reason", "verified_at", "stale_claims", "duplicate")
-    _uncompared = frozenset({"duplicate"})
+                 "status", "supersedes", "superseded_by", "reason", "verified_at", "stale_claims", "duplicate",
+                 "candidates")
+    _uncompared = frozenset({"duplicate", "candidates"})
     id: str
     content: str
     kind: str
@@ -392,13 +408,14 @@ class Memory(Value):
     verified_at: datetime | None
     stale_claims: tuple[StaleClaim, ...]
     duplicate: bool
+    candidates: tuple[Candidate, ...]
 
     def __init__(self, id: str, content: str, kind: str = "note", tags: tuple[str, ...] = (),  # noqa: A002
                  anchors: tuple[AnchorRef, ...] = (), author: str | None = None, recorded_at: datetime = _NOW,
                  valid_from: datetime = _NOW, valid_until: datetime | None = None, status: str = "active",
                  supersedes: str | None = None, superseded_by: str | None = None, reason: str | None = None,
                  verified_at: datetime | None = None, stale_claims: tuple[StaleClaim, ...] = (),
-                 duplicate: bool = False) -> None:
+                 duplicate: bool = False, candidates: tuple[Candidate, ...] = ()) -> None:
         cls = self.__class__
         _set(self, "__class__", cls._Open)  # see `Value._Open`
         self.id = id
@@ -417,6 +434,7 @@ class Memory(Value):
         self.verified_at = verified_at
         self.stale_claims = stale_claims
         self.duplicate = duplicate
+        self.candidates = candidates
         self.__class__ = cls
 
     def __eq__(self, other: object) -> bool:  # written out, as `AnchorRef`'s; `duplicate` left out
@@ -453,6 +471,8 @@ class Memory(Value):
             # only when there are some: every other snapshot's line and store doc stay as they were
             **({"stale_claims": [c.to_dict() for c in self.stale_claims]} if self.stale_claims else {}),
             **({"duplicate": True} if self.duplicate else {}),
+            **{kind: [c.to_dict() for c in self.candidates if c.kind == kind]
+               for kind in ("similar", "conflicts") if any(c.kind == kind for c in self.candidates)},
         }
 
     @classmethod

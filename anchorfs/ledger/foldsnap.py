@@ -40,7 +40,7 @@ __all__ = ["SNAP_FILE", "FORMAT", "VERSION", "MIN_LINES", "DriftView", "Snapshot
 
 SNAP_FILE = "fold.snap"
 FORMAT = "anchorfs-fold"
-VERSION = 13
+VERSION = 14
 """13: each memory a positional row, and the drift view naming records by byte offset. A file of
 another version is not used."""
 MIN_LINES = 64
@@ -104,7 +104,9 @@ def encode(folded: Folded, folder: _Folder) -> bytes:
         raise TypeError("only a FoldState is snapshotted")
     import orjson
 
-    head = orjson.dumps({"top": state.top, "lines": state.lines})
+    head = orjson.dumps({"top": state.top, "lines": state.lines,
+                         "conflicting": {k: sorted(v) for k, v in state.conflicting.items()},
+                         "redacted": state.redacted})
     dumps, utc = orjson.dumps, orjson.OPT_UTC_Z  # times as orjson writes them: RFC 3339, read by `from_iso`
     records = [dumps(rec, option=utc) + b"\n" for rec in _records(state)]
     view = orjson.dumps(_view(state, list(accumulate(map(len, records), initial=0))))
@@ -303,6 +305,8 @@ def _state(data: bytes) -> FoldState:
         raise ValueError("not a fold")
     state = FoldState()
     state.top, state.lines = _int(head["top"]), _int(head["lines"])
+    state.conflicting = {_str(k): frozenset(map(_str, v)) for k, v in head["conflicting"].items()}
+    state.redacted = {_str(k): v for k, v in head["redacted"].items() if type(v) is bool}
     heads_all, named_all = state.heads, state.named
     loads = orjson.loads
     for line in lines[_RECORDS:-1]:

@@ -17,7 +17,7 @@ import os
 import stat
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-__all__ = ["Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "current_actor", "FoldState",
+__all__ = ["REDACTED", "redacted_as", "redact_lines", "Entry", "Ledger", "LEDGER_VERSION", "OPS", "fold", "refold", "current_actor", "FoldState",
            "Fork", "Side", "Head", "rank", "stamped"]
 
 
 LEDGER_VERSION = 1
-OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark", "accept", "reject")
+OPS = ("record", "supersede", "retract", "revert", "reanchor", "mark", "accept", "reject", "tidy", "redact")
 
 
 def current_actor() -> str:
@@ -70,9 +70,10 @@ def _check_deps(d: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 class Entry(Value):
-    """One ledger line; `allow_secret` says why a shared workspace took text its secret check flagged."""
+    """One ledger line; `allow_secret` says why a shared workspace took text its secret check flagged;
+    `conflicts`, the active memories its first memory was found to contradict when written (`anchorfs.sdk.tidy`)."""
 
-    __slots__ = ("tx", "op", "at", "actor", "reason", "memories", "seq", "deps", "allow_secret")
+    __slots__ = ("tx", "op", "at", "actor", "reason", "memories", "seq", "deps", "allow_secret", "conflicts")
     tx: str
     op: str
     at: datetime
@@ -82,10 +83,11 @@ class Entry(Value):
     seq: int | None
     deps: tuple[tuple[str, tuple[str, ...]], ...] | None
     allow_secret: str | None
+    conflicts: tuple[str, ...]
 
     def __init__(self, tx: str, op: str, at: datetime, actor: str, reason: str | None, memories: tuple[Memory, ...],
                  seq: int | None = None, deps: tuple[tuple[str, tuple[str, ...]], ...] | None = None,
-                 allow_secret: str | None = None) -> None:
+                 allow_secret: str | None = None, conflicts: tuple[str, ...] = ()) -> None:
         cls = self.__class__
         object.__setattr__(self, "__class__", cls._Open)  # see `Value._Open`
         self.tx = tx
@@ -97,6 +99,7 @@ class Entry(Value):
         self.seq = seq
         self.deps = deps
         self.allow_secret = allow_secret
+        self.conflicts = conflicts
         self.__class__ = cls
 
     def deps_of(self, memory_id: str) -> tuple[str, ...]:
@@ -115,6 +118,8 @@ class Entry(Value):
             d["deps"] = {mid: list(txs) for mid, txs in self.deps or ()}
         if self.allow_secret is not None:
             d["allow_secret"] = self.allow_secret
+        if self.conflicts:
+            d["conflicts"] = list(self.conflicts)
         return d
 
     @classmethod
@@ -133,12 +138,14 @@ class Entry(Value):
             if type(seq) is not int or seq < 1:
                 raise ValueError("bad ledger line: seq must be a positive integer")
             deps = _check_deps(d.get("deps", {}))
-        secret = d.get("allow_secret")
+        secret, conflicts = d.get("allow_secret"), d.get("conflicts") or []
         if not isinstance(secret, (str, type(None))):
             raise ValueError("bad ledger line: allow_secret must be a string")
+        if type(conflicts) is not list or any(type(c) is not str for c in conflicts):
+            raise ValueError("bad ledger line: conflicts must be a list of memory ids")
         # `from_iso` refuses a time with no UTC form (year 1 at +01:00), which would crash every later read
         return cls(str(d["tx"]), d["op"], at, str(d.get("actor") or ""), d.get("reason"),
-                   tuple([Memory.from_dict(m) for m in d["memories"]]), seq, deps, secret)
+                   tuple([Memory.from_dict(m) for m in d["memories"]]), seq, deps, secret, tuple(conflicts))
 
     @classmethod
     def new(cls, op: str, memories: list[Memory], *, at: datetime | None = None,
@@ -207,6 +214,20 @@ class Ledger:
         if stat.S_ISLNK(st.st_mode):
             refuse_link(self.file)
         return st.st_size
+
+    def rewrite(self, transform: "Callable[[list[bytes]], list[bytes]]") -> None:
+        """The one change to lines already written (`redact`): the whole lines through `transform`,
+        then the file replaced atomically and durably (caller holds the lock)."""
+        from ..core.statefs import fsync_dir, read_state, replace_state
+
+        data = read_state(self.file, limit=1 << 40) or b""
+        lines = transform(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"))
+        try:
+            mode = stat.S_IMODE(os.lstat(self.file).st_mode)
+            replace_state(self.file, b"".join(line + b"\n" for line in lines), fsync=True, mode=mode)
+            fsync_dir(self.dir)
+        except OSError as exc:
+            raise LedgerError(f"cannot rewrite the ledger {self.file}: {exc.strerror}") from None
 
     def append(self, entries: list[Entry]) -> int:
         """Append and fsync (caller holds the lock); returns the ledger's new size."""
@@ -413,6 +434,10 @@ class FoldState(dict[str, Memory]):
         self.lines = 0
         self.heads: dict[str, dict[str, Head]] = {}
         self.named: dict[str, set[str]] = {}
+        self.conflicting: dict[str, frozenset[str]] = {}
+        self.redacted: dict[str, bool] = {}
+        """Memory id -> whether its redaction kept its anchors: every snapshot of it is read redacted."""
+        """Memory id -> the memories it was found to contradict when written (the entries' `conflicts`)."""
         self._forks: list[Fork] | None = None
         self._owned: set[str] | None = None  # after `copy`: the ids whose heads are this copy's own
 
@@ -421,7 +446,8 @@ class FoldState(dict[str, Memory]):
         out = FoldState()
         out.update(self)
         out.top, out.lines = self.top, self.lines
-        out.heads, out.named = dict(self.heads), dict(self.named)
+        out.heads, out.named, out.conflicting = dict(self.heads), dict(self.named), dict(self.conflicting)
+        out.redacted = dict(self.redacted)
         out._owned = set()
         return out
 
@@ -434,6 +460,11 @@ class FoldState(dict[str, Memory]):
             if tx in heads_all.get(first, ()) or tx in named_all.get(first, ()):
                 return
         self._forks = None
+        if entry.conflicts:
+            first = entry.memories[0].id
+            self.conflicting[first] = self.conflicting.get(first, frozenset()) | frozenset(entry.conflicts)
+        if entry.op == "redact" or (self.redacted and any(m.id in self.redacted for m in entry.memories)):
+            entry = self._redacting(entry)
         seq = entry.seq
         r = rank(entry, self.lines)
         if seq is not None and seq > self.top:
@@ -471,6 +502,22 @@ class FoldState(dict[str, Memory]):
                 self[mid] = max(heads.values(), key=lambda h: h.rank).memory
             elif mid not in self:
                 self[mid] = m
+
+    def _redacting(self, entry: Entry) -> Entry:
+        """`entry` with every snapshot of a redacted memory read as its redaction says, whichever
+        line came first (a merged branch may still hold the text); a `redact` entry also rewrites
+        the snapshots already taken in."""
+        if entry.op == "redact":
+            for m in entry.memories:
+                keep = self.redacted[m.id] = bool(m.anchors)
+                heads = self.heads.get(m.id, {})
+                for tx, h in list(heads.items()):
+                    heads[tx] = h._replace(memory=redacted_as(h.memory, keep))
+                if m.id in self:
+                    self[m.id] = redacted_as(self[m.id], keep)
+            return entry
+        return entry.replace(memories=tuple(redacted_as(m, self.redacted[m.id]) if m.id in self.redacted else m
+                                            for m in entry.memories))
 
     def heads_of(self, memory_id: str) -> tuple[str, ...]:
         """The entries a write replacing `memory_id` depends on: every head (so it merges a fork)."""
@@ -511,6 +558,11 @@ class FoldState(dict[str, Memory]):
         self._forks = out
         return out
 
+    def open_conflicts(self) -> list[tuple[str, str]]:
+        """(earlier, later) for every contradiction found at a write whose two memories both still stand."""
+        return sorted({tuple(sorted((a, b))) for b, others in self.conflicting.items() for a in others  # type: ignore[misc]
+                       if a in self and b in self and self[a].status == "active" and self[b].status == "active"})
+
     def in_conflict(self) -> dict[str, list[str]]:
         """Memory id -> the ids standing against it in a fork (query and context flag them)."""
         out: dict[str, list[str]] = {}
@@ -519,6 +571,47 @@ class FoldState(dict[str, Memory]):
             for i in ids:
                 out.setdefault(i, []).extend(o for o in ids if o != i and o not in out[i])
         return out
+
+
+REDACTED = "[redacted]"
+"""A redacted memory's text in every ledger line, the store and every surface."""
+
+
+def redacted_as(m: Memory, keep_anchors: bool) -> Memory:
+    """A snapshot of a redacted memory: its text gone, its anchors too unless the redaction kept them."""
+    return m.replace(content=REDACTED, anchors=m.anchors if keep_anchors else ())
+
+
+def redact_lines(lines: Sequence[bytes]) -> list[bytes]:
+    """The ledger's lines with every snapshot of a memory some `redact` line names rewritten as it
+    says (the rest byte for byte); a line that does not parse but names such a memory is dropped
+    (it is no record, and may hold the text). Used by `redact` and by the merge driver."""
+    import orjson
+
+    parsed: list[Any] = []
+    redactions: dict[str, bool] = {}
+    for raw in lines:
+        try:
+            entry = Entry.from_dict(orjson.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            entry = None
+        parsed.append(entry)
+        if entry is not None and entry.op == "redact":
+            redactions.update((m.id, bool(m.anchors)) for m in entry.memories)
+    if not redactions:
+        return list(lines)
+    keys = [i.encode() for i in redactions]
+    out = []
+    for raw, entry in zip(lines, parsed):
+        if entry is None:
+            if not any(k in raw for k in keys):
+                out.append(raw)
+        elif entry.op == "redact" or not any(m.id in redactions for m in entry.memories):
+            out.append(raw)
+        else:
+            memories = tuple(redacted_as(m, redactions[m.id]) if m.id in redactions else m for m in entry.memories)
+            out.append(orjson.dumps(entry.replace(memories=memories).to_dict()))
+    return out
 
 
 def stamped(entry: Entry, state: dict[str, Memory]) -> Entry:

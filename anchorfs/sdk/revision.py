@@ -3,6 +3,7 @@ checked against the memory's status and written through `writes.commit`."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from .writes import AnchorLike
 if TYPE_CHECKING:
     from .workspace import Workspace
 
-__all__ = ["supersede", "retract", "accept", "reject", "revert", "reanchor"]
+__all__ = ["supersede", "retract", "accept", "reject", "revert", "reanchor", "redact"]
 
 
 def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | None = None,
@@ -50,13 +51,15 @@ def supersede(ws: "Workspace", memory_id: str, content: str, *, reason: str | No
     new = validate_memory(Memory(id=new_id(), content=content, kind=kind, tags=tags_t, anchors=new_anchors,
                                  author=author, recorded_at=now, valid_from=now, supersedes=old.id,
                                  reason=reason, status=(Status.PROPOSED if propose else Status.ACTIVE).value))
+    found = ws._candidates([new], retiring=old.id)
     if propose:  # the old memory stands until the proposal is accepted
-        writes.commit(ws, "supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret)
-        return new
+        writes.commit(ws, "supersede", [new], reason=reason, at=now, based_on=[old], allow_secret=allow_secret,
+                      conflicts=found)
+        return new.replace(candidates=found[new.id])
     retired, seen = _retired_by(ws, old, new.id, now)
     writes.commit(ws, "supersede", [new, *retired], reason=reason, at=now, based_on=[old, *seen],
-                  allow_secret=allow_secret)
-    return new
+                  allow_secret=allow_secret, conflicts=found)
+    return new.replace(candidates=found[new.id])
 
 
 def retract(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Memory:
@@ -107,7 +110,8 @@ def revert(ws: "Workspace", memory_id: str, *, reason: str | None = None) -> Mem
     based = [old]
     if old.status == Status.SUPERSEDED and old.superseded_by:
         successor = ws._memories().get(old.superseded_by)
-        if successor is not None:
+        heads = getattr(ws._memories(), "heads", {}).get(old.id, {})
+        if successor is not None and not any(h.op == "tidy" for h in heads.values()):  # a merge: the survivor stands
             based.append(successor)
             if successor.status == Status.SUPERSEDED:
                 raise RevisionError(
@@ -178,3 +182,42 @@ def _withdrawn(ws: "Workspace", memory_id: str, reason: str | None, need: Status
     withdrawn = validate_memory(m.replace(status=Status.RETRACTED.value, valid_until=now, reason=reason))
     writes.commit(ws, action, [withdrawn], reason=reason, at=now, based_on=[m])
     return withdrawn
+
+
+def redact(ws: "Workspace", memory_id: str, *, reason: str, anchors: bool = False) -> Memory:
+    """`Workspace.redact`: a memory's text (and its anchors, when asked) purged from every ledger
+    line, the ledger rewritten atomically, a `redact` entry left saying what was there (its
+    SHA-256), the store rebuilt. The one write that removes anything."""
+    import hashlib
+
+    from ..ledger.log import REDACTED, Entry, redact_lines, stamped
+
+    if not isinstance(reason, str) or not reason.strip():
+        raise InputError("a redact needs a reason (--reason): the ledger keeps why the text was removed")
+    if type(anchors) is not bool:
+        raise InputError(f"anchors must be true or false, got {type(anchors).__name__}")
+    if ws.read_only:
+        raise RevisionError(f"the workspace at {ws.root} is open read-only; nothing was redacted")
+    m = ws.get(memory_id)
+    if m.id in getattr(ws._memories(), "redacted", {}):
+        raise RevisionError(f"memory {m.id} is already redacted")
+    now = utcnow()
+    digest = hashlib.sha256(m.content.encode("utf-8", "surrogatepass")).hexdigest()
+    why = f"redacted (sha256 {digest}): {reason}"
+    live = m.status in (Status.ACTIVE, Status.PROPOSED)
+    gone = validate_memory(m.replace(content=REDACTED, anchors=() if anchors else m.anchors, reason=why,
+                                     status=Status.RETRACTED.value if live else m.status,
+                                     valid_until=now if live else m.valid_until))
+    with ws.ledger.lock():
+        writes.guard(ws, [m])
+        ws.ledger.append([stamped(Entry.new("redact", [gone], at=now, reason=why), ws._memories())])
+        ws.ledger.rewrite(redact_lines)
+        ws._fold = None
+        from ..ledger.foldsnap import snap_file
+        try:
+            os.unlink(snap_file(ws.ledger))
+        except FileNotFoundError:
+            pass
+    if (ws.state / "memories.lance").exists():
+        ws.reindex()  # a fresh table: no older version or index keeps the text
+    return gone

@@ -96,6 +96,9 @@ def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
             ws._applied_at = seen
             return
     follow, state, inserted = _follow_into(ws._store, ws.ledger, seen)
+    if any(e.op == "redact" for e in follow.entries):  # a table's older versions and index still hold the text
+        _rebuild(ws)
+        return
     if inserted:  # back from another branch: its last known drift, as `reindex` gives it
         known = ws.last_drift()
         ws._store.set_drift({i: known[i] for i in inserted if known.get(i, "fresh") != "fresh"})
@@ -113,15 +116,22 @@ def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
 def rebuild(ws: "Workspace", *, embedder: str | None = None,
             progress: Callable[[int, int], None] | None = None) -> int:
     """`Workspace.reindex`: the store rebuilt from the ledger alone, under the lock; the memories' count."""
-    from datetime import timedelta
-
     from ..store.embedders import get_embedder
-    from ..store.table import Store, indexer_excluded
 
     if embedder is not None:
         ws._embedder_name = embedder
         ws._embedder = get_embedder(embedder)
-    with ws.ledger.lock(), indexer_excluded(ws.state):  # no indexer writes into the folder dropped here
+    with ws.ledger.lock():
+        return _rebuild(ws, progress)
+
+
+def _rebuild(ws: "Workspace", progress: Callable[[int, int], None] | None = None) -> int:
+    """`rebuild` with the lock held."""
+    from datetime import timedelta
+
+    from ..store.table import Store, indexer_excluded
+
+    with indexer_excluded(ws.state):  # no indexer writes into the folder dropped here
         # the fold and the checkpoint's checksum from the same bytes, never into a torn tail
         follow = catchup.follow(ws.ledger, None)
         state = fold(follow.entries)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.errors import AnchorfsError, InputError, WorkspaceError
-from ..ledger.log import Entry, rank
+from ..ledger.log import Entry, rank, redact_lines
 
 if TYPE_CHECKING:
     from ..core.model import Memory
@@ -95,7 +95,7 @@ def merge_ledger(base: Path, ours: Path, theirs: Path, path: str | None = None) 
     """git's merge driver (`%O %A %B %P`): the union of the three over OURS; another `path` gets a text merge."""
     if path is not None and not is_ledger_path(path):
         return _text_merge(Path(base), Path(ours), Path(theirs), path)
-    out = merged_lines(_lines(Path(base)), _lines(Path(ours)), _lines(Path(theirs)))
+    out = redact_lines(merged_lines(_lines(Path(base)), _lines(Path(ours)), _lines(Path(theirs))))
     _write_over(Path(ours), b"".join(line + b"\n" for line in out))
     return 0
 

@@ -32,7 +32,7 @@ from ..ledger.log import Entry, FoldState, Ledger
 from ..core.statedir import init, locate, upgrade_gitignore  # noqa: F401 (init, upgrade_gitignore re-exported)
 from ..core.statefs import check_state
 from .storesync import DRIFTS, UNANCHORED
-from ..core.model import (Drift, Memory, Status, MIN_ID_PREFIX, Value, claim_key, new_id, parse_time, short_ids, utcnow,
+from ..core.model import (Candidate, Drift, Memory, Status, MIN_ID_PREFIX, Value, claim_key, new_id, parse_time, short_ids, utcnow,
                           validate_memory)
 
 if TYPE_CHECKING:
@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from ..store.embedders import Embedder
     from ..store.table import Store
     from ..history import AtReport, BisectResult, LogResult
-    from ..verify.claims import VerifyReport
-    from ..verify.claims import SuggestReport
+    from ..verify.claims import SuggestReport, VerifyReport
+    from .tidy import TidyReport
     from .instructions import ExportResult, ImportResult
 
 __all__ = ["Workspace", "open", "init", "find_root", "HistoryEvent", "STATE_DIR"]
@@ -299,8 +299,20 @@ class Workspace:
             return out
         stamped = writes.stamp_git(self, [m.anchors for m in memories])  # one git process per batch
         done = {m.id: validate_memory(m.replace(anchors=a)) for m, a in zip(memories, stamped)}
-        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret)
-        return [done[m.id].replace(duplicate=m.duplicate) if m.id in done else m for m in out]
+        found = self._candidates(list(done.values()))
+        writes.commit(self, "record", list(done.values()), new=True, at=now, allow_secret=allow_secret,
+                      conflicts=found)
+        return [done[m.id].replace(duplicate=m.duplicate, candidates=found[m.id]) if m.id in done else m for m in out]
+
+    def _candidates(self, memories: _list[Memory], retiring: str | None = None) -> dict[str, tuple[Candidate, ...]]:
+        """What each memory about to be written may repeat or contradict on its ground, among the
+        active memories and the others written with it (`retiring` left out: `anchorfs.sdk.tidy`)."""
+        from .tidy import Ground
+
+        ground = Ground([*(m for m in self._memories().values() if m.id != retiring), *memories])
+        if len(memories) > 8:  # a batch (an import): one pass over the texts, not one per memory
+            ground.index_names()
+        return ground.candidates(memories, self.short_ids)
 
     def get(self, memory_id: str) -> Memory:
         """A memory by id or by a unique prefix of MIN_ID_PREFIX+ characters (`show 01`); an
@@ -364,6 +376,13 @@ class Workspace:
         return revision.supersede(self, memory_id, content, reason=reason, anchors=anchors, kind=kind, tags=tags,
                                   author=author, drop_anchors=drop_anchors, allow_secret=allow_secret,
                                   propose=propose)
+
+    def redact(self, memory_id: str, *, reason: str, anchors: bool = False) -> Memory:
+        """Purge a memory's text (its anchors too with `anchors=True`) from every ledger line: for a
+        leaked secret, never for a correction. The ledger keeps a `redact` entry with the SHA-256 of
+        what was removed; a committed ledger's git history still holds the text (`redact_history`)."""
+        from . import revision
+        return revision.redact(self, memory_id, reason=reason, anchors=anchors)
 
     def retract(self, memory_id: str, *, reason: str | None = None) -> Memory:
         """Withdraw a belief with no successor."""
@@ -684,6 +703,15 @@ class Workspace:
         hit = covered_by(paths)
         return [m for m in targets if any(hit(a.path) for a in m.anchors)]
 
+    def tidy(self, *, apply: bool = False, keep: str | None = None) -> "TidyReport":
+        """Near-duplicates and candidate conflicts over every active memory, by ground; `apply`
+        merges the near-duplicates only; `keep=ID` settles ID's conflicts in its favour (`anchorfs.sdk.tidy`)."""
+        from . import tidy
+
+        if keep is not None and apply:
+            raise InputError("give keep or apply, not both: a conflict is settled apart from the merges")
+        return tidy.TidyReport(merged=tidy.keep(self, keep)) if keep is not None else tidy.tidy(self, apply=apply)
+
     # -- agent instruction files (CLAUDE.md, AGENTS.md) ---------------------------------------
 
     def import_file(self, path: str | os.PathLike[str], *, apply: bool = False,
@@ -719,6 +747,11 @@ class Workspace:
         Resolved by superseding one side (the successor replaces every side) or retracting one."""
         state = self._memories()
         return state.forks() if isinstance(state, FoldState) else []
+
+    def open_conflicts(self) -> _list[tuple[str, str]]:
+        """(earlier, later) ids of active memories a write found to contradict each other (`tidy` finds every one)."""
+        state = self._memories()
+        return state.open_conflicts() if isinstance(state, FoldState) else []
 
     def share(self, shared: bool = True) -> str:
         """Make the workspace shared (ledger committed, merge driver installed) or private (the

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +17,7 @@ from . import storesync
 from ..drift import DriftChecker
 from ..core.errors import AnchorError, HistoryError, InputError, RevisionError, StoreError, WorkspaceError
 from ..ledger.log import Entry, FoldState, current_actor, fault, stamped
-from ..core.model import (KINDS, AnchorRef, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
+from ..core.model import (KINDS, AnchorRef, Candidate, Memory, Status, Verdict, anchor_items, check_optional_str, utcnow,
                     validate_anchor, validate_memory)
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def _ledger_only(ws: "Workspace") -> bool:
 
 def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | None = None,
            new: bool = False, at: datetime | None = None, based_on: Sequence[Memory] = (),
-           allow_secret: bool = False) -> None:
+           allow_secret: bool = False, conflicts: Mapping[str, Sequence[Candidate]] | None = None) -> None:
     """Ledger first (fsynced), then the store, under the writer lock. A process that has not opened
     the store leaves it to the next read's catch-up, so a one-shot `anchorfs record` never imports LanceDB."""
     if ws.read_only:
@@ -198,7 +198,8 @@ def commit(ws: "Workspace", op: str, memories: list[Memory], *, reason: str | No
             storesync.catch_up(ws)
         guard(ws, based_on)
         state = ws._memories()  # dependency fields: the fold orders by them, not by line (anchorfs.ledger.log)
-        entries = [dataclasses.replace(stamped(e, state), allow_secret=secret) for e in entries]
+        entries = [dataclasses.replace(stamped(e, state), allow_secret=secret, conflicts=tuple(
+            c.id for c in (conflicts or {}).get(e.memories[0].id, ()) if c.kind == "conflicts")) for e in entries]
         size = ws.ledger.append(entries)
         fault("kill-after-ledger")
         if store is None:  # the checkpoint stays where the store is: the next read replays the rest

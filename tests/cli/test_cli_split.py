@@ -16,7 +16,7 @@ from anchorfs.verify import claims as verify_claims, text as verify_text
 COMMANDS = {
     "accept", "at", "bisect", "conflicts", "context", "demo", "doctor", "drift", "export", "history", "hook", "import",
     "init", "ledger", "list", "log", "lsp", "mcp", "merge-ledger", "query", "reanchor", "record", "reindex", "reject",
-    "retract", "revert", "serve", "share", "show", "supersede", "verify", "watch",
+    "redact", "retract", "revert", "serve", "share", "show", "supersede", "tidy", "verify", "watch",
 }
 
 

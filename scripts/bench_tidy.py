@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""How well `similar` and `conflicts` are found (issue 40, item 3), and what finding them costs a write.
+
+Quality: every pair of `evals/tidy/pairs.jsonl` (labelled duplicate, conflict, unrelated or
+refinement; written from the Quillpay code without the detector) judged as a write judges it:
+the two memories' ground first (their anchors, or a path one's text names), then the texts.
+Precision and recall of `conflicts` against the `conflict` label and of `similar` against
+`duplicate`, on the whole set and on its odd and even halves (the rules were written before the
+set was, then adjusted once against it: the halves show how much that fitted).
+
+Cost: in a store of N memories (`--memories`, anchored over 400 files), one `record` with and
+without the candidate search, medians of `--repeat` runs in one process, side by side.
+
+    python scripts/bench_tidy.py [--memories 10000] [--repeat 15] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "evals" / "tidy"))
+
+from load import load_pairs  # noqa: E402
+
+from anchorfs.anchor.anchors import parse_spec  # noqa: E402
+from anchorfs.core.model import Memory  # noqa: E402
+from anchorfs.sdk.tidy import Ground  # noqa: E402
+
+WANTED = {"conflicts": "conflict", "similar": "duplicate"}
+
+
+def judge(pair: dict) -> str | None:
+    """What a write of `b` says about `a`: `conflicts`, `similar` or None."""
+    a, b = (Memory(id=f"{pair['id']}{side}", content=pair[side]["content"], kind=pair[side]["kind"],
+                   anchors=tuple(parse_spec(s) for s in pair[side]["anchors"])) for side in "ab")
+    found = Ground([a]).candidates([b])[b.id]
+    return found[0].kind if found else None
+
+
+def scores(pairs: list[dict]) -> dict[str, dict[str, float]]:
+    out = {}
+    said = [(p["label"], judge(p)) for p in pairs]
+    for kind, label in WANTED.items():
+        tp = sum(1 for lab, got in said if got == kind and lab == label)
+        fp = sum(1 for lab, got in said if got == kind and lab != label)
+        fn = sum(1 for lab, got in said if got != kind and lab == label)
+        out[kind] = {"precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0,
+                     "tp": tp, "fp": fp, "fn": fn}
+    return out
+
+
+def misses(pairs: list[dict]) -> list[str]:
+    out = []
+    for p in pairs:
+        got = judge(p)
+        if (got is not None and WANTED[got] != p["label"]) or (p["label"] in WANTED.values() and got is None):
+            out.append(f"{p['id']} {p['label']} -> {got}: {p['why']}")
+    return out
+
+
+def cost(n: int, repeat: int) -> tuple[float, float]:
+    """Median ms of one `record` in a store of `n` memories, with and without the candidate search."""
+    import anchorfs
+    from anchorfs.sdk import workspace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        (root / "src").mkdir()
+        files = [f"src/m{i}.py" for i in range(400)]
+        for f in files:
+            (root / f).write_text(f"def f{f[5:-3]}():\n    return {f[5:-3]}\n")
+        anchorfs.init(root)
+        ws = anchorfs.open(root)
+        words = "cache retry token invoice email webhook ledger export import session".split()
+        ws.record_many([{"content": f"the {words[i % 10]} code of {files[i % 400]} is load-bearing for {words[i // 10 % 10]}s",
+                         "anchors": [files[i % 400]]} for i in range(n)])
+        real = workspace.Workspace._candidates
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(repeat):
+            for on in (True, False):
+                workspace.Workspace._candidates = real if on else (lambda self, ms, retiring=None: {m.id: () for m in ms})
+                t = time.perf_counter()
+                ws.record(f"the export code of {files[i]} runs in {i + 2} seconds", anchors=[files[i]])
+                times[on].append((time.perf_counter() - t) * 1000)
+        workspace.Workspace._candidates = real
+        return statistics.median(times[True]), statistics.median(times[False])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memories", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--write", action="store_true", help="Replace the section in docs/benchmarks.md.")
+    args = ap.parse_args()
+    pairs = load_pairs()
+    rows = [("all", pairs), ("odd ids", [p for p in pairs if int(p["id"][1:]) % 2]),
+            ("even ids", [p for p in pairs if not int(p["id"][1:]) % 2])]
+    lines = ["| pairs | n | conflicts precision | conflicts recall | similar precision | similar recall |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, ps in rows:
+        s = scores(ps)
+        lines.append(f"| {name} | {len(ps)} | {s['conflicts']['precision']:.2f} ({s['conflicts']['fp']} false) | "
+                     f"{s['conflicts']['recall']:.2f} | {s['similar']['precision']:.2f} ({s['similar']['fp']} false) | "
+                     f"{s['similar']['recall']:.2f} |")
+    with_c, without = cost(args.memories, args.repeat)
+    text = "\n".join([
+        "## Similar and conflicting memories (issue 40)", "",
+        f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}; {date.today()}.", "",
+        f"`python scripts/bench_tidy.py --memories {args.memories} --repeat {args.repeat}`: the labelled set "
+        "`evals/tidy/` (232 pairs about Quillpay), each pair judged as a write judges it (ground, then the texts).", "",
+        *lines, "",
+        f"One `record` in a store of {args.memories:,} memories (SDK, warm process, median of {args.repeat}): "
+        f"{with_c:.1f} ms with the candidate search, {without:.1f} ms without ({with_c / without:.2f}x).", "",
+    ])
+    print(text)
+    print("\n".join(misses(pairs)), file=sys.stderr)
+    if args.write:
+        doc = ROOT / "docs" / "benchmarks.md"
+        old = doc.read_text()
+        start = old.find("## Similar and conflicting memories (issue 40)")
+        if start >= 0:
+            end = old.find("\n## ", start + 3)
+            old = old[:start] + old[end + 1:] if end >= 0 else old[:start]
+        doc.write_text(old.rstrip("\n") + "\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()
