@@ -56,7 +56,8 @@ def view(state: dict[str, Memory]) -> tuple[Any, ...]:
     heads = {mid: {tx: (h.rank, h.op, h.actor, h.at, h.memory) for tx, h in hs.items()} for mid, hs in state.heads.items()}
     named = {mid: set(v) for mid, v in state.named.items() if v}
     forks = [(f.memory.id, sorted(s.id for s in f.sides)) for f in state.forks()]
-    return dict(state), heads, named, forks, state.top, state.in_conflict()
+    return (dict(state), heads, named, forks, state.top, state.in_conflict(), state.conflicting, state.redacted,
+            state.open_conflicts())
 
 
 def full_fold(led: Ledger) -> FoldState:
@@ -328,6 +329,10 @@ def _pool(tmp: Path) -> list[bytes]:
         new = Memory(id=f"{who}-succ", content=f"{who}'s correction", supersedes=old.id)
         write(led, state, "supersede", [old.replace(status="superseded", superseded_by=new.id), new])
         write(led, full_fold(led), "record", [Memory(id=f"{who}-note", content=f"{who}'s note")])
+        with led.lock():  # a contradiction found at a write, and a redaction (issue 40)
+            led.append([stamped(Entry.new("record", [Memory(id=f"{who}-says", content=f"{who} says 7 days")]),
+                                full_fold(led)).replace(conflicts=(ids[2],))])
+        write(led, full_fold(led), "redact", [full_fold(led)[f"{who}-note"].replace(content="[redacted]")])
         if who == "bob":
             write(led, full_fold(led), "retract", [full_fold(led)[ids[1]].replace(status="retracted")])
         shared_cut = len(shared)
