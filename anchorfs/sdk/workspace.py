@@ -341,8 +341,8 @@ class Workspace:
         A process that has not folded (a hook) does not fold for it: the only ids that can share
         more than its first SHOWN_ID_CHARS are the ledger's memory ids starting with them."""
         ids = list(ids)
-        if self._fold is not None or not ids:
-            return short_ids(ids, self._memories())
+        if self._fold is not None or not ids:  # none: nothing to read, never a fold
+            return short_ids(ids, self._memories() if ids else ())
         import re
 
         from ..core.model import SHOWN_ID_CHARS

@@ -103,3 +103,14 @@ def test_every_id_printed_is_its_shortest_unique_prefix_and_types_back(root: Pat
             code, out = _show(root, capsys, "show", word)
             assert code == 0 and out.split()[0] == word, (name, word)
     os.remove(root / "CLAUDE.md")
+
+
+def test_a_hook_with_no_id_to_show_reads_nothing(root: Path) -> None:
+    """A hook's workspace has not folded: no id to show costs no fold; one to show is cut as a fold cuts it."""
+    with anchorfs.open(root) as ws:
+        assert ws.short_ids([]) == {} and ws._fold is None
+    with anchorfs.open(root) as ws:
+        everyone = [m.id for m in ws.list(status=None)]
+        folded = ws.short_ids(everyone)
+    with anchorfs.open(root) as ws:
+        assert ws.short_ids(everyone) == folded and ws._fold is None
