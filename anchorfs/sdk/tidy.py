@@ -14,10 +14,11 @@ A write names what it found (`Memory.candidates`); `tidy` lists them over the st
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import InputError, RevisionError
 from ..core.model import Candidate, Memory, Status, utcnow, validate_memory
@@ -69,8 +70,7 @@ def _canon(term: str) -> str:
     return min(group) if group else term
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """What a text says, reduced: content terms, quantities by dimension, polarity, code names."""
 
     terms: frozenset[str]
@@ -79,7 +79,7 @@ class Claim:
     code: frozenset[str]
     flipped: frozenset[str]
     """The terms said through their opposite (`disabled` for `enable`)."""
-    shown: dict[float, str] = field(default_factory=dict, compare=False)
+    shown: dict[float, str]
 
     @classmethod
     @lru_cache(maxsize=1 << 15)
@@ -211,20 +211,41 @@ class Ground:
     """The active memories by the files they rest on or name: who stands on a memory's ground is a
     look up by path, not a comparison with the whole store."""
 
-    def __init__(self, memories: Iterable[Memory]) -> None:
+    def __init__(self, memories: Iterable[Memory], around: Sequence[Memory] | None = None) -> None:
         self.active = [m for m in memories if m.status == Status.ACTIVE]
+        if around is not None:  # only what stands on or names the ground of these (a write's few)
+            paths = {p for m in around for p in ({a.path for a in m.anchors} | _named(m.content))}
+            joined = "\0".join(m.content for m in self.active)
+            keep = {id(m) for m in self.active if m.anchors and any(a.path in paths for a in m.anchors)}
+            if any(p in joined for p in paths):
+                keep.update(id(m) for m in self.active if any(p in m.content for p in paths))
+            self.active = [m for m in self.active if id(m) in keep] + [m for m in around if id(m) not in keep]
         self.by_path: dict[str, list[Memory]] = {}
         for m in self.active:
             for a in m.anchors:
                 self.by_path.setdefault(a.path, []).append(m)
         self.naming: dict[str, list[Memory]] | None = None
         """Path -> the memories whose text names it, once `index_names` ran (a pass over the store)."""
+        self._joined: str | None = None
+        self._starts: list[int] = []
 
     def index_names(self) -> None:
         self.naming = {}
         for m in self.active:
             for path in _named(m.content):
                 self.naming.setdefault(path, []).append(m)
+
+    def _naming_any(self, paths: Iterable[str]) -> Iterator[Memory]:
+        """The memories whose text holds any of `paths`: one search through all the texts joined."""
+        if self._joined is None:
+            self._joined = "\0".join(m.content for m in self.active)
+            self._starts = list(accumulate((len(m.content) + 1 for m in self.active), initial=0))
+        for path in paths:
+            at = self._joined.find(path)
+            while at >= 0:
+                i = bisect_right(self._starts, at) - 1
+                yield self.active[i]
+                at = self._joined.find(path, self._starts[i + 1])
 
     def near(self, memory: Memory) -> list[Memory]:
         """Anchored on a file it rests on or names, or naming one."""
@@ -233,7 +254,7 @@ class Ground:
         if self.naming is not None:
             out.update((m.id, m) for p in paths for m in self.naming.get(p, ()))
         elif paths:
-            out.update((m.id, m) for m in self.active if any(p in m.content for p in paths))
+            out.update((m.id, m) for m in self._naming_any(paths))
         out.pop(memory.id, None)
         return list(out.values())
 
@@ -258,8 +279,7 @@ class Ground:
 
 # -- across the store: `tidy` ---------------------------------------------------------------
 
-@dataclass
-class Cluster:
+class Cluster(NamedTuple):
     """Near-duplicates (`similar`, merged by `--apply`) or one candidate conflict (a person's choice)."""
 
     kind: str
@@ -272,13 +292,14 @@ class Cluster:
         return {"kind": self.kind, "ids": self.ids, "ground": self.ground, "why": self.why, "action": self.action}
 
 
-@dataclass
 class TidyReport:
-    checked: int = 0
-    similar: list[Cluster] = field(default_factory=list)
-    conflicts: list[Cluster] = field(default_factory=list)
-    merged: list[str] = field(default_factory=list)
-    """With `apply`: the ids retired into a survivor."""
+    """`tidy`'s answer; `merged`, with `apply` or `keep`: the ids retired into a survivor."""
+
+    def __init__(self, checked: int = 0, merged: list[str] | None = None) -> None:
+        self.checked = checked
+        self.similar: list[Cluster] = []
+        self.conflicts: list[Cluster] = []
+        self.merged = merged or []
 
     def to_dict(self) -> dict[str, Any]:
         return {"checked": self.checked, "similar": [c.to_dict() for c in self.similar],

@@ -309,9 +309,8 @@ class Workspace:
         active memories and the others written with it (`retiring` left out: `anchorfs.sdk.tidy`)."""
         from .tidy import Ground
 
-        ground = Ground([*(m for m in self._memories().values() if m.id != retiring), *memories])
-        if len(memories) > 8:  # a batch (an import): one pass over the texts, not one per memory
-            ground.index_names()
+        ground = Ground((m for m in self._memories().values() if m.id != retiring), around=memories)
+        ground.index_names()
         return ground.candidates(memories, self.short_ids)
 
     def get(self, memory_id: str) -> Memory:
