@@ -11,12 +11,13 @@ set was, then adjusted once against it: the halves show how much that fitted).
 Cost: in a store of N memories (`--memories`, anchored over 400 files), one `record` with and
 without the candidate search, medians of `--repeat` runs in one process, side by side.
 
-    python scripts/bench_tidy.py [--memories 10000] [--repeat 15] [--write]
+    python scripts/bench_tidy.py [--memories 10000] [--repeat 15] [--base DIR] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -68,8 +69,10 @@ def misses(pairs: list[dict]) -> list[str]:
     return out
 
 
-def cost(n: int, repeat: int) -> tuple[float, float]:
-    """Median ms of one `record` in a store of `n` memories, with and without the candidate search."""
+def cost(n: int, repeat: int, base: str | None = None) -> tuple[float, float, dict[str, float]]:
+    """Median ms of one `record` in a store of `n` memories, with and without the candidate search
+    (in one warm process); and of a one-shot `anchorfs record` process beside `python3 -c pass`
+    (and beside the code at `base`, a checkout before the search, when given), taking turns."""
     import anchorfs
     from anchorfs.sdk import workspace
 
@@ -94,13 +97,31 @@ def cost(n: int, repeat: int) -> tuple[float, float]:
                 ws.record(f"the export code of {files[i]} runs in {i + 2} seconds", anchors=[files[i]])
                 times[on].append((time.perf_counter() - t) * 1000)
         workspace.Workspace._candidates = real
-        return statistics.median(times[True]), statistics.median(times[False])
+        codes = {"python3 -c pass": None, "anchorfs record": str(ROOT), **({"anchorfs record at base": base} if base else {})}
+        runs: dict[str, list[float]] = {name: [] for name in codes}
+        import shutil
+
+        twin = Path(tmp + "-base")  # its own copy: the two codes' fold snapshots are of different versions
+        shutil.copytree(root, twin, symlinks=True)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        for i in range(repeat):
+            for name, code in codes.items():
+                argv = [sys.executable, "-c", "pass"] if code is None else [
+                    sys.executable, "-m", "anchorfs", "record", f"the export code of {files[100 + i]} runs in {i + 3} seconds",
+                    "--anchor", files[100 + i]]
+                t = time.perf_counter()
+                subprocess.run(argv, cwd=twin if name.endswith("base") else root, env={**env, "PYTHONPATH": code or ""},
+                               check=True, capture_output=True)
+                runs[name].append((time.perf_counter() - t) * 1000)
+        shutil.rmtree(twin)
+        return statistics.median(times[True]), statistics.median(times[False]), {k: statistics.median(v) for k, v in runs.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memories", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--base", default=None, metavar="DIR", help="A checkout before the candidate search, timed beside.")
     ap.add_argument("--write", action="store_true", help="Replace the section in docs/benchmarks.md.")
     args = ap.parse_args()
     pairs = load_pairs()
@@ -113,16 +134,20 @@ def main() -> None:
         lines.append(f"| {name} | {len(ps)} | {s['conflicts']['precision']:.2f} ({s['conflicts']['fp']} false) | "
                      f"{s['conflicts']['recall']:.2f} | {s['similar']['precision']:.2f} ({s['similar']['fp']} false) | "
                      f"{s['similar']['recall']:.2f} |")
-    with_c, without = cost(args.memories, args.repeat)
+    with_c, without, procs = cost(args.memories, args.repeat, args.base)
+    py = procs["python3 -c pass"]
     text = "\n".join([
         "## Similar and conflicting memories (issue 40)", "",
         f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}; {date.today()}.", "",
-        f"`python scripts/bench_tidy.py --memories {args.memories} --repeat {args.repeat}`: the labelled set "
+        f"`python scripts/bench_tidy.py --memories {args.memories} --repeat {args.repeat}"
+        f"{' --base ' + args.base if args.base else ''}`: the labelled set "
         "`evals/tidy/` (232 pairs about Quillpay), each pair judged as a write judges it (ground, then the texts).", "",
         *lines, "",
         f"One `record` in a store of {args.memories:,} memories (SDK, warm process, median of {args.repeat}): "
-        f"{with_c:.1f} ms with the candidate search, {without:.1f} ms without ({with_c / without:.2f}x).", "",
+        f"{with_c:.1f} ms with the candidate search, {without:.1f} ms without. One-shot processes, medians of "
+        f"{args.repeat} taking turns: " + "; ".join(f"{name} {ms:.0f} ms ({ms / py:.1f}x)" for name, ms in procs.items())
+        + ".", "",
     ])
     print(text)
     print("\n".join(misses(pairs)), file=sys.stderr)
