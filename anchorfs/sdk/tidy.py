@@ -43,7 +43,8 @@ for _names, _dim, _scale in (
     for _n in _names.split():
         _UNITS[_n] = (_dim, _scale)
 _WORD_NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
-_QUANTITY_RE = re.compile(r"(?<![\w.:/#-])(\d+(?:[.,_]\d+)*|(?:" + "|".join(_WORD_NUMBERS) + r"|a|an)\b)"
+_TIMES = {"once": 1, "twice": 2, "thrice": 3}
+_QUANTITY_RE = re.compile(r"(?<![\w.:/#-])(\d+(?:[.,_]\d+)*|(?:" + "|".join([*_WORD_NUMBERS, *_TIMES]) + r"|a|an)\b)"
                           r"\s*-?\s*(%|[a-z]+)?")
 _NEGATION_RE = re.compile(r"\b(?:not|no|never|none|without|cannot|nothing|neither|nor|stopped|instead|rather)\b|n't\b")
 _NOT_TERMS = frozenset("not no never none without cannot nothing neither nor stopped longer instead rather".split())
@@ -90,6 +91,10 @@ class Claim(NamedTuple):
         spent: set[str] = set()
         for m in _QUANTITY_RE.finditer(low):
             raw, unit = m.group(1), (m.group(2) or "")
+            if raw in _TIMES:  # "retries once" / "3 times"
+                quantities.setdefault("count", set()).add(float(_TIMES[raw]))
+                shown.setdefault(float(_TIMES[raw]), raw)
+                continue
             if raw in ("a", "an") and unit not in ("day", "week", "hour", "minute", "second", "month", "year"):
                 continue
             number = 1.0 if raw in ("a", "an") else float(_WORD_NUMBERS.get(raw, 0) if raw.isalpha()
@@ -106,7 +111,7 @@ class Claim(NamedTuple):
         terms: set[str] = set()
         flipped: set[str] = set()
         for t in search_terms(expand_for_search(text)):
-            if t[0].isdigit() or t in spent or t in _UNITS or t in _NOT_TERMS or t in _WORD_NUMBERS:
+            if t[0].isdigit() or t in spent or t in _UNITS or t in _NOT_TERMS or t in _WORD_NUMBERS or t in _TIMES:
                 continue
             if t in _antonyms():
                 t = _antonyms()[t]
@@ -143,7 +148,8 @@ def compare(a: str, b: str) -> tuple[str, str] | None:
         return "conflicts", f"{_words(only_a)} vs {_words(only_b)}"
     if (jaccard >= 0.6 and ca.negated == cb.negated and not turned and ca.quantities == cb.quantities
             and max(len(only_a), len(only_b)) <= 2 and not (only_a & ca.code and only_b & cb.code)
-            and not (min(len(only_a), len(only_b)) == 0 and max(len(only_a), len(only_b)) >= 2)):  # a refinement
+            and not (min(len(only_a), len(only_b)) == 0 and max(len(only_a), len(only_b)) >= 2)  # a refinement
+            and not (len(only_a) == len(only_b) == 1)):  # one word for another: a value swapped as often as a synonym
         return "similar", f"{round(jaccard * 100)}% of their terms shared"
     return None
 
