@@ -20,8 +20,8 @@ from anchorfs.store.embedders import _STOPWORDS
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evals" / "retrieval"))
 import load  # noqa: E402  (evals/retrieval/load.py)
 
-# name -> (path queries naming a whole file, paraphrase queries, superseded memories)
-SHAPE = {"quillpay": (13, 23, 19), "httpx": (11, 16, 15)}
+# name -> (path queries naming a whole file, paraphrase queries, superseded memories, short queries)
+SHAPE = {"quillpay": (13, 23, 19, 20), "httpx": (11, 16, 15, 17)}
 # Paraphrases of the first set that share a word with their answer under the rule below: each
 # a function word that a standard English stopword list drops and the project's lists keep.
 # The first set's README names no list ("dropping stopwords"); the second's names these two.
@@ -91,3 +91,12 @@ def test_a_paraphrase_shares_no_term_with_the_memories_that_answer_it(name: str)
                 shared.setdefault(q["id"], set()).update(common)
     assert len(paraphrases) == SHAPE[name][1]
     assert shared == SHARED_STOPWORD[name]
+
+
+@sets
+def test_a_short_query_is_a_topic_of_two_or_three_words(name: str) -> None:
+    """Issue 42, item 4: both sets measure two-word topic queries ("token expiry") as a style."""
+    short = [q for q in load.load_queries(load.SETS[name]) if q["style"] == "short"]
+    assert len(short) == SHAPE[name][3]
+    assert all(2 <= len(q["query"].split()) <= 3 for q in short), [q["query"] for q in short]
+    assert len({q["query"].lower() for q in short}) == len(short)
