@@ -52,12 +52,17 @@ def _fill(line: str, width: int) -> str:
 def _echo(text: str = "", *, err: bool = False) -> None:
     """Terminal-safe text; at a terminal each line fitted to it (`_fill`) and (not under NO_COLOR)
     each verdict in its colour: stale red."""
+    click.echo(_styled(text, err=err), err=err)
+
+
+def _styled(text: str, *, err: bool = False) -> str:
+    """`_echo`'s text before it is written: printable, fitted and coloured where a terminal shows it."""
     text = printable(text)
     if not err and sys.stdout.isatty():  # a pipe's lines stay whole: a program reads them
         text = "\n".join(_fill(line, _width()) for line in text.split("\n"))
     if not os.environ.get("NO_COLOR") and (sys.stderr if err else sys.stdout).isatty():
         text = _VERDICT.sub(lambda m: click.style(m[0], fg=_COLOUR[m[0].lstrip("[").lower()], bold=True), text)
-    click.echo(text, err=err)
+    return text
 
 
 def word_diff(old: str, new: str) -> str:

@@ -21,7 +21,8 @@ from . import server
 from ..core.model import DATA_LABEL, Drift, Memory, cut, drift_of, one_line, to_iso, under
 from .base import (  # noqa: F401 (re-exported: the names of `anchorfs.cli.commands` before the split)
     _KIND, EXIT_STALE, _common, _Ctx, _echo, _emit, _emit_json, _from_cwd, _json_text, _print_memory, printable,
-    _progress, _read_text, _session, _short, _split_spec, _table, _text_value, _time_value, cli, run, word_diff,
+    _progress, _read_text, _session, _short, _split_spec, _styled, _table, _text_value, _time_value, cli, run,
+    word_diff,
 )
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ def drift(ctx: click.Context, root: str | None, as_json: bool, every: bool, reha
             finish()
         d = report.to_dict(every=every)
         # the text stream, not click's: its error handler escapes what the terminal cannot show
-        sys.stdout.write(_json_text(d) if c.json else printable(_drift_text(report, d, ws, every=every)) + "\n")
+        sys.stdout.write(_json_text(d) if c.json else _styled(_drift_text(report, d, ws, every=every)) + "\n")
         if report.stale:
             ctx.exit(EXIT_STALE)
 

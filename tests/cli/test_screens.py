@@ -137,8 +137,6 @@ def test_list_drift_and_ledger_keep_each_row_on_one_line_cut_with_an_ellipsis(
             assert stale and fresh and stale != fresh, coloured
 
 
-@pytest.mark.xfail(strict=True, reason="`drift` writes its text past `_echo` (anchorfs/cli/commands.py, not this "
-                   "change's to edit): `_echo(_drift_text(...))` colours it")
 def test_drift_colours_stale_apart_from_fresh(workspace: tuple[Path, dict[str, str], dict[str, str]]) -> None:
     root, env, _ = workspace
     coloured = screen(root, env, 80, "drift", "--all")[2]
