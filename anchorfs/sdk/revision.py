@@ -218,6 +218,36 @@ def redact(ws: "Workspace", memory_id: str, *, reason: str, anchors: bool = Fals
             os.unlink(snap_file(ws.ledger))
         except FileNotFoundError:
             pass
+        _scrub_logs(ws, m.id)
     if (ws.state / "memories.lance").exists():
         ws.reindex()  # a fresh table: no older version or index keeps the text
     return gone
+
+
+def _scrub_logs(ws: "Workspace", memory_id: str) -> None:
+    """The state folder's other JSON-lines logs (`events.jsonl`, which carries each event's memory
+    text) with that memory's text redacted too; a line that does not parse but names it, dropped."""
+    import orjson
+
+    from ..core.statefs import read_state, replace_state
+    from ..ledger.log import REDACTED
+
+    for path in ws.state.glob("*.jsonl"):
+        if path.name == "ledger.jsonl":
+            continue
+        data = read_state(path, limit=1 << 40) or b""
+        if memory_id.encode() not in data:
+            continue
+        out = []
+        for line in data.split(b"\n"):
+            if memory_id.encode() not in line:
+                out.append(line)
+                continue
+            try:
+                d = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(d, dict) and d.get("id") == memory_id and "content" in d:
+                d["content"] = REDACTED
+            out.append(orjson.dumps(d))
+        replace_state(path, b"\n".join(out), fsync=True)

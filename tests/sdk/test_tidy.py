@@ -171,6 +171,10 @@ def test_redact_purges_the_text_from_every_file_and_keeps_that_it_was_there(ws: 
     m = ws.record(f"the deploy key is {SECRET}", anchors=ON)
     keep = ws.record("token expiry is 24h", anchors=ON)
     ws.query("deploy key")  # the store and its full-text index hold the text now
+    (ws.root / "src" / "auth.py").write_text(AUTH.replace("hours=24", "hours=12"))
+    from anchorfs.agents.watch import record_transitions
+    record_transitions(ws, ["src/auth.py"], source="post-edit")  # events.jsonl names it, with its text
+    assert SECRET.encode() in (ws.state / "events.jsonl").read_bytes()
     ws.supersede(m.id, "the deploy key lives in the vault")
     assert _grep(ws.state, SECRET)
     before = [line for line in (ws.state / "ledger.jsonl").read_bytes().splitlines() if m.id.encode() not in line]
