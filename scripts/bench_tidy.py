@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "evals" / "tidy"))
 
-from load import load_pairs  # noqa: E402
+from tidy_pairs import load_pairs  # noqa: E402
 
 from anchorfs.anchor.anchors import parse_spec  # noqa: E402
 from anchorfs.core.model import Memory  # noqa: E402

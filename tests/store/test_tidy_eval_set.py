@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evals" / "tidy"))
-import load  # noqa: E402  (evals/tidy/load.py)
+import tidy_pairs as load  # noqa: E402  (evals/tidy/tidy_pairs.py; not `load`, the retrieval sets' loader)
 
 PAIRS = load.load_pairs()
 

@@ -1,7 +1,7 @@
 """Load and check the labelled pairs of `pairs.jsonl` (evals/tidy/README.md).
 
 Standard library only, so a bench or a test can import it without anchorfs: put this folder on
-`sys.path` and `import load`, or run `python evals/tidy/load.py` for the counts.
+`sys.path` and `import tidy_pairs`, or run `python evals/tidy/tidy_pairs.py` for the counts.
 """
 
 from __future__ import annotations
