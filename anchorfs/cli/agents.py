@@ -37,8 +37,9 @@ def import_cmd(ctx: click.Context, root: str | None, as_json: bool, files: tuple
             _echo(f"{r.file}: {len(r.recorded)} recorded, {len(r.unchanged)} unchanged, "
                   f"{len(r.superseded)} superseded"
                   + (f", {r.not_in_file} no longer in the file (kept)" if r.not_in_file else ""))
+            short = ws.short_ids(r.suggestions)
             for mid, specs in r.suggestions.items():
-                _echo(f"  {mid}: {', '.join(specs)}")
+                _echo(f"  {short[mid]}: {', '.join(specs)}")
             if r.suggestions:
                 n = len(r.suggestions)
                 _echo(f"  {'anchored' if r.applied else 'could anchor'} {n} memor{'y' if n == 1 else 'ies'}"
@@ -165,9 +166,9 @@ def serve(ctx: click.Context, root: str | None, as_json: bool, idle_timeout: flo
             _echo(f"serving {info['root']} on {info['socket']} (pid {info['pid']})")
 
 
-def _event_line(event: Any) -> str:
+def _event_line(event: Any, short: str) -> str:
     when = event.at.astimezone().strftime("%H:%M:%S")
-    return f"{when}  {event.id}  {event.before} -> {event.after}  {event.detail}  · {_short(event.content, 50)}"
+    return f"{when}  {short}  {event.before} -> {event.after}  {event.detail}  · {_short(event.content, 50)}"
 
 
 @cli.command()
@@ -188,7 +189,7 @@ def watch(ctx: click.Context, root: str | None, as_json: bool) -> None:
                 sys.stdout.write(orjson.dumps(event.to_dict()).decode() + "\n")
                 sys.stdout.flush()
             else:
-                _echo(_event_line(event))
+                _echo(_event_line(event, ws.short_ids([event.id])[event.id]))
 
         def on_ready(memories: int, files: int) -> None:
             if not c.json:

@@ -109,7 +109,7 @@ def record(ctx: click.Context, root: str | None, as_json: bool, text: str | None
         ws = c.ws()
         m = ws.record(content, kind=kind, tags=tags, anchors=_from_cwd(ws, anchors), author=author,
                       allow_secret=allow_secret)
-        _emit(c, m.to_dict(), f"recorded {m.id} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})"
+        _emit(c, m.to_dict(), f"recorded {ws.short_ids([m.id])[m.id]} ({len(m.anchors)} anchor{'s' if len(m.anchors) != 1 else ''})"
               + _candidates_text(ws, m))
 
 
@@ -309,7 +309,7 @@ def reanchor(ctx: click.Context, root: str | None, as_json: bool, memory_id: str
     with _session(ctx, root, as_json) as c:
         ws = c.ws()
         m = ws.reanchor(memory_id, anchors=_from_cwd(ws, anchors) or None, reason=reason)
-        _emit(c, m.to_dict(), f"reanchored {m.id}: {', '.join(a.spec for a in m.anchors)}")
+        _emit(c, m.to_dict(), f"reanchored {ws.short_ids([m.id])[m.id]}: {', '.join(a.spec for a in m.anchors)}")
 
 
 @cli.command()
@@ -331,7 +331,8 @@ def supersede(ctx: click.Context, root: str | None, as_json: bool, memory_id: st
         ws = c.ws()
         m = ws.supersede(memory_id, text, reason=reason, anchors=_from_cwd(ws, anchors) or None, kind=kind,
                          tags=tags or None, allow_secret=allow_secret)
-        _emit(c, m.to_dict(), f"{m.id} supersedes {m.supersedes}" + _candidates_text(ws, m))
+        short = ws.short_ids([m.id, m.supersedes or m.id])
+        _emit(c, m.to_dict(), f"{short[m.id]} supersedes {short[m.supersedes or m.id]}" + _candidates_text(ws, m))
 
 
 def _decision(name: str, doc: str, said: str) -> None:
@@ -344,9 +345,11 @@ def _decision(name: str, doc: str, said: str) -> None:
     @click.pass_context
     def command(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, reason: str | None) -> None:
         with _session(ctx, root, as_json) as c:
-            m = getattr(c.ws(), name)(memory_id, reason=reason)
-            retired = f"; {m.supersedes} is superseded by it" if name == "accept" and m.supersedes else ""
-            _emit(c, m.to_dict(), f"{said} {m.id}{retired}")
+            ws = c.ws()
+            m = getattr(ws, name)(memory_id, reason=reason)
+            short = ws.short_ids([m.id, m.supersedes or m.id])
+            retired = f"; {short[m.supersedes]} is superseded by it" if name == "accept" and m.supersedes else ""
+            _emit(c, m.to_dict(), f"{said} {short[m.id]}{retired}")
 
 
 _decision("retract", "Withdraw a belief with no successor.", "retracted")
@@ -391,9 +394,10 @@ def revert(ctx: click.Context, root: str | None, as_json: bool, memory_id: str, 
         successor = before.superseded_by if before.status == "superseded" else (
             before.id if before.status == "active" and before.supersedes else None)
         m = ws.revert(memory_id, reason=reason)
-        undone = (f"; its successor {successor} is retracted" if successor and successor != m.id
+        short = ws.short_ids([m.id, successor or m.id])
+        undone = (f"; its successor {short[successor]} is retracted" if successor and successor != m.id
                   and ws.get(successor).status == "retracted" else "")
-        _emit(c, m.to_dict(), f"{m.id} is active again{undone}")
+        _emit(c, m.to_dict(), f"{short[m.id]} is active again{undone}")
 
 
 @cli.command()
@@ -433,7 +437,7 @@ def ledger(ctx: click.Context, root: str | None, as_json: bool, since: str | Non
             _emit_json({"entries": [e.to_dict() for e in entries]})
             return
         short = c.ws().short_ids(m.id for e in entries for m in e.memories)
-        rows = [(e.at.isoformat(timespec="seconds"), e.op, e.actor, short[m.id], m.status, _short(m.content, 50),
+        rows = [(e.at.isoformat(timespec="minutes")[:16], e.op, e.actor, short[m.id], m.status, _short(m.content, 50),
                  e.reason or "") for e in entries for m in e.memories]
         _echo(_table(rows, ["at", "op", "actor", "memory", "status", "content", "reason"]))
 
@@ -481,8 +485,9 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
             if c.json:
                 _emit_json({**found.to_dict(), "applied": apply_})
             else:
+                short = ws.short_ids(s.id for s in found.suggestions)
                 for s in found.suggestions:  # one whose text claims something gone is held, saying why
-                    _echo(f"{s.id}: {', '.join(s.anchors)}" + (f" — {s.why}" if s.why else ""))
+                    _echo(f"{short[s.id]}: {', '.join(s.anchors)}" + (f" — {s.why}" if s.why else ""))
                 n, held = len(found.proposals), len(found.held)
                 verb = "anchored" if apply_ else "could anchor"
                 _echo(f"{verb} {n} memor{'y' if n == 1 else 'ies'}"
@@ -494,9 +499,10 @@ def verify(ctx: click.Context, root: str | None, as_json: bool, net: bool, mark:
             _emit_json(report.to_dict())
         else:
             rows = []
+            short = {} if from_file is not None else ws.short_ids(r.id for r in report.results)  # FILE:LINE as is
             for r in report.results:
                 for cl in r.claims:
-                    rows.append((r.id, cl.claim.kind, _short(cl.claim.value, 40), cl.verdict.value, cl.detail))
+                    rows.append((short.get(r.id, r.id), cl.claim.kind, _short(cl.claim.value, 40), cl.verdict.value, cl.detail))
             if rows:
                 _echo(_table(rows, ["id", "kind", "claim", "verdict", "detail"]))
             d = report.to_dict()

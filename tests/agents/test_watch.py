@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import read_events
+from conftest import read_events, shown
 
 import anchorfs
 from anchorfs.agents.watch import IGNORE_DIRS, DriftEvent, _Index, _wanted, record_transitions, watch
@@ -193,7 +193,7 @@ def test_cli_watch_stops_cleanly_on_ctrl_c(ws: anchorfs.Workspace) -> None:
         assert line.startswith("watching 1 memory anchored to 1 file in "), line
         (ws.root / "auth" / "token.py").write_text("changed\n")
         out = proc.stdout.readline()
-        assert m.id in out and "fresh -> stale" in out and "auth/token.py changed" in out
+        assert f"  {shown(ws.root, m.id)}  fresh -> stale" in out and "auth/token.py changed" in out
         proc.send_signal(signal.SIGINT)
         rest_out, rest_err = proc.communicate(timeout=WAIT)
     finally:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import click
 import pytest
-from conftest import git
+from conftest import git, shown
 
 import anchorfs
 from anchorfs.cli.commands import EXIT_STALE, cli, main
@@ -254,7 +254,7 @@ def test_revert_of_the_successor_undoes_the_supersede(cli_run: Any, repo: Path) 
     new = cli_run("--root", r, "--json", "supersede", old["id"], "helper returns two").json()
     ran = cli_run("--root", r, "revert", new["id"])
     assert ran.code == 0, ran.err
-    assert ran.out.strip() == f"{old['id']} is active again; its successor {new['id']} is retracted"
+    assert ran.out.strip() == f"{shown(repo, old['id'])} is active again; its successor {shown(repo, new['id'])} is retracted"
     assert cli_run("--root", r, "--json", "show", old["id"]).json()["status"] == "active"
     assert cli_run("--root", r, "--json", "show", new["id"]).json()["status"] == "retracted"
     newer = cli_run("--root", r, "--json", "supersede", old["id"], "helper returns three").json()

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import shown
+
 import anchorfs
 from anchorfs.cli.commands import cli
 from anchorfs.core.model import Drift, Verdict
@@ -228,7 +230,7 @@ def test_cli_shapes_of_a_marked_memory(tmp_path: Path) -> None:
     base = ["--root", str(root)]
     r = runner.invoke(cli, [*base, "verify", "--suggest", "--apply"])
     assert r.exit_code == 0, r.output
-    assert f"{mid}: src/keys.py#make_key — claims `src/old.py`, which is gone" in r.output
+    assert f"{shown(root, mid)}: src/keys.py#make_key — claims `src/old.py`, which is gone" in r.output
     assert "anchored 0 memories; 1 not anchored" in r.output
     r = runner.invoke(cli, [*base, "verify", "--suggest", "--apply", "--json"])
     data = json.loads(r.output)
