@@ -64,6 +64,15 @@ def _antonyms() -> dict[str, str]:
     return {term_key(k): term_key(v) for k, v in _ANTONYMS.items()}
 
 
+def _number(raw: str) -> float:
+    """`1,000` and `1_000` as 1000, `2.5` as 2.5; a version (`3.2.2`) as one number, each part after
+    the first in four digits (3.00020002), so two versions are equal only when they are."""
+    head, *rest = raw.replace(",", "").replace("_", "").split(".")
+    if len(rest) < 2:
+        return float(".".join([head, *rest]))
+    return float(head + "." + "".join(part.zfill(4)[-4:] for part in rest))
+
+
 @lru_cache(maxsize=1 << 16)
 def _canon(term: str) -> str:
     """A term as the comparison counts it: its synonym group's first word (`expiry` = `ttl`)."""
@@ -97,14 +106,14 @@ class Claim(NamedTuple):
                 continue
             if raw in ("a", "an") and unit not in ("day", "week", "hour", "minute", "second", "month", "year"):
                 continue
-            number = 1.0 if raw in ("a", "an") else float(_WORD_NUMBERS.get(raw, 0) if raw.isalpha()
-                                                        else raw.replace(",", "").replace("_", ""))
+            number = 1.0 if raw in ("a", "an") else (float(_WORD_NUMBERS.get(raw, 0)) if raw.isalpha()
+                                                        else _number(raw))
             dim, scale = _UNITS.get(unit, ("number", 1))
             if dim == "number" and raw.isalpha():
                 continue  # "one of the" is no quantity
             if dim != "number":
                 spent.add(unit)
-            value = round(number * scale, 6)
+            value = round(number * scale, 9)
             quantities.setdefault(dim, set()).add(value)
             shown.setdefault(value, raw if dim == "number" else m.group(0).strip())
         negated = _NEGATION_RE.search(low.replace("’", "'")) is not None

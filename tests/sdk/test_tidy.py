@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client
 
 from conftest import git
@@ -41,6 +43,8 @@ def ws(git_repo: Path) -> anchorfs.Workspace:
     ("The request timeout is 30 seconds", "The request timeout is 30 minutes", "conflicts", "30 seconds vs 30 minutes"),
     ("Auth uses JWTs for sessions", "Auth no longer uses JWTs for sessions", "conflicts", "one says it, one denies it"),
     ("Passwords are hashed with bcrypt", "Passwords are hashed with argon2", "conflicts", "bcrypt vs argon2"),
+    ("CI pins httpx 3.2.2 for the proxy tests", "CI pins httpx 3.2.3 for the proxy tests", "conflicts", "3.2.2 vs 3.2.3"),
+    ("Python 3.11 is the minimum", "Python 3.12 is the minimum", "conflicts", "3.11 vs 3.12"),
     ("Token expiry is 24h", "token expiry is 24 hours", "similar", "of their terms shared"),
 ])
 def test_compare_names_the_kind_and_why(a: str, b: str, kind: str, why: str) -> None:
@@ -56,6 +60,14 @@ def test_compare_names_the_kind_and_why(a: str, b: str, kind: str, why: str) -> 
 ])
 def test_compare_leaves_different_facts_and_refinements_alone(a: str, b: str) -> None:
     assert compare(a, b) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("0123456789.,_ -:/#`abcdefhmsxyzNOT%")), max_size=40), st.text(max_size=40))
+def test_any_two_texts_compare_without_an_error(a: str, b: str) -> None:
+    for x, y in ((a, b), (a + " 1.2.3.4 1,5 0.5 2_000", b), (b, a)):  # numbers, versions, odd separators
+        found = compare(x, y)
+        assert found is None or found[0] in ("similar", "conflicts")
 
 
 def test_the_second_write_names_the_conflict_in_sdk_cli_and_mcp(ws: anchorfs.Workspace, capsys: pytest.CaptureFixture[str]) -> None:
