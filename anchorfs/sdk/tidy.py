@@ -21,7 +21,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import InputError, RevisionError
-from ..core.model import Candidate, Memory, Status, utcnow, validate_memory
+from ..core.model import Candidate, Memory, Status, cut, utcnow, validate_memory
 from ..core.textutil import expand_for_search, search_terms, term_key
 from ..store.lexicon import synonyms
 
@@ -151,7 +151,7 @@ def compare(a: str, b: str) -> tuple[str, str] | None:
         return "conflicts", f"{_words(frozenset(turned))} said both ways"
     if overlap >= 0.7 and ca.negated != cb.negated and not turned and max(len(only_a), len(only_b)) <= 3:
         said, denied = (b, a) if ca.negated else (a, b)
-        return "conflicts", f"one says it, one denies it ({_gist(denied)!r} / {_gist(said)!r})"
+        return "conflicts", f"one says it, one denies it ({cut(denied, 40)!r} / {cut(said, 40)!r})"
     if (overlap >= 0.6 and 1 <= len(only_a) <= 2 and 1 <= len(only_b) <= 2
             and (only_a | only_b) & (ca.code | cb.code) and ca.quantities == cb.quantities):
         return "conflicts", f"{_words(only_a)} vs {_words(only_b)}"
@@ -172,18 +172,14 @@ def _words(terms: frozenset[str]) -> str:
     return " ".join(sorted(t for t in terms if not any(t != o and t in o for o in terms)))
 
 
-def _gist(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
 SHOWN = 10
 """At most this many candidates per write (conflicts first)."""
 
 # -- ground: where two memories meet --------------------------------------------------------
 
-_PATHISH_RE = re.compile(r"[\w][\w./-]*/[\w./-]*\w|[\w-]+\.[A-Za-z]{1,5}\b")
-"""A path as a text names it: with a folder (`src/auth/token.py`) or a file's extension (`app.toml`)."""
+_PATHISH_RE = re.compile(r"[\w][\w./-]*/[\w./-]*\w|[\w-]{2,}\.[A-Za-z]{1,5}\b")
+"""A path as a text names it: with a folder (`src/auth/token.py`) or a file's extension (`app.toml`;
+not `e.g`)."""
 
 
 @lru_cache(maxsize=1 << 15)
