@@ -14,10 +14,8 @@ A write names what it found (`Memory.candidates`); `tidy` lists them over the st
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import InputError, RevisionError
@@ -236,9 +234,7 @@ class Ground:
             for a in m.anchors:
                 self.by_path.setdefault(a.path, []).append(m)
         self.naming: dict[str, list[Memory]] | None = None
-        """Path -> the memories whose text names it, once `index_names` ran (a pass over the store)."""
-        self._joined: str | None = None
-        self._starts: list[int] = []
+        """Path -> the memories whose text names it (`index_names`, at the first `near`)."""
 
     def index_names(self) -> None:
         self.naming = {}
@@ -246,26 +242,14 @@ class Ground:
             for path in _named(m.content):
                 self.naming.setdefault(path, []).append(m)
 
-    def _naming_any(self, paths: Iterable[str]) -> Iterator[Memory]:
-        """The memories whose text holds any of `paths`: one search through all the texts joined."""
-        if self._joined is None:
-            self._joined = "\0".join(m.content for m in self.active)
-            self._starts = list(accumulate((len(m.content) + 1 for m in self.active), initial=0))
-        for path in paths:
-            at = self._joined.find(path)
-            while at >= 0:
-                i = bisect_right(self._starts, at) - 1
-                yield self.active[i]
-                at = self._joined.find(path, self._starts[i + 1])
-
     def near(self, memory: Memory) -> list[Memory]:
         """Anchored on a file it rests on or names, or naming one."""
         paths = {a.path for a in memory.anchors} | _named(memory.content)
         out = {m.id: m for p in paths for m in self.by_path.get(p, ())}
-        if self.naming is not None:
-            out.update((m.id, m) for p in paths for m in self.naming.get(p, ()))
-        elif paths:
-            out.update((m.id, m) for m in self._naming_any(paths))
+        if self.naming is None:
+            self.index_names()
+        assert self.naming is not None
+        out.update((m.id, m) for p in paths for m in self.naming.get(p, ()))
         out.pop(memory.id, None)
         return list(out.values())
 
@@ -321,7 +305,6 @@ def _pairs(ground: Ground) -> list[tuple[str, Memory, Memory, str]]:
     """Every (kind, earlier, later, why) over memories sharing a ground, each pair once."""
     seen: set[tuple[str, str]] = set()
     out = []
-    ground.index_names()
     for m in ground.active:
         for o in ground.near(m):
             a, b = sorted((m, o), key=lambda x: (x.recorded_at, x.id))
@@ -384,7 +367,8 @@ def keep(ws: "Workspace", memory_id: str) -> list[str]:
     kept = ws.get(memory_id)
     if kept.status != Status.ACTIVE:
         raise RevisionError(f"memory {kept.id} is {kept.status}; only an active memory can be kept")
-    others = [c.id for c in Ground(ws._memories().values()).candidates([kept])[kept.id] if c.kind == "conflicts"]
+    ground = Ground(ws._memories().values(), around=[kept])
+    others = [c.id for c in ground.candidates([kept])[kept.id] if c.kind == "conflicts"]
     if not others:
         raise InputError(f"memory {kept.id} conflicts with no active memory; nothing to keep it over")
     return _merge(ws, kept.id, others, f"tidy: kept {kept.id} over a conflicting memory", unite_tags=False)

@@ -310,7 +310,6 @@ class Workspace:
         from .tidy import Ground
 
         ground = Ground((m for m in self._memories().values() if m.id != retiring), around=memories)
-        ground.index_names()
         return ground.candidates(memories, self.short_ids)
 
     def get(self, memory_id: str) -> Memory:
