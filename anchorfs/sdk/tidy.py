@@ -107,8 +107,9 @@ class Claim(NamedTuple):
             number = 1.0 if raw in ("a", "an") else (float(_WORD_NUMBERS.get(raw, 0)) if raw.isalpha()
                                                         else _number(raw))
             dim, scale = _UNITS.get(unit, ("number", 1))
-            if dim == "number" and raw.isalpha():
-                continue  # "one of the" is no quantity
+            if dim == "number" and (raw.isalpha() or low[m.end(1):m.end(1) + 1] in (":", ")")
+                                    or low[max(0, m.start() - 1):m.start()] == "#"):
+                continue  # "one of the", and a label ("Fact 12:", "step 3)", "#4") are no quantities
             if dim != "number":
                 spent.add(unit)
             value = round(number * scale, 9)
@@ -130,8 +131,10 @@ class Claim(NamedTuple):
                    frozenset(flipped), shown)
 
 
-def compare(a: str, b: str) -> tuple[str, str] | None:
-    """(`similar` or `conflicts`, why) for two texts on the same ground; None when neither holds."""
+def compare(a: str, b: str, *, narrow: bool = True) -> tuple[str, str] | None:
+    """(`similar` or `conflicts`, why) for two texts on the same ground; None when neither holds.
+    `narrow=False`, two anchors on one file but not on the same symbol or lines: a name swapped (or
+    one with an opposite in it) is then most often each memory naming its own symbol, not a contradiction."""
     ca, cb = Claim.of(a), Claim.of(b)
     shared = ca.terms & cb.terms
     only_a, only_b = ca.terms - cb.terms, cb.terms - ca.terms
@@ -144,13 +147,13 @@ def compare(a: str, b: str) -> tuple[str, str] | None:
             if (qa and qb and not qa <= qb and not qb <= qa and (dim != "number" or overlap >= 0.6)
                     and not (only_a & ca.code and only_b & cb.code)):  # two names, two values: two facts
                 return "conflicts", f"{_show(ca, qa)} vs {_show(cb, qb)}"
-    turned = (ca.flipped ^ cb.flipped) & shared
+    turned = (ca.flipped ^ cb.flipped) & shared if narrow else frozenset()  # `AlwaysTrue` / `AlwaysFalse`: two names
     if overlap >= 0.7 and ca.negated == cb.negated and turned and min(len(only_a), len(only_b)) <= 2:
         return "conflicts", f"{_words(frozenset(turned))} said both ways"
     if overlap >= 0.7 and ca.negated != cb.negated and not turned and max(len(only_a), len(only_b)) <= 3:
         said, denied = (b, a) if ca.negated else (a, b)
         return "conflicts", f"one says it, one denies it ({cut(denied, 40)!r} / {cut(said, 40)!r})"
-    if (overlap >= 0.6 and 1 <= len(only_a) <= 2 and 1 <= len(only_b) <= 2
+    if (narrow and overlap >= 0.6 and 1 <= len(only_a) <= 2 and 1 <= len(only_b) <= 2
             and (only_a | only_b) & (ca.code | cb.code) and ca.quantities == cb.quantities):
         return "conflicts", f"{_words(only_a)} vs {_words(only_b)}"
     if (jaccard >= 0.6 and ca.negated == cb.negated and not turned and ca.quantities == cb.quantities
@@ -261,7 +264,8 @@ class Ground:
             mine = found[memory.id] = []
             for other in self.near(memory):
                 ground = _ground(memory, other)
-                verdict = compare(other.content, memory.content) if ground else None
+                verdict = compare(other.content, memory.content, narrow=not ground.startswith("same file")) \
+                    if ground else None
                 if verdict is not None:
                     mine.append((verdict[0], other, f"{ground}; {verdict[1]}"))
             mine.sort(key=lambda f: (f[0] != "conflicts", f[1].id))
@@ -312,7 +316,7 @@ def _pairs(ground: Ground) -> list[tuple[str, Memory, Memory, str]]:
                 continue
             seen.add((a.id, b.id))
             where = _ground(a, b)
-            verdict = compare(a.content, b.content) if where else None
+            verdict = compare(a.content, b.content, narrow=not where.startswith("same file")) if where else None
             if verdict is not None:
                 out.append((verdict[0], a, b, f"{where}; {verdict[1]}"))
     return out
