@@ -46,6 +46,8 @@ def ws(git_repo: Path) -> anchorfs.Workspace:
     ("CI pins httpx 3.2.2 for the proxy tests", "CI pins httpx 3.2.3 for the proxy tests", "conflicts", "3.2.2 vs 3.2.3"),
     ("Python 3.11 is the minimum", "Python 3.12 is the minimum", "conflicts", "3.11 vs 3.12"),
     ("Token expiry is 24h", "token expiry is 24 hours", "similar", "of their terms shared"),
+    ("Fact 12: the cache code of app.py is load-bearing", "Fact 13: the cache code of app.py is load-bearing",
+     "similar", "100% of their terms"),  # a label's number is no value
 ])
 def test_compare_names_the_kind_and_why(a: str, b: str, kind: str, why: str) -> None:
     found = compare(a, b)
@@ -103,6 +105,14 @@ def test_the_second_write_names_the_conflict_in_sdk_cli_and_mcp(ws: anchorfs.Wor
     data = asyncio.run(remember())
     assert first.id in {c["id"] for c in data["conflicts"]}
     assert all("supersede" in c["settle"] and "retract" in c["settle"] for c in data["conflicts"])
+
+
+def test_two_symbols_of_one_file_are_two_subjects(ws: anchorfs.Workspace) -> None:
+    """On one file but different symbols, a name swapped, or an opposite inside names, is two
+    memories about two symbols (the budgets' templated memories stored thousands of such 'conflicts')."""
+    ws.record("the Token.issue code is load-bearing", anchors=["src/auth.py#Token.issue"])
+    assert ws.record("the Token.check code is load-bearing", anchors=["src/auth.py#Token.check"]).candidates == ()
+    assert ws.open_conflicts() == []
 
 
 def test_supersede_names_what_its_successor_contradicts_but_not_its_predecessor(ws: anchorfs.Workspace) -> None:
