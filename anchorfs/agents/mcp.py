@@ -431,7 +431,9 @@ def build_server(root: str | os.PathLike[str] | None = None, *, read_only: bool 
         "now, and every later read tells you if it changed. An anchor that cannot be taken "
         "(missing file, unknown symbol, outside the repo) is an error, never dropped. The same "
         "claim with the same anchors again returns the existing memory (`duplicate: true`). To "
-        "correct an existing memory use `supersede`, not a new `remember`."
+        "correct an existing memory use `supersede`, not a new `remember`. The result names the "
+        "active memories on the same ground this one may repeat (`similar`) or contradict "
+        "(`conflicts`), each with why and how to settle it; nothing is retired on its own."
     ))
 
     def supersede(
