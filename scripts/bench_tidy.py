@@ -86,8 +86,10 @@ def cost(n: int, repeat: int, base: str | None = None) -> tuple[float, float, di
         anchorfs.init(root)
         ws = anchorfs.open(root)
         words = "cache retry token invoice email webhook ledger export import session".split()
-        ws.record_many([{"content": f"the {words[i % 10]} code of {files[i % 400]} is load-bearing for {words[i // 10 % 10]}s",
-                         "anchors": [files[i % 400]]} for i in range(n)])
+        texts = [f"the {words[i % 10]} code of {files[i % 400]} is load-bearing for {words[i // 400 % 10]}s "
+                 f"and {words[i // 4000 % 10]}s" for i in range(n)]
+        assert len(set(texts)) == n, "every memory its own text: a repeat is not written"
+        ws.record_many([{"content": t, "anchors": [files[i % 400]]} for i, t in enumerate(texts)])
         real = workspace.Workspace._candidates
         times: dict[bool, list[float]] = {True: [], False: []}
         for i in range(repeat):
