@@ -3,8 +3,9 @@
 Two active memories are compared only when they rest on the same ground: an anchor on the same
 file, or that file named in the other's text. The comparison is deterministic (no model):
 - `conflicts`: the same subject with another value: quantities of one dimension that differ
-  (`24h` / `7 days`), a negation on one side (`uses JWTs` / `no longer uses JWTs`), or the same
-  sentence with one name swapped for another (`uses bcrypt` / `uses argon2`);
+  (`24h` / `7 days`; a label's number, `Fact 12:`, is none), a negation on one side (`uses JWTs` /
+  `no longer uses JWTs`) or an opposite (`enabled` / `disables`), or the same sentence with one
+  name swapped for another (`uses bcrypt` / `uses argon2`; not across two symbols of one file);
 - `similar`: the same claim in other words (most terms shared after identifier splitting,
   stemming and the synonym table, nothing added, the same quantities and polarity).
 A write names what it found (`Memory.candidates`); `tidy` lists them over the store, and
