@@ -95,8 +95,9 @@ def catch_up(ws: "Workspace", *, from_start: bool = False) -> None:
         if catchup.settled(ws.ledger, seen):
             ws._applied_at = seen
             return
-    follow, state, inserted = _follow_into(ws._store, ws.ledger, seen)
-    if any(e.op == "redact" for e in follow.entries):  # a table's older versions and index still hold the text
+    follow, state, inserted, written = _follow_into(ws._store, ws.ledger, seen)
+    redacted = {m.id for e in follow.entries if e.op == "redact" for m in e.memories}
+    if redacted & written:  # a text this store held is redacted now: its older versions and index still hold it
         _rebuild(ws)
         return
     if inserted:  # back from another branch: its last known drift, as `reindex` gives it
@@ -174,8 +175,8 @@ def _doc(memory: Memory) -> str:
     return orjson.dumps(memory.to_dict()).decode()
 
 
-def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
-    """Make the store's rows exactly `state`; the ids inserted anew (their drift is unknown here)."""
+def reconcile(store: "Store", state: Mapping[str, Memory]) -> tuple[list[str], set[str]]:
+    """Make the store's rows exactly `state`: (the ids inserted anew, their drift unknown here; every id written)."""
     docs = store.docs()
     gone = [i for i, d in docs.items() if i not in state or d is None]
     store.delete(gone)
@@ -187,21 +188,23 @@ def reconcile(store: "Store", state: Mapping[str, Memory]) -> list[str]:
             store.add(batch)  # an empty store: plain appends, no merge
         else:
             store.upsert(batch)
-    return inserted
+    return inserted, {m.id for m in todo}
 
 
-def _follow_into(store: "Store", ledger: Ledger, seen: catchup.Prefix | None) -> tuple[catchup.Follow, dict[str, Memory] | None, list[str]]:
-    """Bring `store` from `seen` to the ledger: (the follow, the fold when rebuilt, the ids inserted anew)."""
+def _follow_into(store: "Store", ledger: Ledger,
+                 seen: catchup.Prefix | None) -> tuple[catchup.Follow, dict[str, Memory] | None, list[str], set[str]]:
+    """Bring `store` from `seen` to the ledger: (the follow, the fold when rebuilt, the ids inserted
+    anew, every id written)."""
     f = catchup.follow(ledger, seen)
     if f.kind == "grown":
         mems = list(_grown(ledger, seen, f.entries))
         for start in range(0, len(mems), catchup.BATCH):
             store.upsert(mems[start:start + catchup.BATCH])
-        return f, None, []
+        return f, None, [], {m.id for m in mems}
     if f.kind == "rewritten":
         state = fold(f.entries)
-        return f, state, reconcile(store, state)
-    return f, None, []
+        return f, state, *reconcile(store, state)
+    return f, None, [], set()
 
 
 def _grown(ledger: Ledger, seen: catchup.Prefix | None, entries: list[Entry]) -> list[Memory]:

@@ -257,3 +257,24 @@ def test_a_merge_with_a_branch_that_still_holds_the_text_keeps_it_redacted(tmp_p
     wsb = anchorfs.open(b)
     assert wsb.get(leak.id).content == REDACTED and wsb.query("key", include_superseded=True) is not None
     assert _grep(b / ".anchorfs", SECRET) == []
+
+
+def test_a_store_that_never_held_the_text_is_not_rebuilt_for_an_old_redact(ws: anchorfs.Workspace,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catch-up rebuilds the store only when a redacted text was in it, not on every rewrite of a
+    ledger that once saw a redact (a rebuild embeds every memory again)."""
+    from anchorfs.sdk import storesync
+
+    m = ws.record(f"the key is {SECRET}", anchors=ON)
+    ws.record("token expiry is 24h", anchors=ON)
+    ws.query("key")
+    ws.redact(m.id, reason="leak")
+    rebuilt: list[int] = []
+    real = storesync._rebuild
+    monkeypatch.setattr(storesync, "_rebuild", lambda w, progress=None: rebuilt.append(1) or real(w, progress))
+    ledger = ws.state / "ledger.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(b"".join([lines[1], lines[0], *lines[2:]]))  # a rebase's order: the fold is the same
+    assert anchorfs.open(ws.root).query("token expiry")[0].memory.content == "token expiry is 24h"
+    assert rebuilt == []
+    assert _grep(ws.state, SECRET) == []
