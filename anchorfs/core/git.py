@@ -523,16 +523,13 @@ class _Blobs:
         return header
 
     def close(self) -> None:
-        for attr in ("_check", "_batch"):
-            proc = getattr(self, attr)
-            if proc is None:
-                continue
-            try:
-                proc.stdin.close()
-                proc.wait(timeout=10)
-            except Exception:  # pragma: no cover - best effort cleanup
-                proc.kill()
+        """Both told at once, then reaped by a blocking wait (a timed one polls with sleeps: 1-2 ms)."""
+        procs = [p for p in (self._check, self._batch) if p is not None]
+        self._check = self._batch = None
+        for proc in procs:
+            proc.stdin.close()
+        for proc in procs:
+            proc.wait()  # cat-file ends at the end of its input
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-            setattr(self, attr, None)

@@ -112,12 +112,14 @@ def _unquote(path: bytes) -> str:
     return path.decode("utf-8", "surrogateescape")
 
 
-def _strip_cr(line: bytes) -> bytes:
-    return line[:-1] if line.endswith(b"\r") else line
+def _no_cr(block: bytes) -> bytes:
+    """Joined lines, each with one carriage return at its end dropped (as judge compares lines)."""
+    block = block.replace(b"\r\n", b"\n")
+    return block[:-1] if block.endswith(b"\r") else block
 
 
 class _PatchParser:
-    """Parse `--raw -p -U0` output (diff-tree --stdin or diff) into records, line by line."""
+    """Parse `--raw -p -U0` output (a `git log` or `diff-tree --stdin` stream, or one diff) into records."""
 
     def __init__(self, first: _Record | None = None) -> None:
         self.current = first
@@ -130,30 +132,41 @@ class _PatchParser:
         if h is None or self.current is None or not self.current.sections:
             self._hunk = None
             return
-        noop = len(h["old"]) == len(h["new"]) and [_strip_cr(x) for x in h["old"]] == [_strip_cr(x) for x in h["new"]]
-        lines = [b"-" + x for x in h["old"]] + [b"+" + x for x in h["new"]]
-        shown = tuple(x.decode("utf-8", "replace") for x in lines[:_MAX_HUNK_LINES])
-        if len(lines) > _MAX_HUNK_LINES:
-            shown += (f"... {len(lines) - _MAX_HUNK_LINES} more lines",)
+        old, new = h["old"], h["new"]  # lines as git printed them, `-` / `+` first: joined once, each
+        # line's first byte swapped or dropped after each newline (a few C calls, not a Python step a line)
+        old_b, new_b = b"\n".join(old), b"\n".join(new)
+        noop = len(old) == len(new) and (_no_cr(b"+" + old_b[1:].replace(b"\n-", b"\n+")) == _no_cr(new_b))
+        body = b"\n".join([*([old_b[1:].replace(b"\n-", b"\n")] if old else []),
+                           *([new_b[1:].replace(b"\n+", b"\n")] if new else [])])
+        both = old[:_MAX_HUNK_LINES] + new[:_MAX_HUNK_LINES - min(len(old), _MAX_HUNK_LINES)]
+        shown = tuple(b"\n".join(both).decode("utf-8", "replace").split("\n")) if both else ()
+        if len(old) + len(new) > _MAX_HUNK_LINES:
+            shown += (f"... {len(old) + len(new) - _MAX_HUNK_LINES} more lines",)
         hunk = Hunk(h["os"], h["oc"], h["ns"], h["nc"], shown)
-        self.current.sections[-1].append(_RawHunk(hunk, noop, b"\n".join(h["old"] + h["new"])))
+        self.current.sections[-1].append(_RawHunk(hunk, noop, body))
         self._hunk = None
 
-    def feed(self, raw: bytes) -> _Record | None:
-        """Feed one line (without its newline); returns a record when one is complete."""
-        if self._old_left or self._new_left:
-            assert self._hunk is not None
-            if raw.startswith(b"-") and self._old_left:
-                self._old_left -= 1
-                self._hunk["old"].append(raw[1:])
-                return None
-            if raw.startswith(b"+") and self._new_left:
-                self._new_left -= 1
-                self._hunk["new"].append(raw[1:])
-                return None
-            if raw.startswith(b"\\"):
-                return None
-            self._old_left = self._new_left = 0  # malformed: resynchronise
+    def feed(self, lines: list[bytes]) -> list[_Record]:
+        """Lines (without their newlines); the records they complete. A hunk's body is taken as
+        one slice of `lines`: git prints exactly the counts its header says."""
+        done, i = [], 0
+        while i < len(lines):
+            side, left = ("old", self._old_left) if self._old_left else ("new", self._new_left)
+            k = min(left, len(lines) - i)
+            if k and self._hunk and lines[i][:1] == lines[i + k - 1][:1] == (b"-" if side == "old" else b"+"):
+                self._hunk[side].extend(lines[i:i + k])
+                setattr(self, f"_{side}_left", left - k)
+                i += k
+                continue
+            if not (k and lines[i][:1] == b"\\"):  # `\ No newline at end of file` comes between the sides
+                self._old_left = self._new_left = 0  # the hunk is over (or was malformed: resynchronise)
+            rec = self._line(lines[i])
+            i += 1
+            if rec is not None:
+                done.append(rec)
+        return done
+
+    def _line(self, raw: bytes) -> _Record | None:
         c = raw[:1]  # one test per line, most lines: the first byte
         if c == b"\\":
             return None
@@ -216,7 +229,7 @@ def _stream(top: Path, paths: list[str], *revs: str, pairs: str | None = None) -
         "--first-parent", "--reverse", "--diff-algorithm=myers", "--inter-hunk-context=0", "--submodule=short", *revs)
     proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), *cmd, f"--format={_FORMAT}", "-r",
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color",
-                     "--full-index", "--", *(":(literal)" + p for p in paths))  # raw oids as %h: see `feed`
+                     "--full-index", "--", *(":(literal)" + p for p in paths))  # raw oids as %h: see `_line`
     assert proc.stdin is not None and proc.stdout is not None
     try:  # a few bytes at most: written before a line is read
         proc.stdin.write((pairs or "").encode())
@@ -228,11 +241,17 @@ def _stream(top: Path, paths: list[str], *revs: str, pairs: str | None = None) -
 
 def _read(proc: Any, what: str) -> Generator[_Record, None, None]:
     parser = _PatchParser()
+    rest = b""
     try:
-        for line in proc.stdout:
-            rec = parser.feed(line.rstrip(b"\n"))
-            if rec is not None:
-                yield rec
+        while True:  # blocks of what git has written so far, not a line at a time
+            block = proc.stdout.read1(1 << 16)
+            if not block:
+                break
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()
+            yield from parser.feed(lines)
+        if rest:
+            yield from parser.feed([rest])
         rec = parser.finish()
         if rec is not None:
             yield rec
@@ -252,8 +271,7 @@ def _worktree_patch(top: Path, repo_path: str) -> _Record:
                   "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
                   "--full-index", "--abbrev=64", "HEAD", "--", ":(literal)" + repo_path)
     parser = _PatchParser(_Record(WORKING_TREE))
-    for line in out.split(b"\n"):
-        parser.feed(line)
+    parser.feed(out.split(b"\n"))
     rec = parser.finish()
     assert rec is not None
     return rec
@@ -275,7 +293,6 @@ def _blob_hunks(top: Path, old_oid: str, new_oid: str) -> list[Hunk]:
                   old_oid, new_oid, check=False)
     rec = _Record("blobs", entries=[("M", old_oid, new_oid, "")])
     parser = _PatchParser(rec)
-    for line in out.split(b"\n"):
-        parser.feed(line)
+    parser.feed(out.split(b"\n"))
     parser.finish()
     return [h.hunk for section in rec.sections for h in section if not h.noop]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import anchorfs
 import anchorfs.anchor.symbols as symbols
@@ -87,3 +89,50 @@ def test_a_re_laid_line_is_parsed_once_per_version(git_repo: Path, parses: list[
         ws.log(memory_id)
         ws.bisect(memory_id)
     assert 1 <= len(parses) <= 3  # the three versions since the re-layout, each parsed at most once
+
+
+_LINE = st.sampled_from(["a", "b", "-a", "+b", "", "x\r", "é", "\\ x", "@@ y", "a b c"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(old=st.lists(_LINE, max_size=12), new=st.lists(_LINE, max_size=12), eol=st.booleans(),
+       cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6))
+def test_a_diff_read_in_blocks_is_read_as_git_wrote_it(tmp_path_factory: pytest.TempPathFactory, old: list[str],
+                                                       new: list[str], eol: bool, cuts: list[int]) -> None:
+    """Hunk bodies taken as slices of whatever block git's output arrived in give the hunks a
+    plain reading of the diff gives: the same lines, bodies and no-op flags, wherever the blocks end."""
+    from anchorfs.history.patch import _MAX_HUNK_LINES, _PatchParser, _Record
+
+    d = tmp_path_factory.mktemp("diff")
+    (d / "old").write_bytes(("\n".join(old) + ("\n" if old else "")).encode())
+    (d / "new").write_bytes(("\n".join(new) + ("\n" if new and eol else "")).encode())
+    import subprocess
+
+    out = subprocess.run(["git", "diff", "--no-index", "-U0", "--no-color", "old", "new"], cwd=d,
+                         capture_output=True).stdout
+    lines = out.split(b"\n")
+    expected = []  # (header numbers, -/+ lines) read plainly, line by line
+    for line in lines:
+        if line.startswith(b"@@ "):
+            expected.append([line, []])
+        elif expected and line[:1] in (b"-", b"+") and not line.startswith((b"--- ", b"+++ ")):
+            expected[-1][1].append(line)
+    for split in (None, sorted(c % (len(lines) + 1) for c in cuts)):
+        parser = _PatchParser(_Record("x"))
+        if split is None:
+            for line in lines:  # a line at a time
+                parser.feed([line])
+        else:
+            for a, b in zip([0, *split], [*split, len(lines)]):
+                parser.feed(lines[a:b])
+        rec = parser.finish()
+        assert rec is not None
+        got = [h for section in rec.sections for h in section]
+        assert len(got) == len(expected)
+        for h, (header, body) in zip(got, expected):
+            olds = [x[1:] for x in body if x[:1] == b"-"]
+            news = [x[1:] for x in body if x[:1] == b"+"]
+            assert h.hunk.header == header.decode().split(" @@")[0] + " @@"
+            assert h.body == b"\n".join(olds + news)
+            assert h.noop == ([x.removesuffix(b"\r") for x in olds] == [x.removesuffix(b"\r") for x in news])
+            assert h.hunk.lines[:_MAX_HUNK_LINES] == tuple(x.decode("utf-8", "replace") for x in body)
