@@ -69,6 +69,37 @@ def misses(pairs: list[dict]) -> list[str]:
     return out
 
 
+def by_meaning(pairs: list[dict], names: list[str]) -> list[str]:
+    """Whether an embedder's cosine of the two texts tells the labels apart (the alternative to
+    form rules): per embedder, the median cosine of each label, and the best near-duplicate
+    precision any cosine threshold reaches with its recall."""
+    from anchorfs.store.embedders import get_embedder
+
+    out = ["| embedder | duplicate | conflict | refinement | unrelated | best `similar` precision (threshold, recall) |",
+           "|---|---:|---:|---:|---:|---|"]
+    for name in names:
+        try:
+            emb = get_embedder(name)
+            a = emb.embed_documents([p["a"]["content"] for p in pairs])
+            b = emb.embed_documents([p["b"]["content"] for p in pairs])
+        except Exception as exc:  # an optional model not installed: say so, measure the rest
+            out.append(f"| {name} | not available: {exc} | | | | |")
+            continue
+        cos = [float(x) for x in (a * b).sum(axis=1)]
+        med = {lab: statistics.median(c for c, p in zip(cos, pairs) if p["label"] == lab)
+               for lab in ("duplicate", "conflict", "refinement", "unrelated")}
+        dups = sum(p["label"] == "duplicate" for p in pairs)
+        best = (0.0, 0.0, 0.0)
+        for t in sorted(set(cos)):
+            said = [p["label"] for c, p in zip(cos, pairs) if c >= t]
+            tp = said.count("duplicate")
+            if tp >= 3:
+                best = max(best, (tp / len(said), t, tp / dups))
+        out.append(f"| {name} | {med['duplicate']:.2f} | {med['conflict']:.2f} | {med['refinement']:.2f} | "
+                   f"{med['unrelated']:.2f} | {best[0]:.2f} (>= {best[1]:.3f}, recall {best[2]:.2f}) |")
+    return out
+
+
 def cost(n: int, repeat: int, base: str | None = None) -> tuple[float, float, dict[str, float]]:
     """Median ms of one `record` in a store of `n` memories, with and without the candidate search
     (in one warm process); and of a one-shot `anchorfs record` process beside `python3 -c pass`
@@ -125,8 +156,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--base", default=None, metavar="DIR", help="A checkout before the candidate search, timed beside.")
     ap.add_argument("--write", action="store_true", help="Replace the section in docs/benchmarks.md.")
+    ap.add_argument("--embedders", default="", metavar="NAMES",
+                    help="Only this: how each embedder's cosine (comma-separated names) separates the labels.")
     args = ap.parse_args()
     pairs = load_pairs()
+    if args.embedders:
+        print("\n".join(by_meaning(pairs, args.embedders.split(","))))
+        return
     rows = [("all", pairs), ("odd ids", [p for p in pairs if int(p["id"][1:]) % 2]),
             ("even ids", [p for p in pairs if not int(p["id"][1:]) % 2])]
     lines = ["| pairs | n | conflicts precision | conflicts recall | similar precision | similar recall |",
