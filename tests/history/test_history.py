@@ -378,6 +378,19 @@ def test_anchor_taken_on_a_side_branch_starts_at_its_merge(git_repo: Path) -> No
     assert bisect(repo, mem).holds
 
 
+def test_a_checkout_older_than_the_anchor_is_one_step_back(git_repo: Path) -> None:
+    """HEAD behind the anchor's commit (an older checkout): one step, from that commit to HEAD."""
+    repo = git_repo
+    body = "".join(f"line {i}\n" for i in range(1, 11))
+    commit(repo, "base", {"a.txt": body})
+    old = git(repo, "rev-parse", "HEAD").strip()
+    commit(repo, "line 8 grows", {"a.txt": body.replace("line 8", "line 8 grown")})
+    mem = remember(repo, "line 8 has grown", AnchorRef("a.txt", lines=(8, 8)))
+    git(repo, "checkout", "-q", old)
+    assert [(s.commit, s.verdict) for s in log(repo, mem).anchors[0].steps] == [(old, Verdict.CHANGED)]
+    assert bisect(repo, mem).culprit.commit == old  # type: ignore[union-attr]
+
+
 def test_binary_files_on_the_path(git_repo: Path) -> None:
     repo = git_repo
     commit(repo, "logo", {"logo.png": b"\x89PNG\x00\x00\x01", "notes.txt": "a\nb\nc\n"})
