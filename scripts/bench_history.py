@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _benchlib import cache_dir, machine, write_section  # noqa: E402
@@ -287,6 +288,66 @@ def bench(repo_arg: str | None, commits: int, args: argparse.Namespace, tmp: Pat
     return what, "\n".join(lines)
 
 
+def phases(commits: int, runs: int, tmp: Path) -> str:
+    """Where one walk's time goes, on the synthetic repo's 3-line span: its phases timed inside
+    the walk (medians over `runs` walks), and how long it waited for git's stream."""
+    from anchorfs.core import git as core_git
+    from anchorfs.history import patch, repo as history_repo, tracker
+
+    repo = tmp / f"phases-{commits}"
+    build_synthetic(repo, commits)
+    base = _git(repo, "rev-list", "--first-parent", "HEAD").decode().split()[-1]
+    memory = Memory(id=new_id(), content="span", anchors=(anchor_at(repo, base, "auth/token.py", lines=(9, 11)),))
+    spent: dict[str, float] = {}
+
+    def timed(owner: object, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        def wrapper(*a: object, **k: object) -> object:
+            t = time.perf_counter()
+            try:
+                return real(*a, **k)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+        setattr(owner, name, wrapper)
+
+    timed(history_repo._Repo, "__init__", "setup (top level, cat-file, HEAD)")
+    timed(history_repo._Repo, "chain", "rev-list")
+    timed(tracker._Tracker, "__init__", "the anchored version read and judged")
+    timed(patch._PatchParser, "feed", "parsing the stream")
+    timed(tracker._Tracker, "step", "carrying the span through the steps")
+    timed(core_git._Blobs, "close", "closing")
+    real_read = patch._read
+
+    def read(proc: Any, what: str) -> Any:  # the time blocked on git's stream
+        stdout = proc.stdout
+
+        class Waiting:
+            def read1(self, n: int) -> bytes:
+                t = time.perf_counter()
+                try:
+                    return stdout.read1(n)
+                finally:
+                    spent["waiting for the stream"] = spent.get("waiting for the stream", 0.0) + time.perf_counter() - t
+
+            def close(self) -> None:
+                stdout.close()
+        proc.stdout = Waiting()
+        return real_read(proc, what)
+    patch._read = read
+    bisect(repo, memory)
+    rows: dict[str, list[float]] = {}
+    for _ in range(runs):
+        spent.clear()
+        t = time.perf_counter()
+        bisect(repo, memory)
+        rows.setdefault("the whole walk", []).append(time.perf_counter() - t)
+        for k, v in spent.items():
+            rows.setdefault(k, []).append(v)
+    return "\n".join(["| phase | ms (median) |", "|---|---:|"] + [
+        f"| {k} | {statistics.median(v) * 1000:.1f} |" for k, v in rows.items()])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("repo", nargs="?", help="a local clone (default: a synthetic repo)")
@@ -297,7 +358,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write", action="store_true", help="write the figures into docs/benchmarks.md")
     ap.add_argument("--note", default="", help="a sentence to add under the figures")
+    ap.add_argument("--phases", action="store_true",
+                    help="only this: where one walk's time goes, phase by phase (the synthetic repo, each size)")
     args = ap.parse_args()
+    if args.phases:
+        with tempfile.TemporaryDirectory(prefix="anchorfs-bench-history-") as tmp:
+            for n in [int(x) for x in str(args.commits).split(",") if x.strip()]:
+                print(f"synthetic repo, {n} commits, the 3-line span, {args.repeat} walks:\n\n"
+                      f"{phases(n, args.repeat, Path(tmp))}\n")
+        return
     runs = [(args.repo, [int(x) for x in str(args.commits).split(",") if x.strip()])]
     if args.real and not args.repo:  # the synthetic sizes, then the real clone, in one run
         clone = real_clone()
