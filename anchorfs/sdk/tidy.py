@@ -2,7 +2,8 @@
 
 Two active memories are compared only when they rest on the same ground: an anchor on the same
 file, or that file named in the other's text. The comparison is deterministic (no model):
-- `conflicts`: the same subject with another value: quantities of one dimension that differ
+- `conflicts`: the same subject with another value: one setting given two (`SameSite=Strict` /
+  `SameSite=Lax`), quantities of one dimension that differ
   (`24h` / `7 days`; a label's number, `Fact 12:`, is none), a negation on one side (`uses JWTs` /
   `no longer uses JWTs`) or an opposite (`enabled` / `disables`), or the same sentence with one
   name swapped for another (`uses bcrypt` / `uses argon2`; not across two symbols of one file);
@@ -55,6 +56,8 @@ _ANTONYMS = {"disabled": "enabled", "disable": "enable", "false": "true", "off":
              "insecure": "secure", "unsafe": "safe", "invalid": "valid", "below": "above", "less": "more",
              "lower": "higher", "min": "max", "minimum": "maximum"}
 """A word on the left states its right-hand word negated (`disabled` = not `enabled`)."""
+_SETTING_RE = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*=\s*('[^']*'|\"[^\"]*\"|[\w.+-]+)")
+"""A setting given a value, as code spells it: `max_retries=2`, `SameSite=Lax`, `annual=False`."""
 _CODE_RE = re.compile(r"`[^`]+`|\b\w*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]|_|\.\w)\w*\b|\b[A-Z]{2,}\b|(?<=\w )[A-Z]\w+")
 """Names, not words: backticked, camelCase, snake_case, dotted, with digits, ALLCAPS, or capitalised mid-sentence."""
 
@@ -91,6 +94,8 @@ class Claim(NamedTuple):
     flipped: frozenset[str]
     """The terms said through their opposite (`disabled` for `enable`)."""
     shown: dict[float, str]
+    settings: dict[str, frozenset[str]]
+    """Each setting's values (`SameSite=Lax`: `samesite` -> {`lax`})."""
 
     @classmethod
     @lru_cache(maxsize=1 << 15)
@@ -130,8 +135,11 @@ class Claim(NamedTuple):
             terms.add(_canon(t))
         code = frozenset(_canon(w) for name in _CODE_RE.findall(text)
                          for w in search_terms(expand_for_search(name.strip("`"))) if not w[0].isdigit())
+        settings: dict[str, set[str]] = {}
+        for key, value in _SETTING_RE.findall(text):
+            settings.setdefault(key.lower().rsplit(".", 1)[-1], set()).add(value.strip("'\"").rstrip(".,;:").lower())
         return cls(frozenset(terms), {d: frozenset(v) for d, v in quantities.items()}, negated, code,
-                   frozenset(flipped), shown)
+                   frozenset(flipped), shown, {k: frozenset(v) for k, v in settings.items()})
 
 
 def compare(a: str, b: str, *, narrow: bool = True) -> tuple[str, str] | None:
@@ -144,6 +152,9 @@ def compare(a: str, b: str, *, narrow: bool = True) -> tuple[str, str] | None:
     small = min(len(ca.terms), len(cb.terms)) or 1
     overlap = len(shared) / small
     jaccard = len(shared) / (len(ca.terms | cb.terms) or 1)
+    for key in sorted(ca.settings.keys() & cb.settings.keys()) if narrow else ():  # one setting, two values
+        if not ca.settings[key] & cb.settings[key]:
+            return "conflicts", f"{key}={'/'.join(sorted(ca.settings[key]))} vs {key}={'/'.join(sorted(cb.settings[key]))}"
     if overlap >= 0.5:  # a value changed, not one added (a refinement keeps the old value)
         for dim in ("time", "size", "percent", "count", "number"):
             qa, qb = ca.quantities.get(dim), cb.quantities.get(dim)

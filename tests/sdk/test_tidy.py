@@ -21,7 +21,7 @@ from anchorfs.agents.mcp import build_server
 from anchorfs.core.errors import AnchorfsError
 from anchorfs.ledger.log import REDACTED, Entry, fold, redact_lines
 from anchorfs.sdk import team
-from anchorfs.sdk.tidy import compare
+from anchorfs.sdk.tidy import Claim, compare
 
 AUTH = "class Token:\n    def issue(self, user):\n        return sign(user, hours=24)\n\n    def check(self, token):\n        return verify(token, retries=3)\n"
 ON = ["src/auth.py#Token.issue"]
@@ -45,6 +45,10 @@ def ws(git_repo: Path) -> anchorfs.Workspace:
     ("Passwords are hashed with bcrypt", "Passwords are hashed with argon2", "conflicts", "bcrypt vs argon2"),
     ("CI pins httpx 3.2.2 for the proxy tests", "CI pins httpx 3.2.3 for the proxy tests", "conflicts", "3.2.2 vs 3.2.3"),
     ("Python 3.11 is the minimum", "Python 3.12 is the minimum", "conflicts", "3.11 vs 3.12"),
+    ("The refresh cookie is SameSite=Strict.", "_set_refresh_cookie sets SameSite=Lax so links from email work",
+     "conflicts", "samesite=strict vs samesite=lax"),  # one setting given two values, however the rest is worded
+    ("price_for_seats quotes monthly unless annual=True is passed", "price_for_seats bills annually; pass annual=False",
+     "conflicts", "annual=true vs annual=false"),
     ("Token expiry is 24h", "token expiry is 24 hours", "similar", "of their terms shared"),
     ("Fact 12: the cache code of app.py is load-bearing", "Fact 13: the cache code of app.py is load-bearing",
      "similar", "100% of their terms"),  # a label's number is no value
@@ -59,9 +63,16 @@ def test_compare_names_the_kind_and_why(a: str, b: str, kind: str, why: str) -> 
     ("The request timeout is 60 seconds", "The request timeout is one minute, the same as upstream"),  # refined
     ("Access tokens expire after 24 hours", "Access tokens expire after 24 hours; refresh tokens after 30 days"),
     ("Token.issue signs with the newest key", "Token.issue logs every issued token at debug level"),
+    ("The client uses timeout=5 for connects", "The client sets PYTHONPATH=src for its tests"),  # two settings
 ])
 def test_compare_leaves_different_facts_and_refinements_alone(a: str, b: str) -> None:
     assert compare(a, b) is None
+
+
+def test_a_setting_is_a_name_given_a_value_not_a_comparison() -> None:
+    assert Claim.of("x == 3, y >= 2, z != 1 and a <= 0").settings == {}
+    assert Claim.of("Stripe runs with max_network_retries=2.").settings == {"max_network_retries": {"2"}}
+    assert Claim.of("cookie.SameSite = 'Lax' and PYTHONPATH=src").settings == {"samesite": {"lax"}, "pythonpath": {"src"}}
 
 
 @settings(max_examples=300, deadline=None)
@@ -112,6 +123,8 @@ def test_two_symbols_of_one_file_are_two_subjects(ws: anchorfs.Workspace) -> Non
     memories about two symbols (the budgets' templated memories stored thousands of such 'conflicts')."""
     ws.record("the Token.issue code is load-bearing", anchors=["src/auth.py#Token.issue"])
     assert ws.record("the Token.check code is load-bearing", anchors=["src/auth.py#Token.check"]).candidates == ()
+    ws.record("Token.issue calls sign with retries=1", anchors=["src/auth.py#Token.issue"])
+    assert ws.record("Token.check calls verify with retries=3", anchors=["src/auth.py#Token.check"]).candidates == ()
     assert ws.open_conflicts() == []
 
 
