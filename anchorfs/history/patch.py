@@ -241,17 +241,15 @@ def _stream(top: Path, paths: list[str], *revs: str, pairs: str | None = None) -
 
 def _read(proc: Any, what: str) -> Generator[_Record, None, None]:
     parser = _PatchParser()
-    rest = b""
+    parts: list[bytes] = []  # the last line's pieces: joined once its newline comes, however long it is
     try:
-        while True:  # blocks of what git has written so far, not a line at a time
-            block = proc.stdout.read1(1 << 16)
-            if not block:
-                break
-            lines = (rest + block).split(b"\n")
-            rest = lines.pop()
-            yield from parser.feed(lines)
-        if rest:
-            yield from parser.feed([rest])
+        while block := proc.stdout.read1(1 << 16):  # what git has written so far, not a line at a time
+            parts.append(block)
+            if b"\n" in block:
+                lines = b"".join(parts).split(b"\n")
+                parts = [lines.pop()]
+                yield from parser.feed(lines)
+        yield from parser.feed([tail] if (tail := b"".join(parts)) else [])
         rec = parser.finish()
         if rec is not None:
             yield rec

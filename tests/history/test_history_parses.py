@@ -136,3 +136,29 @@ def test_a_diff_read_in_blocks_is_read_as_git_wrote_it(tmp_path_factory: pytest.
             assert h.body == b"\n".join(olds + news)
             assert h.noop == ([x.removesuffix(b"\r") for x in olds] == [x.removesuffix(b"\r") for x in news])
             assert h.hunk.lines[:_MAX_HUNK_LINES] == tuple(x.decode("utf-8", "replace") for x in body)
+
+
+def test_a_stream_read_in_any_blocks_gives_the_same_records(tmp_path: Path) -> None:
+    """`_read` joins a line's pieces however git's writes cut it (a one-line file of 300 KB too)."""
+    import io
+    import subprocess
+
+    from anchorfs.history.patch import _read
+
+    (tmp_path / "old").write_text("a\n" + "x" * 300_000 + "\nb\n")
+    (tmp_path / "new").write_text("a\n" + "y" * 300_000 + "\nb\n")
+    diff = subprocess.run(["git", "diff", "--no-index", "-U0", "old", "new"], cwd=tmp_path, capture_output=True).stdout
+    out = b"0" * 40 + b"\x1fabc\x1f\x1f\x1f\x1f\x1fsubject\n" + diff
+
+    class Proc:
+        def __init__(self, size: int) -> None:
+            data, self.stderr = io.BytesIO(out), None
+            self.stdout = type("Pipe", (), {"read1": lambda _, n: data.read(min(n, size)), "close": lambda _: None})()
+
+        def wait(self) -> int:
+            return 0
+
+    whole = [r.sections for r in _read(Proc(len(out)), "log")]
+    assert whole and whole[0][0][0].body == b"x" * 300_000 + b"\n" + b"y" * 300_000
+    for size in (1, 7, 4096, 1 << 16):
+        assert [r.sections for r in _read(Proc(size), "log")] == whole
