@@ -1,7 +1,7 @@
 """git's zero-context diffs, parsed: the hunks a walk carries an anchored span through.
 
-`--raw -p -U0` output (a walk's one `diff-tree --stdin` stream, the working tree's
-`diff-index`, two blobs' `diff`) becomes records of entries and hunks, line by line. Zero
+`--raw -p -U0` output (a walk's `git log` stream, read in blocks, each hunk's body one slice; the
+working tree's `diff-index`; two blobs' `diff`) becomes records of entries and hunks. Zero
 context is what makes a hunk evidence: one that misses the tracked span proves the text
 identical, and the headline hunk shown for a step is always one that hits the anchored text.
 """
