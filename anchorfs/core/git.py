@@ -9,6 +9,7 @@ import re
 import stat
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 
 from .errors import HistoryError
 from .statedir import STATE_DIR
@@ -527,7 +528,8 @@ class _Blobs:
         procs = [p for p in (self._check, self._batch) if p is not None]
         self._check = self._batch = None
         for proc in procs:
-            proc.stdin.close()
+            with suppress(OSError):  # gone already (a walk's HistoryError says so): its unsent bytes are not wanted
+                proc.stdin.close()
         for proc in procs:
             proc.wait()  # cat-file ends at the end of its input
             for pipe in (proc.stdout, proc.stderr):

@@ -320,3 +320,21 @@ def test_git_commands_started_side_by_side_answer_as_one_by_one(many_files: tupl
     assert found.untracked == ["src/new.py"]
     assert sorted(found.added) == ["big.txt", "src/new.py", "staged.txt"]  # the working tree's view: intent to add too
     assert found.modified == []
+
+
+def test_a_cat_file_that_died_is_one_history_error_and_closes_quietly(git_repo: Path) -> None:
+    """A walk whose `cat-file` died says so as a HistoryError (one line for the CLI); closing the
+    objects afterwards must not replace it with the pipe's own BrokenPipeError."""
+    from anchorfs.core.git import _Blobs
+
+    (git_repo / "a.txt").write_text("a\n")
+    git(git_repo, "add", "a.txt")
+    git(git_repo, "commit", "-qm", "a")
+    blobs = _Blobs(git_repo, 1 << 20)
+    assert blobs.info("HEAD") is not None
+    blobs._check.kill()
+    blobs._check.wait()
+    with pytest.raises(HistoryError, match="stopped unexpectedly"):
+        blobs.info("HEAD:a.txt")
+    blobs.close()  # no BrokenPipeError for the bytes that never went out
+    assert blobs._check is None and blobs._batch is None
