@@ -527,11 +527,10 @@ class _Blobs:
         """Both told at once, then reaped by a blocking wait (a timed one polls with sleeps: 1-2 ms)."""
         procs = [p for p in (self._check, self._batch) if p is not None]
         self._check = self._batch = None
-        for proc in procs:
-            with suppress(OSError):  # gone already (a walk's HistoryError says so): its unsent bytes are not wanted
-                proc.stdin.close()
+        for proc in procs:  # its output too: a walk stopped mid-blob must not leave it blocked writing the rest
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    with suppress(OSError):  # gone already (the walk's HistoryError says so)
+                        pipe.close()
         for proc in procs:
             proc.wait()  # cat-file ends at the end of its input
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()

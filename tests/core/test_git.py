@@ -338,3 +338,25 @@ def test_a_cat_file_that_died_is_one_history_error_and_closes_quietly(git_repo: 
         blobs.info("HEAD:a.txt")
     blobs.close()  # no BrokenPipeError for the bytes that never went out
     assert blobs._check is None and blobs._batch is None
+
+
+def test_closing_a_cat_file_with_output_unread_does_not_wait_for_ever(git_repo: Path) -> None:
+    """A walk stopped after a blob's header (an error mid-read) leaves the rest of a large blob in
+    the pipe: closing must still end the process, not wait on a writer no one reads."""
+    import threading
+
+    from anchorfs.core.git import _Blobs, popen_git
+
+    (git_repo / "big.txt").write_text("x" * 4_000_000)
+    git(git_repo, "add", "big.txt")
+    git(git_repo, "commit", "-qm", "big")
+    blobs = _Blobs(git_repo, 1 << 30)
+    oid = blobs.oid("HEAD:big.txt")
+    assert oid is not None
+    blobs._batch = popen_git(git_repo, "cat-file", "--batch")
+    assert _Blobs._ask(blobs._batch, oid).endswith(b" 4000000\n")  # the header read, not the 4 MB after it
+    proc = blobs._batch
+    closing = threading.Thread(target=blobs.close, daemon=True)
+    closing.start()
+    closing.join(60)
+    assert not closing.is_alive() and proc.returncode is not None
