@@ -53,15 +53,20 @@ def _served(root: Path) -> int:
     raise SystemExit("the server does not answer (stopped: anchorfs's sources changed under it?)")
 
 
-def _second_query(cmd: list[str], root: Path, queries: Iterator[str], repeat: int) -> dict[str, list[float]]:
-    """A person's second query (the first, at a terminal, started the server), taking turns with
-    `python3 -c pass` and the client's import: every round's wall times, in seconds."""
+def _typed_query(cmd: list[str], text: str) -> None:
+    """One `anchorfs query` with a terminal as its stdout, as a person types it: it starts the warm server."""
     primary, secondary = pty.openpty()
     try:
-        subprocess.run([*cmd, "query", next(queries)], stdout=secondary, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run([*cmd, "query", text], stdout=secondary, stderr=subprocess.DEVNULL, check=True)
     finally:
         os.close(secondary)
         os.close(primary)
+
+
+def _second_query(cmd: list[str], root: Path, queries: Iterator[str], repeat: int) -> dict[str, list[float]]:
+    """A person's second query (the first, at a terminal, started the server), taking turns with
+    `python3 -c pass` and the client's import: every round's wall times, in seconds."""
+    _typed_query(cmd, next(queries))
     runs: dict[str, list[float]] = {"`python3 -c pass`": [], "`anchorfs query`, the second one typed": [],
                                     "the client's import alone (`import anchorfs.cli.server`)": []}
     try:
@@ -171,12 +176,7 @@ def main() -> None:
             finally:
                 subprocess.run([*cmd, "serve", "--stop"], check=False, capture_output=True)
             # a person's second query: the first, typed at a terminal, started the server behind it (issue 38)
-            primary, secondary = pty.openpty()
-            try:
-                subprocess.run([*cmd, "query", next(queries)], stdout=secondary, stderr=subprocess.DEVNULL, check=True)
-            finally:
-                os.close(secondary)
-                os.close(primary)
+            _typed_query(cmd, next(queries))
             try:
                 _served(root)  # it answers once it has started
                 got["`anchorfs query`, the second one typed (the first started the server)"] = median_run(
