@@ -119,8 +119,7 @@ def _compose(ws: "Workspace", limit: int | None, report: "DriftReport", mems: "l
             for m in order:
                 yield m.id, section, line(m)
 
-    contradictions = len(state.open_conflicts()) if hasattr(state, "open_conflicts") else 0
-    return _layout(cap, counts, len(mems), entries(), shown, contradictions)
+    return _layout(cap, counts, len(mems), entries(), shown, len(ws.open_conflicts()))
 
 
 def session_start(ws: "Workspace", event: dict[str, "Any"]) -> str:

@@ -447,7 +447,7 @@ class _Server:
 
 def _ledger_sig(ws: "Workspace") -> Any:
     try:
-        st = os.stat(os.path.join(ws.state_dir, "ledger.jsonl"))
+        st = os.stat(ws.ledger.file)
     except OSError:
         return None
     return st.st_size, st.st_mtime_ns, st.st_ino
