@@ -114,16 +114,30 @@ def read_git_each(cwd: str | os.PathLike[str], *commands: Sequence[str]) -> list
             os.waitpid(pid, 0)
 
 
+_MOVES_TOP = re.compile(rb"worktree|bare\s*=\s*true|include", re.I)
+"""Config that can put the work tree elsewhere: `toplevel` asks git then."""
+
+
 def toplevel(root: Path) -> Path | None:
-    """The enclosing repo's top level, or None when `root` is not in a git work tree."""
+    """The enclosing repo's top level, or None when `root` is not in a git work tree. A `.git`
+    folder in `root` itself, ours, its config and the environment moving nothing, answers
+    without a process: every walk and hook asks."""
+    from pathlib import Path
+
+    config = os.path.join(root, ".git", "config")
+    try:
+        mine = os.stat(root).st_uid == os.stat(config).st_uid == os.geteuid()  # else git may refuse it
+    except OSError:
+        mine = False
+    if mine and not {"GIT_DIR", "GIT_WORK_TREE"} & os.environ.keys() and not _MOVES_TOP.search(
+            _read_small(config, 1 << 20) or b"worktree"):
+        return Path(os.path.realpath(root))
     probe = root
     while not (probe / ".git").exists():
         if probe.parent == probe:
             return None
         probe = probe.parent
     out = read_git(root, "rev-parse", "--show-toplevel").strip()
-    from pathlib import Path
-
     return Path(os.fsdecode(out)) if out else None
 
 
@@ -147,7 +161,7 @@ def _sig(path: str) -> tuple[int, int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _read_small(path: str) -> bytes | None:
+def _read_small(path: str, size: int = 4096) -> bytes | None:
     """A small git file's start, never through a link nor blocking on a FIFO; None if odd."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -156,7 +170,7 @@ def _read_small(path: str) -> bytes | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, 4096)
+        return os.read(fd, size)
     except OSError:
         return None
     finally:
@@ -439,14 +453,15 @@ def _header(line: bytes) -> tuple[str, str, int] | None:
 
 
 class _Blobs:
-    """Objects on demand for a walk, through two long-lived `git cat-file` processes. A blob's
-    size is known before a byte of it is read, so one over the size bound is never read."""
+    """Objects on demand for a walk, through one long-lived `git cat-file --batch-command` (before
+    git 2.36: `--batch-check` and `--batch`, side by side). A blob's size is known before a byte
+    of it is read, so one over the size bound is never read."""
 
     def __init__(self, top: Path, limit: int) -> None:
         self._top = top
         self.limit = limit  # the size bound: a larger blob is never read
-        self._check: Any = None
-        self._batch: Any = None
+        self._procs: dict[str, Any] = {}  # by question: "info", "contents" (one process for both)
+        self._split = False  # an older git: one process per question
         self._info: dict[str, tuple[str, str, int] | None] = {}
         self._data: dict[str, bytes] = {}
         self.read_bytes = 0
@@ -458,9 +473,7 @@ class _Blobs:
             return self._info[spec]
         if "\n" in spec or "\0" in spec or not spec:
             return None
-        if self._check is None:
-            self._check = popen_git(self._top, "cat-file", "--batch-check")
-        found = _header(self._ask(self._check, spec))
+        found = _header(self._ask("info", spec))
         if len(self._info) >= 4096:
             del self._info[next(iter(self._info))]
         self._info[spec] = found
@@ -495,12 +508,10 @@ class _Blobs:
         oid, _, size = found
         if oid in self._data:
             return self._data[oid]
-        if self._batch is None:
-            self._batch = popen_git(self._top, "cat-file", "--batch")
-        got = _header(self._ask(self._batch, oid))
+        got = _header(self._ask("contents", oid))
         if got is None or got[2] != size:
             raise HistoryError(f"git cat-file gave {oid} as {got!r}, not a {size}-byte blob")
-        body = self._batch.stdout.read(size + 1)[:size]
+        body = self._procs["contents"].stdout.read(size + 1)[:size]
         if len(body) != size:
             raise HistoryError("git cat-file stopped unexpectedly")
         self.read_bytes += size
@@ -509,24 +520,34 @@ class _Blobs:
         self._data[oid] = body
         return body
 
-    @staticmethod
-    def _ask(proc: Any, spec: str) -> bytes:
+    def _ask(self, verb: str, spec: str) -> bytes:
+        """The header line answering `verb spec`, the process started on first use."""
+        proc: Any = self._procs.get(verb)
+        if proc is None:
+            if self._split:
+                proc = self._procs[verb] = popen_git(self._top, "cat-file", f"--batch{'-check' * (verb == 'info')}")
+            else:
+                proc = self._procs["info"] = self._procs["contents"] = popen_git(self._top, "cat-file", "--batch-command")
         stdin: IO[bytes] = proc.stdin
         stdout: IO[bytes] = proc.stdout
         try:
-            stdin.write(spec.encode("utf-8", "surrogateescape") + b"\n")
+            stdin.write((spec if self._split else f"{verb} {spec}").encode("utf-8", "surrogateescape") + b"\n")
             stdin.flush()
         except (BrokenPipeError, OSError):
-            raise HistoryError("git cat-file stopped unexpectedly") from None
+            pass  # gone: said below, once its output is read to its end
         header = stdout.readline()
+        if not header and not self._split and proc.wait() == 129:  # an older git: no --batch-command
+            self.close()
+            self._split = True
+            return self._ask(verb, spec)
         if not header:
             raise HistoryError("git cat-file stopped unexpectedly")
         return header
 
     def close(self) -> None:
-        """Both told at once, then reaped by a blocking wait (a timed one polls with sleeps: 1-2 ms)."""
-        procs = [p for p in (self._check, self._batch) if p is not None]
-        self._check = self._batch = None
+        """Told at once, then reaped by a blocking wait (a timed one polls with sleeps: 1-2 ms)."""
+        procs = list({id(p): p for p in self._procs.values()}.values())
+        self._procs = {}
         for proc in procs:  # its output too: a walk stopped mid-blob must not leave it blocked writing the rest
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
                 if pipe is not None:

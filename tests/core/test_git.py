@@ -95,14 +95,14 @@ def test_record_many_costs_one_git_process_per_batch(many_files: tuple[Path, str
     with anchorfs.open(root) as ws:
         git_calls.reset()
         small = ws.record_many(_items(2))
-        first = git_calls.count  # the repo's top level (once per workspace) and one status
+        first = git_calls.count  # one status (the top level is read from its `.git` folder)
         git_calls.reset()
         big = ws.record_many(_items(FILES, start=2))
         assert git_calls.count == 1, git_calls.calls  # HEAD and every path's status together
         git_calls.reset()
         one = ws.record("fn5 adds five", anchors=["src/m05.py"])
         assert git_calls.count == 1
-    assert first == 2
+    assert first == 1
     assert all(a.commit == head for m in small + big + [one] for a in m.anchors)
     dirty = {a.path: a.dirty for m in big for a in m.anchors}
     assert dirty["src/m03.py"] is True and dirty["src/m04.py"] is False
@@ -215,6 +215,40 @@ def test_head_and_dirty_in_a_subfolder_workspace(git_repo: Path) -> None:
     # a glob-like name is a literal path, not a pattern matching every file
     assert dirty == {"a b.py", "new.py", "renamed.py", "moved.py"}
     assert head_and_dirty(sub, []) == (head, set())
+
+
+def _git_says_top(cwd: Path, env: dict[str, str] | None = None) -> Path | None:
+    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True,
+                         env={**os.environ, **(env or {})}).stdout.strip()
+    return Path(os.fsdecode(out)) if out else None
+
+
+def test_the_top_level_is_what_git_says_with_or_without_a_process(tmp_path: Path, git_calls: _GitCounter,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `.git` folder right in the root answers without git; whatever could move the work tree
+    (config, an include, the environment, a linked worktree's `.git` file) is left to git."""
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "c")
+    (tmp_path / "link").symlink_to(repo)
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "wt"))
+    cases = [repo, repo / "sub", tmp_path / "link", tmp_path / "wt", tmp_path]
+    for root in cases:
+        git_calls.reset()
+        top, asked = git_mod.toplevel(root), git_calls.count
+        assert top == _git_says_top(root), root
+        assert asked == (root in (repo / "sub", tmp_path / "wt")), root  # a plain `.git` folder, or none: no process
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for setting in (["core.worktree", str(elsewhere)], ["include.path", str(tmp_path / "more.cfg")]):
+        git(repo, "config", *setting)
+        git_calls.reset()
+        top, asked = git_mod.toplevel(repo), git_calls.count
+        assert top == _git_says_top(repo) and asked == 1, setting
+        git(repo, "config", "--unset", setting[0])
+    monkeypatch.setenv("GIT_WORK_TREE", str(elsewhere))
+    assert git_mod.toplevel(repo) == _git_says_top(repo) == elsewhere
 
 
 def test_head_and_dirty_before_the_first_commit(git_repo: Path) -> None:
@@ -332,12 +366,12 @@ def test_a_cat_file_that_died_is_one_history_error_and_closes_quietly(git_repo: 
     git(git_repo, "commit", "-qm", "a")
     blobs = _Blobs(git_repo, 1 << 20)
     assert blobs.info("HEAD") is not None
-    blobs._check.kill()
-    blobs._check.wait()
+    blobs._procs["info"].kill()
+    blobs._procs["info"].wait()
     with pytest.raises(HistoryError, match="stopped unexpectedly"):
         blobs.info("HEAD:a.txt")
     blobs.close()  # no BrokenPipeError for the bytes that never went out
-    assert blobs._check is None and blobs._batch is None
+    assert blobs._procs == {}
 
 
 def test_closing_a_cat_file_with_output_unread_does_not_wait_for_ever(git_repo: Path) -> None:
@@ -345,7 +379,7 @@ def test_closing_a_cat_file_with_output_unread_does_not_wait_for_ever(git_repo: 
     the pipe: closing must still end the process, not wait on a writer no one reads."""
     import threading
 
-    from anchorfs.core.git import _Blobs, popen_git
+    from anchorfs.core.git import _Blobs
 
     (git_repo / "big.txt").write_text("x" * 4_000_000)
     git(git_repo, "add", "big.txt")
@@ -353,10 +387,35 @@ def test_closing_a_cat_file_with_output_unread_does_not_wait_for_ever(git_repo: 
     blobs = _Blobs(git_repo, 1 << 30)
     oid = blobs.oid("HEAD:big.txt")
     assert oid is not None
-    blobs._batch = popen_git(git_repo, "cat-file", "--batch")
-    assert _Blobs._ask(blobs._batch, oid).endswith(b" 4000000\n")  # the header read, not the 4 MB after it
-    proc = blobs._batch
+    assert blobs._ask("contents", oid).endswith(b" 4000000\n")  # the header read, not the 4 MB after it
+    proc = blobs._procs["contents"]
     closing = threading.Thread(target=blobs.close, daemon=True)
     closing.start()
     closing.join(60)
     assert not closing.is_alive() and proc.returncode is not None
+
+
+def test_a_git_without_batch_command_is_asked_the_older_way(git_repo: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before git 2.36 `cat-file` has no `--batch-command`: the objects come from `--batch-check`
+    and `--batch` instead, the same answers, and a walk reads as with a newer git."""
+    from anchorfs.core.git import _Blobs
+
+    (git_repo / "a.txt").write_text("one\ntwo\n")
+    git(git_repo, "add", "a.txt")
+    git(git_repo, "commit", "-qm", "a")
+    blobs = _Blobs(git_repo, 1 << 20)
+    new = (blobs.info("HEAD:a.txt"), blobs.get("HEAD:a.txt"), blobs.info("HEAD:nope"), blobs.get("HEAD"))
+    blobs.close()
+    old_git = tmp_path / "old-git"
+    old_git.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    (old_git / "git").write_text(f'#!/bin/sh\nfor a; do [ "$a" = --batch-command ] && {{ echo "usage: git cat-file" >&2; '
+                                 f'exit 129; }}; done\nexec {real} "$@"\n')
+    (old_git / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{old_git}{os.pathsep}{os.environ['PATH']}")
+    blobs = _Blobs(git_repo, 1 << 20)
+    old = (blobs.info("HEAD:a.txt"), blobs.get("HEAD:a.txt"), blobs.info("HEAD:nope"), blobs.get("HEAD"))
+    assert blobs._split and blobs._procs["info"] is not blobs._procs["contents"]
+    blobs.close()
+    assert old == new and new[1] == b"one\ntwo\n" and new[2] is None and new[3] is None

@@ -52,11 +52,11 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = _Blobs._ask
 
-    def ask(proc: Any, spec: str) -> bytes:
+    def ask(blobs: _Blobs, verb: str, spec: str) -> bytes:
         seen.append(spec)
-        return real(proc, spec)
+        return real(blobs, verb, spec)
 
-    monkeypatch.setattr(_Blobs, "_ask", staticmethod(ask))
+    monkeypatch.setattr(_Blobs, "_ask", ask)
     return seen
 
 
@@ -99,9 +99,9 @@ def test_a_walk_reads_its_diffs_from_one_git_log(tmp_path: Path, commits: int, e
     result = bisect(repo, memory)
     assert result.culprit is not None and result.culprit.distance == 0
     commands = sorted(c[0] for c in spawned)
-    # the top level, the objects (names and sizes, then contents), the chain, one stream of diffs
-    # limited to the file, and where the changed lines went at the breaking step
-    assert commands == ["cat-file", "cat-file", "diff-tree", "log", "rev-list", "rev-parse"]
+    # the objects (names, sizes and contents), the chain, one stream of diffs limited to the file,
+    # and where the changed lines went at the breaking step (the top level: its `.git` folder)
+    assert commands == ["cat-file", "diff-tree", "log", "rev-list"]
     assert not any("--stdin" in c for c in spawned)
     # HEAD, the anchor's commit, the chain's first parent, the anchored blob, the breaking step's,
     # and a candidate where its lines may have gone (each a name, then its contents): no
