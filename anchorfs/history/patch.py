@@ -1,7 +1,8 @@
 """git's zero-context diffs, parsed: the hunks a walk carries an anchored span through.
 
-`--raw -p -U0` output (a walk's `git log` stream, read in blocks, each hunk's body one slice; the
-working tree's `diff-index`; two blobs' `diff`) becomes records of entries and hunks. Zero
+`--raw -p -U0` output (a walk's `git log` stream, read in blocks and parsed a whole record at a
+time by regular expressions, no Python step per line; the working tree's `diff-index`; two blobs'
+`diff`) becomes records of entries and hunks. Zero
 context is what makes a hunk evidence: one that misses the tracked span proves the text
 identical, and the headline hunk shown for a step is always one that hits the anchored text.
 """
@@ -23,9 +24,6 @@ from .repo import _FORMAT, WORKING_TREE, _Commit, _parse_commit
 __all__ = ["_MAX_HUNKS", "Hunk", "_RawHunk", "_stream", "_worktree_patch", "_headline", "_blob_hunks"]
 
 
-_HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_HEADER_RE = re.compile(rb"^(?:[0-9a-f]{40}|[0-9a-f]{64})\x1f")
-"""A commit's line (`_FORMAT`) opening its record."""
 _MAX_HUNKS = 20
 _MAX_HUNK_LINES = 200
 
@@ -118,101 +116,102 @@ def _no_cr(block: bytes) -> bytes:
     return block[:-1] if block.endswith(b"\r") else block
 
 
+_RECORD_RE = re.compile(rb"\n((?:[0-9a-f]{40}|[0-9a-f]{64})\x1f[^\n]*)")
+"""A commit's line (`_FORMAT`): where a record starts. No other line of the stream starts so (a
+hunk's lines start with `-`, `+` or `\\`), so the text between two is one commit's, whole. Each
+pattern starts at a newline, so the engine skips to the next one instead of trying every byte."""
+_NEXT_RE = re.compile(rb"\n(?=(?:[0-9a-f]{40}|[0-9a-f]{64})\x1f)")
+_RAW_RE = re.compile(rb"\n:\S+ \S+ (\S+) (\S+) (\S)\S*\t([^\n]*)")
+_SECTION_RE = re.compile(rb"\ndiff --(?:git|cc) ")
+_INDEX_RE = re.compile(rb"\nindex ([0-9a-f]+)\.\.([0-9a-f]+)")
+_BINARY_RE = re.compile(rb"\nBinary files ")
+_HUNKS_RE = re.compile(rb"\n@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@[^\n]*")
+
+
+def _raw_hunk(start: tuple[int, int, int, int], text: bytes) -> _RawHunk:
+    """One hunk from its header's numbers and its lines as git printed them (`-`/`+` first,
+    git's `\\ No newline at end of file` among them): the lines joined, split and swapped in a
+    few C calls, not a Python step a line."""
+    os_, oc, ns, nc = start
+    lines = text.split(b"\n")
+    if b"\\" in text:
+        lines = [line for line in lines if line[:1] != b"\\"]
+    old, new = lines[:oc], lines[oc:oc + nc]
+    old_b, new_b = b"\n".join(old), b"\n".join(new)
+    noop = oc == nc and len(old) == len(new) and (_no_cr(b"+" + old_b[1:].replace(b"\n-", b"\n+")) == _no_cr(new_b))
+    body = b"\n".join([*([old_b[1:].replace(b"\n-", b"\n")] if old else []),
+                       *([new_b[1:].replace(b"\n+", b"\n")] if new else [])])
+    both = old[:_MAX_HUNK_LINES] + new[:_MAX_HUNK_LINES - min(len(old), _MAX_HUNK_LINES)]
+    shown = tuple(b"\n".join(both).decode("utf-8", "replace").split("\n")) if both else ()
+    if len(old) + len(new) > _MAX_HUNK_LINES:
+        shown += (f"... {len(old) + len(new) - _MAX_HUNK_LINES} more lines",)
+    return _RawHunk(Hunk(os_, oc, ns, nc, shown), noop, body)
+
+
+def _fill(rec: _Record, text: bytes) -> None:
+    """A record's raw lines, then per file its oids (`index`), binary flag and hunks (`text`
+    starts with a newline: every pattern does)."""
+    for m in _RAW_RE.finditer(text):
+        old, new, status, path = m.groups()
+        rec.entries.append((status.decode(), old.decode(), new.decode(), _unquote(path)))
+    starts = [m.start() for m in _SECTION_RE.finditer(text)]
+    for a, b in zip(starts, [*starts[1:], len(text)]):
+        section = text[a:b]
+        k = len(rec.sections)
+        rec.sections.append([])
+        rec.binary.append(_BINARY_RE.search(section) is not None)
+        found = _INDEX_RE.search(section)
+        if found and k < len(rec.entries):  # the oids in full (the raw line's may be short)
+            status, old, new, path = rec.entries[k]
+            full_old, full_new = found.group(1).decode(), found.group(2).decode()
+            if full_old.startswith(old) and full_new.startswith(new):
+                rec.entries[k] = (status, full_old, full_new, path)
+        heads = list(_HUNKS_RE.finditer(section))
+        for h, after in zip(heads, [*heads[1:], None]):
+            oc = int(h.group(2)) if h.group(2) is not None else 1
+            nc = int(h.group(4)) if h.group(4) is not None else 1
+            body = section[h.end() + 1:after.start() if after else len(section)].rstrip(b"\n")
+            rec.sections[-1].append(_raw_hunk((int(h.group(1)), oc, int(h.group(3)), nc), body))
+
+
 class _PatchParser:
-    """Parse `--raw -p -U0` output (a `git log` or `diff-tree --stdin` stream, or one diff) into records."""
+    """Parse `--raw -p -U0` output (a `git log` or `diff-tree --stdin` stream, or one diff) into
+    records, fed in blocks cut anywhere: each record is parsed once it is whole."""
 
-    def __init__(self, first: _Record | None = None) -> None:
-        self.current = first
-        self._old_left = 0
-        self._new_left = 0
-        self._hunk: dict[str, Any] | None = None
+    def __init__(self) -> None:
+        self.current: _Record | None = None
+        self._parts: list[bytes] = []
 
-    def _close_hunk(self) -> None:
-        h = self._hunk
-        if h is None or self.current is None or not self.current.sections:
-            self._hunk = None
-            return
-        old, new = h["old"], h["new"]  # lines as git printed them, `-` / `+` first: joined once, each
-        # line's first byte swapped or dropped after each newline (a few C calls, not a Python step a line)
-        old_b, new_b = b"\n".join(old), b"\n".join(new)
-        noop = len(old) == len(new) and (_no_cr(b"+" + old_b[1:].replace(b"\n-", b"\n+")) == _no_cr(new_b))
-        body = b"\n".join([*([old_b[1:].replace(b"\n-", b"\n")] if old else []),
-                           *([new_b[1:].replace(b"\n+", b"\n")] if new else [])])
-        both = old[:_MAX_HUNK_LINES] + new[:_MAX_HUNK_LINES - min(len(old), _MAX_HUNK_LINES)]
-        shown = tuple(b"\n".join(both).decode("utf-8", "replace").split("\n")) if both else ()
-        if len(old) + len(new) > _MAX_HUNK_LINES:
-            shown += (f"... {len(old) + len(new) - _MAX_HUNK_LINES} more lines",)
-        hunk = Hunk(h["os"], h["oc"], h["ns"], h["nc"], shown)
-        self.current.sections[-1].append(_RawHunk(hunk, noop, body))
-        self._hunk = None
+    def feed(self, block: bytes) -> list[_Record]:
+        """The records this block completes: those before the last record start in it."""
+        cut = None
+        for cut in _NEXT_RE.finditer(block):
+            pass
+        if cut is None:
+            self._parts.append(block)
+            return []
+        text = b"".join([*self._parts, block[:cut.start() + 1]])
+        self._parts = [block[cut.start() + 1:]]
+        return self.finish(text)
 
-    def feed(self, lines: list[bytes]) -> list[_Record]:
-        """Lines (without their newlines); the records they complete. A hunk's body is taken as
-        one slice of `lines`: git prints exactly the counts its header says."""
-        done, i = [], 0
-        while i < len(lines):
-            side, left = ("old", self._old_left) if self._old_left else ("new", self._new_left)
-            k = min(left, len(lines) - i)
-            if k and self._hunk and lines[i][:1] == lines[i + k - 1][:1] == (b"-" if side == "old" else b"+"):
-                self._hunk[side].extend(lines[i:i + k])
-                setattr(self, f"_{side}_left", left - k)
-                i += k
-                continue
-            if not (k and lines[i][:1] == b"\\"):  # `\ No newline at end of file` comes between the sides
-                self._old_left = self._new_left = 0  # the hunk is over (or was malformed: resynchronise)
-            rec = self._line(lines[i])
-            i += 1
-            if rec is not None:
-                done.append(rec)
+    def finish(self, text: bytes | None = None) -> list[_Record]:
+        """The records in `text` (by default, all that is left), the last one whole too."""
+        if text is None:
+            text, self._parts = b"".join(self._parts), []
+        text = b"\n" + text
+        done: list[_Record] = []
+        at = 0
+        for m in _RECORD_RE.finditer(text):
+            if self.current is not None:
+                _fill(self.current, text[at:m.start()])
+                done.append(self.current)
+            head = _parse_commit(m.group(1))
+            self.current, at = _Record(head.commit, head), m.end()
+        if self.current is not None:
+            _fill(self.current, text[at:])
+            done.append(self.current)
+        self.current = None
         return done
-
-    def _line(self, raw: bytes) -> _Record | None:
-        c = raw[:1]  # one test per line, most lines: the first byte
-        if c == b"\\":
-            return None
-        finished: _Record | None = None
-        if c in b"0123456789abcdef" and _HEADER_RE.match(raw):
-            self._close_hunk()
-            finished, head = self.current, _parse_commit(raw)
-            self.current = _Record(head.commit, head)
-            return finished
-        if self.current is None:
-            return None
-        if c == b":":
-            meta, _, path = raw.partition(b"\t")
-            fields = meta[1:].split()
-            if len(fields) >= 5:
-                self.current.entries.append(
-                    (fields[4][:1].decode(), fields[2].decode(), fields[3].decode(), _unquote(path))
-                )
-        elif c == b"i" and raw.startswith(b"index ") and 0 < len(self.current.sections) <= len(self.current.entries):
-            entry = self.current.entries[len(self.current.sections) - 1]  # its oids in full
-            old, _, new = raw[6:].split(b" ")[0].decode().partition("..")
-            if old.startswith(entry[1]) and new.startswith(entry[2]):
-                self.current.entries[len(self.current.sections) - 1] = (entry[0], old, new, entry[3])
-        elif c == b"d" and (raw.startswith(b"diff --git ") or raw.startswith(b"diff --cc ")):
-            self._close_hunk()
-            self.current.sections.append([])
-            self.current.binary.append(False)
-        elif c == b"@" and raw.startswith(b"@@ "):
-            self._close_hunk()
-            m = _HUNK_RE.match(raw)
-            if m and self.current.sections:
-                oc = int(m.group(2)) if m.group(2) is not None else 1
-                nc = int(m.group(4)) if m.group(4) is not None else 1
-                self._hunk = {"os": int(m.group(1)), "oc": oc, "ns": int(m.group(3)), "nc": nc,
-                              "old": [], "new": []}
-                self._old_left, self._new_left = oc, nc
-                if oc == 0 and nc == 0:
-                    self._close_hunk()
-        elif c == b"B" and raw.startswith(b"Binary files ") and self.current.binary:
-            self.current.binary[-1] = True
-        return None
-
-    def finish(self) -> _Record | None:
-        self._close_hunk()
-        last, self.current = self.current, None
-        return last
 
 
 def _big_files() -> str:
@@ -241,18 +240,10 @@ def _stream(top: Path, paths: list[str], *revs: str, pairs: str | None = None) -
 
 def _read(proc: Any, what: str) -> Generator[_Record, None, None]:
     parser = _PatchParser()
-    parts: list[bytes] = []  # the last line's pieces: joined once its newline comes, however long it is
     try:
         while block := proc.stdout.read1(1 << 16):  # what git has written so far, not a line at a time
-            parts.append(block)
-            if b"\n" in block:
-                lines = b"".join(parts).split(b"\n")
-                parts = [lines.pop()]
-                yield from parser.feed(lines)
-        yield from parser.feed([tail] if (tail := b"".join(parts)) else [])
-        rec = parser.finish()
-        if rec is not None:
-            yield rec
+            yield from parser.feed(block)
+        yield from parser.finish()
     finally:
         proc.stdout.close()
         err = proc.stderr.read() if proc.stderr else b""
@@ -268,10 +259,8 @@ def _worktree_patch(top: Path, repo_path: str) -> _Record:
     out = run_git(top, "-c", "core.quotepath=false", "-c", _big_files(), "diff-index", "--raw", "-p", "-U0",
                   "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
                   "--full-index", "--abbrev=64", "HEAD", "--", ":(literal)" + repo_path)
-    parser = _PatchParser(_Record(WORKING_TREE))
-    parser.feed(out.split(b"\n"))
-    rec = parser.finish()
-    assert rec is not None
+    rec = _Record(WORKING_TREE)
+    _fill(rec, b"\n" + out)
     return rec
 
 
@@ -290,7 +279,5 @@ def _blob_hunks(top: Path, old_oid: str, new_oid: str) -> list[Hunk]:
     out = run_git(top, "-c", _big_files(), "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
                   old_oid, new_oid, check=False)
     rec = _Record("blobs", entries=[("M", old_oid, new_oid, "")])
-    parser = _PatchParser(rec)
-    parser.feed(out.split(b"\n"))
-    parser.finish()
+    _fill(rec, b"\n" + out)
     return [h.hunk for section in rec.sections for h in section if not h.noop]

@@ -99,9 +99,9 @@ _LINE = st.sampled_from(["a", "b", "-a", "+b", "", "x\r", "é", "\\ x", "@@ y", 
        cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6))
 def test_a_diff_read_in_blocks_is_read_as_git_wrote_it(tmp_path_factory: pytest.TempPathFactory, old: list[str],
                                                        new: list[str], eol: bool, cuts: list[int]) -> None:
-    """Hunk bodies taken as slices of whatever block git's output arrived in give the hunks a
+    """Records parsed whole, from blocks cut anywhere (a byte at a time too), give the hunks a
     plain reading of the diff gives: the same lines, bodies and no-op flags, wherever the blocks end."""
-    from anchorfs.history.patch import _MAX_HUNK_LINES, _PatchParser, _Record
+    from anchorfs.history.patch import _MAX_HUNK_LINES, _PatchParser
 
     d = tmp_path_factory.mktemp("diff")
     (d / "old").write_bytes(("\n".join(old) + ("\n" if old else "")).encode())
@@ -117,16 +117,16 @@ def test_a_diff_read_in_blocks_is_read_as_git_wrote_it(tmp_path_factory: pytest.
             expected.append([line, []])
         elif expected and line[:1] in (b"-", b"+") and not line.startswith((b"--- ", b"+++ ")):
             expected[-1][1].append(line)
-    for split in (None, sorted(c % (len(lines) + 1) for c in cuts)):
-        parser = _PatchParser(_Record("x"))
-        if split is None:
-            for line in lines:  # a line at a time
-                parser.feed([line])
-        else:
-            for a, b in zip([0, *split], [*split, len(lines)]):
-                parser.feed(lines[a:b])
-        rec = parser.finish()
-        assert rec is not None
+    head = b"0" * 40 + b"\x1fabc\x1f\x1f\x1f\x1f\x1fsubject\n"  # a record's line, as `git log` prints it
+    stream = head + out + head.replace(b"0", b"1", 40)  # and the next record's
+    for split in (range(len(stream)), sorted(c % (len(stream) + 1) for c in cuts)):  # a byte at a time, or anywhere
+        parser = _PatchParser()
+        records = []
+        for a, b in zip([0, *split], [*split, len(stream)]):
+            records += parser.feed(stream[a:b])
+        records += parser.finish()
+        assert [r.commit for r in records] == ["0" * 40, "1" * 40] and not records[1].sections
+        rec = records[0]
         got = [h for section in rec.sections for h in section]
         assert len(got) == len(expected)
         for h, (header, body) in zip(got, expected):
