@@ -116,16 +116,25 @@ def _no_cr(block: bytes) -> bytes:
     return block[:-1] if block.endswith(b"\r") else block
 
 
-_RECORD_RE = re.compile(rb"\n((?:[0-9a-f]{40}|[0-9a-f]{64})\x1f[^\n]*)")
-"""A commit's line (`_FORMAT`): where a record starts. No other line of the stream starts so (a
-hunk's lines start with `-`, `+` or `\\`), so the text between two is one commit's, whole. Each
-pattern starts at a newline, so the engine skips to the next one instead of trying every byte."""
-_NEXT_RE = re.compile(rb"\n(?=(?:[0-9a-f]{40}|[0-9a-f]{64})\x1f)")
+_HEAD_RE = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\x1f")
+"""A commit's line (`_FORMAT`) starts so: where a record starts. No other line of the stream does
+(a hunk's lines start with `-`, `+` or `\\`), so the text between two is one commit's, whole."""
 _RAW_RE = re.compile(rb"\n:\S+ \S+ (\S+) (\S+) (\S)\S*\t([^\n]*)")
-_SECTION_RE = re.compile(rb"\ndiff --(?:git|cc) ")
 _INDEX_RE = re.compile(rb"\nindex ([0-9a-f]+)\.\.([0-9a-f]+)")
-_BINARY_RE = re.compile(rb"\nBinary files ")
-_HUNKS_RE = re.compile(rb"\n@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@[^\n]*")
+_HUNK_RE = re.compile(rb"\n@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@[^\n]*")
+
+
+def _last_record(block: bytes) -> int:
+    """Where the last record wholly after a newline in `block` starts, or -1: found from the end
+    by its unit separators (a hunk's line rarely holds one), by C searches, not a step a line."""
+    end = len(block)
+    while (sep := block.rfind(b"\x1f", 0, end)) >= 0:
+        end = block.rfind(b"\n", 0, sep) + 1  # that line's start: its other separators are skipped
+        if end and _HEAD_RE.match(block, end):
+            return end
+        if not end:
+            break
+    return -1
 
 
 def _raw_hunk(start: tuple[int, int, int, int], text: bytes) -> _RawHunk:
@@ -148,30 +157,42 @@ def _raw_hunk(start: tuple[int, int, int, int], text: bytes) -> _RawHunk:
     return _RawHunk(Hunk(os_, oc, ns, nc, shown), noop, body)
 
 
-def _fill(rec: _Record, text: bytes) -> None:
-    """A record's raw lines, then per file its oids (`index`), binary flag and hunks (`text`
-    starts with a newline: every pattern does)."""
-    for m in _RAW_RE.finditer(text):
+def _fill(rec: _Record, text: bytes, at: int, stop: int) -> None:
+    """A record's raw lines, then per file its oids (`index`), binary flag and hunks, from
+    `text[at:stop]` (which starts with a newline). Sections and hunks are found by `bytes.find`
+    of the lines that open them (no hunk's line starts so): C searches over the hunks' bodies,
+    and each body copied once, whatever their size."""
+    first = text.find(b"\ndiff --", at, stop)
+    for m in _RAW_RE.finditer(text, at, first if first >= 0 else stop):
         old, new, status, path = m.groups()
         rec.entries.append((status.decode(), old.decode(), new.decode(), _unquote(path)))
-    starts = [m.start() for m in _SECTION_RE.finditer(text)]
-    for a, b in zip(starts, [*starts[1:], len(text)]):
-        section = text[a:b]
+    at = first
+    while at >= 0:
+        end = text.find(b"\ndiff --", at + 1, stop)
+        last = end if end >= 0 else stop
         k = len(rec.sections)
         rec.sections.append([])
-        rec.binary.append(_BINARY_RE.search(section) is not None)
-        found = _INDEX_RE.search(section)
+        hunk = text.find(b"\n@@ ", at, last)
+        header = hunk if hunk >= 0 else last  # `index`, `Binary files` come before any hunk
+        rec.binary.append(text.find(b"\nBinary files ", at, header) >= 0)
+        found = _INDEX_RE.search(text, at, header)
         if found and k < len(rec.entries):  # the oids in full (the raw line's may be short)
             status, old, new, path = rec.entries[k]
             full_old, full_new = found.group(1).decode(), found.group(2).decode()
             if full_old.startswith(old) and full_new.startswith(new):
                 rec.entries[k] = (status, full_old, full_new, path)
-        heads = list(_HUNKS_RE.finditer(section))
-        for h, after in zip(heads, [*heads[1:], None]):
-            oc = int(h.group(2)) if h.group(2) is not None else 1
-            nc = int(h.group(4)) if h.group(4) is not None else 1
-            body = section[h.end() + 1:after.start() if after else len(section)].rstrip(b"\n")
-            rec.sections[-1].append(_raw_hunk((int(h.group(1)), oc, int(h.group(3)), nc), body))
+        while hunk >= 0:
+            after = text.find(b"\n@@ ", hunk + 1, last)
+            h = _HUNK_RE.match(text, hunk, last)
+            if h:
+                oc = int(h.group(2)) if h.group(2) is not None else 1
+                nc = int(h.group(4)) if h.group(4) is not None else 1
+                tail = after if after >= 0 else last
+                while tail > h.end() and text[tail - 1] == 10:  # the newlines before what follows
+                    tail -= 1
+                rec.sections[-1].append(_raw_hunk((int(h.group(1)), oc, int(h.group(3)), nc), text[h.end() + 1:tail]))
+            hunk = after
+        at = end
 
 
 class _PatchParser:
@@ -184,14 +205,12 @@ class _PatchParser:
 
     def feed(self, block: bytes) -> list[_Record]:
         """The records this block completes: those before the last record start in it."""
-        cut = None
-        for cut in _NEXT_RE.finditer(block):
-            pass
-        if cut is None:
+        cut = _last_record(block)
+        if cut < 0:
             self._parts.append(block)
             return []
-        text = b"".join([*self._parts, block[:cut.start() + 1]])
-        self._parts = [block[cut.start() + 1:]]
+        text = b"".join([*self._parts, block[:cut]])
+        self._parts = [block[cut:]]
         return self.finish(text)
 
     def finish(self, text: bytes | None = None) -> list[_Record]:
@@ -200,15 +219,19 @@ class _PatchParser:
             text, self._parts = b"".join(self._parts), []
         text = b"\n" + text
         done: list[_Record] = []
-        at = 0
-        for m in _RECORD_RE.finditer(text):
+        at = pos = 0
+        while (sep := text.find(b"\x1f", pos)) >= 0:  # a commit's line holds them; a hunk's rarely
+            start, pos = text.rfind(b"\n", 0, sep) + 1, text.find(b"\n", sep)
+            pos = pos if pos >= 0 else len(text)  # that line's end: its other separators are skipped
+            if not _HEAD_RE.match(text, start):
+                continue
             if self.current is not None:
-                _fill(self.current, text[at:m.start()])
+                _fill(self.current, text, at, start - 1)
                 done.append(self.current)
-            head = _parse_commit(m.group(1))
-            self.current, at = _Record(head.commit, head), m.end()
+            head = _parse_commit(text[start:pos])
+            self.current, at = _Record(head.commit, head), pos
         if self.current is not None:
-            _fill(self.current, text[at:])
+            _fill(self.current, text, at, len(text))
             done.append(self.current)
         self.current = None
         return done
@@ -260,7 +283,7 @@ def _worktree_patch(top: Path, repo_path: str) -> _Record:
                   "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
                   "--full-index", "--abbrev=64", "HEAD", "--", ":(literal)" + repo_path)
     rec = _Record(WORKING_TREE)
-    _fill(rec, b"\n" + out)
+    _fill(rec, b"\n" + out, 0, len(out) + 1)
     return rec
 
 
@@ -279,5 +302,5 @@ def _blob_hunks(top: Path, old_oid: str, new_oid: str) -> list[Hunk]:
     out = run_git(top, "-c", _big_files(), "diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
                   old_oid, new_oid, check=False)
     rec = _Record("blobs", entries=[("M", old_oid, new_oid, "")])
-    _fill(rec, b"\n" + out)
+    _fill(rec, b"\n" + out, 0, len(out) + 1)
     return [h.hunk for section in rec.sections for h in section if not h.noop]

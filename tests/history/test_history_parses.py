@@ -91,7 +91,8 @@ def test_a_re_laid_line_is_parsed_once_per_version(git_repo: Path, parses: list[
     assert 1 <= len(parses) <= 3  # the three versions since the re-layout, each parsed at most once
 
 
-_LINE = st.sampled_from(["a", "b", "-a", "+b", "", "x\r", "é", "\\ x", "@@ y", "a b c"])
+_LINE = st.sampled_from(["a", "b", "-a", "+b", "", "x\r", "é", "\\ x", "@@ y", "a b c", "diff --git x",
+                         "0" * 40 + "\x1fa line shaped like a commit's"])
 
 
 @settings(max_examples=60, deadline=None)
@@ -119,7 +120,9 @@ def test_a_diff_read_in_blocks_is_read_as_git_wrote_it(tmp_path_factory: pytest.
             expected[-1][1].append(line)
     head = b"0" * 40 + b"\x1fabc\x1f\x1f\x1f\x1f\x1fsubject\n"  # a record's line, as `git log` prints it
     stream = head + out + head.replace(b"0", b"1", 40)  # and the next record's
-    for split in (range(len(stream)), sorted(c % (len(stream) + 1) for c in cuts)):  # a byte at a time, or anywhere
+    ends = [i + 1 for i, byte in enumerate(stream) if byte == 10]
+    for split in (range(len(stream)), ends[::2], ends[1::2],  # a byte at a time, two lines at a time,
+                  sorted(c % (len(stream) + 1) for c in cuts)):  # or anywhere
         parser = _PatchParser()
         records = []
         for a, b in zip([0, *split], [*split, len(stream)]):
