@@ -6,12 +6,16 @@ import os
 import platform
 import re
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "benchmarks.md"
+if str(ROOT) not in sys.path[:1]:  # this checkout's package, not the installed one: a script run
+    sys.path.insert(0, str(ROOT))  # from a second checkout (the "before" of an A/B) measures that one
 
 
 def machine() -> str:
