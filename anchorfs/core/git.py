@@ -14,7 +14,7 @@ from contextlib import suppress
 from .errors import HistoryError
 from .statedir import STATE_DIR
 
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path  # annotations only: costly to import in a commit hook
@@ -528,14 +528,12 @@ class _Blobs:
                 proc = self._procs[verb] = popen_git(self._top, "cat-file", f"--batch{'-check' * (verb == 'info')}")
             else:
                 proc = self._procs["info"] = self._procs["contents"] = popen_git(self._top, "cat-file", "--batch-command")
-        stdin: IO[bytes] = proc.stdin
-        stdout: IO[bytes] = proc.stdout
         try:
-            stdin.write((spec if self._split else f"{verb} {spec}").encode("utf-8", "surrogateescape") + b"\n")
-            stdin.flush()
+            proc.stdin.write((spec if self._split else f"{verb} {spec}").encode("utf-8", "surrogateescape") + b"\n")
+            proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # gone: said below, once its output is read to its end
-        header = stdout.readline()
+        header = proc.stdout.readline()
         if not header and not self._split and proc.wait() == 129:  # an older git: no --batch-command
             self.close()
             self._split = True

@@ -127,21 +127,18 @@ _HUNK_RE = re.compile(rb"\n@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@[^\n]*")
 def _last_record(block: bytes) -> int:
     """Where the last record wholly after a newline in `block` starts, or -1: found from the end
     by its unit separators (a hunk's line rarely holds one), by C searches, not a step a line."""
-    end = len(block)
-    while (sep := block.rfind(b"\x1f", 0, end)) >= 0:
-        end = block.rfind(b"\n", 0, sep) + 1  # that line's start: its other separators are skipped
-        if end and _HEAD_RE.match(block, end):
+    end = len(block)  # each time, the start of the line holding the separator: its others are skipped
+    while (sep := block.rfind(b"\x1f", 0, end)) >= 0 and (end := block.rfind(b"\n", 0, sep) + 1):
+        if _HEAD_RE.match(block, end):
             return end
-        if not end:
-            break
     return -1
 
 
-def _raw_hunk(start: tuple[int, int, int, int], text: bytes) -> _RawHunk:
-    """One hunk from its header's numbers and its lines as git printed them (`-`/`+` first,
+def _raw_hunk(head: re.Match[bytes], text: bytes) -> _RawHunk:
+    """One hunk from its header (`_HUNK_RE`) and its lines as git printed them (`-`/`+` first,
     git's `\\ No newline at end of file` among them): the lines joined, split and swapped in a
     few C calls, not a Python step a line."""
-    os_, oc, ns, nc = start
+    os_, oc, ns, nc = (int(n) if n is not None else 1 for n in head.groups())
     lines = text.split(b"\n")
     if b"\\" in text:
         lines = [line for line in lines if line[:1] != b"\\"]
@@ -183,14 +180,8 @@ def _fill(rec: _Record, text: bytes, at: int, stop: int) -> None:
                 rec.entries[k] = (status, full_old, full_new, path)
         while hunk >= 0:
             after = text.find(b"\n@@ ", hunk + 1, last)
-            h = _HUNK_RE.match(text, hunk, last)
-            if h:
-                oc = int(h.group(2)) if h.group(2) is not None else 1
-                nc = int(h.group(4)) if h.group(4) is not None else 1
-                tail = after if after >= 0 else last
-                while tail > h.end() and text[tail - 1] == 10:  # the newlines before what follows
-                    tail -= 1
-                rec.sections[-1].append(_raw_hunk((int(h.group(1)), oc, int(h.group(3)), nc), text[h.end() + 1:tail]))
+            if h := _HUNK_RE.match(text, hunk, last):
+                rec.sections[-1].append(_raw_hunk(h, text[h.end() + 1:after if after >= 0 else last].rstrip(b"\n")))
             hunk = after
         at = end
 
