@@ -125,12 +125,16 @@ _HUNK_RE = re.compile(rb"\n@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@[^\n]*")
 
 
 def _last_record(block: bytes) -> int:
-    """Where the last record wholly after a newline in `block` starts, or -1: found from the end
-    by its unit separators (a hunk's line rarely holds one), by C searches, not a step a line."""
-    end = len(block)  # each time, the start of the line holding the separator: its others are skipped
-    while (sep := block.rfind(b"\x1f", 0, end)) >= 0 and (end := block.rfind(b"\n", 0, sep) + 1):
+    """Where the last record starting in `block` starts (0: maybe, if the block before ended a
+    line), or -1: found from the end by its unit separators (a hunk's line rarely holds one),
+    by C searches, not a step a line."""
+    end = len(block)
+    while (sep := block.rfind(b"\x1f", 0, end)) >= 0:
+        end = block.rfind(b"\n", 0, sep) + 1  # that line's start: its other separators are skipped
         if _HEAD_RE.match(block, end):
             return end
+        if not end:
+            break
     return -1
 
 
@@ -197,9 +201,9 @@ class _PatchParser:
     def feed(self, block: bytes) -> list[_Record]:
         """The records this block completes: those before the last record start in it."""
         cut = _last_record(block)
-        if cut < 0:
-            self._parts.append(block)
-            return []
+        if cut < 0 or not cut and not (self._parts and self._parts[-1].endswith(b"\n")):
+            self._parts.append(block)  # no record starts here (git writes a record at a time:
+            return []  # one at the very start of a block starts it, after a line's end)
         text = b"".join([*self._parts, block[:cut]])
         self._parts = [block[cut:]]
         return self.finish(text)

@@ -139,6 +139,8 @@ def test_a_diff_read_in_blocks_is_read_as_git_wrote_it(tmp_path_factory: pytest.
             assert h.body == b"\n".join(olds + news)
             assert h.noop == ([x.removesuffix(b"\r") for x in olds] == [x.removesuffix(b"\r") for x in news])
             assert h.hunk.lines[:_MAX_HUNK_LINES] == tuple(x.decode("utf-8", "replace") for x in body)
+    parser = _PatchParser()  # git writes a record at a time: one is done as the next one comes
+    assert parser.feed(head + out) == [] and [r.commit for r in parser.feed(stream[len(head + out):])] == ["0" * 40]
 
 
 def test_a_stream_read_in_any_blocks_gives_the_same_records(tmp_path: Path) -> None:
