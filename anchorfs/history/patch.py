@@ -125,9 +125,8 @@ _HUNK_RE = re.compile(rb"\n@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@[^\n]*")
 
 
 def _last_record(block: bytes) -> int:
-    """Where the last record starting in `block` starts (0: maybe, if the block before ended a
-    line), or -1: found from the end by its unit separators (a hunk's line rarely holds one),
-    by C searches, not a step a line."""
+    """Where the last record starting in `block` starts (at 0: if the block before ended a line),
+    or -1: found from the end by C searches for unit separators (a hunk's line rarely holds one)."""
     end = len(block)
     while (sep := block.rfind(b"\x1f", 0, end)) >= 0:
         end = block.rfind(b"\n", 0, sep) + 1  # that line's start: its other separators are skipped
@@ -143,9 +142,7 @@ def _raw_hunk(head: re.Match[bytes], text: bytes) -> _RawHunk:
     git's `\\ No newline at end of file` among them): the lines joined, split and swapped in a
     few C calls, not a Python step a line."""
     os_, oc, ns, nc = (int(n) if n is not None else 1 for n in head.groups())
-    lines = text.split(b"\n")
-    if b"\\" in text:
-        lines = [line for line in lines if line[:1] != b"\\"]
+    lines = [line for line in text.split(b"\n") if line[:1] != b"\\"] if b"\\" in text else text.split(b"\n")
     old, new = lines[:oc], lines[oc:oc + nc]
     old_b, new_b = b"\n".join(old), b"\n".join(new)
     noop = oc == nc and len(old) == len(new) and (_no_cr(b"+" + old_b[1:].replace(b"\n-", b"\n+")) == _no_cr(new_b))
@@ -160,9 +157,8 @@ def _raw_hunk(head: re.Match[bytes], text: bytes) -> _RawHunk:
 
 def _fill(rec: _Record, text: bytes, at: int, stop: int) -> None:
     """A record's raw lines, then per file its oids (`index`), binary flag and hunks, from
-    `text[at:stop]` (which starts with a newline). Sections and hunks are found by `bytes.find`
-    of the lines that open them (no hunk's line starts so): C searches over the hunks' bodies,
-    and each body copied once, whatever their size."""
+    `text[at:stop]` (starting with a newline). Sections and hunks are found by `bytes.find` of the
+    lines opening them (no hunk's line starts so): C searches, each body copied once."""
     first = text.find(b"\ndiff --", at, stop)
     for m in _RAW_RE.finditer(text, at, first if first >= 0 else stop):
         old, new, status, path = m.groups()
@@ -202,8 +198,8 @@ class _PatchParser:
         """The records this block completes: those before the last record start in it."""
         cut = _last_record(block)
         if cut < 0 or not cut and not (self._parts and self._parts[-1].endswith(b"\n")):
-            self._parts.append(block)  # no record starts here (git writes a record at a time:
-            return []  # one at the very start of a block starts it, after a line's end)
+            self._parts.append(block)  # no record starts here (git writes one at a time: at 0 too)
+            return []
         text = b"".join([*self._parts, block[:cut]])
         self._parts = [block[cut:]]
         return self.finish(text)
