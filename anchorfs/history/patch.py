@@ -1,10 +1,10 @@
 """git's zero-context diffs, parsed: the hunks a walk carries an anchored span through.
 
-`--raw -p -U0` output (a walk's `git log` stream, read in blocks and parsed a whole record at a
-time by regular expressions, no Python step per line; the working tree's `diff-index`; two blobs'
-`diff`) becomes records of entries and hunks. Zero
-context is what makes a hunk evidence: one that misses the tracked span proves the text
-identical, and the headline hunk shown for a step is always one that hits the anchored text.
+`--raw -p -U0` output (a walk's `git log` stream, read in blocks, a record at a time, by C
+searches for the lines opening records, files and hunks; the working tree's `diff-index`; two
+blobs' `diff`) becomes records of entries and hunks. Zero context is what makes a hunk
+evidence: one that misses the tracked span proves the text identical, and the headline hunk
+shown for a step is always one that hits the anchored text.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def _stream(top: Path, paths: list[str], *revs: str, pairs: str | None = None) -
         "--first-parent", "--reverse", "--diff-algorithm=myers", "--inter-hunk-context=0", "--submodule=short", *revs)
     proc = popen_git(top, "-c", "core.quotepath=false", "-c", _big_files(), *cmd, f"--format={_FORMAT}", "-r",
                      "--raw", "-p", "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color",
-                     "--full-index", "--", *(":(literal)" + p for p in paths))  # raw oids as %h: see `_line`
+                     "--full-index", "--", *(":(literal)" + p for p in paths))  # raw oids as %h: see `_fill`
     assert proc.stdin is not None and proc.stdout is not None
     try:  # a few bytes at most: written before a line is read
         proc.stdin.write((pairs or "").encode())
