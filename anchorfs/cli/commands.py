@@ -147,10 +147,11 @@ def query(ctx: click.Context, root: str | None, as_json: bool, text: str, k: int
         shown = hits if every else [h for h in hits if not h.weak] or hits[:3]
         if all(h.weak for h in shown):  # the closest things are listed, and called what they are
             _echo("no memory matches well; closest:")
-        short = c.ws().short_ids(h.memory.id for h in shown)
+        short = c.ws().short_ids(i for h in shown for i in (h.memory.id, h.memory.superseded_by) if i)
         for h in shown:
-            mark = "" if h.memory.status == "active" else f" ({h.memory.status})"
-            _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {short[h.memory.id]}{mark}  {h.envelope}")
+            mark, by = "" if h.memory.status == "active" else f" ({h.memory.status})", h.memory.superseded_by
+            env = h.envelope.replace(f" by {by} ", f" by {short[by]} ") if by else h.envelope  # the successor too
+            _echo(f"{h.score:.3f}  (relevance {h.relevance:.3f})  {short[h.memory.id]}{mark}  {env}")
             _echo(f"       {under(h.memory.content, '       ')}")
         if len(shown) < len(hits):
             n = len(hits) - len(shown)

@@ -290,6 +290,7 @@ def test_recall_returns_active_only_unless_asked(ws: Workspace, root: Path) -> N
     short = ws.short_ids([a.id, b.id, c.id])  # the ids a person reads and types back
     assert f" {short[a.id]} (superseded)" in text and f" {short[c.id]} (retracted)" in text
     assert f" {short[b.id]} (" not in text
+    assert f"SUPERSEDED by {short[b.id]} on " in text and b.id not in text  # its successor, as it is typed back
     assert [h["id"] for h in run(root, "query", "cache")["hits"]] == [b.id]
 
 
