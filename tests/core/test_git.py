@@ -217,9 +217,8 @@ def test_head_and_dirty_in_a_subfolder_workspace(git_repo: Path) -> None:
     assert head_and_dirty(sub, []) == (head, set())
 
 
-def _git_says_top(cwd: Path, env: dict[str, str] | None = None) -> Path | None:
-    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True,
-                         env={**os.environ, **(env or {})}).stdout.strip()
+def _git_says_top(cwd: Path) -> Path | None:
+    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True).stdout.strip()
     return Path(os.fsdecode(out)) if out else None
 
 
@@ -398,7 +397,7 @@ def test_closing_a_cat_file_with_output_unread_does_not_wait_for_ever(git_repo: 
 def test_a_git_without_batch_command_is_asked_the_older_way(git_repo: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Before git 2.36 `cat-file` has no `--batch-command`: the objects come from `--batch-check`
-    and `--batch` instead, the same answers, and a walk reads as with a newer git."""
+    and `--batch` instead, with the same answers (a name, a blob, a missing name, not a blob)."""
     from anchorfs.core.git import _Blobs
 
     (git_repo / "a.txt").write_text("one\ntwo\n")
