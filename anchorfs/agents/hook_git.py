@@ -412,6 +412,7 @@ def gate(root: str | os.PathLike[str]) -> list[str]:
     """The memories the staged changes would make stale, one line each (what changed), judged on the
     staged blobs, not the work tree, by the same rules as drift (a text moved into another staged
     file is followed); a memory already stale at HEAD is not this commit's doing."""
+    from contextlib import closing
     from pathlib import Path
 
     from ..anchor.anchors import MAX_FILE_BYTES, judge
@@ -419,9 +420,8 @@ def gate(root: str | os.PathLike[str]) -> list[str]:
     from ..core.model import AnchorRef, Drift, Verdict, drift_of
     from ..sdk.workspace import Workspace
 
-    root = Path(root)
-    top = toplevel(root) or root
-    pre, blobs = prefix_of(root, top), _Blobs(top, MAX_FILE_BYTES)
+    top = toplevel(Path(root)) or Path(root)
+    pre = prefix_of(Path(root), top)
     out = read_git(root, "diff", "--cached", "-M", "--raw", "-z", "--no-abbrev", "--relative")
     staged = {c.old: c for c in _parse_raw_z(out) if c.status != "C"}  # a copy leaves its source as it was
     said: list[str] = []
@@ -430,7 +430,7 @@ def gate(root: str | os.PathLike[str]) -> list[str]:
         data = blobs.get(c.oid) if c.status != "D" else None
         return None if data is None else judge(a.replace(path=c.new), data)[:2]
 
-    with Workspace(root) as ws:
+    with Workspace(root) as ws, closing(_Blobs(top, MAX_FILE_BYTES)) as blobs:  # its cat-file reaped
         for m in ws._anchored_on(ws.ledger.mentions(list(staged))) if staged else ():
             for a in (a for a in m.anchors if a.path in staged):
                 own = verdict(a, staged[a.path])

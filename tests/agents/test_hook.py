@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TOKEN, git, read_events, shown as short_of
@@ -697,3 +698,25 @@ def test_the_gate_follows_a_staged_rename(repo: Path) -> None:
     install(repo, gate=True)
     git(repo, "mv", "auth/token.py", "auth/issuer.py")
     assert _try_commit(repo, "rename").returncode == 0
+
+
+def test_the_gate_leaves_no_git_process_behind(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate reads staged and HEAD blobs through a `cat-file` it reaps before it answers, not one
+    left for the hook's exit to end."""
+    from anchorfs.agents.hook_git import gate
+
+    with anchorfs.open(repo) as ws:
+        ws.record("token expiry is 24 hours", anchors=["auth/token.py#TokenIssuer.issue"])
+    (repo / "auth" / "token.py").write_text(TOKEN.replace("hours=24", "hours=12"))
+    git(repo, "add", "-A")
+    started: list[subprocess.Popen[bytes]] = []
+    real = subprocess.Popen
+
+    class Kept(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            started.append(self)
+
+    monkeypatch.setattr(subprocess, "Popen", Kept)
+    assert len(gate(repo)) == 1
+    assert any("cat-file" in p.args for p in started) and all(p.returncode is not None for p in started)
