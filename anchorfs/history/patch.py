@@ -191,7 +191,6 @@ class _PatchParser:
     records, fed in blocks cut anywhere: each record is parsed once it is whole."""
 
     def __init__(self) -> None:
-        self.current: _Record | None = None
         self._parts: list[bytes] = []
 
     def feed(self, block: bytes) -> list[_Record]:
@@ -210,21 +209,21 @@ class _PatchParser:
             text, self._parts = b"".join(self._parts), []
         text = b"\n" + text
         done: list[_Record] = []
+        rec: _Record | None = None
         at = pos = 0
         while (sep := text.find(b"\x1f", pos)) >= 0:  # a commit's line holds them; a hunk's rarely
             start, pos = text.rfind(b"\n", 0, sep) + 1, text.find(b"\n", sep)
             pos = pos if pos >= 0 else len(text)  # that line's end: its other separators are skipped
             if not _HEAD_RE.match(text, start):
                 continue
-            if self.current is not None:
-                _fill(self.current, text, at, start - 1)
-                done.append(self.current)
+            if rec is not None:
+                _fill(rec, text, at, start - 1)
+                done.append(rec)
             head = _parse_commit(text[start:pos])
-            self.current, at = _Record(head.commit, head), pos
-        if self.current is not None:
-            _fill(self.current, text, at, len(text))
-            done.append(self.current)
-        self.current = None
+            rec, at = _Record(head.commit, head), pos
+        if rec is not None:
+            _fill(rec, text, at, len(text))
+            done.append(rec)
         return done
 
 
