@@ -143,9 +143,8 @@ class Claim(NamedTuple):
 
 
 def compare(a: str, b: str, *, narrow: bool = True) -> tuple[str, str] | None:
-    """(`similar` or `conflicts`, why) for two texts on the same ground; None when neither holds.
-    `narrow=False`, two anchors on one file but not on the same symbol or lines: a name swapped (or
-    one with an opposite in it) is then most often each memory naming its own symbol, not a contradiction."""
+    """(`similar` or `conflicts`, why) for two texts on the same ground; None when neither holds. Not
+    `narrow` (one file, other spots): a name swapped or said opposite is no contradiction there."""
     ca, cb = Claim.of(a), Claim.of(b)
     shared = ca.terms & cb.terms
     only_a, only_b = ca.terms - cb.terms, cb.terms - ca.terms
@@ -201,6 +200,13 @@ not `e.g`)."""
 def _named(text: str) -> frozenset[str]:
     """The paths a text names."""
     return frozenset(_PATHISH_RE.findall(text))
+
+
+def _judge(a: Memory, b: Memory) -> tuple[str, str] | None:
+    """`compare` on the ground `a` and `b` share: (kind, "ground; why"), or None."""
+    where = _ground(a, b)  # one file, other spots: each may name its own symbol (`narrow=False`)
+    found = compare(a.content, b.content, narrow=not where.startswith("same file")) if where else None
+    return None if found is None else (found[0], f"{where}; {found[1]}")
 
 
 def _ground(a: Memory, b: Memory) -> str | None:
@@ -286,11 +292,8 @@ class Ground:
         for memory in memories:
             mine = found[memory.id] = []
             for other in self.near(memory):
-                ground = _ground(memory, other)
-                verdict = compare(other.content, memory.content, narrow=not ground.startswith("same file")) \
-                    if ground else None
-                if verdict is not None:
-                    mine.append((verdict[0], other, f"{ground}; {verdict[1]}"))
+                if (judged := _judge(other, memory)) is not None:
+                    mine.append((judged[0], other, judged[1]))
             mine.sort(key=lambda f: (f[0] != "conflicts", f[1].id))
             del mine[SHOWN:]  # templated memories (`fact 1`, `fact 2`...) may all differ in a number
         ids = {i for mid, fs in found.items() if fs for i in (mid, *(o.id for _, o, _ in fs))}
@@ -338,10 +341,8 @@ def _pairs(ground: Ground) -> list[tuple[str, Memory, Memory, str]]:
             if (a.id, b.id) in seen:
                 continue
             seen.add((a.id, b.id))
-            where = _ground(a, b)
-            verdict = compare(a.content, b.content, narrow=not where.startswith("same file")) if where else None
-            if verdict is not None:
-                out.append((verdict[0], a, b, f"{where}; {verdict[1]}"))
+            if (judged := _judge(a, b)) is not None:
+                out.append((judged[0], a, b, judged[1]))
     return out
 
 
